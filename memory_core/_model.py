@@ -1,0 +1,216 @@
+"""The pydantic base every contract value derives from, and the shared timestamp type.
+
+Every contract value is a frozen pydantic v2 model, so it has one JSON form. Three rules keep that form
+compatible with the TinyMemory wire (contract reference §1.4-§1.5):
+
+* unset optional fields (``None``) are left out, and fields named in ``__omit_defaults__`` are left out while
+  they hold their default (an empty ``tags`` list, a root namespace, ``beliefs = 0``);
+* fields serialise in declaration order, a union's ``"type"``/``"job"`` tag first;
+* timestamps serialise as RFC 3339 in UTC with a ``Z`` and fractional seconds only when non-zero.
+
+Malformed input, whether passed to a constructor, ``model_validate`` or ``model_validate_json``, raises
+``InvalidRequest`` naming the first offending field instead of pydantic's ``ValidationError``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Annotated, Any, ClassVar, Self
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    PlainSerializer,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+)
+
+from memory_core.errors import InvalidRequest
+
+__all__ = ["ContractModel", "Timestamp", "format_timestamp", "invalid_from", "utc"]
+
+
+def utc(value: datetime) -> datetime:
+    """Return ``value`` as an aware UTC datetime; a naive datetime is taken to be UTC already."""
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)
+
+
+def format_timestamp(value: datetime) -> str:
+    """Format a datetime as chrono's RFC 3339 form: ``2001-01-01T00:00:00Z``, ``…:00.250Z``, ``…:00.000001Z``.
+
+    Fractional seconds appear only when non-zero, with 3 digits when whole milliseconds, else 6
+    (contract reference §1.4, "DateTime<Utc> in chrono's RFC3339 form").
+    """
+    value = utc(value)
+    base = value.strftime("%Y-%m-%dT%H:%M:%S")
+    micro = value.microsecond
+    if micro == 0:
+        return f"{base}Z"
+    if micro % 1000 == 0:
+        return f"{base}.{micro // 1000:03d}Z"
+    return f"{base}.{micro:06d}Z"
+
+
+Timestamp = Annotated[datetime, AfterValidator(utc), PlainSerializer(format_timestamp, return_type=str)]
+"""An aware UTC datetime that serialises in chrono's RFC 3339 form (naive input is read as UTC)."""
+
+
+def _field_path(loc: tuple[int | str, ...]) -> str | None:
+    parts = [str(p) for p in loc]
+    return ".".join(parts) if parts else None
+
+
+def invalid_from(exc: ValidationError, prefix: str | None = None) -> InvalidRequest:
+    """Turn pydantic's ``ValidationError`` into ``InvalidRequest`` naming the first offending field.
+
+    Args:
+        exc: The validation error.
+        prefix: A field path to put in front of the error's own location, e.g. ``"items.3"``.
+
+    Returns:
+        The ``InvalidRequest`` to raise.
+    """
+    first = exc.errors(include_url=False)[0]
+    loc = tuple(first.get("loc", ()))
+    field = _field_path(loc)
+    if prefix:
+        field = f"{prefix}.{field}" if field else prefix
+    ctx = first.get("ctx") or {}
+    inner = ctx.get("error")
+    if isinstance(inner, InvalidRequest):
+        message = inner.message
+        if inner.field:
+            message = message.removeprefix(f"{inner.field}: ")
+            field = f"{field}.{inner.field}" if field else inner.field
+    elif isinstance(inner, Exception):
+        message = str(inner)
+    else:
+        message = str(first.get("msg", "invalid value"))
+    return InvalidRequest(message[:1].lower() + message[1:], field=field)
+
+
+class ContractModel(BaseModel):
+    """Base of every contract value: frozen, strict about unknown keys, compact in JSON.
+
+    Subclasses list in ``__omit_defaults__`` the fields to leave out of JSON while they hold their default.
+    """
+
+    model_config = ConfigDict(
+        frozen=True,
+        extra="forbid",
+        validate_by_name=True,
+        validate_by_alias=True,
+        serialize_by_alias=True,
+        use_enum_values=False,
+        ser_json_inf_nan="strings",
+    )
+
+    __omit_defaults__: ClassVar[frozenset[str]] = frozenset()
+
+    def __init__(self, /, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise invalid_from(exc) from None
+
+    @classmethod
+    def model_validate(
+        cls,
+        obj: Any,
+        *,
+        strict: bool | None = None,
+        extra: Any = None,
+        from_attributes: bool | None = None,
+        context: Any | None = None,
+        by_alias: bool | None = None,
+        by_name: bool | None = None,
+    ) -> Self:
+        """Validate ``obj`` into this model, raising ``InvalidRequest`` naming the field on failure."""
+        try:
+            return super().model_validate(
+                obj,
+                strict=strict,
+                extra=extra,
+                from_attributes=from_attributes,
+                context=context,
+                by_alias=by_alias,
+                by_name=by_name,
+            )
+        except ValidationError as exc:
+            raise invalid_from(exc) from None
+
+    @classmethod
+    def model_validate_json(
+        cls,
+        json_data: str | bytes | bytearray,
+        *,
+        strict: bool | None = None,
+        extra: Any = None,
+        context: Any | None = None,
+        by_alias: bool | None = None,
+        by_name: bool | None = None,
+    ) -> Self:
+        """Validate a JSON document into this model, raising ``InvalidRequest`` naming the field on failure."""
+        try:
+            return super().model_validate_json(
+                json_data, strict=strict, extra=extra, context=context, by_alias=by_alias, by_name=by_name
+            )
+        except ValidationError as exc:
+            raise invalid_from(exc) from None
+
+    @classmethod
+    def coerce(cls, value: Any, field: str | None = None) -> Self:
+        """Accept an instance, a JSON object (mapping) or a JSON document and return an instance.
+
+        Args:
+            value: The request as a model, a mapping or JSON text.
+            field: The name to report when ``value`` is of the wrong shape altogether.
+
+        Raises:
+            InvalidRequest: ``value`` is malformed; the error names the field.
+        """
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, Mapping):
+            return cls.model_validate(dict(value))
+        if isinstance(value, str | bytes | bytearray):
+            return cls.model_validate_json(value)
+        raise InvalidRequest(f"expected a {cls.__name__} object, got {type(value).__name__}", field=field)
+
+    def to_json(self) -> str:
+        """This value as compact JSON text."""
+        return self.model_dump_json()
+
+    def to_dict(self) -> dict[str, Any]:
+        """This value as a JSON-compatible dict."""
+        return self.model_dump(mode="json")
+
+    @model_serializer(mode="wrap")
+    def _compact(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> Any:
+        data = handler(self)
+        if not isinstance(data, dict):
+            return data
+        omit = type(self).__omit_defaults__
+        fields = type(self).model_fields
+        out: dict[str, Any] = {}
+        for key, value in data.items():
+            if value is None:
+                continue
+            name = key
+            if omit:
+                # the serialised key may be an alias; find the field it came from
+                if key not in fields:
+                    name = next((n for n, f in fields.items() if f.alias == key), key)
+                if name in omit:
+                    field = fields[name]
+                    default = field.get_default(call_default_factory=True)
+                    if getattr(self, name) == default:
+                        continue
+            out[key] = value
+        return out

@@ -1,0 +1,1 @@
+"""Beliefs: pure distillation from stored items to beliefs (learnings tagged ``belief``)."""

@@ -1,0 +1,36 @@
+"""The ``memory-core`` command line (Typer + Rich).
+
+Each command lives in its own module under ``memory_core.cli`` and registers itself on ``app`` when imported;
+``COMMAND_MODULES`` lists them, so ``main`` imports only what it needs to build the command table.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import typer
+
+__all__ = ["COMMAND_MODULES", "app", "main"]
+
+app = typer.Typer(
+    name="memory-core",
+    help="Long-term memory for AI agents: engines, lifecycle, Celery workers.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_show_locals=False,
+)
+
+COMMAND_MODULES: tuple[str, ...] = ("version",)
+"""Modules under ``memory_core.cli`` whose import registers commands on ``app``."""
+
+
+def load_commands() -> typer.Typer:
+    """Import every command module so its commands are registered, and return the app."""
+    for name in COMMAND_MODULES:
+        importlib.import_module(f"memory_core.cli.{name}")
+    return app
+
+
+def main() -> None:
+    """Entry point of the ``memory-core`` script."""
+    load_commands()()

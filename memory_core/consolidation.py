@@ -1,0 +1,118 @@
+"""Write options, belief builds (``consolidate``) and belief reads (contract reference §1.10)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import ClassVar, Self
+
+from pydantic import Field, model_validator
+
+from memory_core._model import ContractModel
+from memory_core.errors import InvalidRequest
+from memory_core.meta import ItemKind
+from memory_core.namespace import Reach
+from memory_core.query import NonBlank
+
+__all__ = [
+    "BeliefsRequest",
+    "ConsolidateReceipt",
+    "ConsolidateRequest",
+    "ConsolidateStatus",
+    "Consolidation",
+    "WaitFor",
+    "WriteOptions",
+]
+
+
+class WaitFor(StrEnum):
+    """How long a write waits: ``visible`` (listed and ranked on return) or ``accepted`` (durably accepted)."""
+
+    ACCEPTED = "accepted"
+    VISIBLE = "visible"
+
+
+class WriteOptions(ContractModel):
+    """``{wait}``; the default waits until the item is visible."""
+
+    wait: WaitFor = WaitFor.VISIBLE
+
+    @classmethod
+    def accepted(cls) -> WriteOptions:
+        """Return once the item is durably accepted, possibly before it ranks."""
+        return _ACCEPTED
+
+    @classmethod
+    def visible(cls) -> WriteOptions:
+        """Return once the item is listed and ranked."""
+        return _VISIBLE
+
+
+_ACCEPTED = WriteOptions(wait=WaitFor.ACCEPTED)
+_VISIBLE = WriteOptions(wait=WaitFor.VISIBLE)
+
+
+class Consolidation(StrEnum):
+    """How an engine consolidates (``EngineDescriptor.consolidation``).
+
+    ``none``: ``consolidate`` is ``Unsupported``. ``on_demand``: it starts or runs a build (``started`` or
+    ``completed``). ``scheduled``: the engine builds on its own schedule and answers ``scheduled``.
+    ``automatic``: it rebuilds after writes, and an explicit call still builds (``started`` or ``completed``).
+    """
+
+    NONE = "none"
+    ON_DEMAND = "on_demand"
+    SCHEDULED = "scheduled"
+    AUTOMATIC = "automatic"
+
+
+class ConsolidateRequest(ContractModel):
+    """``{reach, kinds}``: build beliefs for the scopes in ``reach`` (``kinds`` empty = all; left out of JSON)."""
+
+    __omit_defaults__: ClassVar[frozenset[str]] = frozenset({"kinds"})
+
+    reach: Reach
+    kinds: tuple[ItemKind, ...] = ()
+
+    @model_validator(mode="after")
+    def _distinct(self) -> Self:
+        if len(set(self.kinds)) != len(self.kinds):
+            raise InvalidRequest("names a kind twice", field="kinds")
+        return self
+
+    def admitted_kinds(self) -> tuple[ItemKind, ...]:
+        """The kinds to build from (all when empty)."""
+        return self.kinds or ItemKind.all()
+
+
+class ConsolidateStatus(StrEnum):
+    """What a consolidate call did."""
+
+    STARTED = "started"
+    SCHEDULED = "scheduled"
+    COMPLETED = "completed"
+
+
+class ConsolidateReceipt(ContractModel):
+    """``{status, jobs, scopes, built?}``: what a consolidate call did.
+
+    ``scopes`` counts nodes × kinds; ``built`` is the number of beliefs a completed build produced, when it
+    reports them.
+    """
+
+    status: ConsolidateStatus
+    jobs: tuple[str, ...] = ()
+    scopes: int = 0
+    built: int | None = None
+
+    @classmethod
+    def scheduled(cls) -> ConsolidateReceipt:
+        """``{scheduled, [], 0}``."""
+        return cls(status=ConsolidateStatus.SCHEDULED)
+
+
+class BeliefsRequest(ContractModel):
+    """``{reach, query?, limit}``: read built beliefs; ranked for ``query``, else most confident then newest."""
+
+    reach: Reach
+    query: NonBlank | None = None
+    limit: int = Field(default=10, gt=0, le=1000)

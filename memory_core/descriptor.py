@@ -1,0 +1,79 @@
+"""What an engine is and offers (``EngineDescriptor``), and how it is doing (``EngineHealth``)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from memory_core._model import ContractModel
+from memory_core.consolidation import Consolidation
+from memory_core.errors import Unsupported
+from memory_core.query import FetchMode
+
+__all__ = ["EngineDescriptor", "EngineHealth", "HealthState"]
+
+
+class EngineDescriptor(ContractModel):
+    """What an engine is and offers (contract reference §1.11).
+
+    JSON: ``{id, label, description, hosted, needs_endpoint, needs_key, default_endpoint?, fetch_modes,
+    consolidation}``.
+    """
+
+    id: str
+    label: str
+    description: str = ""
+    hosted: bool = False
+    needs_endpoint: bool = False
+    needs_key: bool = False
+    default_endpoint: str | None = None
+    fetch_modes: tuple[FetchMode, ...] = ()
+    consolidation: Consolidation = Consolidation.NONE
+
+    def supports(self, mode: FetchMode) -> bool:
+        """True when ``mode`` is declared."""
+        return mode in self.fetch_modes
+
+    def ensure_mode(self, mode: FetchMode) -> None:
+        """Raise ``Unsupported`` unless ``mode`` is declared.
+
+        Raises:
+            Unsupported: "engine `X` does not offer M fetch".
+        """
+        if mode not in self.fetch_modes:
+            raise Unsupported(f"engine `{self.id}` does not offer {mode.value} fetch")
+
+    def preferred_mode(self) -> FetchMode | None:
+        """``hybrid`` when declared, else the first declared mode, else None."""
+        if FetchMode.HYBRID in self.fetch_modes:
+            return FetchMode.HYBRID
+        return self.fetch_modes[0] if self.fetch_modes else None
+
+
+class HealthState(StrEnum):
+    """``ok``, ``degraded`` or ``down``."""
+
+    OK = "ok"
+    DEGRADED = "degraded"
+    DOWN = "down"
+
+
+class EngineHealth(ContractModel):
+    """``{state, reason?}``; an engine is serving unless it is ``down``."""
+
+    state: HealthState = HealthState.OK
+    reason: str | None = None
+
+    @property
+    def is_serving(self) -> bool:
+        """True unless ``down``."""
+        return self.state is not HealthState.DOWN
+
+    @classmethod
+    def ok(cls) -> EngineHealth:
+        """A healthy engine."""
+        return cls()
+
+    @classmethod
+    def down(cls, reason: str) -> EngineHealth:
+        """An engine that cannot serve, and why."""
+        return cls(state=HealthState.DOWN, reason=reason)

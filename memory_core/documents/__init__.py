@@ -1,0 +1,1 @@
+"""Document conversion: files and bytes into ``BrainDocument`` values."""

@@ -1,0 +1,366 @@
+"""``MemoryEngine``: the base every engine implements.
+
+The public methods validate every request (a model, a JSON object or JSON text) before any engine code runs,
+then call a private hook. Engines override the hooks, never the public methods. Hooks not overridden carry
+the contract's defaults (reference §1.2):
+
+| hook | default |
+| --- | --- |
+| ``_store_with`` | ``_store`` |
+| ``_store_many`` | ``_store`` each item in turn (an item repeated in the batch replays its first copy) |
+| ``_store_many_with`` | ``_store_many`` |
+| ``_forget_within`` | ``get`` the ids under the reach, then forget what came back |
+| ``_list_preview`` | ``_list`` |
+| ``_export``, ``_erase`` | ``Unsupported`` |
+| ``_explore`` | count facets by listing (pages of 200, up to the scan limit) |
+| ``_get`` | page ``list`` until every id is found; answer in request order |
+| ``_consolidate`` | ``Unsupported`` |
+| ``_beliefs`` | none |
+
+Required hooks: ``descriptor``, ``health``, ``_recall``, ``_fetch``, ``_store``, ``_forget``, ``_list``.
+Engines must be safe to call from several threads at once (holistic recall reads concurrently).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from types import TracebackType
+from typing import Any, Self
+
+from memory_core.consolidation import BeliefsRequest, ConsolidateReceipt, ConsolidateRequest, WriteOptions
+from memory_core.descriptor import EngineDescriptor, EngineHealth
+from memory_core.errors import InvalidRequest, Unsupported
+from memory_core.explore import ExplorePage, ExploreRequest, tally
+from memory_core.items import Conversation, Document, Learning, parse_item, validate_item
+from memory_core.limits import LISTING_PAGE_SIZE, MAX_GET_IDS, MAX_STORE_MANY
+from memory_core.meta import MetaFilter
+from memory_core.namespace import Reach
+from memory_core.query import (
+    EraseReport,
+    EraseRequest,
+    ExportPage,
+    FetchPage,
+    FetchRequest,
+    ForgetReport,
+    ForgetTarget,
+    GetRequest,
+    Hit,
+    ListPage,
+    ListRequest,
+    RecallAnswer,
+    RecallRequest,
+    StoreReceipt,
+)
+
+__all__ = ["AnyItem", "Hits", "MemoryEngine", "Receipts", "validate_many"]
+
+AnyItem = Document | Conversation | Learning
+"""A concrete stored item."""
+Hits = list[Hit]
+"""A list of hits (an alias because ``MemoryEngine.list`` shadows the builtin inside the class)."""
+Receipts = list[StoreReceipt]
+"""A list of store receipts, in item order."""
+
+
+def checked_item(item: Any, field: str = "item") -> AnyItem:
+    """Parse and validate one item for storing.
+
+    Raises:
+        InvalidRequest: the item is malformed; the error names the field.
+    """
+    parsed = parse_item(item, field=field)
+    validate_item(parsed, field=field)
+    return parsed
+
+
+def validate_many(items: Iterable[Any]) -> list[AnyItem]:
+    """Check a ``store_many`` batch: 1..=MAX_STORE_MANY items, each valid (reference §1.2 ``validate_many``).
+
+    Raises:
+        InvalidRequest: an empty or oversized batch, or the first invalid item (named ``items.<i>…``).
+    """
+    if isinstance(items, Mapping | str | bytes):
+        raise InvalidRequest("expected a list of items", field="items")
+    batch = list(items)
+    if not batch:
+        raise InvalidRequest("batch is empty", field="items")
+    if len(batch) > MAX_STORE_MANY:
+        raise InvalidRequest(f"batch of {len(batch)} exceeds {MAX_STORE_MANY}", field="items")
+    return [checked_item(item, field=f"items.{i}") for i, item in enumerate(batch)]
+
+
+def _checked_ids(ids: Any, field: str = "ids") -> tuple[str, ...]:
+    if isinstance(ids, str | bytes) or not isinstance(ids, Iterable):
+        raise InvalidRequest("expected a list of ids", field=field)
+    out = tuple(ids)
+    if not out:
+        raise InvalidRequest("must not be empty", field=field)
+    for i, item_id in enumerate(out):
+        if not isinstance(item_id, str) or not item_id.strip():
+            raise InvalidRequest(f"id {i} is blank", field=field)
+    return out
+
+
+class MemoryEngine:
+    """Base of every engine: validation in the public methods, behaviour in the hooks.
+
+    Protocol for implementers: ``store`` returns only once the item is listed and ranked, and storing an
+    identical item is a replay (same id, ``replayed = True``, one copy). ``list`` scores every hit 0 and pages
+    with opaque cursors. Reads honour ``filter.reach``; forgetting by ids is unscoped.
+    """
+
+    # identity ------------------------------------------------------------------------------------------
+    def descriptor(self) -> EngineDescriptor:
+        """What this engine is and offers."""
+        raise NotImplementedError(f"{type(self).__name__} must implement descriptor()")
+
+    def health(self) -> EngineHealth:
+        """Whether this engine can serve now."""
+        raise NotImplementedError(f"{type(self).__name__} must implement health()")
+
+    def close(self) -> None:
+        """Release what the engine holds (connections, files). Idempotent."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    # public, validating --------------------------------------------------------------------------------
+    def recall(self, request: RecallRequest | Mapping[str, Any]) -> RecallAnswer:
+        """A synthesised answer with citations that resolve through ``list``.
+
+        Raises:
+            InvalidRequest: blank question, zero limit, bad time hint.
+        """
+        return self._recall(RecallRequest.coerce(request, "request"))
+
+    def fetch(self, request: FetchRequest | Mapping[str, Any]) -> FetchPage:
+        """Ranked raw hits for a query.
+
+        Raises:
+            InvalidRequest: blank query, zero limit, zero ``max_scopes``, unknown cursor.
+            Unsupported: a mode the descriptor does not declare.
+        """
+        req = FetchRequest.coerce(request, "request")
+        self.descriptor().ensure_mode(req.mode)
+        return self._fetch(req)
+
+    def store(self, item: AnyItem | Mapping[str, Any]) -> StoreReceipt:
+        """Store one item; returns once it is listed and ranked. An identical item is a replay.
+
+        Raises:
+            InvalidRequest: a blank or uri body, no turns, a blank turn or learning text, a bad confidence.
+        """
+        return self._store(checked_item(item))
+
+    def store_with(
+        self, item: AnyItem | Mapping[str, Any], options: WriteOptions | Mapping[str, Any] | None = None
+    ) -> StoreReceipt:
+        """Store with a wait policy: ``visible`` is ``store``; ``accepted`` may return once durably accepted.
+
+        Raises:
+            InvalidRequest: as ``store``.
+        """
+        opts = WriteOptions.visible() if options is None else WriteOptions.coerce(options, "options")
+        return self._store_with(checked_item(item), opts)
+
+    def store_many(self, items: Sequence[AnyItem | Mapping[str, Any]]) -> Receipts:
+        """Store 1..=100 items; receipts in item order. On error, the earlier items stay stored.
+
+        Raises:
+            InvalidRequest: an empty or oversized batch, or any invalid item (nothing is stored then).
+        """
+        return self._store_many(validate_many(items))
+
+    def store_many_with(
+        self, items: Sequence[AnyItem | Mapping[str, Any]], options: WriteOptions | Mapping[str, Any] | None = None
+    ) -> Receipts:
+        """The batch form of ``store_with``.
+
+        Raises:
+            InvalidRequest: as ``store_many``.
+        """
+        opts = WriteOptions.visible() if options is None else WriteOptions.coerce(options, "options")
+        return self._store_many_with(validate_many(items), opts)
+
+    def forget(self, target: ForgetTarget | Mapping[str, Any]) -> ForgetReport:
+        """Forget by ids (unscoped) or by a non-empty filter; counts only items actually removed.
+
+        Raises:
+            InvalidRequest: no ids, a blank id, or an empty filter.
+        """
+        return self._forget(ForgetTarget.coerce(target, "target"))
+
+    def forget_within(self, ids: Sequence[str], reach: Reach | Mapping[str, Any]) -> ForgetReport:
+        """Forget only the ids inside ``reach``, reading no node outside it.
+
+        Raises:
+            InvalidRequest: no ids or a blank id.
+        """
+        return self._forget_within(_checked_ids(ids), Reach.coerce(reach, "reach"))
+
+    def list(self, request: ListRequest | Mapping[str, Any] | None = None) -> ListPage:
+        """Page through items in engine order; every score is 0.
+
+        Raises:
+            InvalidRequest: zero limit or an unknown cursor.
+        """
+        return self._list(ListRequest() if request is None else ListRequest.coerce(request, "request"))
+
+    def list_preview(self, request: ListRequest | Mapping[str, Any] | None = None) -> ListPage:
+        """As ``list``, but a hit's text may be only the item's start."""
+        return self._list_preview(ListRequest() if request is None else ListRequest.coerce(request, "request"))
+
+    def export(self, request: ListRequest | Mapping[str, Any] | None = None) -> ExportPage:
+        """Page like ``list`` but hand back each item whole.
+
+        Raises:
+            Unsupported: the engine does not export.
+        """
+        return self._export(ListRequest() if request is None else ListRequest.coerce(request, "request"))
+
+    def erase(self, request: EraseRequest | Mapping[str, Any]) -> EraseReport:
+        """Delete for good; an erased item stored again is a new item, never a replay.
+
+        Raises:
+            InvalidRequest: the root with descendants and no kinds, without ``whole_tree``.
+            Unsupported: the engine does not erase (fall back to ``forget``).
+        """
+        return self._erase(EraseRequest.coerce(request, "request"))
+
+    def explore(self, request: ExploreRequest | Mapping[str, Any]) -> ExplorePage:
+        """Facet counts over what the filter admits.
+
+        Raises:
+            InvalidRequest: a limit outside 1..=500 or a scan limit outside 1..=50,000.
+        """
+        return self._explore(ExploreRequest.coerce(request, "request"))
+
+    def get(self, request: GetRequest | Mapping[str, Any]) -> Hits:
+        """Read items whole, in the order named; unknown and out-of-reach ids are left out.
+
+        Raises:
+            InvalidRequest: no ids, more than 200, or a blank id.
+        """
+        return self._get(GetRequest.coerce(request, "request"))
+
+    def consolidate(self, request: ConsolidateRequest | Mapping[str, Any]) -> ConsolidateReceipt:
+        """Ask for a belief build; returns once the job is taken (or, for a quick build, done).
+
+        Raises:
+            InvalidRequest: a kind named twice.
+            Unsupported: the engine does not consolidate.
+        """
+        return self._consolidate(ConsolidateRequest.coerce(request, "request"))
+
+    def beliefs(self, request: BeliefsRequest | Mapping[str, Any]) -> Hits:
+        """Beliefs kept apart from stored items: learning hits tagged ``belief`` within the reach.
+
+        Raises:
+            InvalidRequest: a zero limit or a blank query.
+        """
+        return self._beliefs(BeliefsRequest.coerce(request, "request"))
+
+    # hooks: required -----------------------------------------------------------------------------------
+    def _recall(self, request: RecallRequest) -> RecallAnswer:
+        raise NotImplementedError(f"{type(self).__name__} must implement _recall")
+
+    def _fetch(self, request: FetchRequest) -> FetchPage:
+        raise NotImplementedError(f"{type(self).__name__} must implement _fetch")
+
+    def _store(self, item: AnyItem) -> StoreReceipt:
+        raise NotImplementedError(f"{type(self).__name__} must implement _store")
+
+    def _forget(self, target: ForgetTarget) -> ForgetReport:
+        raise NotImplementedError(f"{type(self).__name__} must implement _forget")
+
+    def _list(self, request: ListRequest) -> ListPage:
+        raise NotImplementedError(f"{type(self).__name__} must implement _list")
+
+    # hooks: defaults -----------------------------------------------------------------------------------
+    def _store_with(self, item: AnyItem, options: WriteOptions) -> StoreReceipt:
+        return self._store(item)
+
+    def _store_many(self, items: Sequence[AnyItem]) -> Receipts:
+        return [self._store(item) for item in items]
+
+    def _store_many_with(self, items: Sequence[AnyItem], options: WriteOptions) -> Receipts:
+        return self._store_many(items)
+
+    def _forget_within(self, ids: Sequence[str], reach: Reach) -> ForgetReport:
+        found: list[str] = []
+        for start in range(0, len(ids), MAX_GET_IDS):
+            chunk = tuple(ids[start : start + MAX_GET_IDS])
+            found.extend(hit.id for hit in self.get(GetRequest(ids=chunk, reach=reach)))
+        if not found:
+            return ForgetReport(forgotten=0)
+        return self._forget(ForgetTarget(ids=tuple(dict.fromkeys(found))))
+
+    def _list_preview(self, request: ListRequest) -> ListPage:
+        return self._list(request)
+
+    def _export(self, request: ListRequest) -> ExportPage:
+        raise Unsupported(f"engine `{self.descriptor().id}` does not export")
+
+    def _erase(self, request: EraseRequest) -> EraseReport:
+        raise Unsupported(f"engine `{self.descriptor().id}` does not erase")
+
+    def _explore(self, request: ExploreRequest) -> ExplorePage:
+        return explore_by_listing(self, request)
+
+    def _get(self, request: GetRequest) -> Hits:
+        return get_by_listing(self, request)
+
+    def _consolidate(self, request: ConsolidateRequest) -> ConsolidateReceipt:
+        raise Unsupported(f"engine `{self.descriptor().id}` does not consolidate")
+
+    def _beliefs(self, request: BeliefsRequest) -> Hits:
+        return []
+
+
+def explore_by_listing(engine: MemoryEngine, request: ExploreRequest) -> ExplorePage:
+    """The default ``explore``: page ``list`` at up to 200 per page until the scan limit, then tally."""
+    hits: list[Hit] = []
+    cursor: str | None = None
+    truncated = False
+    while True:
+        page = engine.list(ListRequest(filter=request.filter, limit=LISTING_PAGE_SIZE, cursor=cursor))
+        for hit in page.items:
+            if len(hits) >= request.scan_limit:
+                truncated = True
+                break
+            hits.append(hit)
+        if truncated or page.next_cursor is None:
+            break
+        if len(hits) >= request.scan_limit:
+            truncated = True
+            break
+        cursor = page.next_cursor
+    return tally(request.facet, hits, request.limit, truncated)
+
+
+def get_by_listing(engine: MemoryEngine, request: GetRequest) -> Hits:
+    """The default ``get``: page ``list`` under the reach until every id is found; answer in request order."""
+    wanted = set(request.ids)
+    found: dict[str, Hit] = {}
+    cursor: str | None = None
+    flt = MetaFilter(reach=request.reach)
+    while wanted - found.keys():
+        page = engine.list(ListRequest(filter=flt, limit=LISTING_PAGE_SIZE, cursor=cursor))
+        for hit in page.items:
+            if hit.id in wanted:
+                found[hit.id] = hit
+        if page.next_cursor is None:
+            break
+        cursor = page.next_cursor
+    out: Hits = []
+    seen: set[str] = set()
+    for item_id in request.ids:
+        if item_id in found and item_id not in seen:
+            out.append(found[item_id])
+            seen.add(item_id)
+    return out

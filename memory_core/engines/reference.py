@@ -1,0 +1,299 @@
+"""``ReferenceEngine``: the in-memory engine that calibrates the contract (contract reference §3).
+
+It is both the executable spec and a shipped test double: every other engine must pass the conformance suite
+the way this one does. State is per instance and guarded by a lock, so one instance is safe across threads.
+
+URL: ``reference://`` (on-demand consolidation) or ``reference://?consolidation=none|on_demand|scheduled|automatic``.
+
+* Items live in insertion order, keyed by fingerprint; storing a held fingerprint is a replay.
+* Ranking follows ``memory_core.scoring``: filter, score ``render_text()``, keep hits, sort by score
+  descending with ties in insertion order; a ``refers_to`` hint moves hinted days first.
+* Cursors are decimal offsets.
+* ``consolidate`` distils one fact per admitted document or conversation ("the first sentence"), tagged
+  ``consolidated``, at the source's node; consolidating twice replays. Its beliefs are ordinary learnings, so
+  ``beliefs()`` keeps the default (none).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterator
+from typing import TypeVar
+from urllib.parse import parse_qs, urlsplit
+
+from memory_core.consolidation import ConsolidateReceipt, ConsolidateRequest, ConsolidateStatus, Consolidation
+from memory_core.descriptor import EngineDescriptor, EngineHealth
+from memory_core.engine import AnyItem, MemoryEngine, Receipts
+from memory_core.errors import ConfigError, InvalidRequest, Unsupported
+from memory_core.items import Conversation, Document, Learning, LearningKind
+from memory_core.limits import CONSOLIDATED_TAG
+from memory_core.meta import MetaFilter
+from memory_core.namespace import Namespace, Reach
+from memory_core.query import (
+    Citation,
+    EraseReport,
+    EraseRequest,
+    Exported,
+    ExportPage,
+    FetchMode,
+    FetchPage,
+    FetchRequest,
+    ForgetReport,
+    ForgetTarget,
+    Hit,
+    ListPage,
+    ListRequest,
+    RecallAnswer,
+    RecallRequest,
+    StoreReceipt,
+    TimeHint,
+)
+from memory_core.scoring import cosine, embed, keyword_score, mode_score, tokenize
+
+__all__ = ["ReferenceEngine", "first_sentence"]
+
+_STATEMENT_MAX = 240
+"""Longest distilled statement, in characters (reference §3)."""
+_BELIEF_CONFIDENCE = 0.5
+"""Confidence of a distilled fact (reference §3)."""
+_WS = re.compile(r"\s+")
+_T = TypeVar("_T")
+_SENTENCE_END = re.compile(r"[.!?]")
+
+
+def first_sentence(text: str) -> str:
+    """The reference distiller's statement for ``text`` (reference §3); '' when nothing is left.
+
+    Prose lines (headings only when there is no prose), leading ``#`` stripped, whitespace collapsed, cut after
+    the first ``.``/``!``/``?``, at most 240 characters.
+    """
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    prose = [line for line in lines if not line.startswith("#")]
+    chosen = prose or lines
+    joined = _WS.sub(" ", " ".join(line.lstrip("#") for line in chosen)).strip()
+    match = _SENTENCE_END.search(joined)
+    if match:
+        joined = joined[: match.end()]
+    return joined[:_STATEMENT_MAX].strip()
+
+
+def _offset(cursor: str | None) -> int:
+    if cursor is None:
+        return 0
+    if not cursor.isdigit():
+        raise InvalidRequest(f"unknown cursor {cursor[:40]!r}", field="cursor")
+    return int(cursor)
+
+
+def _page(rows: list[_T], cursor: str | None, limit: int) -> tuple[list[_T], str | None]:
+    start = _offset(cursor)
+    chunk = rows[start : start + limit]
+    end = start + len(chunk)
+    return chunk, (str(end) if end < len(rows) else None)
+
+
+class ReferenceEngine(MemoryEngine):
+    """In-memory calibration engine; see the module docstring.
+
+    Args:
+        consolidation: What the descriptor declares (``on_demand`` by default).
+    """
+
+    def __init__(self, consolidation: Consolidation | str = Consolidation.ON_DEMAND) -> None:
+        self._consolidation = Consolidation(consolidation)
+        self._items: dict[str, AnyItem] = {}
+        self._vectors: dict[str, list[float]] = {}
+        self._lock = threading.RLock()
+
+    @classmethod
+    def from_url(cls, url: str) -> ReferenceEngine:
+        """Build from ``reference://[?consolidation=…]``.
+
+        Raises:
+            ConfigError: an unknown query parameter or consolidation mode.
+        """
+        parts = urlsplit(url)
+        query = parse_qs(parts.query)
+        unknown = set(query) - {"consolidation"}
+        if unknown:
+            raise ConfigError(f"reference:// takes only ?consolidation=, not {sorted(unknown)}")
+        mode = query.get("consolidation", [Consolidation.ON_DEMAND.value])[-1]
+        try:
+            return cls(Consolidation(mode))
+        except ValueError:
+            known = ", ".join(c.value for c in Consolidation)
+            raise ConfigError(f"unknown consolidation {mode!r} (known: {known})") from None
+
+    def with_consolidation(self, consolidation: Consolidation | str) -> ReferenceEngine:
+        """Declare another consolidation mode (returns self)."""
+        self._consolidation = Consolidation(consolidation)
+        return self
+
+    # test helpers --------------------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def is_empty(self) -> bool:
+        """True when nothing is held (lets tests check the conformance suite cleaned up)."""
+        return not self._items
+
+    def snapshot(self) -> list[AnyItem]:
+        """Every held item, in insertion order."""
+        with self._lock:
+            return list(self._items.values())
+
+    def clear(self) -> None:
+        """Forget everything."""
+        with self._lock:
+            self._items.clear()
+            self._vectors.clear()
+
+    # identity ------------------------------------------------------------------------------------------
+    def descriptor(self) -> EngineDescriptor:
+        """``reference``, all three fetch modes, the declared consolidation."""
+        return EngineDescriptor(
+            id="reference",
+            label="Reference (in-memory)",
+            description="In-memory calibration engine of the contract; state lives in the process.",
+            fetch_modes=FetchMode.all(),
+            consolidation=self._consolidation,
+        )
+
+    def health(self) -> EngineHealth:
+        """Always ok."""
+        return EngineHealth.ok()
+
+    # writes --------------------------------------------------------------------------------------------
+    def _store(self, item: AnyItem) -> StoreReceipt:
+        item_id = item.id
+        with self._lock:
+            if item_id in self._items:
+                return StoreReceipt(id=item_id, replayed=True)
+            self._items[item_id] = item
+            return StoreReceipt(id=item_id, replayed=False)
+
+    def _store_many(self, items: list[AnyItem] | tuple[AnyItem, ...]) -> Receipts:  # type: ignore[override]
+        with self._lock:
+            return [self._store(item) for item in items]
+
+    def _forget(self, target: ForgetTarget) -> ForgetReport:
+        with self._lock:
+            if target.ids is not None:
+                doomed = [i for i in dict.fromkeys(target.ids) if i in self._items]
+            else:
+                flt = target.filter or MetaFilter()
+                doomed = [i for i, item in self._items.items() if flt.matches(item.item_kind, item.item_meta)]
+            for item_id in doomed:
+                del self._items[item_id]
+                self._vectors.pop(item_id, None)
+            return ForgetReport(forgotten=len(doomed))
+
+    def _erase(self, request: EraseRequest) -> EraseReport:
+        reach = Reach(at=request.reach.at, inherit=False, descendants=request.reach.descendants)
+        kinds = set(request.admitted_kinds())
+        with self._lock:
+            doomed = [
+                (i, item)
+                for i, item in self._items.items()
+                if item.item_kind in kinds and reach.admits(item.item_meta.namespace)
+            ]
+            scopes = sorted({(str(item.item_meta.namespace), item.item_kind.value) for _, item in doomed})
+            for item_id, _ in doomed:
+                del self._items[item_id]
+                self._vectors.pop(item_id, None)
+        return EraseReport(erased_scopes=len(scopes), receipts=tuple(f"{ns}#{kind}" for ns, kind in scopes))
+
+    # reads ---------------------------------------------------------------------------------------------
+    def _matching(self, flt: MetaFilter) -> Iterator[tuple[str, AnyItem]]:
+        with self._lock:
+            rows = list(self._items.items())
+        for item_id, item in rows:
+            if flt.matches(item.item_kind, item.item_meta):
+                yield item_id, item
+
+    def _vector(self, item_id: str, item: AnyItem) -> list[float]:
+        vec = self._vectors.get(item_id)
+        if vec is None:
+            vec = embed(item.render_text())
+            self._vectors[item_id] = vec
+        return vec
+
+    def ranked(self, query: str, mode: FetchMode, flt: MetaFilter, hint: TimeHint | None = None) -> list[Hit]:
+        """Every hit for ``query`` in ``mode`` under ``flt``, best first (ties in insertion order)."""
+        q_words = set(tokenize(query))
+        q_vec = embed(query)
+        scored: list[tuple[float, int, Hit]] = []
+        for order, (item_id, item) in enumerate(self._matching(flt)):
+            text = item.render_text()
+            lexical = keyword_score(q_words, set(tokenize(text))) if mode is not FetchMode.VECTOR else 0.0
+            semantic = cosine(q_vec, self._vector(item_id, item)) if mode is not FetchMode.KEYWORD else 0.0
+            score = mode_score(mode, lexical, semantic)
+            if score is not None:
+                scored.append((score, order, Hit.of(item, score, item_id)))
+        scored.sort(key=lambda row: (-row[0], row[1]))
+        hits = [hit for _, _, hit in scored]
+        return hint.rank(hits) if hint is not None else hits
+
+    def _fetch(self, request: FetchRequest) -> FetchPage:
+        hits = self.ranked(request.query, request.mode, request.filter, request.refers_to)
+        chunk, next_cursor = _page(hits, request.cursor, request.limit)
+        return FetchPage(hits=tuple(chunk), next_cursor=next_cursor)
+
+    def _recall(self, request: RecallRequest) -> RecallAnswer:
+        hits = self.ranked(request.question, FetchMode.HYBRID, request.filter, request.refers_to)[: request.limit]
+        citations = tuple(Citation(id=h.id, kind=h.kind, snippet=h.text, meta=h.meta, score=h.score) for h in hits)
+        if not hits:
+            answer = "Nothing stored answers this question."
+        else:
+            answer = f"From {len(hits)} stored items: " + " | ".join(h.text for h in hits)
+        return RecallAnswer(answer=answer, citations=citations, model="reference")
+
+    def _list(self, request: ListRequest) -> ListPage:
+        rows = [Hit.of(item, 0.0, item_id) for item_id, item in self._matching(request.filter)]
+        chunk, next_cursor = _page(rows, request.cursor, request.limit)
+        return ListPage(items=tuple(chunk), next_cursor=next_cursor)
+
+    def _export(self, request: ListRequest) -> ExportPage:
+        rows = [Exported(id=item_id, item=item) for item_id, item in self._matching(request.filter)]
+        chunk, next_cursor = _page(rows, request.cursor, request.limit)
+        return ExportPage(items=tuple(chunk), next_cursor=next_cursor)
+
+    # consolidation -------------------------------------------------------------------------------------
+    def _consolidate(self, request: ConsolidateRequest) -> ConsolidateReceipt:
+        mode = self._consolidation
+        if mode is Consolidation.NONE:
+            raise Unsupported("engine `reference` does not consolidate")
+        if mode is Consolidation.SCHEDULED:
+            return ConsolidateReceipt.scheduled()
+        kinds = request.admitted_kinds()
+        beliefs: list[Learning] = []
+        with self._lock:
+            for item_id, item in list(self._items.items()):
+                if item.item_kind not in kinds or isinstance(item, Learning):
+                    continue
+                if not request.reach.admits(item.item_meta.namespace):
+                    continue
+                source = item.text if isinstance(item, Document) else _first_user(item)
+                statement = first_sentence(source or "")
+                if not statement:
+                    continue
+                meta = item.item_meta
+                belief = Learning(
+                    text=statement,
+                    kind=LearningKind.FACT,
+                    confidence=_BELIEF_CONFIDENCE,
+                    evidence=item_id,
+                    meta=meta.model_copy(update={"tags": (*meta.tags, CONSOLIDATED_TAG)}),
+                )
+                beliefs.append(belief)
+            for belief in beliefs:
+                self._items.setdefault(belief.id, belief)
+        nodes: set[Namespace] = {b.meta.namespace for b in beliefs}
+        return ConsolidateReceipt(
+            status=ConsolidateStatus.COMPLETED, scopes=len(nodes) * len(kinds), built=len(beliefs)
+        )
+
+
+def _first_user(item: AnyItem) -> str | None:
+    return item.first_user_text() if isinstance(item, Conversation) else None

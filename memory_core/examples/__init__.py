@@ -1,0 +1,1 @@
+"""Runnable examples (``python -m memory_core.examples.agent_loop``)."""

@@ -1,0 +1,279 @@
+"""The item model: ``StoreItem`` = ``Document`` | ``Conversation`` | ``Learning``, tagged ``"type"``.
+
+Identity is a content hash: ``fingerprint()`` is the first 20 bytes (40 hex) of SHA-256 over the item's
+compact JSON, with ``meta.observed_at``, ``meta.observed_actor`` and ``meta.tool_call.id`` cleared. The
+namespace is part of identity, so the same text at two nodes is two items, and storing the same item again is
+a replay. Source: contract reference §1.4.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from enum import StrEnum
+from functools import cached_property
+from typing import Annotated, Any, ClassVar, Literal, Self
+
+from pydantic import Field, TypeAdapter, ValidationError, model_validator
+
+from memory_core._model import ContractModel, Timestamp, invalid_from
+from memory_core.errors import InvalidRequest
+from memory_core.limits import MAX_TEXT_CHARS
+from memory_core.meta import ItemKind, MemoryMeta
+
+__all__ = [
+    "Conversation",
+    "Document",
+    "DocumentBody",
+    "Learning",
+    "LearningKind",
+    "Role",
+    "StoreItem",
+    "ToolCallRef",
+    "Turn",
+    "canonical_json",
+    "fingerprint",
+    "parse_item",
+    "validate_item",
+]
+
+
+class Role(StrEnum):
+    """Who spoke a turn."""
+
+    USER = "user"
+    ASSISTANT = "assistant"
+    SYSTEM = "system"
+    TOOL = "tool"
+
+
+class LearningKind(StrEnum):
+    """What sort of learning an item is (reference §1.4)."""
+
+    PREFERENCE = "preference"
+    FACT = "fact"
+    PROCEDURE = "procedure"
+    CORRECTION = "correction"
+    OTHER = "other"
+
+
+class ToolCallRef(ContractModel):
+    """``{name, id?}``: a tool call a turn made."""
+
+    name: str
+    id: str | None = None
+
+
+class Turn(ContractModel):
+    """One turn of a conversation: ``{role, text, at?, tool_calls?}`` (``tool_calls`` left out when empty)."""
+
+    __omit_defaults__: ClassVar[frozenset[str]] = frozenset({"tool_calls"})
+
+    role: Role
+    text: str = Field(max_length=MAX_TEXT_CHARS)
+    at: Timestamp | None = None
+    tool_calls: tuple[ToolCallRef, ...] = ()
+
+    def render(self) -> str:
+        """``role: text``, plus `` [tools: name (id), name]`` when the turn made tool calls."""
+        line = f"{self.role.value}: {self.text}"
+        if self.tool_calls:
+            calls = ", ".join(f"{c.name} ({c.id})" if c.id else c.name for c in self.tool_calls)
+            line += f" [tools: {calls}]"
+        return line
+
+
+class DocumentBody(ContractModel):
+    """A document's body: ``{"text": …}`` or ``{"uri": …}``. A ``uri`` body is refused at store time."""
+
+    text: str | None = Field(default=None, max_length=MAX_TEXT_CHARS)
+    uri: str | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> Self:
+        if (self.text is None) == (self.uri is None):
+            raise InvalidRequest("a body is exactly one of text or uri", field="text")
+        return self
+
+
+class _Item(ContractModel):
+    """Shared behaviour of the three item kinds."""
+
+    kind_of: ClassVar[ItemKind]
+
+    @property
+    def item_kind(self) -> ItemKind:
+        """This item's ``ItemKind``."""
+        return self.kind_of
+
+    def render_text(self) -> str:
+        """The item's text as hits carry it (``Hit.text``)."""
+        raise NotImplementedError
+
+    @cached_property
+    def id(self) -> str:
+        """The item's id: its ``fingerprint()``, computed once."""
+        return fingerprint(self)
+
+    def fingerprint(self) -> str:
+        """40 lowercase hex: SHA-256 of the canonical JSON without observed_at, observed_actor, tool-call id."""
+        return self.id
+
+    @property
+    def item_meta(self) -> MemoryMeta:
+        """The item's metadata."""
+        meta: MemoryMeta = self.__dict__["meta"]
+        return meta
+
+    def with_meta(self, meta: MemoryMeta) -> Self:
+        """A copy carrying ``meta``."""
+        return type(self).model_validate({**self.__dict__, "meta": meta})
+
+    def confidence_value(self) -> float | None:
+        """The learning's confidence; None for documents and conversations."""
+        return None
+
+
+class Document(_Item):
+    """``{type: "document", title?, body, mime?, meta}``."""
+
+    kind_of: ClassVar[ItemKind] = ItemKind.DOCUMENT
+    type: Literal["document"] = "document"
+    title: str | None = None
+    body: DocumentBody
+    mime: str | None = None
+    meta: MemoryMeta = Field(default_factory=MemoryMeta)
+
+    @classmethod
+    def of(
+        cls, text: str, meta: MemoryMeta | None = None, *, title: str | None = None, mime: str | None = None
+    ) -> Document:
+        """A text document (no title or mime unless given)."""
+        return cls(title=title, body=DocumentBody(text=text), mime=mime, meta=meta or MemoryMeta())
+
+    @property
+    def text(self) -> str:
+        """The body text ('' for a uri body)."""
+        return self.body.text or ""
+
+    def render_text(self) -> str:
+        """``# {title}`` + blank line + body when titled, else the body alone."""
+        body = self.body.text if self.body.text is not None else (self.body.uri or "")
+        if self.title and self.title.strip():
+            return f"# {self.title}\n\n{body}"
+        return body
+
+
+class Conversation(_Item):
+    """``{type: "conversation", turns, meta}``."""
+
+    kind_of: ClassVar[ItemKind] = ItemKind.CONVERSATION
+    type: Literal["conversation"] = "conversation"
+    turns: tuple[Turn, ...]
+    meta: MemoryMeta = Field(default_factory=MemoryMeta)
+
+    def render_text(self) -> str:
+        """One ``role: text`` line per turn, joined by newlines."""
+        return "\n".join(t.render() for t in self.turns)
+
+    def first_user_text(self) -> str | None:
+        """The text of the first ``user`` turn, if any."""
+        return next((t.text for t in self.turns if t.role is Role.USER), None)
+
+
+class Learning(_Item):
+    """``{type: "learning", text, kind, confidence, evidence?, meta}``; confidence in 0..=1."""
+
+    kind_of: ClassVar[ItemKind] = ItemKind.LEARNING
+    type: Literal["learning"] = "learning"
+    text: str = Field(max_length=MAX_TEXT_CHARS)
+    kind: LearningKind = LearningKind.FACT
+    confidence: float = Field(default=0.8, ge=0.0, le=1.0, allow_inf_nan=False)
+    evidence: str | None = None
+    meta: MemoryMeta = Field(default_factory=MemoryMeta)
+
+    def render_text(self) -> str:
+        """The learning's text."""
+        return self.text
+
+    def confidence_value(self) -> float | None:
+        """The learning's confidence."""
+        return self.confidence
+
+
+StoreItem = Annotated[Document | Conversation | Learning, Field(discriminator="type")]
+"""Any storable item, tagged by ``"type"``."""
+
+_ITEM_ADAPTER: TypeAdapter[Document | Conversation | Learning] = TypeAdapter(StoreItem)
+
+
+def parse_item(value: Any, field: str | None = None) -> Document | Conversation | Learning:
+    """Accept an item, a JSON object or JSON text, and return the item.
+
+    Raises:
+        InvalidRequest: an unknown ``type`` tag or a malformed field; the error names the field.
+    """
+    if isinstance(value, Document | Conversation | Learning):
+        return value
+    try:
+        if isinstance(value, str | bytes | bytearray):
+            return _ITEM_ADAPTER.validate_json(value)
+        if isinstance(value, dict):
+            return _ITEM_ADAPTER.validate_python(value)
+    except ValidationError as exc:
+        raise invalid_from(exc, prefix=field) from None
+    raise InvalidRequest(f"expected an item object, got {type(value).__name__}", field=field)
+
+
+def _blank(text: str | None) -> bool:
+    return text is None or not text.strip()
+
+
+def validate_item(item: Document | Conversation | Learning, field: str = "item") -> None:
+    """Check the store-time rules of reference §1.4; metadata is not checked beyond its types.
+
+    Raises:
+        InvalidRequest: a blank or ``uri`` document body, a conversation without turns or with a blank turn,
+            a blank learning text, or a confidence outside 0..=1 (NaN included).
+    """
+    if isinstance(item, Document):
+        if item.body.uri is not None:
+            raise InvalidRequest("a uri body must be resolved to text before it is stored", field=f"{field}.body.uri")
+        if _blank(item.body.text):
+            raise InvalidRequest("document body is blank", field=f"{field}.body.text")
+    elif isinstance(item, Conversation):
+        if not item.turns:
+            raise InvalidRequest("conversation has no turns", field=f"{field}.turns")
+        for i, turn in enumerate(item.turns):
+            if _blank(turn.text):
+                raise InvalidRequest("turn text is blank", field=f"{field}.turns.{i}.text")
+    elif isinstance(item, Learning):
+        if _blank(item.text):
+            raise InvalidRequest("learning text is blank", field=f"{field}.text")
+        c = item.confidence
+        if math.isnan(c) or not 0.0 <= c <= 1.0:
+            raise InvalidRequest("confidence must be within 0..=1", field=f"{field}.confidence")
+    else:  # pragma: no cover - typed away
+        raise InvalidRequest(f"not an item: {type(item).__name__}", field=field)
+
+
+def canonical_json(item: _Item) -> str:
+    """The compact JSON the fingerprint hashes.
+
+    Declared field order, tag first; Nones, empty lists and a root namespace left out; non-ASCII kept raw;
+    ``meta.observed_at``, ``meta.observed_actor`` and ``meta.tool_call.id`` cleared.
+    """
+    data = item.model_dump(mode="json")
+    meta = data.get("meta", {})
+    meta.pop("observed_at", None)
+    meta.pop("observed_actor", None)
+    tool_call = meta.get("tool_call")
+    if isinstance(tool_call, dict):
+        tool_call.pop("id", None)
+    return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+
+
+def fingerprint(item: _Item) -> str:
+    """The item id: first 20 bytes of SHA-256 over ``canonical_json(item)``, as 40 lowercase hex."""
+    return hashlib.sha256(canonical_json(item).encode("utf-8")).hexdigest()[:40]

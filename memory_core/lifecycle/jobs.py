@@ -1,0 +1,123 @@
+"""``BackgroundJob``: the slow work a lifecycle call hands back as a plain JSON value (seed 000, reference §4.6).
+
+| job | JSON |
+| --- | --- |
+| ``BuildBeliefs`` | ``{"job":"build_beliefs","request":{"reach":{…},"kinds":["conversation"]}}`` |
+| ``IngestBrain`` | ``{"job":"ingest_brain","documents":[{"source":"notion","title":"…","text":"…","meta":{…}}]}`` |
+
+``JobOutcome`` is tagged ``"outcome"``: ``done``, ``started``, ``scheduled`` or ``skipped`` with a reason. No
+lifecycle call starts a thread or task that outlives it: the host queues these values.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Any, ClassVar, Literal, Self
+
+from pydantic import Field, TypeAdapter, ValidationError, model_validator
+
+from memory_core._model import ContractModel, invalid_from
+from memory_core.consolidation import ConsolidateReceipt, ConsolidateRequest
+from memory_core.errors import InvalidRequest
+from memory_core.lifecycle.documents import BrainDocument
+from memory_core.query import StoreReceipt
+
+__all__ = [
+    "BackgroundJob",
+    "BuildBeliefs",
+    "IngestBrain",
+    "JobOutcome",
+    "JobReport",
+    "OutcomeKind",
+    "parse_job",
+]
+
+
+class BuildBeliefs(ContractModel):
+    """Build beliefs for the scopes a ``ConsolidateRequest`` admits."""
+
+    job: Literal["build_beliefs"] = "build_beliefs"
+    request: ConsolidateRequest
+
+    def name(self) -> str:
+        """``build_beliefs``."""
+        return self.job
+
+
+class IngestBrain(ContractModel):
+    """Store documents in the brain (``Brain.ingest_many``)."""
+
+    job: Literal["ingest_brain"] = "ingest_brain"
+    documents: tuple[BrainDocument, ...] = Field(min_length=1)
+
+    def name(self) -> str:
+        """``ingest_brain``."""
+        return self.job
+
+
+BackgroundJob = Annotated[BuildBeliefs | IngestBrain, Field(discriminator="job")]
+"""Any background job, tagged by ``"job"``."""
+
+_JOB_ADAPTER: TypeAdapter[BuildBeliefs | IngestBrain] = TypeAdapter(BackgroundJob)
+
+
+def parse_job(value: Any) -> BuildBeliefs | IngestBrain:
+    """Accept a job, a JSON object or JSON text and return the job.
+
+    Raises:
+        InvalidRequest: not a job, an unknown ``job`` tag, or a malformed field (named).
+    """
+    if isinstance(value, BuildBeliefs | IngestBrain):
+        return value
+    try:
+        if isinstance(value, str | bytes | bytearray):
+            return _JOB_ADAPTER.validate_json(value)
+        if isinstance(value, dict):
+            return _JOB_ADAPTER.validate_python(value)
+    except ValidationError as exc:
+        raise invalid_from(exc) from None
+    raise InvalidRequest(f"expected a job object, got {type(value).__name__}", field="job")
+
+
+class OutcomeKind(StrEnum):
+    """What running a job did."""
+
+    DONE = "done"
+    STARTED = "started"
+    SCHEDULED = "scheduled"
+    SKIPPED = "skipped"
+
+
+class JobOutcome(ContractModel):
+    """``{"outcome": "done"}`` … ``{"outcome": "skipped", "reason": "…"}``."""
+
+    outcome: OutcomeKind
+    reason: str | None = None
+
+    @model_validator(mode="after")
+    def _reason(self) -> Self:
+        if (self.outcome is OutcomeKind.SKIPPED) != (self.reason is not None):
+            raise InvalidRequest("a reason goes with skipped, and only with skipped", field="reason")
+        return self
+
+    @classmethod
+    def done(cls) -> JobOutcome:
+        """The job ran to completion."""
+        return cls(outcome=OutcomeKind.DONE)
+
+    @classmethod
+    def skipped(cls, reason: str) -> JobOutcome:
+        """The engine does not offer what the job asks (``Unsupported``); not an error."""
+        return cls(outcome=OutcomeKind.SKIPPED, reason=reason)
+
+
+class JobReport(ContractModel):
+    """``{job, outcome, consolidation?, stored?, follow_ups?}`` (empty fields left out)."""
+
+    __omit_defaults__: ClassVar[frozenset[str]] = frozenset({"stored", "follow_ups"})
+
+    job: BackgroundJob
+    outcome: JobOutcome
+    consolidation: ConsolidateReceipt | None = None
+    stored: tuple[StoreReceipt, ...] = ()
+    follow_ups: tuple[BackgroundJob, ...] = ()

@@ -1,0 +1,1 @@
+"""Holistic recall: several scopes read concurrently, rendered as one token-budgeted ``ContextPack``."""

@@ -1,0 +1,51 @@
+"""Shared fixtures: environment hygiene and service checks (skip on a laptop, fail when CI=true)."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterator
+
+import pytest
+
+CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+REDIS_HOST = "127.0.0.1"
+REDIS_PORT = 6379
+
+
+def _answers(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def require_service(name: str, host: str, port: int) -> None:
+    """Skip the test when the service does not answer, unless CI=true, where that is a failure."""
+    if _answers(host, port):
+        return
+    message = f"{name} is not answering on {host}:{port}"
+    if CI:
+        pytest.fail(f"{message} (CI=true: a missing service fails the run)")
+    pytest.skip(message)
+
+
+@pytest.fixture
+def redis_url() -> str:
+    """A Redis URL on a database reserved for tests (db 15), flushed before and after."""
+    require_service("redis", REDIS_HOST, REDIS_PORT)
+    return f"redis://{REDIS_HOST}:{REDIS_PORT}/15"
+
+
+@pytest.fixture(autouse=True)
+def _clean_environ(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Strip MEMORY_CORE_ variables so the developer's own settings never leak into a test."""
+    for key in list(os.environ):
+        if key.startswith("MEMORY_CORE_"):
+            monkeypatch.delenv(key, raising=False)
+    from memory_core.settings import get_settings
+
+    get_settings.cache_clear()
+    yield
+    get_settings.cache_clear()

@@ -1,0 +1,1 @@
+"""Celery workers for memory-core: the only package that imports Celery."""
