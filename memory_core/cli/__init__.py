@@ -20,6 +20,13 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
 )
 
+
+
+@app.callback()
+def _root() -> None:
+    """Long-term memory for AI agents: engines, lifecycle, Celery workers."""
+
+
 COMMAND_MODULES: tuple[str, ...] = ("version",)
 """Modules under ``memory_core.cli`` whose import registers commands on ``app``."""
 
