@@ -7,14 +7,15 @@ from typing import ClassVar, Self
 
 from pydantic import Field, model_validator
 
-from memory_core._model import ContractModel
+from memory_core._model import ContractModel, Timestamp
 from memory_core.errors import InvalidRequest
 from memory_core.meta import ItemKind
-from memory_core.namespace import Reach
+from memory_core.namespace import Namespace, Reach
 from memory_core.query import NonBlank
 
 __all__ = [
     "BeliefsRequest",
+    "BuildScope",
     "ConsolidateReceipt",
     "ConsolidateRequest",
     "ConsolidateStatus",
@@ -116,3 +117,35 @@ class BeliefsRequest(ContractModel):
     reach: Reach
     query: NonBlank | None = None
     limit: int = Field(default=10, gt=0, le=1000)
+
+
+class BuildScope(ContractModel):
+    """``{namespace, kinds, items?, last_write?, last_build?}``: one node a belief build can cover.
+
+    ``MemoryEngine.scopes`` lists these so a worker can run one ``consolidate`` per scope (each its own unit,
+    with its own lock) and beat can build only what was written since its last build.
+
+    Attributes:
+        namespace: The node.
+        kinds: The admitted kinds held at that node.
+        items: Items held there, when the engine knows.
+        last_write: When the node was last written, when the engine tracks it.
+        last_build: When beliefs were last built there, when the engine tracks it.
+    """
+
+    namespace: Namespace
+    kinds: tuple[ItemKind, ...] = ()
+    items: int | None = None
+    last_write: Timestamp | None = None
+    last_build: Timestamp | None = None
+
+    @property
+    def due(self) -> bool:
+        """True when the node was written after its last build (or the engine does not track either)."""
+        if self.last_write is None or self.last_build is None:
+            return True
+        return self.last_write > self.last_build
+
+    def request(self) -> ConsolidateRequest:
+        """The build for exactly this node and its kinds."""
+        return ConsolidateRequest(reach=Reach.exact(self.namespace), kinds=self.kinds)

@@ -16,6 +16,7 @@ the contract's defaults (reference §1.2):
 | ``_get`` | page ``list`` until every id is found; answer in request order |
 | ``_consolidate`` | ``Unsupported`` |
 | ``_beliefs`` | none |
+| ``_scopes`` | the namespaces under the reach holding admitted kinds, by exploring; no write or build marks |
 
 Required hooks: ``descriptor``, ``health``, ``_recall``, ``_fetch``, ``_store``, ``_forget``, ``_list``.
 Engines must be safe to call from several threads at once (holistic recall reads concurrently).
@@ -27,14 +28,20 @@ from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self
 
-from memory_core.consolidation import BeliefsRequest, ConsolidateReceipt, ConsolidateRequest, WriteOptions
+from memory_core.consolidation import (
+    BeliefsRequest,
+    BuildScope,
+    ConsolidateReceipt,
+    ConsolidateRequest,
+    WriteOptions,
+)
 from memory_core.descriptor import EngineDescriptor, EngineHealth
 from memory_core.errors import InvalidRequest, Unsupported
-from memory_core.explore import ExplorePage, ExploreRequest, tally
+from memory_core.explore import ExplorePage, ExploreRequest, Facet, tally
 from memory_core.items import Conversation, Document, Learning, parse_item, validate_item
-from memory_core.limits import LISTING_PAGE_SIZE, MAX_GET_IDS, MAX_STORE_MANY
-from memory_core.meta import MetaFilter
-from memory_core.namespace import Reach
+from memory_core.limits import LISTING_PAGE_SIZE, MAX_BUCKETS, MAX_GET_IDS, MAX_SCAN_LIMIT, MAX_STORE_MANY
+from memory_core.meta import ItemKind, MetaFilter
+from memory_core.namespace import Namespace, Reach
 from memory_core.query import (
     EraseReport,
     EraseRequest,
@@ -59,6 +66,8 @@ AnyItem = Document | Conversation | Learning
 Hits = list[Hit]
 """A list of hits (an alias because ``MemoryEngine.list`` shadows the builtin inside the class)."""
 Receipts = list[StoreReceipt]
+Scopes = list[BuildScope]
+"""A list of build scopes."""
 """A list of store receipts, in item order."""
 
 
@@ -265,6 +274,17 @@ class MemoryEngine:
         """
         return self._beliefs(BeliefsRequest.coerce(request, "request"))
 
+    def scopes(self, request: ConsolidateRequest | Mapping[str, Any]) -> Scopes:
+        """The nodes a build over ``request`` covers: each namespace the reach admits that holds admitted kinds.
+
+        Engines that track writes and builds fill ``last_write``/``last_build`` so callers can build only
+        what is due. Not part of the TinyMemory contract: a memory-core extension for per-scope workers.
+
+        Raises:
+            InvalidRequest: a kind named twice.
+        """
+        return self._scopes(ConsolidateRequest.coerce(request, "request"))
+
     # hooks: required -----------------------------------------------------------------------------------
     def _recall(self, request: RecallRequest) -> RecallAnswer:
         raise NotImplementedError(f"{type(self).__name__} must implement _recall")
@@ -321,6 +341,9 @@ class MemoryEngine:
     def _beliefs(self, request: BeliefsRequest) -> Hits:
         return []
 
+    def _scopes(self, request: ConsolidateRequest) -> Scopes:
+        return scopes_by_exploring(self, request)
+
 
 def explore_by_listing(engine: MemoryEngine, request: ExploreRequest) -> ExplorePage:
     """The default ``explore``: page ``list`` at up to 200 per page until the scan limit, then tally."""
@@ -364,3 +387,16 @@ def get_by_listing(engine: MemoryEngine, request: GetRequest) -> Hits:
             out.append(found[item_id])
             seen.add(item_id)
     return out
+
+
+def scopes_by_exploring(engine: MemoryEngine, request: ConsolidateRequest) -> Scopes:
+    """The default ``scopes``: a namespace facet per admitted kind under the reach (no write or build marks)."""
+    by_node: dict[Namespace, list[ItemKind]] = {}
+    for kind in request.admitted_kinds():
+        flt = MetaFilter(reach=request.reach, kinds=(kind,))
+        page = engine.explore(
+            ExploreRequest(facet=Facet.NAMESPACE, filter=flt, limit=MAX_BUCKETS, scan_limit=MAX_SCAN_LIMIT)
+        )
+        for bucket in page.buckets:
+            by_node.setdefault(Namespace.parse(bucket.value), []).append(kind)
+    return [BuildScope(namespace=ns, kinds=tuple(kinds)) for ns, kinds in sorted(by_node.items())]

@@ -21,7 +21,6 @@ app = typer.Typer(
 )
 
 
-
 @app.callback()
 def _root() -> None:
     """Long-term memory for AI agents: engines, lifecycle, Celery workers."""
