@@ -66,18 +66,26 @@ def _field_path(loc: tuple[int | str, ...]) -> str | None:
     return ".".join(parts) if parts else None
 
 
-def invalid_from(exc: ValidationError, prefix: str | None = None) -> InvalidRequest:
+def invalid_from(
+    exc: ValidationError, prefix: str | None = None, union_tags: frozenset[str] = frozenset()
+) -> InvalidRequest:
     """Turn pydantic's ``ValidationError`` into ``InvalidRequest`` naming the first offending field.
 
     Args:
         exc: The validation error.
         prefix: A field path to put in front of the error's own location, e.g. ``"items.3"``.
+        union_tags: Tags of the tagged union ``exc`` came from; pydantic puts the chosen tag first in the
+            location (``document.meta.namespace``), and it is no field, so it is dropped.
 
     Returns:
-        The ``InvalidRequest`` to raise.
+        The ``InvalidRequest`` to raise; a missing or unknown union tag names the tag field (``type``).
     """
     first = exc.errors(include_url=False)[0]
     loc = tuple(first.get("loc", ()))
+    if loc and loc[0] in union_tags:
+        loc = loc[1:]
+    if first.get("type") in ("union_tag_invalid", "union_tag_not_found"):
+        loc = (*loc, str((first.get("ctx") or {}).get("discriminator", "")).strip("'\""))
     field = _field_path(loc)
     if prefix:
         field = f"{prefix}.{field}" if field else prefix

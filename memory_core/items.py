@@ -128,7 +128,8 @@ class _Item(ContractModel):
 
     def with_meta(self, meta: MemoryMeta) -> Self:
         """A copy carrying ``meta``."""
-        return type(self).model_validate({**self.__dict__, "meta": meta})
+        fields = {name: value for name, value in self.__dict__.items() if name in type(self).model_fields}
+        return type(self).model_validate({**fields, "meta": meta})
 
     def confidence_value(self) -> float | None:
         """The learning's confidence; None for documents and conversations."""
@@ -206,6 +207,7 @@ StoreItem = Annotated[Document | Conversation | Learning, Field(discriminator="t
 """Any storable item, tagged by ``"type"``."""
 
 _ITEM_ADAPTER: TypeAdapter[Document | Conversation | Learning] = TypeAdapter(StoreItem)
+_ITEM_TAGS = frozenset(kind.value for kind in ItemKind)
 
 
 def parse_item(value: Any, field: str | None = None) -> Document | Conversation | Learning:
@@ -222,7 +224,7 @@ def parse_item(value: Any, field: str | None = None) -> Document | Conversation 
         if isinstance(value, dict):
             return _ITEM_ADAPTER.validate_python(value)
     except ValidationError as exc:
-        raise invalid_from(exc, prefix=field) from None
+        raise invalid_from(exc, prefix=field, union_tags=_ITEM_TAGS) from None
     raise InvalidRequest(f"expected an item object, got {type(value).__name__}", field=field)
 
 

@@ -71,10 +71,14 @@ class FetchMode(StrEnum):
 
 
 class Hit(ContractModel):
-    """``{id, kind, text, meta, score, confidence?}``: one item as a read returns it.
+    """``{id, kind, text, meta, score, confidence?, derived_from?}``: one item as a read returns it.
 
     ``text`` is the item's ``render_text()``; ``confidence`` is set only for learnings; listings score 0.
+    ``derived_from`` (a memory-core extension, left out of JSON when empty) names the stored items a belief
+    hit was built from, so a reader can follow a belief to its evidence.
     """
+
+    __omit_defaults__: ClassVar[frozenset[str]] = frozenset({"derived_from"})
 
     id: str
     kind: ItemKind
@@ -82,6 +86,7 @@ class Hit(ContractModel):
     meta: MemoryMeta
     score: float = 0.0
     confidence: float | None = None
+    derived_from: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, item: Document | Conversation | Learning, score: float = 0.0, item_id: str | None = None) -> Hit:

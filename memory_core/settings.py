@@ -31,6 +31,20 @@ class Settings(BaseSettings):
         build_due_interval_s: how often beat enqueues builds for scopes written since their last build.
         budget_tokens: default pack budget, tokens of 4 characters.
         flower_user / flower_password / flower_port: Flower basic auth and port.
+        layout_root: The ``MemoryLayout`` root workers place ``IngestBrain`` documents under (``root``, ``team:acme``).
+        engine_plugins: Extra engine URL schemes, ``scheme=module:callable`` separated by commas; the callable
+            takes the URL and returns a ``MemoryEngine`` (registered with ``register_engine`` before opening).
+        redis_prefix: Prefix of memory-core's own Redis keys (scope locks, pending marks, attempts, dead letters).
+        publish_timeout_s: Bound on one ``JobQueue.submit`` publish, seconds (the producer's Redis connect and
+            read timeouts); past it the job goes to the outbox (celery#4556: a publish can hang otherwise).
+        redis_socket_timeout_s: Connect/read timeout of the workers' Redis sockets, seconds (redis-py#775).
+        redis_health_check_s: Seconds between Redis connection health checks (kombu's default is 25).
+        redelivery_sweep_s: How often, in seconds, workers scan Redis for messages unacked past the visibility
+            timeout (kombu's ``unacked_restore_interval`` × ``unacked_restore_throttle``; kombu's default ~100).
+        result_expires_s: Seconds a job's stored result is kept (Celery ``result_expires``; 0 is refused).
+        lock_ttl_s: Lease of a scope's build lock, seconds; a running build extends it every third of it.
+        outbox_drain_interval_s: How often beat drains the local outbox, seconds.
+        dead_letter_max: Dead letters kept; the oldest are dropped past it.
     """
 
     model_config = SettingsConfigDict(env_prefix="MEMORY_CORE_", env_file=".env", extra="ignore")
@@ -58,6 +72,18 @@ class Settings(BaseSettings):
     flower_user: str = "admin"
     flower_password: SecretStr = SecretStr("change-me")
     flower_port: int = Field(default=5555, gt=0, lt=65536)
+
+    layout_root: str = "root"
+    engine_plugins: str = ""
+    redis_prefix: str = Field(default="memory-core", min_length=1)
+    publish_timeout_s: float = Field(default=2.0, gt=0)
+    redis_socket_timeout_s: float = Field(default=10.0, gt=0)
+    redis_health_check_s: int = Field(default=25, ge=0)
+    redelivery_sweep_s: int = Field(default=100, gt=0)
+    result_expires_s: int = Field(default=86400, gt=0)
+    lock_ttl_s: int = Field(default=60, gt=0)
+    outbox_drain_interval_s: float = Field(default=60.0, gt=0)
+    dead_letter_max: int = Field(default=10000, gt=0)
 
 
 @lru_cache(maxsize=1)

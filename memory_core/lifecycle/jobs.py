@@ -75,7 +75,8 @@ def parse_job(value: Any) -> BuildBeliefs | IngestBrain:
         if isinstance(value, dict):
             return _JOB_ADAPTER.validate_python(value)
     except ValidationError as exc:
-        raise invalid_from(exc) from None
+        error = invalid_from(exc)
+        raise (error if error.field else InvalidRequest(error.message, field="job")) from None
     raise InvalidRequest(f"expected a job object, got {type(value).__name__}", field="job")
 
 

@@ -1,0 +1,104 @@
+"""``memory-core conformance``: run the conformance suite against an engine URL and print one row per check.
+
+```
+memory-core conformance --engine reference://             # one row per check: check, result, ms, detail
+memory-core conformance --engine reference:// --faults    # one row per injected fault: which check caught it
+memory-core conformance --engine sqlite:///var/m.db --json
+```
+
+Exit codes: 0 when every check passes (with ``--faults``: when every fault is caught), 1 otherwise, 2 when the
+engine URL cannot be opened (the error lists the known schemes).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from memory_core.cli import app
+from memory_core.conformance import FaultResult, SuiteReport, run, run_faults
+from memory_core.engine import MemoryEngine
+from memory_core.engines import open_engine
+from memory_core.errors import ConfigError
+from memory_core.settings import get_settings
+
+__all__ = ["conformance"]
+
+_STYLE = {"passed": "green", "skipped": "yellow", "failed": "bold red"}
+
+
+def _open(url: str) -> MemoryEngine:
+    try:
+        return open_engine(url)
+    except ConfigError as exc:
+        Console(stderr=True).print(f"[bold red]{exc}[/]", highlight=False)
+        raise typer.Exit(code=2) from None
+
+
+def _suite_table(report: SuiteReport) -> Table:
+    verdict = "[green]passed[/]" if report.passed else "[bold red]FAILED[/]"
+    table = Table(title=f"conformance of `{report.engine}` (run {report.nonce}): {verdict}")
+    table.add_column("check")
+    table.add_column("result")
+    table.add_column("ms", justify="right")
+    table.add_column("detail", overflow="fold")
+    for r in report.results:
+        result = r.status.value if r.failure is None else f"failed ({r.failure.value})"
+        table.add_row(r.name, f"[{_STYLE[r.status.value]}]{result}[/]", f"{r.ms:.1f}", r.detail)
+    return table
+
+
+def _faults_table(url: str, results: list[FaultResult]) -> Table:
+    caught = sum(r.caught for r in results)
+    table = Table(title=f"fault injection over {url}: {caught} of {len(results)} faults caught")
+    table.add_column("fault")
+    table.add_column("expected check")
+    table.add_column("caught by")
+    table.add_column("result")
+    table.add_column("detail", overflow="ellipsis", no_wrap=True, max_width=60)
+    for r in results:
+        if r.as_named:
+            result = "[green]caught[/]"
+        elif r.caught:
+            result = "[yellow]caught elsewhere[/]"
+        else:
+            result = "[bold red]UNCAUGHT[/]"
+        table.add_row(r.fault.value, r.expected, r.caught_by or "—", result, r.detail)
+    return table
+
+
+@app.command()
+def conformance(
+    engine: Annotated[
+        str | None, typer.Option("--engine", "-e", help="Engine URL; default: the MEMORY_CORE_ENGINE setting.")
+    ] = None,
+    faults: Annotated[
+        bool, typer.Option("--faults", help="Inject each of the 17 faults and show which check catches it.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+) -> None:
+    """Run the 18-check conformance suite against an engine (or, with --faults, test the suite itself)."""
+    url = engine or get_settings().engine
+    console = Console()
+    if faults:
+        _open(url).close()  # a bad URL exits 2 before any fault runs
+        results = run_faults(lambda: open_engine(url))
+        if as_json:
+            typer.echo(json.dumps({"engine": url, "faults": [r.to_dict() for r in results]}, indent=2))
+        else:
+            console.print(_faults_table(url, results))
+        if not all(r.caught for r in results):
+            raise typer.Exit(code=1)
+        return
+    with _open(url) as opened:
+        report = run(opened)
+    if as_json:
+        typer.echo(json.dumps(report.to_dict(), indent=2))
+    else:
+        console.print(_suite_table(report))
+    if not report.passed:
+        raise typer.Exit(code=1)

@@ -1,0 +1,53 @@
+"""The conformance suite: the 18 checks every engine must pass (contract reference §2).
+
+```python
+from memory_core.conformance import run
+report = run(engine)          # SuiteReport: one CheckResult per check, cleanup last
+assert report.passed, report.render()
+```
+
+| module | holds |
+| --- | --- |
+| ``context`` | the run's identity (workspace, probe workspace, marker) and the check helpers |
+| ``fixtures`` | the round-trip items and the per-field filter probes |
+| ``checks_*`` | the checks, in the order of ``runner.CHECKS`` |
+| ``runner`` | ``run`` (stop at the first failure, always clean up) and ``run_faults`` |
+| ``faults`` | ``FaultyEngine`` and its 17 faults, each with the check that must catch it |
+| ``testing`` | ``conformance_test`` / ``assert_conforms`` for an engine's own test module |
+
+The CLI is ``memory-core conformance --engine URL [--faults] [--json]``.
+"""
+
+from memory_core.conformance.context import Run
+from memory_core.conformance.faults import FAULT_CHECKS, Fault, FaultyEngine
+from memory_core.conformance.report import (
+    CheckFailed,
+    CheckResult,
+    CheckSkipped,
+    CheckStatus,
+    ConformanceFailure,
+    EngineFailed,
+    FailureKind,
+    SuiteReport,
+)
+from memory_core.conformance.runner import CHECK_NAMES, CHECKS, FaultResult, run, run_faults
+
+__all__ = [
+    "CHECKS",
+    "CHECK_NAMES",
+    "FAULT_CHECKS",
+    "CheckFailed",
+    "CheckResult",
+    "CheckSkipped",
+    "CheckStatus",
+    "ConformanceFailure",
+    "EngineFailed",
+    "FailureKind",
+    "Fault",
+    "FaultResult",
+    "FaultyEngine",
+    "Run",
+    "SuiteReport",
+    "run",
+    "run_faults",
+]

@@ -1,0 +1,324 @@
+"""What a file is, how big it may be, and how its bytes become text (pure apart from reading the file).
+
+Formats: Markdown, reStructuredText, HTML, plain text and PDF. The format comes from, in order:
+
+1. the ``%PDF-`` magic number (a PDF is a PDF whatever it is called);
+2. the caller's ``mime`` (``text/markdown``, ``text/x-rst``, ``text/html``, ``text/plain``, ``application/pdf``
+   and their common aliases; a ``charset=`` parameter is honoured);
+3. the file extension (``SUPPORTED_EXTENSIONS``); an unknown extension is refused, never guessed;
+4. content sniffing, for bytes without a name or a file without an extension: ``<!doctype html`` or
+   ``<html`` → HTML, an RFC-822 header with ``Title:`` (a PEP) or reST section underlines and directives →
+   reST, ATX headings, fences or inline links → Markdown, anything else → plain text.
+
+Text decoding (``decode_text``) never guesses a legacy encoding: a byte-order mark (UTF-8, UTF-16, UTF-32)
+wins, then a ``charset`` the caller names, then strict UTF-8, then (HTML only) the charset the document itself
+declares in its first 1024 bytes, as browsers do. Anything else is refused with a message saying how to
+re-encode. Guessing (cp1252 vs latin-1 vs shift-jis) is wrong often enough on short texts that the damage
+would be stored, embedded and recalled silently; a clear error is cheap to fix at the source.
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+import re
+import stat
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Final
+
+from memory_core.errors import InvalidRequest
+from memory_core.lifecycle.layout import BrainSource
+
+__all__ = [
+    "MAX_DOCUMENT_BYTES",
+    "SUPPORTED_EXTENSIONS",
+    "DocumentFormat",
+    "RawInput",
+    "decode_text",
+    "detect_format",
+    "format_for_extension",
+    "read_input",
+]
+
+MAX_DOCUMENT_BYTES: Final = 20 * 1024 * 1024
+"""Largest input accepted for conversion, in bytes (20 MiB; *memory-core*).
+
+The whole file is held in memory, several times over while a PDF or HTML tree is parsed, inside a worker that
+may convert many files in a row; 20 MiB bounds that to well under a gigabyte. It is generous for text: a
+converted document must also fit ``MAX_TEXT_CHARS`` (1,000,000 characters, about 1 MB), and the formats that
+need more bytes than characters (PDF with fonts and images, HTML with markup) rarely exceed 20 bytes a
+character. A larger file should be split before ingestion."""
+
+
+class DocumentFormat(StrEnum):
+    """A supported input format, with its canonical mime type and default brain source."""
+
+    MARKDOWN = "markdown"
+    RST = "rst"
+    HTML = "html"
+    TEXT = "text"
+    PDF = "pdf"
+
+    @property
+    def mime(self) -> str:
+        """The mime type a converted document carries (``text/markdown``, ``text/x-rst``, …)."""
+        return _MIME[self]
+
+    @property
+    def default_source(self) -> BrainSource:
+        """``markdown`` for Markdown, ``pdf`` for PDF, ``files`` for the rest (reference §4.4 source ids)."""
+        if self is DocumentFormat.MARKDOWN:
+            return BrainSource.MARKDOWN
+        if self is DocumentFormat.PDF:
+            return BrainSource.PDF
+        return BrainSource.FILES
+
+
+_MIME: Final = {
+    DocumentFormat.MARKDOWN: "text/markdown",
+    DocumentFormat.RST: "text/x-rst",
+    DocumentFormat.HTML: "text/html",
+    DocumentFormat.TEXT: "text/plain",
+    DocumentFormat.PDF: "application/pdf",
+}
+
+_MIME_ALIASES: Final = {
+    "text/markdown": DocumentFormat.MARKDOWN,
+    "text/x-markdown": DocumentFormat.MARKDOWN,
+    "text/x-rst": DocumentFormat.RST,
+    "text/prs.fallenstein.rst": DocumentFormat.RST,
+    "text/html": DocumentFormat.HTML,
+    "application/xhtml+xml": DocumentFormat.HTML,
+    "text/plain": DocumentFormat.TEXT,
+    "application/pdf": DocumentFormat.PDF,
+}
+
+SUPPORTED_EXTENSIONS: Final = {
+    ".md": DocumentFormat.MARKDOWN,
+    ".markdown": DocumentFormat.MARKDOWN,
+    ".mdown": DocumentFormat.MARKDOWN,
+    ".mkd": DocumentFormat.MARKDOWN,
+    ".mkdn": DocumentFormat.MARKDOWN,
+    ".rst": DocumentFormat.RST,
+    ".rest": DocumentFormat.RST,
+    ".html": DocumentFormat.HTML,
+    ".htm": DocumentFormat.HTML,
+    ".xhtml": DocumentFormat.HTML,
+    ".txt": DocumentFormat.TEXT,
+    ".text": DocumentFormat.TEXT,
+    ".pdf": DocumentFormat.PDF,
+}
+"""File extensions (lowercase, with the dot) and the format each one means."""
+
+PDF_MAGIC: Final = b"%PDF-"
+
+_BOMS: Final = (  # UTF-32 first: its little-endian mark starts with UTF-16's
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF8, "utf-8-sig"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+_HTML_START = re.compile(rb"^\s*(?:<!--.*?-->\s*)*(?:<!doctype\s+html|<html[\s>])", re.IGNORECASE | re.DOTALL)
+_HTML_CHARSET = re.compile(rb"<meta[^>]+charset\s*=\s*[\"']?\s*([a-zA-Z0-9_.:-]+)", re.IGNORECASE)
+_HEADER_BLOCK = re.compile(r"\A(?:[A-Za-z][A-Za-z0-9-]*:[ \t].*\n(?:[ \t]+\S.*\n)*)+", re.MULTILINE)
+_MD_SIGNS = re.compile(r"^(?:#{1,6}[ \t]+\S|```|~~~)|\[[^\]\n]+\]\([^)\s]+\)", re.MULTILINE)
+_RST_SIGNS = re.compile(
+    r"^\.\. [A-Za-z][\w-]*::|:[a-z][\w:+-]*:`[^`]+`|^(\S[^\n]*)\n([=\-~^\"'`#*+:.])\2{2,}[ \t]*$", re.MULTILINE
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RawInput:
+    """Bytes to convert with what is known about them.
+
+    Attributes:
+        data: The file's bytes, at most ``MAX_DOCUMENT_BYTES``.
+        label: How errors name the input: the path as given, the caller's ``name``, or ``<bytes>``.
+        path: The absolute path, when the input was read from a file.
+        name: The name used for the extension: the caller's ``name``, else the path's file name.
+    """
+
+    data: bytes
+    label: str
+    path: Path | None
+    name: str | None
+
+
+def _too_large(label: str, size: int) -> InvalidRequest:
+    return InvalidRequest(
+        f"{label} is {size:,} bytes, over the {MAX_DOCUMENT_BYTES:,}-byte limit; split it before ingesting",
+        field="file",
+    )
+
+
+def read_input(raw: Path | str | bytes, name: str | None = None) -> RawInput:
+    """Read a path (``Path`` or ``str``) or take ``bytes``, enforcing ``MAX_DOCUMENT_BYTES``.
+
+    A ``str`` is always a path; pass document content as ``bytes``.
+
+    Raises:
+        InvalidRequest: ``field="file"``: a missing path, a directory or other non-regular file, an unreadable
+            file, or more than ``MAX_DOCUMENT_BYTES``; ``field="raw"``: neither a path nor bytes.
+    """
+    if isinstance(raw, bytes | bytearray | memoryview):
+        data = bytes(raw)
+        label = name or "<bytes>"
+        if len(data) > MAX_DOCUMENT_BYTES:
+            raise _too_large(label, len(data))
+        return RawInput(data=data, label=label, path=None, name=name)
+    if not isinstance(raw, str | Path):
+        raise InvalidRequest(f"expected a path or bytes, got {type(raw).__name__}", field="raw")
+    label = str(raw)
+    path = Path(os.path.abspath(Path(raw).expanduser()))  # absolute and normalised; symlinks kept
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        raise InvalidRequest(f"{label}: no such file", field="file") from None
+    except OSError as exc:
+        raise InvalidRequest(f"{label}: cannot read ({exc.strerror or exc})", field="file") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise InvalidRequest(f"{label} is a directory, not a file", field="file")
+    if not stat.S_ISREG(st.st_mode):
+        raise InvalidRequest(f"{label} is not a regular file", field="file")
+    if st.st_size > MAX_DOCUMENT_BYTES:
+        raise _too_large(label, st.st_size)
+    try:
+        with path.open("rb") as fh:
+            data = fh.read(MAX_DOCUMENT_BYTES + 1)  # the file may have grown since stat
+    except OSError as exc:
+        raise InvalidRequest(f"{label}: cannot read ({exc.strerror or exc})", field="file") from None
+    if len(data) > MAX_DOCUMENT_BYTES:
+        raise _too_large(label, len(data))
+    return RawInput(data=data, label=label, path=path, name=name or path.name)
+
+
+def parse_mime(mime: str) -> tuple[DocumentFormat, str | None]:
+    """The format a mime type names and its ``charset`` parameter, if any.
+
+    Raises:
+        InvalidRequest: ``field="mime"``: a mime type that is none of the supported formats.
+    """
+    kind, *params = (part.strip() for part in mime.split(";"))
+    fmt = _MIME_ALIASES.get(kind.lower())
+    if fmt is None:
+        supported = ", ".join(sorted(_MIME_ALIASES))
+        raise InvalidRequest(f"unsupported mime type {kind!r} (supported: {supported})", field="mime")
+    charset = None
+    for param in params:
+        key, _, value = param.partition("=")
+        if key.strip().lower() == "charset" and value.strip():
+            charset = value.strip().strip("\"'")
+    return fmt, charset
+
+
+def format_for_extension(name: str) -> DocumentFormat | None:
+    """The format a file name's extension means, or None for an unknown or missing extension."""
+    return SUPPORTED_EXTENSIONS.get(Path(name).suffix.lower())
+
+
+def sniff(data: bytes) -> DocumentFormat:
+    """Guess the format of unnamed bytes from their content (see the module docstring for the rules)."""
+    if data.startswith(PDF_MAGIC):
+        return DocumentFormat.PDF
+    head = data[:4096]
+    for bom, _ in _BOMS:
+        if head.startswith(bom):
+            head = head[len(bom) :]
+            break
+    if _HTML_START.match(head):
+        return DocumentFormat.HTML
+    text = head.decode("utf-8", errors="replace")
+    header = _HEADER_BLOCK.match(text)
+    if header and re.search(r"^Title:", header.group(0), re.MULTILINE):
+        return DocumentFormat.RST
+    if _MD_SIGNS.search(text):
+        return DocumentFormat.MARKDOWN
+    if _RST_SIGNS.search(text):
+        return DocumentFormat.RST
+    return DocumentFormat.TEXT
+
+
+def detect_format(raw: RawInput, mime: str | None = None) -> tuple[DocumentFormat, str | None]:
+    """The format of ``raw`` and the charset the caller's mime names (see the module docstring for the order).
+
+    Raises:
+        InvalidRequest: ``field="mime"`` for an unsupported mime type; ``field="file"`` for an unsupported
+            extension, or a file said to be a PDF (by name or mime) without the ``%PDF-`` header.
+    """
+    if raw.data.startswith(PDF_MAGIC):
+        return DocumentFormat.PDF, None
+    if mime:
+        fmt, charset = parse_mime(mime)
+    elif raw.name and Path(raw.name).suffix:
+        suffix = Path(raw.name).suffix.lower()
+        found = SUPPORTED_EXTENSIONS.get(suffix)
+        if found is None:
+            supported = ", ".join(sorted(SUPPORTED_EXTENSIONS))
+            raise InvalidRequest(
+                f"{raw.label}: unsupported file type {suffix!r} (supported: {supported}); pass mime= to force one",
+                field="file",
+            )
+        fmt, charset = found, None
+    else:
+        fmt, charset = sniff(raw.data), None
+    if fmt is DocumentFormat.PDF:
+        raise InvalidRequest(f"{raw.label} is not a PDF (no %PDF- header)", field="file")
+    return fmt, charset
+
+
+def _decode(data: bytes, encoding: str, label: str) -> str:
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        raise InvalidRequest(
+            f"{label} is not valid {encoding} (byte 0x{data[exc.start]:02x} at offset {exc.start})", field="file"
+        ) from None
+
+
+def _known_codec(charset: str) -> str | None:
+    try:
+        return codecs.lookup(charset).name
+    except LookupError:
+        return None
+
+
+def decode_text(raw: RawInput, fmt: DocumentFormat, charset: str | None = None) -> str:
+    """The text of a text-format input (see the module docstring for the decoding order).
+
+    Args:
+        raw: The input.
+        fmt: Its detected format; only HTML consults an in-document charset declaration.
+        charset: A charset the caller named (the ``charset=`` of its mime), trusted over UTF-8.
+
+    Raises:
+        InvalidRequest: ``field="file"`` for binary content (NUL bytes without a UTF-16/32 byte-order mark) or
+            bytes that do not decode; ``field="mime"`` for a charset Python does not know.
+    """
+    data = raw.data
+    for bom, encoding in _BOMS:
+        if data.startswith(bom):
+            return _decode(data, encoding, raw.label)
+    if b"\x00" in data:
+        raise InvalidRequest(f"{raw.label} is binary (it contains NUL bytes), not a supported document", field="file")
+    if charset:
+        codec = _known_codec(charset)
+        if codec is None:
+            raise InvalidRequest(f"unknown charset {charset!r}", field="mime")
+        return _decode(data, codec, raw.label)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        first_bad = exc.start
+    if fmt is DocumentFormat.HTML:
+        declared = _HTML_CHARSET.search(data[:1024])
+        codec = _known_codec(declared.group(1).decode("ascii")) if declared else None
+        if codec is not None and codec != "utf-8":
+            return _decode(data, codec, raw.label)
+    raise InvalidRequest(
+        f"{raw.label} is not valid UTF-8 (byte 0x{data[first_bad]:02x} at offset {first_bad}); re-encode it as "
+        "UTF-8, or name its encoding with mime='text/plain; charset=<encoding>'",
+        field="file",
+    )

@@ -1,0 +1,60 @@
+"""PDF → (title, readable text), with pypdf (pure Python, no system libraries).
+
+Text is pypdf's extraction of each page in reading order; pages are separated by a blank line, each line has
+its runs of spaces collapsed (PDF extraction pads columns with spaces), and blank-line runs shrink to one. A
+PDF keeps no paragraph structure, so lines stay as laid out. The title is the document information
+dictionary's ``/Title`` when it is not blank, else the first non-blank line of the text.
+
+A PDF encrypted with a user password cannot be read (an empty password is tried, as viewers do). Scanned
+pages carry images, not text; a PDF with no extractable text at all is refused by the caller (no OCR here).
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import re
+
+from pypdf import PdfReader
+
+from memory_core.documents.blocks import title_of
+from memory_core.errors import InvalidRequest
+
+__all__ = ["pdf_to_text"]
+
+_SPACES = re.compile(r"[ \t\u00a0]{2,}")
+_PYPDF_LOGGER = logging.getLogger("pypdf")
+
+
+def _page_block(text: str) -> str:
+    lines = (_SPACES.sub(" ", line).strip() for line in text.splitlines())
+    return "\n".join(lines)
+
+
+def pdf_to_text(data: bytes, label: str) -> tuple[str | None, list[str]]:
+    """Extract the title and one block of text per page.
+
+    Args:
+        data: The PDF file's bytes (starting ``%PDF-``).
+        label: How errors name the file.
+
+    Returns:
+        ``(title, blocks)``: the metadata title (else None; the caller falls back to the first line), and one
+        block per page that has text.
+
+    Raises:
+        InvalidRequest: ``field="file"``: a PDF pypdf cannot parse, or one encrypted with a password.
+    """
+    try:
+        reader = PdfReader(io.BytesIO(data))
+        if reader.is_encrypted and not reader.decrypt(""):
+            raise InvalidRequest(f"{label} is an encrypted PDF (a password is needed to read it)", field="file")
+        info = reader.metadata
+        title = title_of(info.title) if info is not None and isinstance(info.title, str) else None
+        blocks = [_page_block(page.extract_text() or "") for page in reader.pages]
+    except InvalidRequest:
+        raise
+    except Exception as exc:  # pypdf raises many types on damaged files: every one means "unreadable"
+        _PYPDF_LOGGER.debug("pypdf failed on %s", label, exc_info=True)
+        raise InvalidRequest(f"{label} is not a readable PDF ({type(exc).__name__}: {exc})", field="file") from None
+    return title, [b for b in blocks if b.strip()]

@@ -1,0 +1,269 @@
+"""One SQLite file shared by threads and processes: opening checks, per-thread connections, transactions.
+
+``Database`` owns the path and hands each thread its own ``sqlite3`` connection (autocommit mode; every write is
+an explicit ``BEGIN IMMEDIATE`` so a writer never has to upgrade a read lock, the one case SQLite's busy handler
+cannot wait out). Every connection runs in WAL mode with a busy timeout, so readers never block the writer and
+one writer at a time waits its turn across processes.
+
+Failures are mapped onto the contract's errors (reference §1.11):
+
+| SQLite says | raised |
+| --- | --- |
+| ``database is locked`` / ``busy`` after ``busy_timeout`` and the bounded retries | ``EngineUnavailable`` |
+| ``file is not a database``, ``database disk image is malformed`` | ``EngineUnavailable`` naming the file |
+| ``attempt to write a readonly database``, ``unable to open database file`` | ``EngineError`` naming the file |
+| anything else | ``EngineError`` |
+
+Opening never changes a file it cannot use: the header is read, then the file is opened read-only to check it,
+and only then opened for writing.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+from urllib.parse import parse_qs, urlsplit
+
+from memory_core.errors import ConfigError, EngineError, EngineUnavailable, MemoryCoreError
+
+__all__ = ["Database", "SQLiteOptions", "is_locked", "map_error", "parse_url"]
+
+_T = TypeVar("_T")
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+"""The first 16 bytes of every SQLite database file (sqlite.org/fileformat.html §1.3)."""
+DEFAULT_BUSY_TIMEOUT_MS = 2_000
+"""How long one statement waits for a lock inside SQLite before the retry loop takes over, ms."""
+RETRY_ATTEMPTS = 6
+"""Attempts of one transaction while the file stays locked (memory-core bound; about 2 s busy wait each)."""
+RETRY_BASE_S = 0.02
+"""First backoff between attempts, seconds; doubled each time with full jitter, capped at ``RETRY_CAP_S``."""
+RETRY_CAP_S = 1.0
+"""Longest backoff between attempts, seconds."""
+
+_LOCKED_MARKERS = ("database is locked", "database is busy", "database table is locked")
+_CORRUPT_MARKERS = ("file is not a database", "malformed", "file is encrypted")
+_READ_ONLY_MARKERS = ("readonly database", "read-only", "unable to open database file")
+
+
+@dataclass(frozen=True)
+class SQLiteOptions:
+    """Settings read from the engine URL.
+
+    Attributes:
+        path: The database file.
+        synchronous: ``full`` (default: a commit survives power loss) or ``normal`` (survives a crash of the
+            process; faster).
+        busy_timeout_ms: SQLite's own wait for a lock, per statement, ms.
+    """
+
+    path: Path
+    synchronous: str = "full"
+    busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS
+
+
+def parse_url(url: str) -> SQLiteOptions:
+    """Read ``sqlite:///relative/path.db`` or ``sqlite:////abs/path.db`` (query: ``synchronous``, ``busy_timeout_ms``).
+
+    Raises:
+        ConfigError: another scheme, a host part, no path, or an unknown or malformed query parameter.
+    """
+    parts = urlsplit(url)
+    if parts.scheme.lower() != "sqlite":
+        raise ConfigError(f"not a sqlite URL: {url!r}")
+    if parts.netloc:
+        raise ConfigError(f"sqlite URLs take no host (use sqlite:///relative.db or sqlite:////abs.db), got {url!r}")
+    raw = parts.path[1:] if parts.path.startswith("/") else parts.path
+    if not raw or raw.endswith("/"):
+        raise ConfigError(f"sqlite URL names no file: {url!r}")
+    if raw == ":memory:":
+        raise ConfigError("sqlite:///:memory: is not supported: the engine is shared by threads and processes")
+    query = parse_qs(parts.query)
+    unknown = set(query) - {"synchronous", "busy_timeout_ms"}
+    if unknown:
+        raise ConfigError(f"sqlite:// takes only ?synchronous= and ?busy_timeout_ms=, not {sorted(unknown)}")
+    sync = query.get("synchronous", ["full"])[-1].lower()
+    if sync not in {"full", "normal"}:
+        raise ConfigError(f"synchronous must be full or normal, not {sync!r}")
+    try:
+        busy = int(query.get("busy_timeout_ms", [str(DEFAULT_BUSY_TIMEOUT_MS)])[-1])
+    except ValueError:
+        raise ConfigError("busy_timeout_ms must be an integer") from None
+    if busy < 0:
+        raise ConfigError("busy_timeout_ms must be >= 0")
+    return SQLiteOptions(path=Path(raw), synchronous=sync, busy_timeout_ms=busy)
+
+
+def is_locked(exc: BaseException) -> bool:
+    """True when ``exc`` is SQLite's "database is locked/busy" (worth retrying)."""
+    return isinstance(exc, sqlite3.OperationalError) and any(m in str(exc).lower() for m in _LOCKED_MARKERS)
+
+
+def map_error(exc: BaseException, path: Path) -> MemoryCoreError:
+    """The contract error for a ``sqlite3`` failure on the file at ``path`` (see the module table)."""
+    text = str(exc).lower()
+    if is_locked(exc):
+        return EngineUnavailable(f"{path} stays locked by another writer: {text}")
+    if any(m in text for m in _CORRUPT_MARKERS):
+        return EngineUnavailable(f"{path} is not a usable sqlite database: {text}")
+    if any(m in text for m in _READ_ONLY_MARKERS):
+        return EngineError(f"{path} cannot be written: {text}")
+    return EngineError(f"sqlite error on {path}: {text}")
+
+
+def _check_writable(path: Path) -> None:
+    folder = path.parent
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ConfigError(
+            f"folder {folder} is read-only: sqlite needs to create its write-ahead log beside {path.name}"
+        )
+    if path.exists() and not os.access(path, os.R_OK | os.W_OK):
+        raise ConfigError(f"{path} is read-only (or unreadable): the engine needs to write it")
+
+
+def _check_file(path: Path) -> None:
+    """Refuse a file that is not SQLite, reading only its header (nothing is written)."""
+    if not path.exists():
+        return
+    if not path.is_file():
+        raise EngineUnavailable(f"{path} is not a file")
+    with path.open("rb") as fh:
+        head = fh.read(len(SQLITE_HEADER))
+    if head and head != SQLITE_HEADER:
+        raise EngineUnavailable(f"{path} is not a sqlite database (unknown header); the file was left untouched")
+
+
+class Database:
+    """The database file and its connections: one per thread (and per process), closed together.
+
+    Args:
+        options: Path and pragmas (see ``SQLiteOptions``).
+
+    Raises:
+        ConfigError: the folder or file is read-only.
+        EngineUnavailable: the file exists but is not a SQLite database (it is left untouched).
+    """
+
+    def __init__(self, options: SQLiteOptions) -> None:
+        self.options = options
+        self.path = options.path.expanduser().absolute()
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._all: list[sqlite3.Connection] = []
+        self._closed = False
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"cannot create folder {self.path.parent}: {exc.strerror or exc}") from None
+        _check_writable(self.path)
+        _check_file(self.path)
+        self._probe_read_only()
+
+    # opening ---------------------------------------------------------------------------------------------
+    def _probe_read_only(self) -> None:
+        """Open an existing file read-only and read its schema, so a corrupt file fails before any write."""
+        if not self.path.exists() or self.path.stat().st_size == 0:
+            return
+        try:
+            conn = sqlite3.connect(f"{self.path.as_uri()}?mode=ro", uri=True, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise map_error(exc, self.path) from None
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {self.options.busy_timeout_ms}")
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except sqlite3.Error as exc:
+            if is_locked(exc):
+                return  # another process holds it; it is a database, so carry on
+            raise map_error(exc, self.path) from None
+        finally:
+            conn.close()
+
+    def _connect(self) -> sqlite3.Connection:
+        try:
+            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=0)
+            conn.execute(f"PRAGMA busy_timeout = {self.options.busy_timeout_ms}")
+            self._retry(lambda: conn.execute("PRAGMA journal_mode = WAL").fetchone())
+            conn.execute(f"PRAGMA synchronous = {self.options.synchronous.upper()}")
+            conn.execute("PRAGMA foreign_keys = OFF")
+            conn.execute("PRAGMA temp_store = MEMORY")
+            conn.execute("PRAGMA cache_size = -32000")
+        except sqlite3.Error as exc:
+            raise map_error(exc, self.path) from None
+        return conn
+
+    def connection(self) -> sqlite3.Connection:
+        """This thread's connection (opened on first use; reopened after a fork).
+
+        Raises:
+            EngineError: the database was closed.
+        """
+        if self._closed:
+            raise EngineError(f"{self.path} was closed")
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None or getattr(self._local, "pid", None) != os.getpid():
+            conn = self._connect()
+            self._local.conn = conn
+            self._local.pid = os.getpid()
+            with self._lock:
+                self._all.append(conn)
+        return conn
+
+    def close(self) -> None:
+        """Close every connection this object opened in this process. Idempotent."""
+        with self._lock:
+            self._closed = True
+            conns, self._all = self._all, []
+        for conn in conns:
+            try:
+                conn.close()
+            except sqlite3.Error:  # pragma: no cover - closing is best effort
+                pass
+
+    # running ---------------------------------------------------------------------------------------------
+    def _retry(self, fn: Callable[[], _T]) -> _T:
+        delay = RETRY_BASE_S
+        for attempt in range(RETRY_ATTEMPTS):
+            try:
+                return fn()
+            except sqlite3.OperationalError as exc:
+                if not is_locked(exc) or attempt == RETRY_ATTEMPTS - 1:
+                    raise
+                time.sleep(random.uniform(0, delay))
+                delay = min(delay * 2, RETRY_CAP_S)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def run(self, fn: Callable[[sqlite3.Connection], _T], *, write: bool = False) -> _T:
+        """Run ``fn(conn)`` in one transaction, retried while the file is locked.
+
+        A write runs inside ``BEGIN IMMEDIATE`` (the write lock is taken up front) and commits; a read runs
+        inside ``BEGIN`` so all its statements see one snapshot. On any error the transaction rolls back, so a
+        failed call changes nothing.
+
+        Raises:
+            EngineUnavailable: the file stayed locked through every retry, or is corrupt.
+            EngineError: any other SQLite failure.
+        """
+        conn = self.connection()
+
+        def attempt() -> _T:
+            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            try:
+                out = fn(conn)
+                conn.execute("COMMIT")
+                return out
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+
+        try:
+            return self._retry(attempt)
+        except sqlite3.Error as exc:
+            raise map_error(exc, self.path) from None

@@ -1,0 +1,137 @@
+"""``MetaFilter`` and ``Reach`` as SQL ``WHERE`` clauses (pure: values in, SQL text and parameters out).
+
+Every field of the filter (contract reference §1.6) becomes an index-friendly predicate on a column:
+
+| field | SQL |
+| --- | --- |
+| ``reach`` | ``ns = at``; ancestors ``ns IN (…)``; subtree ``ns`` in ``[at, at[:-1] + '0')`` minus ``service:`` below ``at`` |
+| exact fields | ``col = ?`` |
+| ``folder``, ``file_path`` | ``col = p OR col`` in ``[p + '/', p + '0')`` (a prefix on a ``/`` boundary) |
+| ``turns`` | ``turn_first = ? AND turn_last = ?`` |
+| ``kinds``, ``sources`` | ``IN (…)`` |
+| ``tags_any`` | ``EXISTS`` in ``item_tags`` (beliefs carry exactly the ``belief`` tag) |
+| observed window | ``observed_at >= after AND observed_at < before`` (NULL never matches) |
+
+The result must agree with ``MetaFilter.matches`` row for row; ``tests/test_sqlite_filters.py`` checks that.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from memory_core.limits import BELIEF_TAG
+from memory_core.meta import ItemKind, MetaFilter
+from memory_core.namespace import Reach
+
+from .rows import ns_key, to_us
+
+__all__ = ["Where", "compile_filter", "reach_sql"]
+
+_FALSE = "0"
+
+
+@dataclass
+class Where:
+    """A conjunction of SQL predicates with their parameters, in order."""
+
+    parts: list[str] = field(default_factory=list)
+    params: list[Any] = field(default_factory=list)
+
+    def add(self, sql: str, *params: Any) -> None:
+        """AND one more predicate."""
+        self.parts.append(sql)
+        self.params.extend(params)
+
+    @property
+    def sql(self) -> str:
+        """The predicates joined by AND (``1`` when there are none)."""
+        return " AND ".join(f"({p})" for p in self.parts) if self.parts else "1"
+
+
+def _placeholders(n: int) -> str:
+    return ", ".join("?" for _ in range(n))
+
+
+def reach_sql(reach: Reach, col: str) -> tuple[str, list[Any]]:
+    """The predicate for ``reach.admits(ns)`` on the namespace-key column ``col``."""
+    at = ns_key(reach.at)
+    ors = [f"{col} = ?"]
+    params: list[Any] = [at]
+    if reach.inherit and not reach.at.is_root:
+        ancestors = [ns_key(n) for n in reach.at.ancestors_and_self()[:-1]]
+        ors.append(f"{col} IN ({_placeholders(len(ancestors))})")
+        params.extend(ancestors)
+    if reach.descendants:
+        if at == "":
+            ors.append(f"instr({col}, 'service:') = 0")
+        else:
+            ors.append(f"({col} > ? AND {col} < ? AND instr(substr({col}, {len(at) + 1}), 'service:') = 0)")
+            params.extend([at, at[:-1] + "0"])
+    return " OR ".join(ors), params
+
+
+def _prefix(where: Where, col: str, prefix: str) -> None:
+    p = prefix.rstrip("/")
+    if p == "":
+        if prefix != "":
+            where.add(f"{col} >= '/' AND {col} < '0'")
+        else:
+            where.add(f"{col} IS NOT NULL")
+        return
+    where.add(f"{col} = ? OR ({col} >= ? AND {col} < ?)", p, p + "/", p + "0")
+
+
+def compile_filter(flt: MetaFilter, alias: str, *, beliefs: bool = False) -> Where:
+    """The ``WHERE`` predicates for ``flt`` over the ``items`` (or, with ``beliefs``, the ``beliefs``) table.
+
+    Args:
+        flt: The filter.
+        alias: The table's alias in the query (``i``, ``b``).
+        beliefs: Compile for ``beliefs``: every row is a ``learning`` tagged ``belief``.
+    """
+    where = Where()
+    a = alias
+    if beliefs:
+        if not flt.admits_kind(ItemKind.LEARNING):
+            where.add(_FALSE)
+        if flt.tags_any and BELIEF_TAG not in flt.tags_any:
+            where.add(_FALSE)
+    elif flt.kinds:
+        where.add(f"{a}.kind IN ({_placeholders(len(flt.kinds))})", *(k.value for k in flt.kinds))
+    sql, params = reach_sql(flt.effective_reach(), f"{a}.ns")
+    where.add(sql, *params)
+    for name, col in (
+        ("workspace", "workspace"),
+        ("language", "language"),
+        ("repo", "repo"),
+        ("commit", "commit_sha"),
+        ("url", "url"),
+        ("thread_id", "thread_id"),
+        ("agent_id", "agent_id"),
+        ("tool_call", "tool_call"),
+        ("source_id", "source_id"),
+    ):
+        value = getattr(flt, name)
+        if value is not None:
+            where.add(f"{a}.{col} = ?", value)
+    if flt.folder is not None:
+        _prefix(where, f"{a}.folder", flt.folder)
+    if flt.file_path is not None:
+        _prefix(where, f"{a}.file_path", flt.file_path)
+    if flt.turns is not None:
+        where.add(f"{a}.turn_first = ? AND {a}.turn_last = ?", flt.turns.first, flt.turns.last)
+    if flt.sources:
+        where.add(f"{a}.source_kind IN ({_placeholders(len(flt.sources))})", *(s.value for s in flt.sources))
+    if flt.tags_any and not beliefs:
+        where.add(
+            f"EXISTS (SELECT 1 FROM item_tags t WHERE t.seq = {a}.seq AND t.tag IN ({_placeholders(len(flt.tags_any))}))",
+            *flt.tags_any,
+        )
+    if flt.observed_after is not None or flt.observed_before is not None:
+        where.add(f"{a}.observed_at IS NOT NULL")
+        if flt.observed_after is not None:
+            where.add(f"{a}.observed_at >= ?", to_us(flt.observed_after))
+        if flt.observed_before is not None:
+            where.add(f"{a}.observed_at < ?", to_us(flt.observed_before))
+    return where

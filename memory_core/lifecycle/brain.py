@@ -1,0 +1,211 @@
+"""``Brain``: the company brain, documents shared by every agent and kept apart by source (reference §4.5).
+
+| call | writes | returns |
+| --- | --- | --- |
+| ``ingest(doc)`` | one document at its source's node, ``visible`` | ``Ingested{receipt, job?}`` |
+| ``ingest_with(doc, wait)`` | the same with a wait policy | ``Ingested`` |
+| ``ingest_many(docs)`` | every document, in ``store_many`` chunks of 100 | ``BrainBatch{receipts, jobs}`` |
+| ``search(query, source?)`` | — | hits within one source or the whole brain |
+| ``forget(source)`` | removes the source's documents, collections included | ``ForgetReport`` |
+| ``build(source)`` | — | the ``BuildBeliefs`` job for the source |
+
+A brain document never carries an agent id and always lives at its source's node (or a collection below it),
+whatever metadata the caller passes: ``BrainDocument.into_item`` enforces it. Under an engine that declares
+``automatic`` consolidation no ingest returns a job; ``build`` still does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from memory_core._model import ContractModel
+from memory_core.consolidation import ConsolidateRequest, Consolidation, WaitFor, WriteOptions
+from memory_core.engine import MemoryEngine
+from memory_core.errors import InvalidRequest, Unsupported
+from memory_core.items import Document
+from memory_core.lifecycle.documents import BrainDocument
+from memory_core.lifecycle.jobs import BuildBeliefs
+from memory_core.lifecycle.layout import BrainSource, MemoryLayout
+from memory_core.limits import MAX_PAGE_LIMIT, MAX_STORE_MANY
+from memory_core.meta import ItemKind
+from memory_core.namespace import Reach
+from memory_core.query import FetchRequest, ForgetReport, ForgetTarget, Hit, StoreReceipt
+
+__all__ = ["Brain", "BrainBatch", "Ingested", "prefixed"]
+
+DocumentInput = BrainDocument | Mapping[str, Any] | str
+"""A brain document as a model, a JSON object or JSON text."""
+
+
+class Ingested(ContractModel):
+    """``{receipt, job?}``: one stored document and the build for its source (None under ``automatic``)."""
+
+    receipt: StoreReceipt
+    job: BuildBeliefs | None = None
+
+
+class BrainBatch(ContractModel):
+    """``{receipts, jobs}``: receipts in document order, one build per distinct source (none under ``automatic``)."""
+
+    receipts: tuple[StoreReceipt, ...] = ()
+    jobs: tuple[BuildBeliefs, ...] = ()
+
+
+def _options(wait: WaitFor | WriteOptions | str) -> WriteOptions:
+    if isinstance(wait, WriteOptions):
+        return wait
+    try:
+        return WriteOptions(wait=WaitFor(wait))
+    except ValueError:
+        raise InvalidRequest(f"unknown wait {wait!r} (known: accepted, visible)", field="wait") from None
+
+
+class Brain:
+    """The brain of one layout: ``Brain(engine, layout)``.
+
+    Args:
+        engine: Any ``MemoryEngine``.
+        layout: Where the brain lives (``root/source:<id>``).
+    """
+
+    __slots__ = ("engine", "layout")
+
+    def __init__(self, engine: MemoryEngine, layout: MemoryLayout | None = None) -> None:
+        self.engine = engine
+        self.layout = layout or MemoryLayout()
+
+    def __repr__(self) -> str:
+        return f"Brain({self.engine.descriptor().id!r}, {self.layout!r})"
+
+    # writes --------------------------------------------------------------------------------------------
+    def ingest(self, doc: DocumentInput, *, collection: str | None = None) -> Ingested:
+        """Store one document and wait until it is visible (``ingest_with(doc, visible)``).
+
+        Args:
+            doc: The document (model, JSON object or JSON text).
+            collection: Store it in ``brain_collection(source, collection)`` instead of the source's node.
+
+        Raises:
+            InvalidRequest: a malformed document or blank text; nothing is stored.
+        """
+        return self.ingest_with(doc, WaitFor.VISIBLE, collection=collection)
+
+    def ingest_with(
+        self, doc: DocumentInput, wait: WaitFor | WriteOptions | str, *, collection: str | None = None
+    ) -> Ingested:
+        """Store one document with a wait policy (``visible`` or ``accepted``).
+
+        Returns:
+            ``Ingested{receipt, job}``; ``job`` builds the source's subtree, None under ``automatic``.
+
+        Raises:
+            InvalidRequest: a malformed document, blank text or an unknown wait; nothing is stored.
+        """
+        opts = _options(wait)
+        document = BrainDocument.coerce(doc, "document")
+        item = document.into_item(self.layout, collection)
+        receipt = self.engine.store_with(item, opts)
+        job = None if self._automatic() else self.build(document.source)
+        return Ingested(receipt=receipt, job=job)
+
+    def ingest_many(
+        self,
+        docs: Sequence[DocumentInput],
+        wait: WaitFor | WriteOptions | str = WaitFor.VISIBLE,
+        *,
+        collection: str | None = None,
+    ) -> BrainBatch:
+        """Store many documents: every one is converted first, then stored in chunks of ``MAX_STORE_MANY``.
+
+        Returns:
+            ``BrainBatch``: receipts in document order; one ``BuildBeliefs`` per distinct source, in first-seen
+            order (none under ``automatic``).
+
+        Raises:
+            InvalidRequest: no documents, or any invalid one (named ``documents.<i>…``); nothing is stored.
+        """
+        opts = _options(wait)
+        if isinstance(docs, Mapping | str | bytes) or not isinstance(docs, Sequence):
+            raise InvalidRequest("expected a list of documents", field="documents")
+        if not docs:
+            raise InvalidRequest("no documents", field="documents")
+        items: list[Document] = []
+        sources: dict[BrainSource, None] = {}
+        for i, raw in enumerate(docs):
+            document, item = self._convert(raw, i, collection)
+            items.append(item)
+            sources.setdefault(document.source, None)
+        receipts: list[StoreReceipt] = []
+        for start in range(0, len(items), MAX_STORE_MANY):
+            receipts.extend(self.engine.store_many_with(items[start : start + MAX_STORE_MANY], opts))
+        jobs = () if self._automatic() else tuple(self.build(src) for src in sources)
+        return BrainBatch(receipts=tuple(receipts), jobs=jobs)
+
+    def forget(self, source: BrainSource | str) -> ForgetReport:
+        """Forget every document of ``source``, its collections included (``[document]``, its subtree).
+
+        Raises:
+            InvalidRequest: a blank source id.
+        """
+        return self.engine.forget(ForgetTarget.by_filter(self.layout.brain_filter(source)))
+
+    # reads ---------------------------------------------------------------------------------------------
+    def search(self, query: str, source: BrainSource | str | None = None, limit: int = 10) -> list[Hit]:
+        """Ranked documents within one source (collections included) or the whole brain.
+
+        Fetches in ``hybrid`` mode when the engine offers it, else in its first declared mode.
+
+        Args:
+            query: What to look for (non-blank).
+            source: One source, or None for every document below the layout root.
+            limit: Most hits (1..=1000).
+
+        Raises:
+            InvalidRequest: a blank query or a limit out of range.
+            Unsupported: the engine offers no fetch mode.
+        """
+        mode = self.engine.descriptor().preferred_mode()
+        if mode is None:
+            raise Unsupported(f"engine `{self.engine.descriptor().id}` offers no fetch mode")
+        if not 0 < limit <= MAX_PAGE_LIMIT:
+            raise InvalidRequest(f"must be within 1..={MAX_PAGE_LIMIT}", field="limit")
+        request = FetchRequest(query=query, mode=mode, filter=self.layout.brain_filter(source), limit=limit)
+        return list(self.engine.fetch(request).hits)
+
+    # jobs ----------------------------------------------------------------------------------------------
+    def build(self, source: BrainSource | str) -> BuildBeliefs:
+        """The belief build for ``source``: ``subtree(brain(source))``, kinds ``[document]``.
+
+        Returned even under ``automatic``, where it asks for an immediate build.
+
+        Raises:
+            InvalidRequest: a blank source id.
+        """
+        reach = Reach.subtree(self.layout.brain(source))
+        return BuildBeliefs(request=ConsolidateRequest(reach=reach, kinds=(ItemKind.DOCUMENT,)))
+
+    # helpers -------------------------------------------------------------------------------------------
+    def _automatic(self) -> bool:
+        return self.engine.descriptor().consolidation is Consolidation.AUTOMATIC
+
+    def _convert(self, raw: DocumentInput, index: int, collection: str | None) -> tuple[BrainDocument, Document]:
+        prefix = f"documents.{index}"
+        try:
+            document = BrainDocument.coerce(raw, prefix)
+            return document, document.into_item(self.layout, collection)
+        except InvalidRequest as exc:
+            raise prefixed(exc, prefix) from None
+
+
+def prefixed(exc: InvalidRequest, prefix: str) -> InvalidRequest:
+    """``exc`` with its field moved below ``prefix`` (``text`` → ``documents.3.text``); unchanged if already there.
+
+    Args:
+        exc: The error about one element of a list.
+        prefix: The element's path, such as ``documents.3``.
+    """
+    if exc.field is not None and (exc.field == prefix or exc.field.startswith(prefix + ".")):
+        return exc
+    message = exc.message.removeprefix(f"{exc.field}: ") if exc.field else exc.message
+    return InvalidRequest(message, field=f"{prefix}.{exc.field}" if exc.field else prefix)

@@ -1,0 +1,436 @@
+"""Reading a pack's sections from the engine, concurrently (reference §4.1 "Gather", seed 000).
+
+Every section is read on its own, on a bounded thread pool, and none can fail the pack: an engine error
+becomes ``Failed`` with the error's text. How each section is filled:
+
+* **Fetch**: the section's query, else the pack's; with neither non-blank, or an engine declaring no fetch mode,
+  the section reads as Latest. The mode is ``hybrid`` when served, else the first declared. The request carries
+  the section's filter and ``max_scopes``, the pack's ``refers_to``, ``limit = want`` and ``beliefs`` = the
+  pack's belief budget.
+* **Answer**: ``recall(question, filter, limit = section.limit, instructions)``; no citations or a blank answer
+  leaves the section empty; an error falls back to fetching for the question when ``fallback_to_fetch``.
+* **Latest**: ``list`` in pages of 100 (at most 50 pages), excluded hits dropped before the cut, sorted newest
+  first (undated last), then most confident, then latest turn, keeping ``want``.
+
+``want`` overfetches so ``limit`` hits survive the exclusions and earlier sections: ``limit + len(exclude_ids)
++ (limit if exclude_thread) + the limits of every earlier section``.
+
+Beliefs (seed 000 "Beliefs are learnings"): a *learnings section* is a non-answer section whose filter admits
+``learning``. Ranked reads ask for the first learnings section's ``want`` in beliefs; a learnings section read
+as Latest also lists ``beliefs(reach, want)`` as its own concurrent read (a failure there means no beliefs).
+``fold_beliefs`` then merges every section's beliefs rank by rank, each once, and interleaves them with each
+learnings section's stored hits, stored first at each rank, keeping only the beliefs its filter admits.
+
+Concurrency: the reads are submitted from the calling thread (never from inside a pool task, so a bounded pool
+cannot deadlock on itself) and the call waits for every future it started, so no read outlives it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Executor, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from functools import partial
+from typing import Final, TypeVar
+
+from memory_core.consolidation import BeliefsRequest
+from memory_core.engine import MemoryEngine
+from memory_core.limits import MAX_PAGE_LIMIT
+from memory_core.meta import ItemKind
+from memory_core.namespace import ROOT, Reach
+from memory_core.query import FetchMode, FetchRequest, Hit, ListRequest, RecallRequest
+from memory_core.recall.types import AnswerQuery, FetchQuery, HolisticRecall, ScopeSection
+
+__all__ = [
+    "LATEST_MAX_PAGES",
+    "LATEST_PAGE",
+    "RECALL_WORKERS",
+    "Answered",
+    "Failed",
+    "Gathered",
+    "Read",
+    "belief_budget",
+    "error_text",
+    "excluded",
+    "fold_beliefs",
+    "gather",
+    "is_learnings_section",
+    "newest_first",
+    "wants",
+]
+
+_log = logging.getLogger(__name__)
+
+LATEST_PAGE: Final = 100
+"""Page size of a Latest listing (reference §4.1)."""
+LATEST_MAX_PAGES: Final = 50
+"""Most listing pages a Latest section reads before sorting; a ceiling, not a target (reference §4.1)."""
+RECALL_WORKERS: Final = 8
+"""Threads of the shared read pool (*memory-core*: bounds the reads all packs of a process run at once)."""
+
+_T = TypeVar("_T")
+_MIN_TIME: Final = datetime.min.replace(tzinfo=UTC)
+_in_shared_pool = threading.local()
+
+
+def _mark_shared_worker() -> None:
+    _in_shared_pool.flag = True
+
+
+_POOL: Final = ThreadPoolExecutor(
+    max_workers=RECALL_WORKERS, thread_name_prefix="memory-core-recall", initializer=_mark_shared_worker
+)
+"""The shared pool packs read on unless the caller passes an executor."""
+
+
+# outcomes ---------------------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Answered:
+    """An answered section: the trimmed answer and its citations as hits (score or 0, no confidence)."""
+
+    text: str
+    hits: tuple[Hit, ...]
+
+
+@dataclass(slots=True)
+class Read:
+    """A ranked or latest read: the section's hits before settling, and the beliefs the read returned."""
+
+    hits: list[Hit]
+    beliefs: list[Hit]
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    """A read that failed, and the error's text."""
+
+    reason: str
+
+
+Gathered = Answered | Read | Failed
+"""What one section's read produced."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Listed:
+    """A learnings section's ``beliefs()`` listing (empty when it failed)."""
+
+    beliefs: list[Hit]
+
+
+class _Step(StrEnum):
+    ANSWER = "answer"
+    FETCH = "fetch"
+    LATEST = "latest"
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    step: _Step
+    want: int
+    query: str = ""
+    beliefs: int = 0
+    lists_beliefs: bool = False
+
+
+def error_text(exc: BaseException) -> str:
+    """The reason a skipped section reports: the error's text, or its class name when it has none."""
+    return str(exc) or type(exc).__name__
+
+
+# rules ------------------------------------------------------------------------------------------------------
+def wants(request: HolisticRecall) -> list[int]:
+    """Each section's overfetch, in section order (reference §4.1 "Overfetch").
+
+    Returns:
+        ``limit + len(exclude_ids) + (limit if exclude_thread) + sum of the earlier sections' limits`` per
+        section, in hits.
+    """
+    out: list[int] = []
+    earlier = 0
+    for section in request.sections:
+        window = section.limit if request.exclude_thread is not None else 0
+        out.append(section.limit + len(request.exclude_ids) + window + earlier)
+        earlier += section.limit
+    return out
+
+
+def is_learnings_section(section: ScopeSection) -> bool:
+    """True for a fetched or latest section whose filter admits learnings: where the pack's beliefs go."""
+    return not isinstance(section.query, AnswerQuery) and section.filter.admits_kind(ItemKind.LEARNING)
+
+
+def belief_budget(request: HolisticRecall) -> int:
+    """Beliefs each ranked read asks for: the first learnings section's ``want``, or 0 when there is none."""
+    for section, want in zip(request.sections, wants(request), strict=True):
+        if is_learnings_section(section):
+            return want
+    return 0
+
+
+def excluded(request: HolisticRecall, section: ScopeSection, hit: Hit) -> bool:
+    """True when the pack or the section leaves ``hit`` out.
+
+    That is an id in ``exclude_ids``, a turn inside ``exclude_thread``, or (when the section sets it) a hit of
+    ``exclude_agent_id``.
+    """
+    if hit.id in request.exclude_ids:
+        return True
+    if request.exclude_thread is not None and request.exclude_thread.covers(hit):
+        return True
+    return section.exclude_agent_id is not None and hit.meta.agent_id == section.exclude_agent_id
+
+
+def newest_first(hits: Iterable[Hit]) -> list[Hit]:
+    """Sort stably: ``observed_at`` descending (undated last), then confidence (None = 0), then ``turns.last``.
+
+    Ties keep the engine's order (reference §4.1 "Latest").
+    """
+
+    def key(hit: Hit) -> tuple[bool, datetime, float, bool, int]:
+        at = hit.meta.observed_at
+        turns = hit.meta.turns
+        return (
+            at is not None,
+            at if at is not None else _MIN_TIME,
+            hit.confidence if hit.confidence is not None else 0.0,
+            turns is not None,
+            turns.last if turns is not None else 0,
+        )
+
+    return sorted(hits, key=key, reverse=True)
+
+
+def _effective_query(request: HolisticRecall, section: ScopeSection) -> str | None:
+    if not isinstance(section.query, FetchQuery):
+        return None
+    for query in (section.query.query, request.query):
+        if query is not None and query.strip():
+            return query
+    return None
+
+
+def _plans(request: HolisticRecall, mode: FetchMode | None) -> list[_Plan]:
+    budget = min(belief_budget(request), MAX_PAGE_LIMIT)
+    out: list[_Plan] = []
+    for section, want in zip(request.sections, wants(request), strict=True):
+        if isinstance(section.query, AnswerQuery):
+            out.append(_Plan(_Step.ANSWER, want))
+            continue
+        query = _effective_query(request, section)
+        if query is not None and mode is not None:
+            out.append(_Plan(_Step.FETCH, want, query=query, beliefs=budget))
+        else:
+            out.append(_Plan(_Step.LATEST, want, lists_beliefs=is_learnings_section(section)))
+    return out
+
+
+# reads ------------------------------------------------------------------------------------------------------
+def _latest(engine: MemoryEngine, request: HolisticRecall, section: ScopeSection, want: int) -> list[Hit]:
+    hits: list[Hit] = []
+    cursor: str | None = None
+    for _ in range(LATEST_MAX_PAGES):
+        page = engine.list(ListRequest(filter=section.filter, limit=LATEST_PAGE, cursor=cursor))
+        hits.extend(hit for hit in page.items if not excluded(request, section, hit))
+        if page.next_cursor is None:
+            break
+        cursor = page.next_cursor
+    return newest_first(hits)[:want]
+
+
+def _fetch(
+    engine: MemoryEngine,
+    request: HolisticRecall,
+    section: ScopeSection,
+    query: str,
+    want: int,
+    beliefs: int,
+    mode: FetchMode | None,
+) -> Read:
+    if mode is None:
+        return Read(_latest(engine, request, section, want), [])
+    page = engine.fetch(
+        FetchRequest(
+            query=query,
+            mode=mode,
+            filter=section.filter,
+            limit=min(want, MAX_PAGE_LIMIT),
+            beliefs=beliefs,
+            refers_to=request.refers_to,
+            max_scopes=section.max_scopes,
+        )
+    )
+    return Read(list(page.hits), list(page.beliefs))
+
+
+def _answer(
+    engine: MemoryEngine, request: HolisticRecall, section: ScopeSection, want: int, mode: FetchMode | None
+) -> Gathered:
+    query = section.query
+    assert isinstance(query, AnswerQuery)
+    try:
+        answer = engine.recall(
+            RecallRequest(
+                question=query.question,
+                filter=section.filter,
+                limit=section.limit,
+                instructions=query.instructions,
+                refers_to=request.refers_to,
+            )
+        )
+    except Exception as exc:
+        if not query.fallback_to_fetch:
+            raise
+        _log.debug("recall: answer failed, fetching instead heading=%r error=%s", section.heading, exc)
+        return _fetch(engine, request, section, query.question, want, 0, mode)
+    text = answer.answer.strip()
+    if not answer.citations or not text:
+        return Read([], [])
+    hits = tuple(Hit(id=c.id, kind=c.kind, text=c.snippet, meta=c.meta, score=c.score or 0.0) for c in answer.citations)
+    return Answered(text=text, hits=hits)
+
+
+def _read(
+    engine: MemoryEngine, request: HolisticRecall, section: ScopeSection, plan: _Plan, mode: FetchMode | None
+) -> Gathered:
+    try:
+        if plan.step is _Step.ANSWER:
+            return _answer(engine, request, section, plan.want, mode)
+        if plan.step is _Step.FETCH:
+            return _fetch(engine, request, section, plan.query, plan.want, plan.beliefs, mode)
+        return Read(_latest(engine, request, section, plan.want), [])
+    except Exception as exc:  # an engine error never fails the pack (reference §4.1)
+        _log.warning("recall: section skipped heading=%r error=%s", section.heading, exc)
+        return Failed(error_text(exc))
+
+
+def _list_beliefs(engine: MemoryEngine, section: ScopeSection, want: int) -> _Listed:
+    reach = section.filter.reach if section.filter.reach is not None else Reach.subtree(ROOT)
+    try:
+        return _Listed(list(engine.beliefs(BeliefsRequest(reach=reach, limit=min(want, MAX_PAGE_LIMIT)))))
+    except Exception as exc:  # a failed belief read leaves the section to its stored learnings
+        _log.warning("recall: beliefs unavailable heading=%r error=%s", section.heading, exc)
+        return _Listed([])
+
+
+# beliefs ----------------------------------------------------------------------------------------------------
+def _interleave(first: Sequence[Hit], second: Sequence[Hit]) -> list[Hit]:
+    out: list[Hit] = []
+    for rank in range(max(len(first), len(second))):
+        if rank < len(first):
+            out.append(first[rank])
+        if rank < len(second):
+            out.append(second[rank])
+    return out
+
+
+def fold_beliefs(request: HolisticRecall, gathered: Sequence[Gathered]) -> list[Gathered]:
+    """Merge every read's beliefs rank by rank (each id once) into each learnings section, stored hits first.
+
+    Args:
+        request: The pack request.
+        gathered: One outcome per section, in section order.
+
+    Returns:
+        The outcomes with each learnings section's hits interleaved with the beliefs its filter admits; the
+        ``beliefs`` of every ``Read`` are consumed (left empty).
+    """
+    lists = [g.beliefs for g in gathered if isinstance(g, Read)]
+    merged: dict[str, Hit] = {}
+    for rank in range(max((len(b) for b in lists), default=0)):
+        for beliefs in lists:
+            if rank < len(beliefs):
+                merged.setdefault(beliefs[rank].id, beliefs[rank])
+    out: list[Gathered] = []
+    for section, outcome in zip(request.sections, gathered, strict=True):
+        if not isinstance(outcome, Read):
+            out.append(outcome)
+            continue
+        hits = outcome.hits
+        if merged and is_learnings_section(section):
+            admitted = [b for b in merged.values() if section.filter.matches(ItemKind.LEARNING, b.meta)]
+            hits = _interleave(hits, admitted)
+        out.append(Read(hits, []))
+    return out
+
+
+# concurrency ------------------------------------------------------------------------------------------------
+def run_all(calls: Sequence[Callable[[], _T]], executor: Executor | None = None) -> list[_T]:
+    """Run ``calls`` concurrently and return their results in order, waiting for every one.
+
+    Uses ``executor`` when given, else the shared pool of ``RECALL_WORKERS`` threads; a call made from a
+    shared-pool thread gets a short-lived pool of its own instead, so nested packs never wait on themselves.
+    A single call runs inline. If the executor refuses new work (shut down), the rest run inline.
+
+    Args:
+        calls: Functions that do not raise (each catches its own errors).
+        executor: A thread-based executor to run on, or None for the shared pool.
+
+    Returns:
+        Each call's result, in call order.
+    """
+    if not calls:
+        return []
+    if len(calls) == 1:
+        return [calls[0]()]
+    if executor is None and getattr(_in_shared_pool, "flag", False):
+        with ThreadPoolExecutor(max_workers=min(len(calls), RECALL_WORKERS)) as own:
+            return _submit_all(own, calls)
+    return _submit_all(executor if executor is not None else _POOL, calls)
+
+
+def _submit_all(executor: Executor, calls: Sequence[Callable[[], _T]]) -> list[_T]:
+    futures: list[Future[_T]] = []
+    inline: dict[int, _T] = {}
+    try:
+        for i, call in enumerate(calls):
+            try:
+                futures.append(executor.submit(call))
+            except RuntimeError:  # the executor is shut down: run what is left here
+                for j in range(i, len(calls)):
+                    inline[j] = calls[j]()
+                break
+    finally:
+        wait(futures)
+    return [f.result() for f in futures] + [inline[j] for j in sorted(inline)]
+
+
+def gather(
+    engine: MemoryEngine, request: HolisticRecall, mode: FetchMode | None, executor: Executor | None = None
+) -> list[Gathered]:
+    """Read every section of ``request`` concurrently and fold the beliefs in.
+
+    Args:
+        engine: The engine to read.
+        request: A validated request.
+        mode: The fetch mode ranked sections use (``EngineDescriptor.preferred_mode()``); None reads Latest.
+        executor: A thread-based executor, or None for the shared pool.
+
+    Returns:
+        One outcome per section, in section order. Never raises for an engine error.
+    """
+    plans = _plans(request, mode)
+    calls: list[Callable[[], Gathered | _Listed]] = []
+    for section, plan in zip(request.sections, plans, strict=True):
+        calls.append(partial(_read, engine, request, section, plan, mode))
+        if plan.lists_beliefs:
+            calls.append(partial(_list_beliefs, engine, section, plan.want))
+    results = run_all(calls, executor)
+    gathered: list[Gathered] = []
+    position = 0
+    for plan in plans:
+        outcome = results[position]
+        position += 1
+        assert not isinstance(outcome, _Listed)
+        if plan.lists_beliefs:
+            listed = results[position]
+            position += 1
+            assert isinstance(listed, _Listed)
+            if isinstance(outcome, Read):
+                outcome = Read(outcome.hits, listed.beliefs)
+        gathered.append(outcome)
+    return fold_beliefs(request, gathered)

@@ -1,0 +1,257 @@
+"""Rendering settled sections into one token-budgeted markdown block (reference §4.1 "Rendering").
+
+Pure: sections, a budget and a title in; markdown, its token estimate and the cited ids out. A section is
+either **prose** (an answer) or **lines** (one bullet per hit). Sections come highest priority first, and
+trimming takes from the end, so earlier sections keep their text longest:
+
+1. while over budget, pop the last bullet of the last lines-section (a section left with none is removed);
+2. when no lines remain, shorten the last prose section by the overflow (``keep = chars - (overflow_tokens * 4
+   + 3)``, the 3 being the UTF-8 length of ``…``), or drop it when fewer than 40 characters would remain;
+3. with nothing left to trim, return what is left.
+
+``context.md`` is this renderer with frontmatter (reference §4.1 "Frontmatter"): its ``tokens:`` line is
+solved by fixed point so the count includes the frontmatter itself, and the budget covers the frontmatter too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Final
+
+from memory_core._model import utc
+
+__all__ = [
+    "CHARS_PER_TOKEN",
+    "ELLIPSIS",
+    "Frontmatter",
+    "Line",
+    "Lines",
+    "MIN_PROSE_CHARS",
+    "Prose",
+    "Rendered",
+    "Section",
+    "compose",
+    "estimate_tokens",
+    "format_generated_at",
+    "render",
+    "shorten",
+    "single_line",
+]
+
+CHARS_PER_TOKEN: Final = 4
+"""Characters per estimated token (reference §4.1, ``estimate_tokens``)."""
+MIN_PROSE_CHARS: Final = 40
+"""A prose section that would keep fewer characters than this is dropped instead (reference §4.1)."""
+ELLIPSIS: Final = "…"
+"""Marks shortened text."""
+_ELLIPSIS_BYTES: Final = len(ELLIPSIS.encode("utf-8"))
+"""3: the UTF-8 length of ``…``, subtracted from what a shortened prose section keeps (reference §4.1)."""
+_FIXED_POINT_ROUNDS: Final = 8
+"""Most rounds solving the frontmatter's ``tokens:`` line (reference §4.1)."""
+
+
+def estimate_tokens(text: str) -> int:
+    """Estimated tokens of ``text``: ``ceil(characters / 4)`` (reference §4.1).
+
+    Args:
+        text: Any text; characters are Unicode code points, not bytes.
+
+    Returns:
+        The estimate, in tokens of 4 characters; 0 for ``""``.
+    """
+    return -(-len(text) // CHARS_PER_TOKEN)
+
+
+def single_line(text: str) -> str:
+    """``text`` on one line: every run of whitespace collapsed to one space, ends trimmed."""
+    return " ".join(text.split())
+
+
+def shorten(text: str, keep: int) -> str:
+    """The first ``keep`` characters of ``text``, cut back to a word boundary when one is near, plus ``…``.
+
+    The cut moves back to the last whitespace only when that whitespace lies past half the cut; the end is then
+    trimmed and ``…`` appended (reference §4.1, trimming step 2; also the 600-character bullet cap).
+
+    Args:
+        text: The text to shorten.
+        keep: Characters of ``text`` to keep at most (before the ellipsis).
+
+    Returns:
+        At most ``keep`` characters of ``text`` followed by ``…``.
+    """
+    cut = text[: max(keep, 0)]
+    space = next((i for i in range(len(cut) - 1, -1, -1) if cut[i].isspace()), None)
+    if space is not None and space * 2 > len(cut):
+        cut = cut[:space]
+    return cut.rstrip() + ELLIPSIS
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    """One bullet: the item it shows and its text (collapsed to one line when composed)."""
+
+    id: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Prose:
+    """An answer and every item it cites, in citation order."""
+
+    text: str
+    refs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Lines:
+    """One bullet per item, best first."""
+
+    lines: tuple[Line, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    """One renderable section: a ``##`` heading and its body."""
+
+    heading: str
+    body: Prose | Lines
+
+    def is_empty(self) -> bool:
+        """True for blank prose or no lines."""
+        if isinstance(self.body, Prose):
+            return not self.body.text.strip()
+        return not self.body.lines
+
+
+@dataclass(frozen=True, slots=True)
+class Frontmatter:
+    """What ``context.md`` puts above its body: the engine id and when it was generated."""
+
+    engine: str
+    generated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Rendered:
+    """The block: ``markdown`` (``""`` when nothing is left), its ``tokens`` and the ``refs`` it cites."""
+
+    markdown: str
+    tokens: int
+    refs: tuple[str, ...]
+
+
+_EMPTY = Rendered(markdown="", tokens=0, refs=())
+
+
+def render(
+    sections: Iterable[Section], budget_tokens: int, title: str, frontmatter: Frontmatter | None = None
+) -> Rendered:
+    """Render ``sections`` under ``# {title}`` within ``budget_tokens``, trimming per reference §4.1.
+
+    Args:
+        sections: The sections, highest priority first; empty ones are left out.
+        budget_tokens: The most tokens the block may take (frontmatter included), at 4 characters per token.
+        title: The ``#`` heading.
+        frontmatter: ``context.md`` frontmatter to prepend, or None for a plain pack.
+
+    Returns:
+        The rendered block; ``Rendered("", 0, ())`` when no non-empty section remains. When even the title
+        alone is over budget, what is left after every section is trimmed away is returned (the empty block).
+    """
+    work = [s for s in sections if not s.is_empty()]
+    while True:
+        rendered = compose(work, title, frontmatter)
+        if rendered.tokens <= budget_tokens:
+            return rendered
+        if _pop_line(work):
+            continue
+        index = _last_index(work, Prose)
+        if index is None:
+            return rendered
+        body = work[index].body
+        assert isinstance(body, Prose)
+        overflow_chars = (rendered.tokens - budget_tokens) * CHARS_PER_TOKEN
+        keep = len(body.text) - (overflow_chars + _ELLIPSIS_BYTES)
+        if keep < MIN_PROSE_CHARS:
+            del work[index]
+        else:
+            work[index] = replace(work[index], body=replace(body, text=shorten(body.text, keep)))
+
+
+def _last_index(sections: Sequence[Section], kind: type[Prose] | type[Lines]) -> int | None:
+    for i in range(len(sections) - 1, -1, -1):
+        if isinstance(sections[i].body, kind):
+            return i
+    return None
+
+
+def _pop_line(sections: list[Section]) -> bool:
+    """Drop the last bullet of the last lines-section (and the section once empty); False when none has lines."""
+    index = _last_index(sections, Lines)
+    if index is None:
+        return False
+    body = sections[index].body
+    assert isinstance(body, Lines)
+    if len(body.lines) <= 1:
+        del sections[index]
+    else:
+        sections[index] = replace(sections[index], body=Lines(body.lines[:-1]))
+    return True
+
+
+def compose(sections: Sequence[Section], title: str, frontmatter: Frontmatter | None = None) -> Rendered:
+    """Compose the block without trimming: title, each section, and the frontmatter when given.
+
+    Args:
+        sections: Non-empty sections in order.
+        title: The ``#`` heading.
+        frontmatter: ``context.md`` frontmatter, or None.
+
+    Returns:
+        The composed block; the empty block when ``sections`` is empty (frontmatter or not).
+    """
+    if not sections:
+        return _EMPTY
+    refs: dict[str, None] = {}
+    parts = [f"# {title}\n"]
+    for section in sections:
+        parts.append(f"\n## {section.heading}\n\n")
+        if isinstance(section.body, Prose):
+            parts.append(f"{section.body.text.strip()}\n")
+            refs.update(dict.fromkeys(section.body.refs))
+        else:
+            for line in section.body.lines:
+                parts.append(f"- {single_line(line.text)}\n")
+                refs.setdefault(line.id)
+    body = "".join(parts)
+    cited = tuple(refs)
+    if frontmatter is None:
+        return Rendered(markdown=body, tokens=estimate_tokens(body), refs=cited)
+    tokens = estimate_tokens(_header(frontmatter, 0, cited) + "\n" + body)
+    markdown = ""
+    for _ in range(_FIXED_POINT_ROUNDS):
+        markdown = _header(frontmatter, tokens, cited) + "\n" + body
+        settled = estimate_tokens(markdown)
+        if settled == tokens:
+            break
+        tokens = settled
+    return Rendered(markdown=markdown, tokens=estimate_tokens(markdown), refs=cited)
+
+
+def format_generated_at(at: datetime) -> str:
+    """``at`` in UTC as RFC 3339 with whole seconds and ``Z``: ``2026-01-02T03:04:05Z``."""
+    return utc(at).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _header(frontmatter: Frontmatter, tokens: int, refs: Sequence[str]) -> str:
+    return (
+        "---\n"
+        f"generated_at: {format_generated_at(frontmatter.generated_at)}\n"
+        f"engine: {frontmatter.engine}\n"
+        f"tokens: {tokens}\n"
+        f"refs: [{', '.join(refs)}]\n"
+        "---\n"
+    )

@@ -1,0 +1,442 @@
+"""Document conversion (issue 3 item 6) and the folder walker behind ``memory-core ingest`` (issue 6)."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from memory_core.documents import (
+    MAX_DOCUMENT_BYTES,
+    Converted,
+    DocumentFormat,
+    Failed,
+    Skipped,
+    brain_document,
+    iter_documents,
+    walk_paths,
+)
+from memory_core.errors import InvalidRequest
+from memory_core.lifecycle.layout import BrainSource, MemoryLayout
+from memory_core.limits import MAX_TEXT_CHARS
+from memory_core.meta import MemoryMeta
+
+FIXTURES = Path(__file__).parent / "fixtures" / "documents"
+PEPS = Path(__file__).resolve().parents[2] / "shared" / "data" / "docs" / "peps"
+
+
+def needs_peps() -> None:
+    """Skip without ../shared (a bare checkout), but fail when CI=true, where it is always laid beside the repo."""
+    if PEPS.is_dir():
+        return
+    if os.environ.get("CI", "").lower() in {"1", "true", "yes"}:
+        pytest.fail(f"shared PEPs not found at {PEPS}")
+    pytest.skip(f"shared PEPs not found at {PEPS}")
+
+
+def make_pdf(pages: list[list[str]], title: str | None = None) -> bytes:
+    """A minimal, valid PDF: one Helvetica text line per string, pages in order, an optional /Info title."""
+
+    def esc(s: str) -> str:
+        return s.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
+
+    page_ids = [4 + 2 * i for i in range(len(pages))]
+    kids = " ".join(f"{p} 0 R" for p in page_ids)
+    objs = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        f"<< /Type /Pages /Kids [{kids}] /Count {len(pages)} >>".encode(),
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
+    for page_id, lines in zip(page_ids, pages, strict=True):
+        stream = ("BT /F1 12 Tf 14 TL 72 720 Td " + " ".join(f"({esc(x)}) Tj T*" for x in lines) + " ET").encode()
+        objs.append(
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> "
+            + f"/Contents {page_id + 1} 0 R >>".encode()
+        )
+        objs.append(b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream")
+    info = b""
+    if title is not None:
+        objs.append(f"<< /Title ({esc(title)}) >>".encode("latin-1"))
+        info = b" /Info %d 0 R" % len(objs)
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for number, body in enumerate(objs, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objs) + 1)
+    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R" % (len(objs) + 1) + info + b" >>\nstartxref\n%d\n%%%%EOF\n" % xref
+    return bytes(out)
+
+
+def invalid_file(raw: Path | str | bytes, name_in_message: str, **kwargs: object) -> InvalidRequest:
+    with pytest.raises(InvalidRequest) as info:
+        brain_document(raw, **kwargs)  # type: ignore[arg-type]
+    assert info.value.field == "file"
+    assert name_in_message in str(info.value)
+    return info.value
+
+
+# --- reStructuredText, on the real PEPs ----------------------------------------------------------------------
+
+
+def test_pep8_title_comes_from_its_header_and_the_body_is_kept() -> None:
+    needs_peps()
+    doc = brain_document(PEPS / "pep-0008.rst")
+    assert doc.title == "Style Guide for Python Code"
+    assert doc.mime == "text/x-rst"
+    assert doc.source == BrainSource.FILES
+    assert "Limit all lines to a maximum of 79 characters." in doc.text
+    assert "Spaces are the preferred indentation method." in doc.text
+    lines = doc.text.split("\n")
+    assert lines[0] == "PEP: 8"
+    assert "Author: Guido van Rossum <guido@python.org>, Barry Warsaw <barry@python.org>," in doc.text
+    assert not any(line.startswith("Title:") for line in lines)  # the title is the title, not a header line
+    assert "\n\nTabs or Spaces?\n\n" in doc.text  # headings are lines of their own, underlines gone
+    assert "As PEP 20 says, " in doc.text  # the :pep: role reads as text
+    assert "\n\nimport os\nimport sys\n\n" in doc.text  # code blocks keep their lines
+
+
+def test_every_pep_converts_without_markup_residue() -> None:
+    needs_peps()
+    residue = re.compile(r":(?:pep|ref|class|func):`|^\.\. [\w-]+::|^={3,}$|^-{3,}$|Unknown directive", re.MULTILINE)
+    for path in sorted(PEPS.glob("pep-*.rst")):
+        header_title = re.search(r"^Title: (.+)$", path.read_text(), re.MULTILINE)
+        assert header_title is not None
+        doc = brain_document(path)
+        assert doc.title == header_title.group(1).strip(), path.name
+        assert residue.search(doc.text) is None, (path.name, residue.search(doc.text))
+        assert "\n\n\n" not in doc.text and doc.text == doc.text.strip()
+    zen = brain_document(PEPS / "pep-0020.rst")
+    assert "Beautiful is better than ugly.\nExplicit is better than implicit." in zen.text
+
+
+def test_rst_document_title_sphinx_markup_and_no_file_inclusion(tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOP-SECRET-VALUE")
+    source = f"""
+=========
+Changelog
+=========
+
+Use :class:`Engine <memory_core.engine.MemoryEngine>` and :func:`~memory_core.documents.brain_document`.
+
+.. versionadded:: 1.2
+   :option: dropped
+
+   Brains can *ingest* PDF files.
+
+.. include:: {secret}
+
+.. raw:: html
+
+   <b>raw markup</b>
+
+Term
+   Its definition.
+"""
+    doc = brain_document(source.encode(), name="CHANGES.rst")
+    assert doc.title == "Changelog"
+    assert doc.text == (
+        "Use Engine and brain_document.\n\n1.2\n\nBrains can ingest PDF files.\n\nTerm\n    Its definition."
+    )
+
+
+# --- Markdown, HTML, plain text ------------------------------------------------------------------------------
+
+
+def test_markdown_fixture_converts_to_plain_text() -> None:
+    doc = brain_document(FIXTURES / "guide.md")
+    assert doc.title == "Deployment Guide"
+    assert doc.mime == "text/markdown"
+    assert doc.source == BrainSource.MARKDOWN
+    assert doc.text == (
+        "Deploy the service with one command: make deploy. See the runbook for details.\n"
+        "\n"
+        "Steps\n"
+        "\n"
+        "1. Build the image.\n"
+        "2. Push it to the registry.\n"
+        "   - tag it first\n"
+        "\n"
+        "make deploy ENV=prod\n"
+        "\n"
+        "Roll back with make rollback."
+    )
+
+
+def test_markdown_front_matter_title_wins_and_is_removed() -> None:
+    doc = brain_document(b'---\ntitle: "Ops notes"\ntags: [a]\n---\n# Heading\n\nBody.\n', name="ops.md")
+    assert doc.title == "Ops notes"
+    assert doc.text == "Heading\n\nBody."  # the heading is not the title, so it stays
+
+
+def test_html_fixture_drops_chrome_and_keeps_structure() -> None:
+    doc = brain_document(FIXTURES / "page.html")
+    assert doc.title == "Team Handbook"
+    assert doc.mime == "text/html"
+    assert doc.source == BrainSource.FILES
+    assert doc.text == (
+        "Welcome\n\nNew members start on Monday & meet the team.\n\nContacts\n\n"
+        "- Alice: infrastructure\n- Bob: billing\n\nDay | Meeting\nMon | Standup"
+    )
+
+
+def test_html_title_falls_back_to_first_h1_which_is_not_repeated() -> None:
+    doc = brain_document(
+        b"<html><body><h1>Release 2</h1><p>Line one<br>line two</p><pre>  a\n    b</pre></body></html>"
+    )
+    assert doc.title == "Release 2"
+    assert doc.text == "Line one\nline two\n\na\n  b"
+
+
+def test_plain_text_normalises_whitespace_and_takes_its_first_line_as_title() -> None:
+    doc = brain_document(FIXTURES / "notes.txt")
+    assert doc.title == "Meeting notes"
+    assert doc.mime == "text/plain"
+    assert doc.source == BrainSource.FILES
+    assert doc.text == "Meeting notes\n\nWe agreed to ship on Friday.\n\nOpen question: who owns the pager?"
+
+
+def test_text_encodings_bom_utf16_and_named_charset() -> None:
+    assert brain_document(b"\xef\xbb\xbfcaf\xc3\xa9", name="a.txt").text == "café"
+    assert brain_document("naïve\nline".encode("utf-16"), name="b.txt").text == "naïve\nline"
+    latin = brain_document(b"caf\xe9", name="c.txt", mime="text/plain; charset=latin-1")
+    assert latin.text == "café"
+    html = b'<html><head><meta charset="windows-1252"><title>Q</title></head><body><p>\x93quoted\x94</p></body></html>'
+    assert brain_document(html, name="legacy.html").text == "\u201cquoted\u201d"
+
+
+# --- PDF -----------------------------------------------------------------------------------------------------
+
+
+def test_pdf_metadata_title_and_pages() -> None:
+    data = make_pdf([["Quarterly Report", "Revenue   grew (a lot) in Q3."], ["Page two."]], title="Q3 Report")
+    doc = brain_document(data, name="q3.pdf")
+    assert doc.title == "Q3 Report"
+    assert doc.mime == "application/pdf"
+    assert doc.source == BrainSource.PDF
+    assert doc.text == "Quarterly Report\nRevenue grew (a lot) in Q3.\n\nPage two."
+
+
+def test_pdf_without_metadata_title_uses_its_first_line(tmp_path: Path) -> None:
+    path = tmp_path / "memo.pdf"
+    path.write_bytes(make_pdf([["Memo to staff", "Body text."]]))
+    doc = brain_document(path)
+    assert doc.title == "Memo to staff"
+    assert doc.meta.file_path == str(path)
+
+
+def test_pdf_is_recognised_by_its_magic_whatever_its_name() -> None:
+    assert brain_document(make_pdf([["hello pdf"]]), name="misnamed.txt").mime == "application/pdf"
+    assert brain_document(make_pdf([["hello pdf"]])).source == BrainSource.PDF
+
+
+# --- detection, source and meta ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("data", "fmt"),
+    [
+        (b"<!DOCTYPE html><html><body><p>x</p></body></html>", DocumentFormat.HTML),
+        (b"  <html lang='en'><p>x</p></html>", DocumentFormat.HTML),
+        (b"PEP: 1\nTitle: A header\n\nBody text.\n", DocumentFormat.RST),
+        (b"Title\n=====\n\n.. note:: careful\n", DocumentFormat.RST),
+        (b"# Heading\n\nSome *text*.\n", DocumentFormat.MARKDOWN),
+        (b"Just words, nothing else.\n", DocumentFormat.TEXT),
+    ],
+)
+def test_unnamed_bytes_are_sniffed(data: bytes, fmt: DocumentFormat) -> None:
+    assert brain_document(data).mime == fmt.mime
+
+
+def test_pep_header_sniffed_from_bytes_keeps_title_and_body() -> None:
+    doc = brain_document(b"PEP: 1\nTitle: A header\nAuthor: Someone\n\nBody text.\n")
+    assert doc.title == "A header"
+    assert doc.text == "PEP: 1\nAuthor: Someone\n\nBody text."
+
+
+def test_mime_overrides_the_extension() -> None:
+    doc = brain_document(b"# Not a heading here\n", name="x.md", mime="text/plain")
+    assert doc.mime == "text/plain"
+    assert doc.text == "# Not a heading here"
+
+
+def test_source_defaults_from_format_and_the_callers_wins() -> None:
+    md = b"# T\n\nbody\n"
+    assert brain_document(md, name="a.md").source == BrainSource.MARKDOWN
+    assert brain_document(md, name="a.md", source="notion").source == BrainSource("notion")
+    assert brain_document(md, BrainSource.WEB, name="a.md").source == BrainSource.WEB
+    with pytest.raises(InvalidRequest) as info:
+        brain_document(md, "  ", name="a.md")
+    assert info.value.field == "source"
+
+
+def test_meta_gets_absolute_file_path_and_folder_keeping_callers_fields(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "n.txt").write_text("hello")
+    monkeypatch.chdir(tmp_path)
+    doc = brain_document("sub/../sub/n.txt", meta=MemoryMeta(tags=("ops",), agent_id="a1", url="https://x"))
+    assert doc.meta.file_path == str(tmp_path / "sub" / "n.txt")
+    assert doc.meta.folder == str(tmp_path / "sub")
+    assert doc.meta.tags == ("ops",) and doc.meta.url == "https://x" and doc.meta.agent_id == "a1"
+    kept = brain_document(Path("sub/n.txt"), meta=MemoryMeta(file_path="/docs/n.txt", folder="/docs"))
+    assert (kept.meta.file_path, kept.meta.folder) == ("/docs/n.txt", "/docs")
+    assert brain_document(b"hello", name="n.txt").meta.file_path is None
+    # the brain still strips the agent id when the document is placed
+    assert doc.into_item(MemoryLayout()).meta.agent_id is None
+
+
+# --- bad input -----------------------------------------------------------------------------------------------
+
+
+def test_missing_directory_and_special_paths_are_refused(tmp_path: Path) -> None:
+    invalid_file(tmp_path / "nope.md", "nope.md")
+    invalid_file(tmp_path, str(tmp_path))
+    fifo = tmp_path / "pipe.txt"
+    os.mkfifo(fifo)
+    invalid_file(fifo, "pipe.txt")
+
+
+def test_oversized_input_is_refused_before_reading(tmp_path: Path) -> None:
+    big = tmp_path / "huge.txt"
+    with big.open("wb") as fh:
+        fh.truncate(MAX_DOCUMENT_BYTES + 1)  # sparse: stat says too big, nothing is read
+    error = invalid_file(big, "huge.txt")
+    assert f"{MAX_DOCUMENT_BYTES:,}" in str(error)
+    invalid_file(b"a" * (MAX_DOCUMENT_BYTES + 1), "big.md", name="big.md")
+
+
+def test_binary_and_undecodable_input_are_refused() -> None:
+    assert "binary" in str(invalid_file(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "img.txt", name="img.txt"))
+    assert "binary" in str(invalid_file(b"abc\x00def", "<bytes>"))
+    error = invalid_file(b"caf\xe9 au lait", "menu.txt", name="menu.txt")
+    assert "not valid UTF-8" in str(error) and "offset 3" in str(error)
+    invalid_file(b"caf\xe9", "bad.md", name="bad.md", mime="text/markdown; charset=utf-8")
+
+
+def test_unsupported_type_mime_and_fake_pdf_are_refused() -> None:
+    error = invalid_file(b"print('x')", "script.py", name="script.py")
+    assert "unsupported file type '.py'" in str(error)
+    invalid_file(b"not a pdf at all", "fake.pdf", name="fake.pdf")
+    with pytest.raises(InvalidRequest) as info:
+        brain_document(b"x", name="x.txt", mime="image/png")
+    assert info.value.field == "mime"
+    with pytest.raises(InvalidRequest) as info:
+        brain_document(b"x", name="x.txt", mime="text/plain; charset=no-such-codec")
+    assert info.value.field == "mime"
+
+
+def test_pdfs_that_cannot_give_text_are_refused() -> None:
+    assert "no extractable text" in str(invalid_file(make_pdf([[]]), "scan.pdf", name="scan.pdf"))
+    assert "not a readable PDF" in str(invalid_file(b"%PDF-1.7\ntruncated", "broken.pdf", name="broken.pdf"))
+
+
+def test_empty_and_too_long_text_are_refused() -> None:
+    invalid_file(b"   \n\n\t\n", "blank.txt", name="blank.txt")
+    invalid_file(b"<!-- only a comment -->\n", "empty.md", name="empty.md")
+    invalid_file(
+        b"<html><head><title>T</title></head><body><script>x()</script></body></html>", "e.html", name="e.html"
+    )
+    error = invalid_file(b"a" * (MAX_TEXT_CHARS + 1), "long.txt", name="long.txt")
+    assert f"{MAX_TEXT_CHARS:,}" in str(error)
+
+
+# --- the folder walker ---------------------------------------------------------------------------------------
+
+
+def _tree(root: Path) -> None:
+    (root / "sub").mkdir(parents=True)
+    (root / ".git").mkdir()
+    (root / ".git" / "config.md").write_text("# secret")
+    (root / ".hidden.md").write_text("# hidden")
+    (root / "b.md").write_text("# Bee\n\nbody b\n")
+    (root / "a.txt").write_text("alpha\n")
+    (root / "c.html").write_text("<title>Sea</title><p>body c</p>")
+    (root / "image.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    (root / "Makefile").write_text("all:\n")
+    (root / "sub" / "d.rst").write_text("Dee\n===\n\nbody d\n")
+    (root / "sub" / "bad.txt").write_bytes(b"caf\xe9")
+    (root / "sub" / "empty.md").write_text("\n")
+    (root / "link").symlink_to(root / "sub", target_is_directory=True)
+
+
+def _summary(results: list[Converted | Failed | Skipped], root: Path) -> list[tuple[str, str]]:
+    out = []
+    for r in results:
+        rel = r.path.relative_to(root).as_posix()
+        if isinstance(r, Converted):
+            out.append(("converted", rel))
+        elif isinstance(r, Failed):
+            out.append(("failed", rel))
+        else:
+            out.append((f"skipped: {r.reason}", rel))
+    return out
+
+
+def test_iter_documents_walks_sorted_skips_and_reports_per_file(tmp_path: Path) -> None:
+    _tree(tmp_path)
+    results = list(iter_documents([tmp_path]))
+    assert _summary(results, tmp_path) == [
+        ("skipped: hidden folder", ".git"),
+        ("skipped: hidden file", ".hidden.md"),
+        ("skipped: unsupported file type (no extension)", "Makefile"),
+        ("converted", "a.txt"),
+        ("converted", "b.md"),
+        ("converted", "c.html"),
+        ("skipped: unsupported file type .png", "image.png"),
+        ("skipped: symbolic link to a folder (not followed)", "link"),
+        ("failed", "sub/bad.txt"),
+        ("converted", "sub/d.rst"),
+        ("failed", "sub/empty.md"),
+    ]
+    docs = {r.path.name: r.document for r in results if isinstance(r, Converted)}
+    assert [docs[n].title for n in ("a.txt", "b.md", "c.html", "d.rst")] == ["alpha", "Bee", "Sea", "Dee"]
+    assert [docs[n].source for n in ("b.md", "d.rst")] == [BrainSource.MARKDOWN, BrainSource.FILES]
+    assert docs["d.rst"].meta.folder == str(tmp_path / "sub")
+    failures = {r.path.name: r.error for r in results if isinstance(r, Failed)}
+    assert "bad.txt" in str(failures["bad.txt"]) and failures["bad.txt"].field == "file"
+    assert "empty.md" in str(failures["empty.md"])
+
+
+def test_iter_documents_source_meta_and_non_recursive(tmp_path: Path) -> None:
+    _tree(tmp_path)
+    results = list(iter_documents([tmp_path], source="github", meta=MemoryMeta(tags=("kb",)), recursive=False))
+    converted = [r for r in results if isinstance(r, Converted)]
+    assert [r.path.name for r in converted] == ["a.txt", "b.md", "c.html"]
+    assert {r.document.source for r in converted} == {BrainSource.GITHUB}
+    assert all(r.document.meta.tags == ("kb",) for r in converted)
+    assert [r.document.meta.file_path for r in converted] == [str(tmp_path / n) for n in ("a.txt", "b.md", "c.html")]
+    assert ("skipped: folder (not recursive)", "sub") in _summary(results, tmp_path)
+
+
+def test_named_paths_convert_or_fail_and_are_listed_once(tmp_path: Path) -> None:
+    _tree(tmp_path)
+    named = [tmp_path / "image.png", tmp_path / "missing.md", tmp_path / "sub" / "d.rst", tmp_path / "sub"]
+    results = list(iter_documents(named))
+    assert _summary(results, tmp_path) == [
+        ("failed", "image.png"),  # named by the caller: an unsupported type is an error, not a skip
+        ("failed", "missing.md"),
+        ("converted", "sub/d.rst"),
+        ("failed", "sub/bad.txt"),
+        ("skipped: already listed", "sub/d.rst"),
+        ("failed", "sub/empty.md"),
+    ]
+    missing = results[1]
+    assert isinstance(missing, Failed) and "missing.md" in str(missing.error)
+
+
+def test_walk_paths_lists_files_without_converting_and_blank_source_fails_at_once(tmp_path: Path) -> None:
+    _tree(tmp_path)
+    files = [p for p in walk_paths([tmp_path]) if isinstance(p, Path)]
+    assert [p.relative_to(tmp_path).as_posix() for p in files] == [
+        "a.txt", "b.md", "c.html", "sub/bad.txt", "sub/d.rst", "sub/empty.md",
+    ]  # fmt: skip
+    with pytest.raises(InvalidRequest) as info:
+        iter_documents([tmp_path], source=" ")
+    assert info.value.field == "source"

@@ -1,0 +1,289 @@
+"""The Celery configuration as data: ``celery_config(settings)`` → a dict for ``app.conf.update``.
+
+Pure: settings in, a dict out, no I/O (the server-less folders are created by ``transport.prepare``). Every
+reliability item has its reason next to it; the sources are ``../shared/reference/celery-reliability.md``
+(sections in brackets) and the Celery configuration reference.
+
+| setting | value | why |
+| --- | --- | --- |
+| ``task_serializer``, ``result_serializer``, ``event_serializer`` | ``json`` | nothing crossing a process is pickled [1.10] |
+| ``accept_content``, ``result_accept_content`` | ``["json"]`` | a pickle payload is code execution [1.10, CVE-2021-23727] |
+| ``task_acks_late`` + ``task_reject_on_worker_lost`` | on | at-least-once: a killed child's message is requeued [1.1, 1.2] |
+| ``worker_prefetch_multiplier`` | 1 | builds are long; no message waits behind one [1.4] |
+| ``visibility_timeout`` (broker, result backend, top level) | one value | the three must agree [1.5] |
+| ``task_time_limit`` > ``task_soft_time_limit`` | from settings | soft < hard < visibility timeout [1.6] |
+| ``worker_send_task_events``, ``task_send_sent_event`` | on | Flower is event driven [1.12] |
+| ``result_expires`` | finite | results are SETEX'd in Redis, never 0 [1.13] |
+| ``broker_connection_retry_on_startup`` | on | a worker started before Redis waits for it [1.9] |
+| ``worker_cancel_long_running_tasks_on_connection_loss`` | on | no twin run after a lost connection [1.8] |
+| Redis socket timeouts and health checks | from settings | a half-open socket cannot hang a worker [1.18] |
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from memory_core.errors import ConfigError
+from memory_core.settings import Settings
+
+__all__ = [
+    "QUEUE_OF_TASK",
+    "TASK_BUILD_BELIEFS",
+    "TASK_BUILD_DUE",
+    "TASK_DRAIN_OUTBOX",
+    "TASK_INGEST_BRAIN",
+    "beat_config",
+    "broker_url",
+    "celery_config",
+    "check_timeouts",
+    "host_config",
+    "is_redis_url",
+    "queue_for",
+    "redis_url_of",
+    "restore_sweep",
+    "result_backend_url",
+    "var_paths",
+]
+
+TASK_BUILD_BELIEFS = "memory.build_beliefs"
+TASK_INGEST_BRAIN = "memory.ingest_brain"
+TASK_BUILD_DUE = "memory.build_due"
+TASK_DRAIN_OUTBOX = "memory.drain_outbox"
+
+QUEUE_OF_TASK: dict[str, str] = {
+    TASK_BUILD_BELIEFS: "queue_beliefs",
+    TASK_INGEST_BRAIN: "queue_ingest",
+    TASK_BUILD_DUE: "queue_maintenance",
+    TASK_DRAIN_OUTBOX: "queue_maintenance",
+}
+"""Task name → the ``Settings`` field naming its queue (issue 5 §2: queues beliefs, ingest, maintenance)."""
+
+SAFE_REDIS_TRANSPORT = "workers.transport:SafeRedisTransport"
+SAFE_FILESYSTEM_TRANSPORT = "workers.transport:SafeFilesystemTransport"
+FILESYSTEM_POLL_S = 0.2
+"""Seconds between folder scans of the server-less transport (kombu's default is 1)."""
+SOFT_SHUTDOWN_S = 10.0
+"""On a warm shutdown, seconds before running tasks are cancelled and their messages requeued [1.18]."""
+
+
+def is_redis_url(url: str | None) -> bool:
+    """True for ``redis://`` and ``rediss://`` URLs."""
+    return url is not None and urlsplit(url).scheme.lower() in {"redis", "rediss"}
+
+
+def var_paths(settings: Settings) -> dict[str, Path]:
+    """The local state under ``var_dir``: broker folders, results, outbox, coordination store, beat schedule."""
+    var = settings.var_dir.resolve()
+    return {
+        "var": var,
+        "broker_queue": var / "broker" / "queue",
+        "broker_control": var / "broker" / "control",
+        "broker_processed": var / "broker" / "processed",
+        "results": var / "results",
+        "outbox": var / "outbox.db",
+        "coordination": var / "coordination.db",
+        "beat_schedule": var / "celerybeat-schedule",
+    }
+
+
+def broker_url(settings: Settings) -> str:
+    """The broker URL: the configured one, or ``filesystem://`` (server-less, under ``var_dir``)."""
+    return settings.broker_url or "filesystem://"
+
+
+def result_backend_url(settings: Settings) -> str:
+    """The result backend: the configured one, the Redis broker's URL, or ``file://`` under ``var_dir``."""
+    if settings.result_backend:
+        return settings.result_backend
+    if is_redis_url(settings.broker_url):
+        return str(settings.broker_url)
+    return f"file://{var_paths(settings)['results']}"
+
+
+def redis_url_of(settings: Settings) -> str | None:
+    """The Redis holding locks, pending marks and dead letters: the broker's, or None (SQLite under var_dir)."""
+    return settings.broker_url if is_redis_url(settings.broker_url) else None
+
+
+def queue_for(settings: Settings, task_name: str) -> str:
+    """The queue a task is routed to.
+
+    Raises:
+        ConfigError: an unknown task name.
+    """
+    try:
+        return str(getattr(settings, QUEUE_OF_TASK[task_name]))
+    except KeyError:
+        raise ConfigError(f"no queue for task {task_name!r}") from None
+
+
+def check_timeouts(settings: Settings) -> None:
+    """Refuse time settings that would run a job twice or never.
+
+    Rules [1.5-1.7]: soft limit < hard limit < visibility timeout (else a running task is redelivered to a
+    second worker); ``retry_backoff_max_s`` < visibility timeout (a retry is an ETA message, redelivered
+    in a loop past it); ``lock_ttl_s`` <= visibility timeout (a dead holder's lease ends before its message
+    comes back).
+
+    Raises:
+        ConfigError: naming the setting that breaks a rule.
+    """
+    soft, hard, vis = settings.task_soft_time_limit_s, settings.task_time_limit_s, settings.visibility_timeout_s
+    if soft >= hard:
+        raise ConfigError(f"task_soft_time_limit_s ({soft}) must be below task_time_limit_s ({hard})")
+    if hard >= vis:
+        raise ConfigError(f"task_time_limit_s ({hard}) must be below visibility_timeout_s ({vis})")
+    if settings.retry_backoff_max_s >= vis:
+        raise ConfigError(f"retry_backoff_max_s ({settings.retry_backoff_max_s}) must be below visibility_timeout_s")
+    if settings.lock_ttl_s > vis:
+        raise ConfigError(f"lock_ttl_s ({settings.lock_ttl_s}) must not exceed visibility_timeout_s ({vis})")
+
+
+def restore_sweep(period_s: int) -> tuple[int, int]:
+    """kombu's ``(unacked_restore_interval, unacked_restore_throttle)`` for a sweep every ``period_s`` seconds.
+
+    kombu calls the restore every ``interval`` seconds and scans Redis on every ``throttle``-th call, so the
+    effective period is their product (kombu 5.7 ``transport/redis.py``; before kombu#2558 it was fixed at
+    about 100 s). 100 gives kombu's defaults (10, 10); 2 gives (1, 2).
+    """
+    interval = max(1, period_s // 10)
+    return interval, max(1, round(period_s / interval))
+
+
+def _redis_socket_options(settings: Settings, timeout_s: float) -> dict[str, Any]:
+    return {
+        "socket_timeout": timeout_s,
+        "socket_connect_timeout": timeout_s,
+        "socket_keepalive": True,
+        "health_check_interval": settings.redis_health_check_s,
+    }
+
+
+def _broker_options(settings: Settings, url: str) -> tuple[str | None, dict[str, Any]]:
+    """The transport class and its options for the broker URL."""
+    if is_redis_url(url):
+        interval, throttle = restore_sweep(settings.redelivery_sweep_s)
+        return SAFE_REDIS_TRANSPORT, {
+            "visibility_timeout": settings.visibility_timeout_s,
+            "unacked_restore_interval": interval,
+            "unacked_restore_throttle": throttle,
+            **_redis_socket_options(settings, settings.redis_socket_timeout_s),
+        }
+    if urlsplit(url).scheme.lower() == "filesystem":
+        paths = var_paths(settings)
+        return SAFE_FILESYSTEM_TRANSPORT, {
+            "data_folder_in": str(paths["broker_queue"]),
+            "data_folder_out": str(paths["broker_queue"]),
+            "control_folder": str(paths["broker_control"]),
+            "processed_folder": str(paths["broker_processed"]),
+            "store_processed": False,
+            "polling_interval": FILESYSTEM_POLL_S,
+        }
+    return None, {"visibility_timeout": settings.visibility_timeout_s}
+
+
+def celery_config(settings: Settings) -> dict[str, Any]:
+    """The worker-side Celery configuration (see the module table for why each item is set).
+
+    Raises:
+        ConfigError: time settings that break ``check_timeouts``.
+    """
+    check_timeouts(settings)
+    url = broker_url(settings)
+    backend = result_backend_url(settings)
+    transport, transport_options = _broker_options(settings, url)
+    vis = settings.visibility_timeout_s
+    conf: dict[str, Any] = {
+        "broker_url": url,
+        "result_backend": backend,
+        "broker_transport_options": transport_options,
+        "result_backend_transport_options": {"visibility_timeout": vis},
+        "visibility_timeout": vis,
+        # JSON only, both ways [1.10]
+        "task_serializer": "json",
+        "result_serializer": "json",
+        "event_serializer": "json",
+        "accept_content": ["json"],
+        "result_accept_content": ["json"],
+        # at-least-once delivery; the tasks are idempotent [1.1-1.3]
+        "task_acks_late": True,
+        "task_reject_on_worker_lost": True,
+        "task_acks_on_failure_or_timeout": True,
+        "worker_prefetch_multiplier": 1,
+        "task_time_limit": settings.task_time_limit_s,
+        "task_soft_time_limit": settings.task_soft_time_limit_s,
+        "worker_cancel_long_running_tasks_on_connection_loss": True,
+        "worker_soft_shutdown_timeout": SOFT_SHUTDOWN_S,
+        # connections [1.9, 1.18]
+        "broker_connection_retry_on_startup": True,
+        "broker_connection_retry": True,
+        "broker_connection_max_retries": None,
+        "redis_socket_timeout": settings.redis_socket_timeout_s,
+        "redis_socket_connect_timeout": settings.redis_socket_timeout_s,
+        "redis_socket_keepalive": True,
+        "redis_retry_on_timeout": True,
+        "redis_backend_health_check_interval": settings.redis_health_check_s,
+        # monitoring [1.11, 1.12] and results [1.13]
+        "worker_send_task_events": True,
+        "task_send_sent_event": True,
+        "task_track_started": True,
+        "result_expires": settings.result_expires_s,
+        "result_extended": True,
+        # routing [1.14]
+        "task_routes": {name: {"queue": queue_for(settings, name)} for name in QUEUE_OF_TASK},
+        "task_default_queue": settings.queue_maintenance,
+        "timezone": "UTC",
+        "enable_utc": True,
+        "beat_schedule": beat_config(settings),
+        "beat_schedule_filename": str(var_paths(settings)["beat_schedule"]),
+    }
+    if transport is not None:
+        conf["broker_transport"] = transport
+    return conf
+
+
+def host_config(settings: Settings) -> dict[str, Any]:
+    """The producer-only configuration ``JobQueue`` publishes with.
+
+    Same broker and routing as the workers, but: no result backend (a submit never subscribes to a result
+    channel, so hosts leak no subscriptions, celery#6963), no publish retries, and socket timeouts of
+    ``publish_timeout_s`` with no reconnect loop (celery#4556: a publish can hang while Redis is unreachable).
+
+    Raises:
+        ConfigError: time settings that break ``check_timeouts``.
+    """
+    conf = celery_config(settings)
+    conf["result_backend"] = None
+    conf["task_publish_retry"] = False
+    conf["task_send_sent_event"] = True
+    options = dict(conf["broker_transport_options"])
+    if is_redis_url(conf["broker_url"]):
+        options.update(_redis_socket_options(settings, settings.publish_timeout_s))
+        options["max_retries"] = 0
+    conf["broker_transport_options"] = options
+    conf["broker_connection_timeout"] = settings.publish_timeout_s
+    return conf
+
+
+def beat_config(settings: Settings) -> dict[str, dict[str, Any]]:
+    """``beat_schedule`` from ``beat_schedule.ENTRIES``: every entry's period and its queue.
+
+    An entry's ``every`` is seconds or the name of a ``Settings`` field holding seconds. Each message expires
+    after one period, so ticks queued while no worker runs do not pile up.
+    """
+    from beat_schedule import ENTRIES
+
+    out: dict[str, dict[str, Any]] = {}
+    for name, entry in ENTRIES.items():
+        every = entry["every"]
+        period = float(getattr(settings, every)) if isinstance(every, str) else float(every)
+        task = str(entry["task"])
+        out[name] = {
+            "task": task,
+            "schedule": period,
+            "kwargs": dict(entry.get("kwargs", {})),
+            "options": {"queue": queue_for(settings, task), "expires": period},
+        }
+    return out

@@ -1,0 +1,352 @@
+"""Coordination state shared by hosts and workers: pending marks, scope gates, per-job marks.
+
+Two stores with one behaviour: ``RedisCoordination`` (``workers.redis_coordination``, Lua scripts, the default
+when the broker is Redis) and ``SqliteCoordination`` (below; a file under ``var_dir`` for the server-less
+setup, one machine only). Times are microseconds from the store's own clock (Redis ``TIME``), so a host's
+stamp and a worker's build start compare without clock skew.
+
+| state | operations | purpose |
+| --- | --- | --- |
+| pending mark per (engine, job) | ``claim_pending``, ``clear_pending`` | triggers while a build is queued collapse |
+| scope gate: lock + dirty + built | ``gate_enter/extend/leave/abort`` | single flight per scope, one follow-up |
+| per-job marks | ``count_attempt``, ``add_progress``, ``progress``, ``mark_done``, ``is_done`` | attempts across redeliveries, resumable scopes, twin drop |
+
+Every failure to reach the store raises ``EngineUnavailable`` (retryable), like an engine outage.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+
+from memory_core.errors import EngineUnavailable
+
+__all__ = ["Coordination", "Enter", "Leave", "Pending", "SqliteCoordination", "lock_value", "split_lock"]
+
+
+class Enter(StrEnum):
+    """What ``gate_enter`` decided for one trigger of a scope."""
+
+    ACQUIRED = "acquired"
+    """The caller holds the scope's lock and builds now."""
+    COALESCED = "coalesced"
+    """Another build is running; it runs once more after it (the follow-up)."""
+    COVERED = "covered"
+    """A build that started after this trigger is running or has finished; nothing to do."""
+
+
+class Leave(StrEnum):
+    """What ``gate_leave`` decided after a successful pass."""
+
+    RELEASED = "released"
+    """No trigger came in during the pass; the lock is released."""
+    AGAIN = "again"
+    """A trigger came in during the pass; the caller keeps the lock and builds once more."""
+    LOST = "lost"
+    """The lease ended and someone else holds (or may hold) the lock."""
+
+
+@dataclass(frozen=True)
+class Pending:
+    """The answer of ``claim_pending``.
+
+    Attributes:
+        job_id: The job that will serve the trigger (the caller's, or the one already pending).
+        stamp_us: When the trigger was stamped, store clock, microseconds.
+        fresh: True when the caller's job was recorded (it must be published), False when coalesced.
+    """
+
+    job_id: str
+    stamp_us: int
+    fresh: bool
+
+
+def lock_value(token: str, task_id: str, started_us: int) -> str:
+    """``token|task_id|started_us``: a lock's owner, its job, and when its current pass started."""
+    return f"{token}|{task_id}|{started_us}"
+
+
+def split_lock(value: str) -> tuple[str, str, int]:
+    """The parts of a ``lock_value``."""
+    token, rest = value.split("|", 1)
+    task_id, started = rest.rsplit("|", 1)
+    return token, task_id, int(started)
+
+
+class Coordination:
+    """Base of the coordination stores; the semantics every store keeps.
+
+    Args:
+        prefix: Namespace of every key (``Settings.redis_prefix``).
+        job_ttl_s: How long per-job marks live (attempts, progress, done), seconds; longer than any
+            redelivery can take (twice the visibility timeout).
+        keep_s: How long a scope's "last build started" mark lives, seconds.
+    """
+
+    def __init__(self, prefix: str, job_ttl_s: int, keep_s: int) -> None:
+        self.prefix = prefix
+        self.job_ttl_s = job_ttl_s
+        self.keep_s = keep_s
+
+    # keys ----------------------------------------------------------------------------------------------
+    def key(self, *parts: str) -> str:
+        """``prefix:part:part…``."""
+        return ":".join((self.prefix, *parts))
+
+    # pending marks (submit side) -----------------------------------------------------------------------
+    def now_us(self) -> int:
+        """The store's clock, microseconds since the epoch."""
+        raise NotImplementedError
+
+    def claim_pending(self, key: str, job_id: str, ttl_s: int) -> Pending:
+        """Record ``job_id`` as the pending job for ``key`` unless one is pending already; stamp the trigger."""
+        raise NotImplementedError
+
+    def clear_pending(self, key: str, job_id: str) -> None:
+        """Drop the pending mark of ``key`` if it still names ``job_id`` (compare-and-delete)."""
+        raise NotImplementedError
+
+    # scope gate (worker side) --------------------------------------------------------------------------
+    def gate_enter(self, scope: str, task_id: str, token: str, stamp_us: int | None, ttl_s: int) -> Enter:
+        """Take the scope's lock, or coalesce into the running build, or find the trigger covered.
+
+        A lock held by an earlier delivery of the same ``task_id`` is taken over: that delivery is dead
+        (a child killed and requeued, or redelivered after the visibility timeout, which exceeds the hard
+        time limit). Acquiring clears the dirty flag: the build about to start covers every earlier trigger.
+        """
+        raise NotImplementedError
+
+    def gate_extend(self, scope: str, token: str, ttl_s: int) -> bool:
+        """Extend the lease if ``token`` still owns it."""
+        raise NotImplementedError
+
+    def gate_leave(self, scope: str, token: str, ttl_s: int) -> Leave:
+        """After a successful pass: record it as built, then release, or keep the lock for one more pass."""
+        raise NotImplementedError
+
+    def gate_abort(self, scope: str, token: str) -> None:
+        """After a failed pass: release if ``token`` owns the lock; the dirty flag stays for the next build."""
+        raise NotImplementedError
+
+    # per-job marks -------------------------------------------------------------------------------------
+    def count_attempt(self, job_id: str) -> int:
+        """Count one more start of ``job_id`` (retries and redeliveries alike) and return the count."""
+        raise NotImplementedError
+
+    def add_progress(self, job_id: str, unit: str) -> None:
+        """Record that ``unit`` (a scope) of ``job_id`` is done."""
+        raise NotImplementedError
+
+    def progress(self, job_id: str) -> frozenset[str]:
+        """The units of ``job_id`` done so far."""
+        raise NotImplementedError
+
+    def mark_done(self, job_id: str) -> None:
+        """Mark ``job_id`` finished (run or dead-lettered): a twin delivery is dropped."""
+        raise NotImplementedError
+
+    def is_done(self, job_id: str) -> bool:
+        """True when ``job_id`` finished already."""
+        raise NotImplementedError
+
+    def forget_job(self, job_id: str) -> None:
+        """Drop every per-job mark (before a dead letter is requeued under the same id)."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release connections."""
+
+
+class SqliteCoordination(Coordination):
+    """The coordination store in a SQLite file (server-less setup; processes on one machine).
+
+    Each operation is one ``BEGIN IMMEDIATE`` transaction over a key/value table with expiry times.
+
+    Args:
+        path: The database file (created with its folder).
+        prefix, job_ttl_s, keep_s: As ``Coordination``.
+    """
+
+    def __init__(self, path: Path, prefix: str, job_ttl_s: int, keep_s: int) -> None:
+        super().__init__(prefix, job_ttl_s, keep_s)
+        self.path = path
+        self._local = threading.local()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with self._tx() as db:
+            db.execute("CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value TEXT NOT NULL, expires REAL)")
+
+    def _db(self) -> sqlite3.Connection:
+        db: sqlite3.Connection | None = getattr(self._local, "db", None)
+        if db is None:
+            db = sqlite3.connect(self.path, timeout=10.0, isolation_level=None, check_same_thread=False)
+            db.execute("PRAGMA journal_mode=WAL")
+            self._local.db = db
+        return db
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        try:
+            db = self._db()
+            db.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise EngineUnavailable(f"coordination store {self.path.name}: {exc}") from None
+        try:
+            yield db
+            db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            db.execute("ROLLBACK")
+            raise EngineUnavailable(f"coordination store {self.path.name}: {exc}") from None
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    def now_us(self) -> int:
+        """The machine's clock (one machine shares it), microseconds."""
+        return time.time_ns() // 1000
+
+    @staticmethod
+    def _get(db: sqlite3.Connection, key: str) -> str | None:
+        row = db.execute("SELECT value, expires FROM kv WHERE key = ?", (key,)).fetchone()
+        if row is None:
+            return None
+        if row[1] is not None and row[1] <= time.time():
+            db.execute("DELETE FROM kv WHERE key = ?", (key,))
+            return None
+        return str(row[0])
+
+    @staticmethod
+    def _set(db: sqlite3.Connection, key: str, value: str, ttl_s: float | None) -> None:
+        expires = None if ttl_s is None else time.time() + ttl_s
+        db.execute("INSERT OR REPLACE INTO kv (key, value, expires) VALUES (?, ?, ?)", (key, value, expires))
+
+    @staticmethod
+    def _del(db: sqlite3.Connection, key: str) -> bool:
+        return db.execute("DELETE FROM kv WHERE key = ?", (key,)).rowcount > 0
+
+    def claim_pending(self, key: str, job_id: str, ttl_s: int) -> Pending:
+        """See ``Coordination.claim_pending``."""
+        k = self.key("pending", key)
+        with self._tx() as db:
+            now = self.now_us()
+            current = self._get(db, k)
+            if current is not None:
+                other, stamp = current.rsplit("|", 1)
+                return Pending(other, int(stamp), fresh=False)
+            self._set(db, k, f"{job_id}|{now}", ttl_s)
+            return Pending(job_id, now, fresh=True)
+
+    def clear_pending(self, key: str, job_id: str) -> None:
+        """See ``Coordination.clear_pending``."""
+        k = self.key("pending", key)
+        with self._tx() as db:
+            current = self._get(db, k)
+            if current is not None and current.rsplit("|", 1)[0] == job_id:
+                self._del(db, k)
+
+    def gate_enter(self, scope: str, task_id: str, token: str, stamp_us: int | None, ttl_s: int) -> Enter:
+        """See ``Coordination.gate_enter``."""
+        lock, dirty, built = (self.key("gate", scope, part) for part in ("lock", "dirty", "built"))
+        with self._tx() as db:
+            now = self.now_us()
+            current = self._get(db, lock)
+            if current is not None:
+                _, holder, started = split_lock(current)
+                if holder != task_id:
+                    if stamp_us is not None and stamp_us < started:
+                        return Enter.COVERED
+                    self._set(db, dirty, "1", self.job_ttl_s)
+                    return Enter.COALESCED
+            else:
+                last = self._get(db, built)
+                if stamp_us is not None and last is not None and stamp_us < int(last):
+                    return Enter.COVERED
+            self._set(db, lock, lock_value(token, task_id, now), ttl_s)
+            self._del(db, dirty)
+            return Enter.ACQUIRED
+
+    def gate_extend(self, scope: str, token: str, ttl_s: int) -> bool:
+        """See ``Coordination.gate_extend``."""
+        lock = self.key("gate", scope, "lock")
+        with self._tx() as db:
+            current = self._get(db, lock)
+            if current is None or split_lock(current)[0] != token:
+                return False
+            self._set(db, lock, current, ttl_s)
+            return True
+
+    def gate_leave(self, scope: str, token: str, ttl_s: int) -> Leave:
+        """See ``Coordination.gate_leave``."""
+        lock, dirty, built = (self.key("gate", scope, part) for part in ("lock", "dirty", "built"))
+        with self._tx() as db:
+            current = self._get(db, lock)
+            if current is None or split_lock(current)[0] != token:
+                return Leave.LOST
+            _, task_id, started = split_lock(current)
+            last = self._get(db, built)
+            if last is None or int(last) < started:
+                self._set(db, built, str(started), self.keep_s)
+            if self._get(db, dirty) is not None:
+                self._del(db, dirty)
+                self._set(db, lock, lock_value(token, task_id, self.now_us()), ttl_s)
+                return Leave.AGAIN
+            self._del(db, lock)
+            return Leave.RELEASED
+
+    def gate_abort(self, scope: str, token: str) -> None:
+        """See ``Coordination.gate_abort``."""
+        lock = self.key("gate", scope, "lock")
+        with self._tx() as db:
+            current = self._get(db, lock)
+            if current is not None and split_lock(current)[0] == token:
+                self._del(db, lock)
+
+    def count_attempt(self, job_id: str) -> int:
+        """See ``Coordination.count_attempt``."""
+        k = self.key("job", job_id, "attempts")
+        with self._tx() as db:
+            count = int(self._get(db, k) or 0) + 1
+            self._set(db, k, str(count), self.job_ttl_s)
+            return count
+
+    def add_progress(self, job_id: str, unit: str) -> None:
+        """See ``Coordination.add_progress``."""
+        k = self.key("job", job_id, "progress")
+        with self._tx() as db:
+            units = set(json.loads(self._get(db, k) or "[]"))
+            units.add(unit)
+            self._set(db, k, json.dumps(sorted(units)), self.job_ttl_s)
+
+    def progress(self, job_id: str) -> frozenset[str]:
+        """See ``Coordination.progress``."""
+        with self._tx() as db:
+            return frozenset(json.loads(self._get(db, self.key("job", job_id, "progress")) or "[]"))
+
+    def mark_done(self, job_id: str) -> None:
+        """See ``Coordination.mark_done``."""
+        with self._tx() as db:
+            self._set(db, self.key("job", job_id, "done"), "1", self.job_ttl_s)
+
+    def is_done(self, job_id: str) -> bool:
+        """See ``Coordination.is_done``."""
+        with self._tx() as db:
+            return self._get(db, self.key("job", job_id, "done")) is not None
+
+    def forget_job(self, job_id: str) -> None:
+        """See ``Coordination.forget_job``."""
+        with self._tx() as db:
+            for part in ("attempts", "progress", "done"):
+                self._del(db, self.key("job", job_id, part))
+
+    def close(self) -> None:
+        """Close this thread's connection."""
+        db: sqlite3.Connection | None = getattr(self._local, "db", None)
+        if db is not None:
+            db.close()
+            self._local.db = None

@@ -1,0 +1,235 @@
+"""``RedisCoordination``: the coordination store on Redis, one Lua script per compound operation.
+
+Each gate operation is a script, so "check the lock, then coalesce or acquire" and "check the dirty flag,
+then release or go again" are atomic: a trigger either sees the lock (and the holder sees its flag when it
+leaves) or takes the lock itself; no trigger falls between. Release is compare-and-delete on the owner token
+(https://redis.io/topics/distlock). Times come from Redis ``TIME`` (microseconds), one clock for hosts and
+workers. Lua numbers are doubles, exact to 2^53, so microsecond times (~1.8e15) compare exactly; they are
+built and stored as strings, never formatted as Lua numbers.
+
+Keys (``P`` = ``Settings.redis_prefix``; ``{h}`` a hash tag so a scope's keys share a cluster slot):
+``P:pending:<key>``, ``P:gate:{h}:lock|dirty|built``, ``P:job:<id>:attempts|progress|done``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, cast
+
+import redis
+from redis.commands.core import Script
+
+from memory_core.errors import EngineUnavailable
+from workers.coordination import Coordination, Enter, Leave, Pending
+
+__all__ = ["RedisCoordination", "redis_client"]
+
+_PRELUDE = """
+local function now_us()
+  local t = redis.call('TIME')
+  return t[1] .. string.rep('0', 6 - #t[2]) .. t[2]
+end
+"""
+
+_CLAIM = (
+    _PRELUDE
+    + """
+local cur = redis.call('GET', KEYS[1])
+if cur then
+  local id, stamp = string.match(cur, '^(.*)|(%d+)$')
+  return {id, stamp, 0}
+end
+local now = now_us()
+redis.call('SET', KEYS[1], ARGV[1] .. '|' .. now, 'PX', ARGV[2])
+return {ARGV[1], now, 1}
+"""
+)
+
+_CLEAR = """
+local cur = redis.call('GET', KEYS[1])
+if cur and string.match(cur, '^(.*)|%d+$') == ARGV[1] then redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+_ENTER = (
+    _PRELUDE
+    + """
+local stamp = tonumber(ARGV[3])
+local cur = redis.call('GET', KEYS[1])
+if cur then
+  local tok, tid, started = string.match(cur, '^([^|]*)|(.*)|(%d+)$')
+  if tid ~= ARGV[2] then
+    if stamp and stamp < tonumber(started) then return 'covered' end
+    redis.call('SET', KEYS[2], '1', 'PX', ARGV[5])
+    return 'coalesced'
+  end
+else
+  local last = redis.call('GET', KEYS[3])
+  if stamp and last and stamp < tonumber(last) then return 'covered' end
+end
+redis.call('SET', KEYS[1], ARGV[1] .. '|' .. ARGV[2] .. '|' .. now_us(), 'PX', ARGV[4])
+redis.call('DEL', KEYS[2])
+return 'acquired'
+"""
+)
+
+_EXTEND = """
+local cur = redis.call('GET', KEYS[1])
+if cur and string.match(cur, '^([^|]*)|') == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+return 0
+"""
+
+_LEAVE = (
+    _PRELUDE
+    + """
+local cur = redis.call('GET', KEYS[1])
+if not cur then return 'lost' end
+local tok, tid, started = string.match(cur, '^([^|]*)|(.*)|(%d+)$')
+if tok ~= ARGV[1] then return 'lost' end
+local last = redis.call('GET', KEYS[3])
+if (not last) or tonumber(last) < tonumber(started) then redis.call('SET', KEYS[3], started, 'PX', ARGV[3]) end
+if redis.call('DEL', KEYS[2]) == 1 then
+  redis.call('SET', KEYS[1], tok .. '|' .. tid .. '|' .. now_us(), 'PX', ARGV[2])
+  return 'again'
+end
+redis.call('DEL', KEYS[1])
+return 'released'
+"""
+)
+
+_ABORT = """
+local cur = redis.call('GET', KEYS[1])
+if cur and string.match(cur, '^([^|]*)|') == ARGV[1] then redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
+def redis_client(url: str, timeout_s: float, health_check_s: int) -> redis.Redis:
+    """A decoding Redis client with connect/read timeouts and health checks (redis-py#775, #1140)."""
+    return redis.Redis.from_url(
+        url,
+        socket_timeout=timeout_s,
+        socket_connect_timeout=timeout_s,
+        socket_keepalive=True,
+        health_check_interval=health_check_s,
+        decode_responses=True,
+    )
+
+
+class RedisCoordination(Coordination):
+    """The coordination store on Redis (see the module docstring).
+
+    Args:
+        client: A decoding ``redis.Redis`` (``redis_client``).
+        prefix, job_ttl_s, keep_s: As ``Coordination``.
+    """
+
+    def __init__(self, client: redis.Redis, prefix: str, job_ttl_s: int, keep_s: int) -> None:
+        super().__init__(prefix, job_ttl_s, keep_s)
+        self.client = client
+        self._claim: Script = client.register_script(_CLAIM)
+        self._clear: Script = client.register_script(_CLEAR)
+        self._enter: Script = client.register_script(_ENTER)
+        self._extend: Script = client.register_script(_EXTEND)
+        self._leave: Script = client.register_script(_LEAVE)
+        self._abort: Script = client.register_script(_ABORT)
+
+    @contextmanager
+    def _reachable(self) -> Iterator[None]:
+        try:
+            yield
+        except redis.RedisError as exc:
+            raise EngineUnavailable(f"coordination store (redis): {exc}") from None
+
+    def _gate_keys(self, scope: str) -> list[str]:
+        tag = "{" + scope + "}"
+        return [self.key("gate", tag, part) for part in ("lock", "dirty", "built")]
+
+    def now_us(self) -> int:
+        """Redis ``TIME`` in microseconds."""
+        with self._reachable():
+            seconds, micros = cast(tuple[int, int], self.client.time())
+            return int(seconds) * 1_000_000 + int(micros)
+
+    def claim_pending(self, key: str, job_id: str, ttl_s: int) -> Pending:
+        """See ``Coordination.claim_pending``."""
+        with self._reachable():
+            got = cast(list[Any], self._claim(keys=[self.key("pending", key)], args=[job_id, ttl_s * 1000]))
+        return Pending(str(got[0]), int(got[1]), fresh=bool(int(got[2])))
+
+    def clear_pending(self, key: str, job_id: str) -> None:
+        """See ``Coordination.clear_pending``."""
+        with self._reachable():
+            self._clear(keys=[self.key("pending", key)], args=[job_id])
+
+    def gate_enter(self, scope: str, task_id: str, token: str, stamp_us: int | None, ttl_s: int) -> Enter:
+        """See ``Coordination.gate_enter``."""
+        stamp = "" if stamp_us is None else str(stamp_us)
+        with self._reachable():
+            got = self._enter(
+                keys=self._gate_keys(scope), args=[token, task_id, stamp, ttl_s * 1000, self.job_ttl_s * 1000]
+            )
+        return Enter(str(got))
+
+    def gate_extend(self, scope: str, token: str, ttl_s: int) -> bool:
+        """See ``Coordination.gate_extend``."""
+        with self._reachable():
+            return bool(int(cast(int, self._extend(keys=self._gate_keys(scope)[:1], args=[token, ttl_s * 1000]))))
+
+    def gate_leave(self, scope: str, token: str, ttl_s: int) -> Leave:
+        """See ``Coordination.gate_leave``."""
+        with self._reachable():
+            got = self._leave(keys=self._gate_keys(scope), args=[token, ttl_s * 1000, self.keep_s * 1000])
+        return Leave(str(got))
+
+    def gate_abort(self, scope: str, token: str) -> None:
+        """See ``Coordination.gate_abort``."""
+        with self._reachable():
+            self._abort(keys=self._gate_keys(scope)[:1], args=[token])
+
+    def count_attempt(self, job_id: str) -> int:
+        """See ``Coordination.count_attempt``."""
+        key = self.key("job", job_id, "attempts")
+        with self._reachable():
+            pipe = self.client.pipeline(transaction=True)
+            pipe.incr(key)
+            pipe.expire(key, self.job_ttl_s)
+            count, _ = pipe.execute()
+        return int(count)
+
+    def add_progress(self, job_id: str, unit: str) -> None:
+        """See ``Coordination.add_progress``."""
+        key = self.key("job", job_id, "progress")
+        with self._reachable():
+            pipe = self.client.pipeline(transaction=True)
+            pipe.sadd(key, unit)
+            pipe.expire(key, self.job_ttl_s)
+            pipe.execute()
+
+    def progress(self, job_id: str) -> frozenset[str]:
+        """See ``Coordination.progress``."""
+        with self._reachable():
+            return frozenset(str(u) for u in cast(set[str], self.client.smembers(self.key("job", job_id, "progress"))))
+
+    def mark_done(self, job_id: str) -> None:
+        """See ``Coordination.mark_done``."""
+        with self._reachable():
+            self.client.set(self.key("job", job_id, "done"), "1", ex=self.job_ttl_s)
+
+    def is_done(self, job_id: str) -> bool:
+        """See ``Coordination.is_done``."""
+        with self._reachable():
+            return bool(self.client.exists(self.key("job", job_id, "done")))
+
+    def forget_job(self, job_id: str) -> None:
+        """See ``Coordination.forget_job``."""
+        with self._reachable():
+            self.client.delete(*(self.key("job", job_id, part) for part in ("attempts", "progress", "done")))
+
+    def close(self) -> None:
+        """Close the client's connections."""
+        self.client.close()
