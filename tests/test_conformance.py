@@ -51,6 +51,7 @@ MODES = [c.value for c in Consolidation]
 
 # the helper under test, used exactly as an engine's own test module would use it
 test_reference_conforms_through_the_helper = conformance_test(lambda tmp_path: ReferenceEngine())
+test_an_engine_class_is_a_factory_too = conformance_test(ReferenceEngine)
 
 
 def test_the_suite_runs_the_18_checks_of_the_contract_in_order() -> None:
@@ -83,7 +84,7 @@ def test_reference_passes_when_opened_by_url(mode: str) -> None:
 
 def test_the_suite_leaves_foreign_items_alone() -> None:
     engine = ReferenceEngine()
-    foreign = [
+    foreign: list[AnyItem] = [
         Document.of("someone else's note"),
         Learning(text="a neighbour's learning", meta=MemoryMeta(workspace="memory-core-conformance/other")),
         Document.of("tmconf other run", MemoryMeta.model_validate({"namespace": "agent:other", "tags": ["erase"]})),
@@ -264,7 +265,7 @@ class DownEngine(ReferenceEngine):
         return cls()
 
     def health(self) -> EngineHealth:
-        return EngineHealth.down("maintenance")
+        return EngineHealth.down("maintenance [db locked]")
 
 
 @pytest.fixture
@@ -289,10 +290,10 @@ def test_cli_defaults_to_the_configured_engine(monkeypatch: pytest.MonkeyPatch) 
     assert [c["name"] for c in data["checks"]] == list(CHECK_NAMES)
 
 
-def test_cli_exits_nonzero_when_a_check_fails(test_schemes: None) -> None:
-    code, out = _invoke("--engine", "down://")
-    assert code == 1
-    assert "failed" in out and "maintenance" in out
+def test_cli_exits_nonzero_when_a_check_fails_and_prints_its_detail_verbatim(test_schemes: None) -> None:
+    result = cli.invoke(load_commands(), ["conformance", "--engine", "down://"], env={"COLUMNS": "200"})
+    assert result.exit_code == 1
+    assert "failed (check)" in result.output and "maintenance [db locked]" in result.output
 
 
 def test_cli_faults_shows_every_fault_caught_by_its_check() -> None:

@@ -160,7 +160,7 @@ def test_parse_item_dispatches_on_the_type_tag() -> None:
 # meta (§1.5) and filters (§1.6) -----------------------------------------------------------------------------
 def test_meta_with_every_field_serialises_in_declared_order() -> None:
     meta = MemoryMeta(
-        namespace="agent:x",  # type: ignore[arg-type]
+        namespace="agent:x",
         workspace="/w",
         folder="/w/src",
         file_path="/w/src/a.py",
@@ -319,7 +319,10 @@ def test_recall_request_and_answer() -> None:
 
 def test_forget_targets_are_ids_or_filter() -> None:
     pinned(ForgetTarget(ids=("a", "b")), {"ids": ["a", "b"]})
-    pinned(ForgetTarget(filter=MetaFilter(reach=Reach.exact("agent:x"))), {"filter": {"reach": Reach.exact("agent:x").to_dict()}})
+    pinned(
+        ForgetTarget(filter=MetaFilter(reach=Reach.exact("agent:x"))),
+        {"filter": {"reach": Reach.exact("agent:x").to_dict()}},
+    )
 
 
 def test_list_get_export_erase_explore_shapes() -> None:
@@ -406,7 +409,13 @@ def test_ingest_brain_job_json() -> None:
     expected = {
         "job": "ingest_brain",
         "documents": [
-            {"source": "notion", "title": "Title", "text": "Body text.", "mime": "text/plain", "meta": {"source": AGENT}}
+            {
+                "source": "notion",
+                "title": "Title",
+                "text": "Body text.",
+                "mime": "text/plain",
+                "meta": {"source": AGENT},
+            }
         ],
     }
     pinned(job, expected)
@@ -419,7 +428,10 @@ def test_ingest_brain_job_json() -> None:
         (JobOutcome.done(), {"outcome": "done"}),
         (JobOutcome(outcome=OutcomeKind.STARTED), {"outcome": "started"}),
         (JobOutcome(outcome=OutcomeKind.SCHEDULED), {"outcome": "scheduled"}),
-        (JobOutcome.skipped("engine does not consolidate"), {"outcome": "skipped", "reason": "engine does not consolidate"}),
+        (
+            JobOutcome.skipped("engine does not consolidate"),
+            {"outcome": "skipped", "reason": "engine does not consolidate"},
+        ),
     ],
     ids=["done", "started", "scheduled", "skipped"],
 )

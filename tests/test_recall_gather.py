@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
@@ -49,7 +51,7 @@ from memory_core.recall import (
     ThreadWindow,
     build_pack,
 )
-from memory_core.recall import gather as gather_module
+from memory_core.recall import pool as pool_module
 
 T = TypeVar("T")
 DOCS = MetaFilter.of_kinds([ItemKind.DOCUMENT])
@@ -643,8 +645,8 @@ def test_a_shut_down_executor_still_gives_a_pack():
 def test_packs_built_inside_the_shared_pool_do_not_starve_it():
     engine = Rendezvous(parties=3)
     engine.store(Document.of("refund doc"))
-    requests = [concurrent_sections(f"refund {i}") for i in range(gather_module.RECALL_WORKERS)]
-    outer = [gather_module._POOL.submit(build_pack, engine, r) for r in requests]
+    requests = [concurrent_sections(f"refund {i}") for i in range(pool_module.RECALL_WORKERS)]
+    outer = [pool_module.shared_pool().submit(build_pack, engine, r) for r in requests]
     packs = [f.result(timeout=120) for f in outer]  # a guard against a hang, not a timing assertion
     assert all(texts(p, "S0") == ["refund doc"] for p in packs)
     assert all(s.reason == "empty" for p in packs for s in p.skipped)
@@ -658,3 +660,24 @@ class Mute(ReferenceEngine):
 def test_an_error_without_text_is_reported_by_its_class_name():
     pack = pack_of(Mute(), ScopeSection.latest("L", LEARNS, 3))
     assert pack.skipped == (Skipped(heading="L", reason="RuntimeError"),)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_reads_on_a_fresh_pool():
+    engine = ReferenceEngine()
+    engine.store(Document.of("refund doc"))
+    request = concurrent_sections("refund")
+    assert texts(build_pack(engine, request), "S0") == ["refund doc"]
+    everyone = threading.Barrier(pool_module.RECALL_WORKERS, timeout=30)  # start every thread of the pool
+    for future in [pool_module.shared_pool().submit(everyone.wait) for _ in range(pool_module.RECALL_WORKERS)]:
+        future.result()
+    pid = os.fork()
+    if pid == 0:  # the child: exit 0 only when its pack is whole
+        signal.alarm(60)  # a guard: a child stuck on the parent's dead pool threads is killed, failing the test
+        try:
+            pack = build_pack(engine, request)
+            os._exit(0 if texts(pack, "S0") == ["refund doc"] else 1)
+        finally:
+            os._exit(2)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

@@ -216,6 +216,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "task_soft_time_limit": settings.task_soft_time_limit_s,
         "worker_cancel_long_running_tasks_on_connection_loss": True,
         "worker_soft_shutdown_timeout": SOFT_SHUTDOWN_S,
+        "worker_consumer": "workers.consumer:Consumer",
         # connections [1.9, 1.18]
         "broker_connection_retry_on_startup": True,
         "broker_connection_retry": True,

@@ -85,7 +85,13 @@ _ATTRIBUTES: Final = (
         "{0}",
         2,
     ),
-    (re.compile(r"\b(?:i live|i'm living|i am living|i moved|i've moved|i have moved|i relocated)\s+(?:in|to)\s+(.+)"), "lives in", 1),
+    (
+        re.compile(
+            r"\b(?:i live|i'm living|i am living|i moved|i've moved|i have moved|i relocated)\s+(?:in|to)\s+(.+)"
+        ),
+        "lives in",
+        1,
+    ),
     (
         re.compile(
             r"\b(?:i work|i'm working|i am working|i started working|i got a job|i've started working)\s+"
@@ -133,8 +139,9 @@ def _attribute(lower: str) -> tuple[str, str] | None:
                 return label.format(*(stem(g) for g in m.groups()[: value_group - 1])), value
     m = _LIKING.search(lower)
     if m is not None:
-        obj = _value(m.group(2))
-        head = " ".join(obj.split()[:2])
+        cut = _VALUE_END.search(m.group(2))
+        obj = m.group(2)[: cut.start()] if cut else m.group(2)
+        head = " ".join(sorted(content_terms(obj))[:2])
         if head:
             return f"likes {head}", "-" if m.group(1) in _NEGATIVE else "+"
     return None
@@ -232,15 +239,18 @@ def _from_conversation(src: SourceItem, item: Conversation) -> list[Statement]:
 # documents ----------------------------------------------------------------------------------------------
 _FIELD = re.compile(r"^([A-Z][A-Za-z-]*):\s*(.*)$")
 _UNDERLINE = re.compile(r"^([=\-~^*#`'\"+_.:])\1{2,}\s*$")
-_ROLE = re.compile(r":[a-z]+:`([^`<]*?)(?:\s*<[^>]*>)?`")
+_ROLE = re.compile(r":([a-z]+):`([^`<]*?)(?:\s*<[^>]*>)?`")
 _LINK = re.compile(r"`([^`<]+?)\s*<[^>]*>`_+")
 _MARKUP = re.compile(r"``|`_*|\*\*|(?<!\w)\*(?=\w)|(?<=\w)\*(?!\w)")
 _CODEY = re.compile(r"[=(){}\[\]<>;]|>>>|::")
-_CUE = re.compile(r"\b(?:must|should|recommend\w*|propos\w*|this pep|is a|are|means|allows?|introduc\w*|defin\w*)\b", re.I)
+_BOILERPLATE = re.compile(r"\b(?:public domain|copyright|all rights reserved|license[ds]? under)\b", re.I)
+_CUE = re.compile(
+    r"\b(?:must|should|recommend\w*|propos\w*|this pep|is a|are|means|allows?|introduc\w*|defin\w*)\b", re.I
+)
 
 
 def _clean_inline(text: str) -> str:
-    text = _ROLE.sub(lambda m: m.group(1).strip(), text)
+    text = _ROLE.sub(lambda m: ("PEP " if m.group(1) == "pep" else "") + m.group(2).strip(), text)
     text = _LINK.sub(lambda m: m.group(1), text)
     return " ".join(_MARKUP.sub("", text).split())
 
@@ -256,7 +266,12 @@ def _title(doc: Document, lines: list[str]) -> str | None:
         stripped = line.strip()
         if stripped.startswith("#") and stripped.lstrip("#").strip():
             return stripped.lstrip("#").strip()
-        if stripped and i + 1 < len(lines) and _UNDERLINE.match(lines[i + 1].strip()) and not _UNDERLINE.match(stripped):
+        if (
+            stripped
+            and i + 1 < len(lines)
+            and _UNDERLINE.match(lines[i + 1].strip())
+            and not _UNDERLINE.match(stripped)
+        ):
             return stripped
     return None
 
@@ -312,8 +327,11 @@ def _key_sentences(text: str) -> list[str]:
     lines = text.splitlines()
     candidates: list[tuple[int, str, frozenset[str], bool]] = []
     for para, opens in _paragraphs(lines):
-        for j, sentence in enumerate(sentences(_clean_inline(para))):
+        for j, raw in enumerate(sentences(_clean_inline(para))):
+            sentence = raw.lstrip("-*• ").strip()
             n = len(sentence.split())
+            if _BOILERPLATE.search(sentence):
+                continue
             if not 6 <= n <= 60 or sentence.endswith(("?", ":")) or len(_CODEY.findall(sentence)) > 2:
                 continue
             terms = content_terms(sentence)
@@ -335,7 +353,7 @@ def _key_sentences(text: str) -> list[str]:
         return s
 
     k = min(12, max(3, round(math.sqrt(len(candidates)))))
-    chosen = sorted(candidates, key=lambda r: (-score(r), r[0]))[:k]
+    chosen = [candidates[0], *sorted(candidates[1:], key=lambda r: (-score(r), r[0]))[: k - 1]]
     return [sentence for _, sentence, _, _ in sorted(chosen)]
 
 

@@ -22,13 +22,13 @@ building it once.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Final
 
 from .model import Belief, BeliefStatus, Statement
 
-__all__ = ["NEAR_DUPLICATE", "Lookup", "lookup", "merge"]
+__all__ = ["NEAR_DUPLICATE", "Lookup", "lookup", "merge", "retract"]
 
 NEAR_DUPLICATE: Final = 0.6
 """Least Jaccard overlap of content terms for two free statements to be one belief (memory-core's rule)."""
@@ -85,6 +85,13 @@ class _Scope:
             self.changed.add(belief.key)
         self._index(belief)
 
+    def remove(self, key: str) -> None:
+        belief = self.by_key.pop(key)
+        self.by_subject.get(belief.subject, set()).discard(key)
+        for anchor in belief.anchors:
+            self.by_anchor.get(anchor, set()).discard(key)
+        self.changed.discard(key)
+
     def near_duplicate(self, st: Statement) -> Belief | None:
         best: tuple[float, str] | None = None
         candidates = set().union(*(self.by_anchor.get(a, set()) for a in st.anchors)) if st.anchors else set()
@@ -101,7 +108,7 @@ class _Scope:
 
     def settle(self, subject: str) -> None:
         members = [self.by_key[k] for k in sorted(self.by_subject.get(subject, ()))]
-        if len(members) < 2:
+        if not members:
             return
         newest = max(members, key=lambda b: (b.recency(), b.key))
         for belief in members:
@@ -132,3 +139,37 @@ def merge(statements: Sequence[Statement], existing: Iterable[Belief]) -> list[B
         scope.put(belief)
         scope.settle(belief.subject)
     return [scope.by_key[k] for k in sorted(scope.changed)]
+
+
+def retract(
+    affected: Sequence[Belief], removed: Collection[str], siblings: Iterable[Belief] = ()
+) -> tuple[list[Belief], list[str]]:
+    """Take removed items out of the beliefs derived from them (provenance on forget and erase).
+
+    A belief left with no evidence is deleted; one with other evidence stays, its evidence shrunk and its
+    confidence recomputed. If a deleted belief was the active one of its subject, the newest survivor among
+    ``siblings`` (the subject's other beliefs) becomes active again.
+
+    Args:
+        affected: Beliefs holding at least one removed id.
+        removed: The removed item ids.
+        siblings: The other beliefs of the affected subjects.
+
+    Returns:
+        ``(changed, deleted)``: the surviving beliefs whose state changed (sorted by key), and the deleted keys.
+    """
+    gone = set(removed)
+    scope = _Scope([*affected, *siblings])
+    deleted: list[str] = []
+    subjects: set[str] = set()
+    for belief in affected:
+        subjects.add(belief.subject)
+        remaining = tuple(e for e in belief.evidence if e not in gone)
+        if not remaining:
+            scope.remove(belief.key)
+            deleted.append(belief.key)
+        elif remaining != belief.evidence:
+            scope.put(replace(belief, evidence=remaining))
+    for subject in sorted(subjects):
+        scope.settle(subject)
+    return [scope.by_key[k] for k in sorted(scope.changed)], sorted(deleted)

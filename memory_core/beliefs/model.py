@@ -1,5 +1,4 @@
-"""The distiller's values (pure): what goes in (``SourceItem``), what extraction finds (``Statement``), and
-what a build keeps (``Belief``).
+"""The distiller's values (pure): ``SourceItem`` in, ``Statement`` found, ``Belief`` kept.
 
 A ``Belief`` is identified by ``key`` within its scope (a namespace and the item kind it was built from); its
 hit id is ``belief_id(namespace, from_kind, key)``, so rebuilding gives the same ids. ``subject`` groups

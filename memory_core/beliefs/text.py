@@ -130,7 +130,7 @@ _CONTRACTIONS: Final = (
 )
 _I_VERB = re.compile(r"\bI\s+([A-Za-z']+)")
 _POSSESSIVE = re.compile(r"\b([Mm]y|[Mm]ine)\b")
-_OBJECT = re.compile(r"\b([Mm]e|[Mm]yself)\b")
+_OBJECT = re.compile(r"\b([Mm]e|[Mm]yself)\b(?!-)")
 
 
 def _third_singular(verb: str) -> str:

@@ -17,6 +17,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from memory_core.cli import app
@@ -35,7 +36,7 @@ def _open(url: str) -> MemoryEngine:
     try:
         return open_engine(url)
     except ConfigError as exc:
-        Console(stderr=True).print(f"[bold red]{exc}[/]", highlight=False)
+        Console(stderr=True).print(f"[bold red]{escape(str(exc))}[/]", highlight=False)
         raise typer.Exit(code=2) from None
 
 
@@ -48,7 +49,7 @@ def _suite_table(report: SuiteReport) -> Table:
     table.add_column("detail", overflow="fold")
     for r in report.results:
         result = r.status.value if r.failure is None else f"failed ({r.failure.value})"
-        table.add_row(r.name, f"[{_STYLE[r.status.value]}]{result}[/]", f"{r.ms:.1f}", r.detail)
+        table.add_row(r.name, f"[{_STYLE[r.status.value]}]{result}[/]", f"{r.ms:.1f}", escape(r.detail))
     return table
 
 
@@ -67,7 +68,7 @@ def _faults_table(url: str, results: list[FaultResult]) -> Table:
             result = "[yellow]caught elsewhere[/]"
         else:
             result = "[bold red]UNCAUGHT[/]"
-        table.add_row(r.fault.value, r.expected, r.caught_by or "—", result, r.detail)
+        table.add_row(r.fault.value, r.expected, r.caught_by or "—", result, escape(r.detail))
     return table
 
 

@@ -55,12 +55,17 @@ def conformance_test(factory: EngineFactory) -> Callable[[Path], None]:
     """A pytest test function that runs the suite against ``factory``'s engine and closes it afterwards.
 
     Args:
-        factory: Opens a fresh engine, from pytest's ``tmp_path`` or from nothing.
+        factory: Opens a fresh engine: called with pytest's ``tmp_path`` when it has a required positional
+            parameter (``lambda tmp_path: …``), else with no argument (``ReferenceEngine``).
 
     Returns:
         A function to bind to a ``test_*`` name in a test module.
     """
-    takes_path = bool(inspect.signature(factory).parameters)
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    takes_path = any(
+        p.kind in positional and p.default is inspect.Parameter.empty
+        for p in inspect.signature(factory).parameters.values()
+    )
 
     def test_conformance(tmp_path: Path) -> None:
         engine = factory(tmp_path) if takes_path else factory()  # type: ignore[call-arg]

@@ -3,6 +3,7 @@
 | scheme | engine | example |
 | --- | --- | --- |
 | ``reference`` | ``ReferenceEngine`` (in memory) | ``reference://?consolidation=scheduled`` |
+| ``sqlite`` | ``SQLiteEngine`` (one local file, shared by processes) | ``sqlite:///./var/memory.db`` |
 
 Later engines register their scheme here (``register_engine``); each is imported only when its URL is opened.
 """
@@ -21,6 +22,7 @@ __all__ = ["known_schemes", "open_engine", "register_engine"]
 
 _REGISTRY: dict[str, str] = {
     "reference": "memory_core.engines.reference:ReferenceEngine.from_url",
+    "sqlite": "memory_core.engines.sqlite:SQLiteEngine.from_url",
 }
 
 

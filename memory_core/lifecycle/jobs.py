@@ -75,7 +75,7 @@ def parse_job(value: Any) -> BuildBeliefs | IngestBrain:
         if isinstance(value, dict):
             return _JOB_ADAPTER.validate_python(value)
     except ValidationError as exc:
-        error = invalid_from(exc)
+        error = invalid_from(exc, union_tags=frozenset({"build_beliefs", "ingest_brain"}))
         raise (error if error.field else InvalidRequest(error.message, field="job")) from None
     raise InvalidRequest(f"expected a job object, got {type(value).__name__}", field="job")
 

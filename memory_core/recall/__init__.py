@@ -16,8 +16,9 @@ from memory_core.recall.context import (
     compile_context,
     context_recall,
 )
-from memory_core.recall.gather import RECALL_WORKERS, newest_first
+from memory_core.recall.gather import newest_first
 from memory_core.recall.pack import EMPTY_REASON, build_pack
+from memory_core.recall.pool import RECALL_WORKERS
 from memory_core.recall.render import estimate_tokens
 from memory_core.recall.types import (
     DEFAULT_BUDGET_TOKENS,

@@ -21,21 +21,20 @@ as Latest also lists ``beliefs(reach, want)`` as its own concurrent read (a fail
 ``fold_beliefs`` then merges every section's beliefs rank by rank, each once, and interleaves them with each
 learnings section's stored hits, stored first at each rank, keeping only the beliefs its filter admits.
 
-Concurrency: the reads are submitted from the calling thread (never from inside a pool task, so a bounded pool
-cannot deadlock on itself) and the call waits for every future it started, so no read outlives it.
+Concurrency (``recall.pool``): the reads are submitted from the calling thread, never from inside a pool task,
+and the call waits for every future it started, so no read outlives it.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import Executor, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 from functools import partial
-from typing import Final, TypeVar
+from typing import Final
 
 from memory_core.consolidation import BeliefsRequest
 from memory_core.engine import MemoryEngine
@@ -43,12 +42,12 @@ from memory_core.limits import MAX_PAGE_LIMIT
 from memory_core.meta import ItemKind
 from memory_core.namespace import ROOT, Reach
 from memory_core.query import FetchMode, FetchRequest, Hit, ListRequest, RecallRequest
+from memory_core.recall.pool import run_all
 from memory_core.recall.types import AnswerQuery, FetchQuery, HolisticRecall, ScopeSection
 
 __all__ = [
     "LATEST_MAX_PAGES",
     "LATEST_PAGE",
-    "RECALL_WORKERS",
     "Answered",
     "Failed",
     "Gathered",
@@ -69,22 +68,7 @@ LATEST_PAGE: Final = 100
 """Page size of a Latest listing (reference §4.1)."""
 LATEST_MAX_PAGES: Final = 50
 """Most listing pages a Latest section reads before sorting; a ceiling, not a target (reference §4.1)."""
-RECALL_WORKERS: Final = 8
-"""Threads of the shared read pool (*memory-core*: bounds the reads all packs of a process run at once)."""
-
-_T = TypeVar("_T")
 _MIN_TIME: Final = datetime.min.replace(tzinfo=UTC)
-_in_shared_pool = threading.local()
-
-
-def _mark_shared_worker() -> None:
-    _in_shared_pool.flag = True
-
-
-_POOL: Final = ThreadPoolExecutor(
-    max_workers=RECALL_WORKERS, thread_name_prefix="memory-core-recall", initializer=_mark_shared_worker
-)
-"""The shared pool packs read on unless the caller passes an executor."""
 
 
 # outcomes ---------------------------------------------------------------------------------------------------
@@ -356,47 +340,6 @@ def fold_beliefs(request: HolisticRecall, gathered: Sequence[Gathered]) -> list[
             hits = _interleave(hits, admitted)
         out.append(Read(hits, []))
     return out
-
-
-# concurrency ------------------------------------------------------------------------------------------------
-def run_all(calls: Sequence[Callable[[], _T]], executor: Executor | None = None) -> list[_T]:
-    """Run ``calls`` concurrently and return their results in order, waiting for every one.
-
-    Uses ``executor`` when given, else the shared pool of ``RECALL_WORKERS`` threads; a call made from a
-    shared-pool thread gets a short-lived pool of its own instead, so nested packs never wait on themselves.
-    A single call runs inline. If the executor refuses new work (shut down), the rest run inline.
-
-    Args:
-        calls: Functions that do not raise (each catches its own errors).
-        executor: A thread-based executor to run on, or None for the shared pool.
-
-    Returns:
-        Each call's result, in call order.
-    """
-    if not calls:
-        return []
-    if len(calls) == 1:
-        return [calls[0]()]
-    if executor is None and getattr(_in_shared_pool, "flag", False):
-        with ThreadPoolExecutor(max_workers=min(len(calls), RECALL_WORKERS)) as own:
-            return _submit_all(own, calls)
-    return _submit_all(executor if executor is not None else _POOL, calls)
-
-
-def _submit_all(executor: Executor, calls: Sequence[Callable[[], _T]]) -> list[_T]:
-    futures: list[Future[_T]] = []
-    inline: dict[int, _T] = {}
-    try:
-        for i, call in enumerate(calls):
-            try:
-                futures.append(executor.submit(call))
-            except RuntimeError:  # the executor is shut down: run what is left here
-                for j in range(i, len(calls)):
-                    inline[j] = calls[j]()
-                break
-    finally:
-        wait(futures)
-    return [f.result() for f in futures] + [inline[j] for j in sorted(inline)]
 
 
 def gather(

@@ -145,13 +145,15 @@ class Database:
 
     Args:
         options: Path and pragmas (see ``SQLiteOptions``).
+        probe: Called with a read-only connection to an existing file before anything is written (the schema
+            check); what it raises propagates and the file stays untouched.
 
     Raises:
         ConfigError: the folder or file is read-only.
         EngineUnavailable: the file exists but is not a SQLite database (it is left untouched).
     """
 
-    def __init__(self, options: SQLiteOptions) -> None:
+    def __init__(self, options: SQLiteOptions, probe: Callable[[sqlite3.Connection], object] | None = None) -> None:
         self.options = options
         self.path = options.path.expanduser().absolute()
         self._local = threading.local()
@@ -164,11 +166,11 @@ class Database:
             raise ConfigError(f"cannot create folder {self.path.parent}: {exc.strerror or exc}") from None
         _check_writable(self.path)
         _check_file(self.path)
-        self._probe_read_only()
+        self._probe_read_only(probe)
 
     # opening ---------------------------------------------------------------------------------------------
-    def _probe_read_only(self) -> None:
-        """Open an existing file read-only and read its schema, so a corrupt file fails before any write."""
+    def _probe_read_only(self, probe: Callable[[sqlite3.Connection], object] | None) -> None:
+        """Open an existing file read-only and read its schema, so a bad file fails before any write."""
         if not self.path.exists() or self.path.stat().st_size == 0:
             return
         try:
@@ -178,6 +180,8 @@ class Database:
         try:
             conn.execute(f"PRAGMA busy_timeout = {self.options.busy_timeout_ms}")
             conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            if probe is not None:
+                probe(conn)
         except sqlite3.Error as exc:
             if is_locked(exc):
                 return  # another process holds it; it is a database, so carry on

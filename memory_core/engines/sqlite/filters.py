@@ -4,7 +4,7 @@ Every field of the filter (contract reference §1.6) becomes an index-friendly p
 
 | field | SQL |
 | --- | --- |
-| ``reach`` | ``ns = at``; ancestors ``ns IN (…)``; subtree ``ns`` in ``[at, at[:-1] + '0')`` minus ``service:`` below ``at`` |
+| ``reach`` | ``ns = at``; ancestors ``ns IN (…)``; subtree: ``ns`` in ``[at, at[:-1] + '0')``, no ``service:`` below |
 | exact fields | ``col = ?`` |
 | ``folder``, ``file_path`` | ``col = p OR col`` in ``[p + '/', p + '0')`` (a prefix on a ``/`` boundary) |
 | ``turns`` | ``turn_first = ? AND turn_last = ?`` |
@@ -124,10 +124,8 @@ def compile_filter(flt: MetaFilter, alias: str, *, beliefs: bool = False) -> Whe
     if flt.sources:
         where.add(f"{a}.source_kind IN ({_placeholders(len(flt.sources))})", *(s.value for s in flt.sources))
     if flt.tags_any and not beliefs:
-        where.add(
-            f"EXISTS (SELECT 1 FROM item_tags t WHERE t.seq = {a}.seq AND t.tag IN ({_placeholders(len(flt.tags_any))}))",
-            *flt.tags_any,
-        )
+        marks = _placeholders(len(flt.tags_any))
+        where.add(f"EXISTS (SELECT 1 FROM item_tags t WHERE t.seq = {a}.seq AND t.tag IN ({marks}))", *flt.tags_any)
     if flt.observed_after is not None or flt.observed_before is not None:
         where.add(f"{a}.observed_at IS NOT NULL")
         if flt.observed_after is not None:

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -23,6 +24,7 @@ __all__ = [
     "EPOCH",
     "from_us",
     "meta_columns",
+    "now_us",
     "ns_key",
     "ns_of_key",
     "to_us",
@@ -50,6 +52,11 @@ META_COLUMN_NAMES = (
     "observed_at",
 )
 """The filter columns shared by ``items`` and ``beliefs``, in ``meta_columns`` order."""
+
+
+def now_us() -> int:
+    """Wall-clock time in µs since the epoch."""
+    return time.time_ns() // 1000
 
 
 def ns_key(ns: Namespace) -> str:

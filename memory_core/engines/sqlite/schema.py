@@ -9,7 +9,8 @@ Layout (version 1):
 
 | table | holds |
 | --- | --- |
-| ``items`` | one row per stored item, keyed by ``seq`` (insertion order, never reused) and unique ``id`` (the fingerprint); one column per ``MetaFilter`` field; ``ns`` is the namespace path with a trailing ``/`` (root = ``''``) so a subtree is a prefix range; ``vec`` is the reference embedding (float32), NULL while pending |
+| ``meta`` | ``instance``: a random id minted with the file, so process-local caches notice a replaced file |
+| ``items`` | one row per item: ``seq`` (write order), ``id`` (fingerprint), filter columns, ``vec`` (NULL: pending) |
 | ``bodies`` | the item's JSON (export returns it whole) and ``render_text()`` (the FTS content) |
 | ``item_tags`` | ``(tag, seq)``, one row per tag |
 | ``items_fts`` | FTS5 over ``bodies.text`` (external content, BM25) |
@@ -19,11 +20,14 @@ Layout (version 1):
 | ``belief_evidence`` | belief → the item ids it was derived from |
 | ``belief_anchors`` | belief → content words, to find near-duplicates without scanning |
 | ``beliefs_fts`` | FTS5 over belief text |
+
+``ns`` is the namespace path with a trailing ``/`` (root = ``''``), so a subtree is a prefix range.
 """
 
 from __future__ import annotations
 
 import sqlite3
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -54,6 +58,11 @@ _TOKENIZER = "unicode61 remove_diacritics 0"
 """FTS5 tokenizer: runs of letters and digits, case-folded, ``_`` a separator (as ``memory_core.scoring``)."""
 
 _V1 = f"""
+CREATE TABLE meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+
 CREATE TABLE items (
     seq         INTEGER PRIMARY KEY AUTOINCREMENT,
     id          TEXT NOT NULL UNIQUE,
@@ -150,6 +159,7 @@ def _v1(conn: sqlite3.Connection) -> None:
     for statement in _V1.split(";\n"):
         if statement.strip():
             conn.execute(statement)
+    conn.execute("INSERT INTO meta (key, value) VALUES ('instance', ?)", (uuid.uuid4().hex,))
 
 
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1,)
@@ -158,7 +168,7 @@ MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1,)
 SCHEMA_VERSION = len(MIGRATIONS)
 """The schema version this code writes and reads."""
 
-_OURS = {"items", "bodies", "item_tags", "pending", "scopes", "beliefs", "belief_evidence", "belief_anchors"}
+_OURS = {"meta", "items", "bodies", "item_tags", "pending", "scopes", "beliefs", "belief_evidence", "belief_anchors"}
 
 
 def _version(conn: sqlite3.Connection) -> int:

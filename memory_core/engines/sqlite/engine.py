@@ -1,0 +1,472 @@
+"""``SQLiteEngine``: the embedded default engine, one file shared by a host process and its workers.
+
+URL: ``sqlite:///relative/path.db`` or ``sqlite:////absolute/path.db`` (query ``?synchronous=normal`` trades
+power-loss durability for speed; ``?busy_timeout_ms=N``). The folder is created when missing.
+
+* Items are keyed by id (the fingerprint): storing a held id is a replay. ``list``/``export`` page in write
+  order with an opaque keyset cursor on ``seq`` (stable under concurrent writes); ``fetch`` pages a ranking
+  frozen at the first page's last seq.
+* ``store_with(accepted)`` commits the row durably and leaves it pending (no embedding, no FTS row);
+  ``visible`` (and ``store``) indexes it in the same transaction and drains older pending rows. A read drains
+  the pending queue before it ranks, so an accepted item ranks from the next read on.
+* ``consolidate`` (``on_demand``) builds beliefs incrementally per scope (``beliefs_store``); ``beliefs`` and
+  ``fetch(beliefs=N)`` serve them as learning hits tagged ``belief`` with ``derived_from`` naming their items.
+* Forget and erase remove the beliefs derived only from the removed items, in the same transaction.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import sqlite3
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from functools import partial
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+
+from memory_core.consolidation import (
+    BeliefsRequest,
+    BuildScope,
+    ConsolidateReceipt,
+    ConsolidateRequest,
+    ConsolidateStatus,
+    Consolidation,
+    WaitFor,
+    WriteOptions,
+)
+from memory_core.descriptor import EngineDescriptor, EngineHealth
+from memory_core.engine import AnyItem, MemoryEngine, Receipts
+from memory_core.errors import InvalidRequest, MemoryCoreError
+from memory_core.items import parse_item
+from memory_core.meta import ItemKind, MetaFilter
+from memory_core.namespace import Namespace, Reach
+from memory_core.query import (
+    Citation,
+    EraseReport,
+    EraseRequest,
+    Exported,
+    ExportPage,
+    FetchMode,
+    FetchPage,
+    FetchRequest,
+    ForgetReport,
+    ForgetTarget,
+    GetRequest,
+    Hit,
+    ListPage,
+    ListRequest,
+    RecallAnswer,
+    RecallRequest,
+    StoreReceipt,
+)
+from memory_core.scoring import embed
+
+from . import beliefs_store
+from .connection import Database, SQLiteOptions, parse_url
+from .filters import compile_filter, reach_sql
+from .rows import from_us, now_us, ns_key, ns_of_key, vec_blob
+from .schema import check_version, migrate
+from .search import VectorCache, hint_window, item_candidates, order, score
+from .writes import Prepared, delete_seqs, drain, index_rows, insert, pending_texts, prepare
+
+__all__ = ["SQLiteEngine"]
+
+_T = TypeVar("_T")
+_ITEM_CACHE = 4096
+"""Parsed items kept per engine, by seq (items never change once stored)."""
+_DRAIN_BATCH = 1000
+
+
+def _encode(tag: str, data: dict[str, int]) -> str:
+    raw = json.dumps(data, separators=(",", ":")).encode()
+    return tag + base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode(tag: str, cursor: str | None, fields: Sequence[str]) -> dict[str, int] | None:
+    if cursor is None:
+        return None
+    try:
+        if not cursor.startswith(tag):
+            raise ValueError(cursor)
+        body = cursor[len(tag) :]
+        data = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+        if not isinstance(data, dict) or set(data) != set(fields) or not all(isinstance(v, int) for v in data.values()):
+            raise ValueError(cursor)
+        return {k: int(v) for k, v in data.items()}
+    except (ValueError, UnicodeDecodeError):
+        raise InvalidRequest(f"unknown cursor {cursor[:40]!r}", field="cursor") from None
+
+
+class SQLiteEngine(MemoryEngine):
+    """The embedded engine over one SQLite file; see the module docstring.
+
+    Args:
+        path: The database file (its folder is created when missing).
+        synchronous: ``full`` (a commit survives power loss) or ``normal``.
+        busy_timeout_ms: SQLite's own wait for a lock per statement, ms.
+
+    Raises:
+        ConfigError: the folder or file is read-only.
+        EngineUnavailable: the file is not a SQLite database, or is corrupt (left untouched).
+        Conflict: the file's schema is newer than this code's, or belongs to another application.
+    """
+
+    def __init__(self, path: str | Path, *, synchronous: str = "full", busy_timeout_ms: int = 2_000) -> None:
+        options = SQLiteOptions(path=Path(path), synchronous=synchronous, busy_timeout_ms=busy_timeout_ms)
+        self._db = Database(options, probe=lambda conn: check_version(conn, Path(path)))
+        self.path = self._db.path
+        self._db.run(lambda conn: migrate(conn, self.path), write=True)
+        self._vectors = VectorCache()
+        self._items: OrderedDict[int, AnyItem] = OrderedDict()
+        self._items_lock = threading.Lock()
+        self._instance = ""
+
+    @classmethod
+    def from_url(cls, url: str) -> SQLiteEngine:
+        """Open ``sqlite:///path`` (see ``connection.parse_url`` for the query parameters).
+
+        Raises:
+            ConfigError: a malformed URL; and as the constructor.
+        """
+        opts = parse_url(url)
+        return cls(opts.path, synchronous=opts.synchronous, busy_timeout_ms=opts.busy_timeout_ms)
+
+    def close(self) -> None:
+        """Close this process's connections. Idempotent."""
+        self._db.close()
+
+    def __repr__(self) -> str:
+        return f"SQLiteEngine({str(self.path)!r})"
+
+    # identity --------------------------------------------------------------------------------------------
+    def descriptor(self) -> EngineDescriptor:
+        """``sqlite``: all three fetch modes, on-demand consolidation."""
+        return EngineDescriptor(
+            id="sqlite",
+            label="SQLite (embedded)",
+            description="One local file shared by the host and its workers: FTS5 keyword, stored-vector and "
+            "hybrid fetch, incremental belief builds.",
+            fetch_modes=FetchMode.all(),
+            consolidation=Consolidation.ON_DEMAND,
+        )
+
+    def health(self) -> EngineHealth:
+        """``ok`` when the file answers a read, else ``down`` with the reason."""
+        try:
+            self._db.run(lambda conn: conn.execute("SELECT count(*) FROM scopes").fetchone())
+        except MemoryCoreError as exc:
+            return EngineHealth.down(str(exc))
+        return EngineHealth.ok()
+
+    # writes ----------------------------------------------------------------------------------------------
+    def _write(self, rows: Sequence[Prepared], visible: bool) -> Receipts:
+        def tx(conn: sqlite3.Connection) -> Receipts:
+            at = now_us()
+            receipts = [StoreReceipt(id=row.id, replayed=insert(conn, row, at) is None) for row in rows]
+            if visible:
+                drain(conn, _DRAIN_BATCH)
+            return receipts
+
+        return self._db.run(tx, write=True)
+
+    def _store(self, item: AnyItem) -> StoreReceipt:
+        return self._write([prepare(item, index=True)], visible=True)[0]
+
+    def _store_with(self, item: AnyItem, options: WriteOptions) -> StoreReceipt:
+        visible = options.wait is WaitFor.VISIBLE
+        return self._write([prepare(item, index=visible)], visible=visible)[0]
+
+    def _store_many(self, items: Sequence[AnyItem]) -> Receipts:
+        return self._write([prepare(item, index=True) for item in items], visible=True)
+
+    def _store_many_with(self, items: Sequence[AnyItem], options: WriteOptions) -> Receipts:
+        visible = options.wait is WaitFor.VISIBLE
+        return self._write([prepare(item, index=visible) for item in items], visible=visible)
+
+    def drain_pending(self) -> int:
+        """Index every item stored ``accepted`` and not yet indexed; how many were (reads do this themselves)."""
+        total = 0
+        while True:
+            rows = self._db.run(lambda conn: pending_texts(conn, _DRAIN_BATCH))
+            if not rows:
+                return total
+            computed = [(seq, text, vec_blob(embed(text))) for seq, text in rows]
+            total += self._db.run(partial(index_rows, rows=computed), write=True)
+            if len(rows) < _DRAIN_BATCH:
+                return total
+
+    # deletes ---------------------------------------------------------------------------------------------
+    def _forget(self, target: ForgetTarget) -> ForgetReport:
+        def tx(conn: sqlite3.Connection) -> int:
+            if target.ids is not None:
+                ids = list(dict.fromkeys(target.ids))
+                seqs: list[int] = []
+                for start in range(0, len(ids), 500):
+                    chunk = ids[start : start + 500]
+                    marks = ", ".join("?" for _ in chunk)
+                    seqs.extend(int(r[0]) for r in conn.execute(f"SELECT seq FROM items WHERE id IN ({marks})", chunk))
+            else:
+                where = compile_filter(target.filter or MetaFilter(), "i")
+                seqs = [int(r[0]) for r in conn.execute(f"SELECT i.seq FROM items i WHERE {where.sql}", where.params)]
+            return delete_seqs(conn, seqs)
+
+        return ForgetReport(forgotten=self._db.run(tx, write=True))
+
+    def _erase(self, request: EraseRequest) -> EraseReport:
+        reach = Reach(at=request.reach.at, inherit=False, descendants=request.reach.descendants)
+        flt = MetaFilter(reach=reach, kinds=request.admitted_kinds())
+
+        def tx(conn: sqlite3.Connection) -> list[tuple[str, str]]:
+            where = compile_filter(flt, "i")
+            rows = conn.execute(f"SELECT i.seq, i.ns, i.kind FROM items i WHERE {where.sql}", where.params).fetchall()
+            delete_seqs(conn, [int(r[0]) for r in rows])
+            return sorted({(str(ns_of_key(r[1])), str(r[2])) for r in rows})
+
+        scopes = self._db.run(tx, write=True)
+        return EraseReport(erased_scopes=len(scopes), receipts=tuple(f"{ns}#{kind}" for ns, kind in scopes))
+
+    # reads -----------------------------------------------------------------------------------------------
+    def _read(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
+        return self._db.run(fn)
+
+    def _parsed(self, conn: sqlite3.Connection, seqs: Sequence[int]) -> dict[int, tuple[str, AnyItem]]:
+        """``seq → (id, item)`` for the given seqs (parsed items cached per process)."""
+        instance = str(conn.execute("SELECT value FROM meta WHERE key = 'instance'").fetchone()[0])
+        out: dict[int, tuple[str, AnyItem]] = {}
+        missing: list[int] = []
+        with self._items_lock:
+            if instance != self._instance:
+                self._items.clear()
+                self._instance = instance
+            for seq in seqs:
+                item = self._items.get(seq)
+                if item is None:
+                    missing.append(seq)
+                else:
+                    self._items.move_to_end(seq)
+                    out[seq] = (item.id, item)
+        for start in range(0, len(missing), 500):
+            chunk = missing[start : start + 500]
+            marks = ", ".join("?" for _ in chunk)
+            for seq, item_id, body in conn.execute(
+                f"SELECT i.seq, i.id, b.item FROM items i JOIN bodies b ON b.seq = i.seq WHERE i.seq IN ({marks})",
+                chunk,
+            ):
+                item = parse_item(body)
+                item.__dict__["id"] = str(item_id)  # the stored id is the fingerprint; skip recomputing it
+                out[int(seq)] = (str(item_id), item)
+                with self._items_lock:
+                    self._items[int(seq)] = item
+                    if len(self._items) > _ITEM_CACHE:
+                        self._items.popitem(last=False)
+        return out
+
+    def _hits(self, conn: sqlite3.Connection, ranked: Sequence[tuple[int, float]]) -> list[Hit]:
+        parsed = self._parsed(conn, [seq for seq, _ in ranked])
+        return [Hit.of(parsed[seq][1], s, parsed[seq][0]) for seq, s in ranked if seq in parsed]
+
+    def _ranked(
+        self, conn: sqlite3.Connection, request: FetchRequest, want: int, snapshot: int
+    ) -> list[tuple[int, float]]:
+        self._vectors.refresh(conn)
+        where = compile_filter(request.filter, "i")
+        where.add("i.seq <= ?", snapshot)
+        where.add("i.vec IS NOT NULL")
+        cands = item_candidates(conn, self._vectors, where, request.query, request.mode)
+        keys, scores = score(cands, request.query, request.mode)
+        hinted = None
+        if request.refers_to is not None and len(keys):
+            start, end = hint_window(request.refers_to)
+            inside = [
+                int(r[0])
+                for r in conn.execute(
+                    f"SELECT i.seq FROM items i WHERE {where.sql} AND i.observed_at >= ? AND i.observed_at < ?",
+                    (*where.params, start, end),
+                )
+            ]
+            hinted = np.isin(keys, np.asarray(inside, dtype=np.int64))
+        return order(keys, scores, want, hinted)
+
+    def _fetch(self, request: FetchRequest) -> FetchPage:
+        state = _decode("f", request.cursor, ("o", "s"))
+        self.drain_pending()
+
+        def read(conn: sqlite3.Connection) -> FetchPage:
+            offset = state["o"] if state else 0
+            snapshot = (
+                state["s"] if state else int(conn.execute("SELECT coalesce(max(seq), 0) FROM items").fetchone()[0])
+            )
+            ranked = self._ranked(conn, request, offset + request.limit + 1, snapshot)
+            page = ranked[offset : offset + request.limit]
+            more = len(ranked) > offset + request.limit
+            beliefs: list[Hit] = []
+            if request.beliefs and state is None:
+                beliefs = beliefs_store.rank(conn, request.filter, request.query, request.mode, request.beliefs)
+            return FetchPage(
+                hits=tuple(self._hits(conn, page)),
+                next_cursor=_encode("f", {"o": offset + len(page), "s": snapshot}) if more else None,
+                beliefs=tuple(beliefs),
+            )
+
+        return self._read(read)
+
+    def _recall(self, request: RecallRequest) -> RecallAnswer:
+        fetch = FetchRequest(
+            query=request.question,
+            mode=FetchMode.HYBRID,
+            filter=request.filter,
+            limit=request.limit,
+            refers_to=request.refers_to,
+        )
+        hits = self._fetch(fetch).hits
+        citations = tuple(Citation(id=h.id, kind=h.kind, snippet=h.text, meta=h.meta, score=h.score) for h in hits)
+        if not hits:
+            answer = "Nothing stored answers this question."
+        else:
+            answer = f"From {len(hits)} stored items: " + " | ".join(h.text for h in hits)
+        return RecallAnswer(answer=answer, citations=citations, model="sqlite")
+
+    def _listing(
+        self, request: ListRequest, build: Callable[[sqlite3.Connection, list[int]], list[_T]]
+    ) -> tuple[list[_T], str | None]:
+        state = _decode("l", request.cursor, ("a",))
+        after = state["a"] if state else 0
+
+        def read(conn: sqlite3.Connection) -> tuple[list[_T], str | None]:
+            where = compile_filter(request.filter, "i")
+            rows = conn.execute(
+                f"SELECT i.seq FROM items i WHERE {where.sql} AND i.seq > ? ORDER BY i.seq LIMIT ?",
+                (*where.params, after, request.limit + 1),
+            ).fetchall()
+            seqs = [int(r[0]) for r in rows[: request.limit]]
+            more = len(rows) > request.limit
+            return build(conn, seqs), (_encode("l", {"a": seqs[-1]}) if more and seqs else None)
+
+        return self._read(read)
+
+    def _list(self, request: ListRequest) -> ListPage:
+        items, cursor = self._listing(request, lambda conn, seqs: self._hits(conn, [(s, 0.0) for s in seqs]))
+        return ListPage(items=tuple(items), next_cursor=cursor)
+
+    def _export(self, request: ListRequest) -> ExportPage:
+        def build(conn: sqlite3.Connection, seqs: list[int]) -> list[Exported]:
+            parsed = self._parsed(conn, seqs)
+            return [Exported(id=parsed[s][0], item=parsed[s][1]) for s in seqs if s in parsed]
+
+        items, cursor = self._listing(request, build)
+        return ExportPage(items=tuple(items), next_cursor=cursor)
+
+    def _get(self, request: GetRequest) -> list[Hit]:
+        ids = list(dict.fromkeys(request.ids))
+
+        def read(conn: sqlite3.Connection) -> list[Hit]:
+            where = compile_filter(MetaFilter(reach=request.reach), "i")
+            found: dict[str, int] = {}
+            marks = ", ".join("?" for _ in ids)
+            for seq, item_id in conn.execute(
+                f"SELECT i.seq, i.id FROM items i WHERE i.id IN ({marks}) AND {where.sql}", (*ids, *where.params)
+            ):
+                found[str(item_id)] = int(seq)
+            by_seq = {h.id: h for h in self._hits(conn, [(s, 0.0) for s in found.values()])}
+            return [by_seq[i] for i in ids if i in by_seq]
+
+        return self._read(read)
+
+    # beliefs ---------------------------------------------------------------------------------------------
+    def _scope_rows(
+        self, conn: sqlite3.Connection, request: ConsolidateRequest
+    ) -> list[tuple[str, str, int, int | None, int]]:
+        sql, params = reach_sql(request.reach, "s.ns")
+        kinds = [k.value for k in request.admitted_kinds()]
+        marks = ", ".join("?" for _ in kinds)
+        rows = conn.execute(
+            f"SELECT s.ns, s.kind, s.last_write, s.last_build, "
+            f"(SELECT count(*) FROM items i WHERE i.ns = s.ns AND i.kind = s.kind) "
+            f"FROM scopes s WHERE ({sql}) AND s.kind IN ({marks}) ORDER BY s.ns, s.kind",
+            (*params, *kinds),
+        ).fetchall()
+        return [(str(r[0]), str(r[1]), int(r[2]), None if r[3] is None else int(r[3]), int(r[4])) for r in rows]
+
+    def build_scope(self, ns: Namespace, kind: ItemKind) -> set[str]:
+        """Build beliefs for one scope up to its newest item, one bounded transaction at a time.
+
+        Returns:
+            Ids of the beliefs created or changed (empty when nothing was written since the last build).
+        """
+        key = ns_key(ns)
+
+        def step(conn: sqlite3.Connection) -> tuple[set[str], bool]:
+            return beliefs_store.build_step(conn, key, kind.value, now_us())
+
+        changed: set[str] = set()
+        more = True
+        while more:
+            ids, more = self._db.run(step, write=True)
+            changed |= ids
+        return changed
+
+    def _consolidate(self, request: ConsolidateRequest) -> ConsolidateReceipt:
+        scopes = [r for r in self._read(lambda conn: self._scope_rows(conn, request)) if r[4] > 0]
+        changed: set[str] = set()
+        for ns, kind, _, _, _ in scopes:
+            changed |= self.build_scope(ns_of_key(ns), ItemKind(kind))
+        return ConsolidateReceipt(status=ConsolidateStatus.COMPLETED, scopes=len(scopes), built=len(changed))
+
+    def _beliefs(self, request: BeliefsRequest) -> list[Hit]:
+        flt = MetaFilter(reach=request.reach)
+        return self._read(lambda conn: beliefs_store.rank(conn, flt, request.query, FetchMode.HYBRID, request.limit))
+
+    def _scopes(self, request: ConsolidateRequest) -> list[BuildScope]:
+        rows = self._read(lambda conn: self._scope_rows(conn, request))
+        by_ns: dict[str, list[tuple[str, str, int, int | None, int]]] = {}
+        for row in rows:
+            if row[4] > 0:
+                by_ns.setdefault(row[0], []).append(row)
+        out: list[BuildScope] = []
+        for ns, group in sorted(by_ns.items(), key=lambda kv: str(ns_of_key(kv[0]))):
+            builds = [g[3] for g in group]
+            out.append(
+                BuildScope(
+                    namespace=ns_of_key(ns),
+                    kinds=tuple(k for k in ItemKind.all() if k.value in {g[1] for g in group}),
+                    items=sum(g[4] for g in group),
+                    last_write=from_us(max(g[2] for g in group)),
+                    last_build=None
+                    if any(b is None for b in builds)
+                    else from_us(min(b for b in builds if b is not None)),
+                )
+            )
+        return out
+
+    def belief_evidence(self, belief_ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
+        """``belief id → ids of the items it was derived from`` for the beliefs named (unknown ids left out)."""
+        ids = list(dict.fromkeys(belief_ids))
+
+        def read(conn: sqlite3.Connection) -> dict[str, tuple[str, ...]]:
+            out: dict[str, tuple[str, ...]] = {}
+            for start in range(0, len(ids), 500):
+                chunk = ids[start : start + 500]
+                marks = ", ".join("?" for _ in chunk)
+                for bid, state in conn.execute(f"SELECT id, state FROM beliefs WHERE id IN ({marks})", chunk):
+                    out[str(bid)] = tuple(json.loads(state)["evidence"])
+            return out
+
+        return self._read(read)
+
+    def stats(self) -> dict[str, Any]:
+        """Row counts: ``items``, ``pending``, ``beliefs`` (active) and ``superseded`` (for tests and the CLI)."""
+        queries = {
+            "items": "SELECT count(*) FROM items",
+            "pending": "SELECT count(*) FROM pending",
+            "beliefs": "SELECT count(*) FROM beliefs WHERE status = 'active'",
+            "superseded": "SELECT count(*) FROM beliefs WHERE status = 'superseded'",
+        }
+
+        def read(conn: sqlite3.Connection) -> dict[str, Any]:
+            return {name: int(conn.execute(sql).fetchone()[0]) for name, sql in queries.items()}
+
+        return self._read(read)

@@ -1,0 +1,152 @@
+"""Item writes: insert (indexed now or pending), drain the pending queue, delete with provenance.
+
+Every function runs inside the caller's ``BEGIN IMMEDIATE`` transaction, so a batch is all or nothing and the
+beliefs derived from deleted items go in the same transaction as the items.
+
+Write bookkeeping per ``(ns, kind)`` in ``scopes``: ``last_write`` is stamped inside the write transaction and
+kept strictly greater than the previous write and the last build, so ``last_write > last_build`` says exactly
+"written since the last build" even across processes with interleaved clocks.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from memory_core.items import Conversation, Document, Learning
+from memory_core.scoring import embed
+
+from . import beliefs_store
+from .rows import META_COLUMN_NAMES, meta_columns, now_us, ns_key, vec_blob
+
+__all__ = ["Prepared", "delete_seqs", "drain", "index_rows", "insert", "now_us", "pending_texts", "prepare"]
+
+_COLUMNS = ("id", "kind", "ns", *META_COLUMN_NAMES, "confidence", "stored_at", "vec")
+_INSERT = (
+    f"INSERT INTO items ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' for _ in _COLUMNS)}) ON CONFLICT(id) DO NOTHING"
+)
+_TOUCH = (
+    "INSERT INTO scopes (ns, kind, last_write) VALUES (?, ?, ?) ON CONFLICT(ns, kind) DO UPDATE SET "
+    "last_write = max(excluded.last_write, scopes.last_write + 1, coalesce(scopes.last_build, 0) + 1)"
+)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """An item turned into row values before the write transaction (pure work done outside the lock).
+
+    Attributes:
+        id: The fingerprint.
+        kind: ``document``, ``conversation`` or ``learning``.
+        ns: The namespace key.
+        meta: Values of the filter columns.
+        confidence: A learning's confidence.
+        item_json: The item's JSON (export returns it whole).
+        text: ``render_text()``.
+        tags: The item's tags.
+        vec: The embedding blob, or None to leave the item pending (``accepted``).
+    """
+
+    id: str
+    kind: str
+    ns: str
+    meta: tuple[object, ...]
+    confidence: float | None
+    item_json: str
+    text: str
+    tags: tuple[str, ...]
+    vec: bytes | None
+
+
+def prepare(item: Document | Conversation | Learning, *, index: bool) -> Prepared:
+    """Row values for ``item``; with ``index`` the embedding is computed now (else the item goes pending)."""
+    text = item.render_text()
+    meta = item.item_meta
+    return Prepared(
+        id=item.id,
+        kind=item.item_kind.value,
+        ns=ns_key(meta.namespace),
+        meta=meta_columns(meta),
+        confidence=item.confidence_value(),
+        item_json=item.model_dump_json(),
+        text=text,
+        tags=tuple(dict.fromkeys(meta.tags)),
+        vec=vec_blob(embed(text)) if index else None,
+    )
+
+
+def insert(conn: sqlite3.Connection, row: Prepared, at_us: int) -> int | None:
+    """Insert one item; its seq, or None when the id is already held (a replay: nothing is written)."""
+    cur = conn.execute(_INSERT, (row.id, row.kind, row.ns, *row.meta, row.confidence, at_us, row.vec))
+    if cur.rowcount == 0:
+        return None
+    seq = int(cur.lastrowid or 0)
+    conn.execute("INSERT INTO bodies (seq, item, text) VALUES (?, ?, ?)", (seq, row.item_json, row.text))
+    if row.tags:
+        conn.executemany("INSERT OR IGNORE INTO item_tags (tag, seq) VALUES (?, ?)", [(t, seq) for t in row.tags])
+    if row.vec is not None:
+        conn.execute("INSERT INTO items_fts (rowid, text) VALUES (?, ?)", (seq, row.text))
+    else:
+        conn.execute("INSERT INTO pending (seq) VALUES (?)", (seq,))
+    conn.execute(_TOUCH, (row.ns, row.kind, at_us))
+    return seq
+
+
+def pending_texts(conn: sqlite3.Connection, limit: int) -> list[tuple[int, str]]:
+    """Up to ``limit`` pending ``(seq, text)`` pairs, oldest first."""
+    rows = conn.execute(
+        "SELECT p.seq, b.text FROM pending p JOIN bodies b ON b.seq = p.seq ORDER BY p.seq LIMIT ?", (limit,)
+    )
+    return [(int(seq), str(text)) for seq, text in rows]
+
+
+def index_rows(conn: sqlite3.Connection, rows: Iterable[tuple[int, str, bytes]]) -> int:
+    """Index pending rows whose embeddings were computed outside the lock; rows no longer pending are skipped.
+
+    Returns:
+        How many rows were indexed.
+    """
+    done = 0
+    for seq, text, vec in rows:
+        if conn.execute("DELETE FROM pending WHERE seq = ?", (seq,)).rowcount != 1:
+            continue
+        conn.execute("UPDATE items SET vec = ? WHERE seq = ?", (vec, seq))
+        conn.execute("INSERT INTO items_fts (rowid, text) VALUES (?, ?)", (seq, text))
+        done += 1
+    return done
+
+
+def drain(conn: sqlite3.Connection, limit: int = 1_000) -> int:
+    """Index up to ``limit`` pending items inside this transaction (FTS row + embedding); how many were."""
+    rows = pending_texts(conn, limit)
+    return index_rows(conn, ((seq, text, vec_blob(embed(text))) for seq, text in rows))
+
+
+def delete_seqs(conn: sqlite3.Connection, seqs: Sequence[int]) -> int:
+    """Delete items by seq, with their FTS rows, tags and bodies, and retract the beliefs built on them.
+
+    Returns:
+        How many items were deleted.
+    """
+    ids: list[str] = []
+    for start in range(0, len(seqs), 500):
+        chunk = list(seqs[start : start + 500])
+        marks = ", ".join("?" for _ in chunk)
+        rows = conn.execute(
+            f"SELECT i.seq, i.id, b.text, (SELECT 1 FROM pending p WHERE p.seq = i.seq) "
+            f"FROM items i JOIN bodies b ON b.seq = i.seq WHERE i.seq IN ({marks})",
+            chunk,
+        ).fetchall()
+        for seq, item_id, text, pending in rows:
+            if pending:
+                conn.execute("DELETE FROM pending WHERE seq = ?", (seq,))
+            else:
+                conn.execute("INSERT INTO items_fts (items_fts, rowid, text) VALUES ('delete', ?, ?)", (seq, text))
+            ids.append(str(item_id))
+        conn.execute(f"DELETE FROM item_tags WHERE seq IN ({marks})", chunk)
+        conn.execute(f"DELETE FROM bodies WHERE seq IN ({marks})", chunk)
+        conn.execute(f"DELETE FROM items WHERE seq IN ({marks})", chunk)
+    if ids:
+        beliefs_store.retract(conn, ids)
+    return len(ids)

@@ -1,0 +1,224 @@
+"""``memory-core eval locomo``: evidence recall of packs and top-k fetches on LoCoMo, beside BM25.
+
+For each sample (conversation) the file is replayed through ``AgentMemory`` on a fresh layout root
+(``ws:<sample>``), the jobs ``post_turn`` returned are run, and then for every question of categories 1-4:
+
+* ``pack``: the pack ``pre_turn`` would inject (``AgentMemory.recall``: the same sections and budget, without
+  logging the question), asked of the agent of the speaker the question names (else the first speaker);
+* ``fetch@k``: the engine's top-k hybrid fetch over the sample's conversations, k distinct turns;
+* ``bm25@k``: the BM25 baseline over the same turns (``Bm25Baseline``), computed in the same run;
+* ``bm25@pack``: BM25 given as many turns as the pack holds, the like-for-like baseline for the pack.
+
+Recall is the share of a question's evidence turns present (``evidence.py``); a belief in the pack covers
+the turns it was derived from. Category 5 (adversarial, no evidence to find) is left out, as almost every
+report on LoCoMo does (peers.md §3.1).
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memory_core.engine import MemoryEngine
+from memory_core.engines import open_engine
+from memory_core.eval.baseline import Bm25Baseline
+from memory_core.eval.evidence import RecallTally, covered_turns, evidence_recall, parse_evidence
+from memory_core.lifecycle.layout import MemoryLayout
+from memory_core.lifecycle.policy import RecallPolicy
+from memory_core.lifecycle.runner import BackgroundRunner
+from memory_core.meta import ItemKind, MetaFilter
+from memory_core.namespace import Reach
+from memory_core.query import FetchRequest
+from memory_core.recall.types import ContextPack
+from memory_core.replay.driver import Replayer, agent_id_for
+from memory_core.replay.formats import ConversationFile, load_conversations
+
+__all__ = ["EVAL_CATEGORIES", "EvalResult", "QuestionResult", "pack_turns", "run_locomo_eval"]
+
+EVAL_CATEGORIES = (1, 2, 3, 4)
+"""LoCoMo categories with evidence to retrieve (5 is adversarial; peers.md §3.1)."""
+DEFAULT_KS = (5, 10, 20)
+"""Top-k sizes the issue asks for."""
+
+
+@dataclass
+class QuestionResult:
+    """One question's retrievals: evidence ids and the turns each method held."""
+
+    sample: str
+    category: int
+    question: str
+    evidence: tuple[str, ...]
+    pack_turns: tuple[str, ...]
+    pack_tokens: int
+    recalls: dict[str, float]
+
+
+@dataclass
+class EvalResult:
+    """The whole evaluation: one tally per method, per-question rows, and what was skipped."""
+
+    engine: str
+    budget_tokens: int
+    ks: tuple[int, ...]
+    tallies: dict[str, RecallTally] = field(default_factory=dict)
+    questions: list[QuestionResult] = field(default_factory=list)
+    skipped_questions: int = 0
+    evidence_repaired: int = 0
+    evidence_skipped: int = 0
+    turns: int = 0
+    items: int = 0
+
+    def methods(self) -> list[str]:
+        """Method names in display order."""
+        return list(self.tallies)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready summary with every question."""
+        return {
+            "engine": self.engine,
+            "budget_tokens": self.budget_tokens,
+            "ks": list(self.ks),
+            "turns": self.turns,
+            "items": self.items,
+            "skipped_questions": self.skipped_questions,
+            "evidence_strings_repaired": self.evidence_repaired,
+            "evidence_strings_skipped": self.evidence_skipped,
+            "methods": [t.to_dict() for t in self.tallies.values()],
+            "questions": [q.__dict__ for q in self.questions],
+        }
+
+
+def pack_turns(pack: ContextPack, refs: dict[str, str]) -> set[str]:
+    """Dialog turns a pack holds: its cited items, and the turns its beliefs were derived from."""
+    derived = {hit.id: hit.derived_from for section in pack.sections for hit in section.hits if hit.derived_from}
+    return covered_turns(pack.refs, refs, derived)
+
+
+def _asker(question: str, speakers: Sequence[str]) -> str:
+    for speaker in speakers:
+        first = speaker.split()[0]
+        if re.search(rf"\b{re.escape(first)}\b", question, flags=re.IGNORECASE):
+            return agent_id_for(speaker)
+    return agent_id_for(speakers[0])
+
+
+def _top_turns(engine: MemoryEngine, question: str, flt: MetaFilter, refs: dict[str, str], k: int) -> list[str]:
+    mode = engine.descriptor().preferred_mode()
+    if mode is None:
+        return []
+    page = engine.fetch(FetchRequest(query=question, mode=mode, filter=flt, limit=min(1000, k * 4)))
+    out: list[str] = []
+    for hit in page.hits:
+        turn = refs.get(hit.id)
+        if turn is not None and turn not in out:
+            out.append(turn)
+        if len(out) == k:
+            break
+    return out
+
+
+def _engine_for(url: str | None, workdir: Path, sample: str) -> MemoryEngine:
+    if url is None:
+        return open_engine(f"sqlite:///{workdir / sample / 'memory.db'}")
+    return open_engine(url)
+
+
+def run_locomo_eval(
+    path: Path | str,
+    *,
+    engine_url: str | None = None,
+    samples: Iterable[str] | None = None,
+    budget_tokens: int = 1200,
+    ks: Sequence[int] = DEFAULT_KS,
+    on_question: Callable[[QuestionResult], None] | None = None,
+    on_sample: Callable[[str, int], None] | None = None,
+) -> EvalResult:
+    """Replay each sample, then measure evidence recall per question (see the module docstring).
+
+    Args:
+        path: A LoCoMo JSON file.
+        engine_url: The engine to use; None opens a fresh SQLite file per sample in a temporary folder.
+        samples: Sample ids to keep (all when None).
+        budget_tokens: The pack budget, tokens of 4 characters.
+        ks: The top-k sizes.
+        on_question: Progress callback per question.
+        on_sample: Progress callback per sample: (sample id, its number of questions).
+
+    Returns:
+        The tallies per method, per question rows, and the skipped counts.
+
+    Raises:
+        InvalidRequest: an unreadable file or an unknown sample.
+    """
+    data: ConversationFile = load_conversations(path, "locomo", samples)
+    ks = tuple(sorted(set(ks)))
+    result = EvalResult(engine=engine_url or "sqlite (fresh file per sample)", budget_tokens=budget_tokens, ks=ks)
+    names = ["pack", "bm25@pack", *(f"fetch@{k}" for k in ks), *(f"bm25@{k}" for k in ks)]
+    result.tallies = {n: RecallTally(n) for n in names}
+    policy = RecallPolicy(budget_tokens=budget_tokens)
+    with tempfile.TemporaryDirectory(prefix="memory-core-eval-") as tmp:
+        for sample in data.samples:
+            prefix = f"{sample}-s"
+            turns = [t for t in data.turns if t.thread_id.startswith(prefix)]
+            one = ConversationFile(format="locomo", turns=turns, speakers=list(dict.fromkeys(t.speaker for t in turns)))
+            engine = _engine_for(engine_url, Path(tmp), sample)
+            try:
+                _eval_sample(engine, sample, one, data.qa.get(sample, []), policy, ks, result, on_question, on_sample)
+            finally:
+                engine.close()
+    return result
+
+
+def _eval_sample(
+    engine: MemoryEngine,
+    sample: str,
+    conv: ConversationFile,
+    qa: list[dict[str, Any]],
+    policy: RecallPolicy,
+    ks: tuple[int, ...],
+    result: EvalResult,
+    on_question: Callable[[QuestionResult], None] | None,
+    on_sample: Callable[[str, int], None] | None,
+) -> None:
+    layout = MemoryLayout(f"ws:{agent_id_for(sample)}")
+    jobs: list[Any] = []
+    replayer = Replayer(engine, layout, jobs.append, policy=policy)
+    report = replayer.replay(conv)
+    runner = BackgroundRunner(engine, layout)
+    for job in {j.to_json(): j for j in jobs}.values():
+        runner.run(job)
+    result.turns += report.turns
+    result.items += len(report.refs)
+    bm25 = Bm25Baseline([(t.ref or "", t.text) for t in conv.turns if t.ref])
+    conversations = MetaFilter(reach=Reach.subtree(layout.root), kinds=(ItemKind.CONVERSATION,))
+    wanted = [q for q in qa if q.get("category") in EVAL_CATEGORIES]
+    if on_sample is not None:
+        on_sample(sample, len(wanted))
+    for q in wanted:
+        parsed = parse_evidence(q.get("evidence", []))
+        result.evidence_repaired += parsed.repaired
+        result.evidence_skipped += parsed.skipped
+        if not parsed.ids:
+            result.skipped_questions += 1
+            continue
+        question, category = str(q["question"]), int(q["category"])
+        pack = replayer.agent(_asker(question, conv.speakers)).recall(question)
+        held = pack_turns(pack, report.refs)
+        recalls = {"pack": evidence_recall(parsed.ids, held)}
+        recalls["bm25@pack"] = evidence_recall(parsed.ids, bm25.top(question, max(1, len(held))))
+        top = _top_turns(engine, question, conversations, report.refs, max(ks))
+        ranked = bm25.top(question, max(ks))
+        for k in ks:
+            recalls[f"fetch@{k}"] = evidence_recall(parsed.ids, top[:k])
+            recalls[f"bm25@{k}"] = evidence_recall(parsed.ids, ranked[:k])
+        for name, value in recalls.items():
+            result.tallies[name].add(category, value)
+        row = QuestionResult(sample, category, question, parsed.ids, tuple(sorted(held)), pack.tokens, recalls)
+        result.questions.append(row)
+        if on_question is not None:
+            on_question(row)

@@ -1,0 +1,98 @@
+"""The bounded thread pool packs read on (seed 000: "Reads run concurrently"; reference §4.1 "Gather").
+
+Every read of a pack is submitted from the calling thread and the call waits for all of them, so nothing a pack
+starts outlives it. The shared pool has ``RECALL_WORKERS`` threads, named ``memory-core-recall_N``, created on
+first use. Two hazards are handled here:
+
+* a pack built *inside* a shared-pool thread would wait on reads queued behind itself; it gets a short-lived
+  pool of its own (threads ``memory-core-recall-call_N``, joined before it returns);
+* a forked child (a Celery prefork worker) inherits the pool object but not its threads; it starts a fresh pool.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor, Future, ThreadPoolExecutor, wait
+from typing import Final, TypeVar
+
+__all__ = ["RECALL_WORKERS", "run_all", "shared_pool"]
+
+RECALL_WORKERS: Final = 8
+"""Threads of the shared read pool (*memory-core*: bounds the reads all packs of a process run at once)."""
+
+_T = TypeVar("_T")
+_in_shared_pool = threading.local()
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _mark_shared_worker() -> None:
+    _in_shared_pool.flag = True
+
+
+def shared_pool() -> ThreadPoolExecutor:
+    """The process-wide pool of ``RECALL_WORKERS`` threads packs read on unless given an executor.
+
+    Created on first use; a forked child (a Celery prefork worker, say) starts a fresh one, because the parent's
+    threads do not survive the fork.
+    """
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(
+                max_workers=RECALL_WORKERS, thread_name_prefix="memory-core-recall", initializer=_mark_shared_worker
+            )
+        return _pool
+
+
+def _forget_pool_after_fork() -> None:
+    global _pool, _pool_lock
+    _pool = None
+    _pool_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_pool_after_fork)
+
+
+def run_all(calls: Sequence[Callable[[], _T]], executor: Executor | None = None) -> list[_T]:
+    """Run ``calls`` concurrently and return their results in order, waiting for every one.
+
+    Uses ``executor`` when given, else the shared pool of ``RECALL_WORKERS`` threads; a call made from a
+    shared-pool thread gets a short-lived pool of its own instead, so nested packs never wait on themselves.
+    A single call runs inline. If the executor refuses new work (shut down), the rest run inline.
+
+    Args:
+        calls: Functions that do not raise (each catches its own errors).
+        executor: A thread-based executor to run on, or None for the shared pool.
+
+    Returns:
+        Each call's result, in call order.
+    """
+    if not calls:
+        return []
+    if len(calls) == 1:
+        return [calls[0]()]
+    if executor is None and getattr(_in_shared_pool, "flag", False):
+        with ThreadPoolExecutor(
+            max_workers=min(len(calls), RECALL_WORKERS), thread_name_prefix="memory-core-recall-call"
+        ) as own:
+            return _submit_all(own, calls)
+    return _submit_all(executor if executor is not None else shared_pool(), calls)
+
+
+def _submit_all(executor: Executor, calls: Sequence[Callable[[], _T]]) -> list[_T]:
+    futures: list[Future[_T]] = []
+    inline: dict[int, _T] = {}
+    try:
+        for i, call in enumerate(calls):
+            try:
+                futures.append(executor.submit(call))
+            except RuntimeError:  # the executor is shut down: run what is left here
+                for j in range(i, len(calls)):
+                    inline[j] = calls[j]()
+                break
+    finally:
+        wait(futures)
+    return [f.result() for f in futures] + [inline[j] for j in sorted(inline)]

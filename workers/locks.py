@@ -1,0 +1,149 @@
+"""Single flight and coalescing per (engine, scope), on a ``Coordination`` store.
+
+A build of one scope runs under that scope's lock (owner token, compare-and-delete release, a lease extended
+every third of its TTL while the build runs). A trigger that finds the lock taken either sets the scope's dirty
+flag, so the holder runs exactly one more pass when it leaves (the follow-up), or, when the running pass
+started after the trigger was stamped, does nothing: that pass already reads what the trigger was about.
+On the submit side, identical triggers while a job is still queued collapse into that job (``pending_key``).
+
+Source: reference ``celery-reliability.md`` §2.4 (lock + pending flag, N triggers → at most one extra run),
+https://redis.io/topics/distlock (token, compare-and-delete), Kleppmann 2016 (a lease is not a mutex: the
+builds themselves are idempotent, so a lease lost mid-build costs a repeat, never a wrong belief).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import secrets
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Generic, TypeVar
+
+from memory_core.consolidation import BuildScope
+from memory_core.errors import EngineUnavailable
+from memory_core.lifecycle.jobs import BuildBeliefs, IngestBrain
+from workers.coordination import Coordination, Enter, Leave
+
+__all__ = ["Flight", "Lease", "engine_key", "pending_key", "scope_key", "single_flight"]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+def engine_key(url: str) -> str:
+    """16 hex digits naming an engine URL in keys (hashed: a URL may hold credentials)."""
+    return hashlib.sha256(url.encode()).hexdigest()[:16]
+
+
+def scope_key(engine: str, scope: BuildScope) -> str:
+    """16 hex digits naming (engine, namespace, kinds): the unit of single flight."""
+    kinds = ",".join(sorted(k.value for k in scope.kinds))
+    return hashlib.sha256(f"{engine}\x00{scope.namespace}\x00{kinds}".encode()).hexdigest()[:16]
+
+
+def pending_key(engine: str, job: BuildBeliefs | IngestBrain) -> str:
+    """32 hex digits naming (engine, job JSON): identical triggers share one pending job."""
+    return hashlib.sha256(f"{engine}\x00{job.to_json()}".encode()).hexdigest()[:32]
+
+
+class Lease:
+    """Keeps a scope lock alive while a build runs: a daemon thread extends it every ``ttl_s / 3`` seconds.
+
+    Attributes:
+        lost: True once an extension found the lock owned by someone else (or expired).
+    """
+
+    def __init__(self, coordination: Coordination, scope: str, token: str, ttl_s: int) -> None:
+        self._coordination = coordination
+        self._scope = scope
+        self._token = token
+        self._ttl_s = ttl_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name=f"lease-{scope}", daemon=True)
+        self.lost = False
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self._ttl_s / 3):
+            try:
+                if not self._coordination.gate_extend(self._scope, self._token, self._ttl_s):
+                    self.lost = True
+                    log.warning("scope %s: lease lost while building", self._scope)
+                    return
+            except EngineUnavailable as exc:  # a blip: try again next beat, the lease still has 2/3 left
+                log.warning("scope %s: lease extension failed: %s", self._scope, exc)
+
+    def __enter__(self) -> Lease:
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+
+@dataclass
+class Flight(Generic[T]):
+    """What one trigger of one scope did.
+
+    Attributes:
+        enter: ``acquired`` (this caller built), ``coalesced`` (the running build goes again) or ``covered``.
+        results: One entry per pass built by this caller: the first, then each follow-up.
+        lost: True when the lease ended before the caller left (another build may have overlapped).
+    """
+
+    enter: Enter
+    results: list[T] = field(default_factory=list)
+    lost: bool = False
+
+
+def single_flight(
+    coordination: Coordination,
+    scope: str,
+    task_id: str,
+    stamp_us: int | None,
+    ttl_s: int,
+    build: Callable[[], T],
+) -> Flight[T]:
+    """Run ``build`` under the scope's lock, passing again once per burst of triggers that came in meanwhile.
+
+    Args:
+        coordination: The store holding the lock.
+        scope: ``scope_key(...)`` of the scope.
+        task_id: The job id; a lock left by an earlier (dead) delivery of the same job is taken over.
+        stamp_us: When the trigger was stamped (store clock), or None to always count as new.
+        ttl_s: The lease, seconds.
+        build: One pass; its result is kept in ``Flight.results``.
+
+    Returns:
+        The ``Flight``; no pass runs unless ``enter`` is ``acquired``.
+
+    Raises:
+        EngineUnavailable: the store is unreachable (retryable).
+        Exception: whatever ``build`` raises; the lock is released first, the dirty flag kept.
+    """
+    token = secrets.token_hex(8)
+    enter = coordination.gate_enter(scope, task_id, token, stamp_us, ttl_s)
+    flight: Flight[T] = Flight(enter)
+    if enter is not Enter.ACQUIRED:
+        return flight
+    with Lease(coordination, scope, token, ttl_s) as lease:
+        try:
+            while True:
+                flight.results.append(build())
+                leave = coordination.gate_leave(scope, token, ttl_s)
+                if leave is not Leave.AGAIN:
+                    break
+        except BaseException:
+            try:
+                coordination.gate_abort(scope, token)
+            except EngineUnavailable as exc:  # the lease expires on its own
+                log.warning("scope %s: release after a failed build failed: %s", scope, exc)
+            raise
+    flight.lost = leave is Leave.LOST or lease.lost
+    return flight

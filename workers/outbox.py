@@ -1,0 +1,166 @@
+"""The durable local outbox: jobs a host could not publish wait here (SQLite under ``var_dir``) until drained.
+
+Delivery is claim → publish → mark. A claim is one ``BEGIN IMMEDIATE`` transaction that stamps a batch of
+undelivered rows with the drainer's token, so two drainers (a host's submit, a worker's start, beat) never
+publish the same row; marking checks the token, so a drainer whose claim went stale cannot mark another's
+row. A drainer that crashes between publishing and marking leaves a stale claim that is published again
+after ``claim_ttl_s``: a twin with the same job id, which the workers drop (``Coordination.is_done``) or which
+repeats an idempotent job. Nothing is lost; nothing runs twice to any effect.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from memory_core.errors import EngineUnavailable
+
+__all__ = ["Outbox", "OutboxEntry"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS outbox (
+    id TEXT PRIMARY KEY,
+    task TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    created REAL NOT NULL,
+    tries INTEGER NOT NULL DEFAULT 0,
+    last_error TEXT,
+    claimed_by TEXT,
+    claimed_at REAL,
+    delivered_at REAL
+);
+CREATE INDEX IF NOT EXISTS outbox_waiting ON outbox (delivered_at, created);
+"""
+
+
+@dataclass(frozen=True)
+class OutboxEntry:
+    """One parked job.
+
+    Attributes:
+        id: The job id ``submit`` returned; the job is published under it.
+        task: The task name.
+        payload: The job's JSON text.
+        created: When it was parked, seconds since the epoch.
+        tries: Failed publish attempts so far.
+    """
+
+    id: str
+    task: str
+    payload: str
+    created: float
+    tries: int = 0
+
+
+class Outbox:
+    """A SQLite outbox shared by the processes of one machine.
+
+    Args:
+        path: The database file (created with its folder).
+        claim_ttl_s: After this many seconds an unmarked claim is considered abandoned and may be reclaimed.
+    """
+
+    def __init__(self, path: Path, claim_ttl_s: float = 60.0) -> None:
+        self.path = path
+        self.claim_ttl_s = claim_ttl_s
+        self._local = threading.local()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._db().executescript(_SCHEMA)
+        except sqlite3.Error as exc:
+            raise EngineUnavailable(f"outbox {path}: {exc}") from None
+
+    def _db(self) -> sqlite3.Connection:
+        db: sqlite3.Connection | None = getattr(self._local, "db", None)
+        if db is None:
+            db = sqlite3.connect(self.path, timeout=10.0, isolation_level=None, check_same_thread=False)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=FULL")
+            self._local.db = db
+        return db
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        try:
+            db = self._db()
+            db.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise EngineUnavailable(f"outbox {self.path}: {exc}") from None
+        try:
+            yield db
+            db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise EngineUnavailable(f"outbox {self.path}: {exc}") from None
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+
+    def put(self, entry: OutboxEntry) -> None:
+        """Park a job, durably (the transaction is committed with ``synchronous=FULL``); an id parked twice is kept once.
+
+        Raises:
+            EngineUnavailable: the file cannot be written.
+        """
+        with self._tx() as db:
+            db.execute(
+                "INSERT OR IGNORE INTO outbox (id, task, payload, created) VALUES (?, ?, ?, ?)",
+                (entry.id, entry.task, entry.payload, entry.created),
+            )
+
+    def claim(self, token: str, limit: int = 100) -> list[OutboxEntry]:
+        """Claim up to ``limit`` undelivered rows (oldest first) not claimed by a live drainer."""
+        now = time.time()
+        with self._tx() as db:
+            rows = db.execute(
+                "UPDATE outbox SET claimed_by = ?, claimed_at = ? WHERE id IN ("
+                " SELECT id FROM outbox WHERE delivered_at IS NULL AND (claimed_by IS NULL OR claimed_at < ?)"
+                " ORDER BY created LIMIT ?) RETURNING id, task, payload, created, tries",
+                (token, now, now - self.claim_ttl_s, limit),
+            ).fetchall()
+        return sorted((OutboxEntry(*row) for row in rows), key=lambda e: e.created)
+
+    def delivered(self, entry_id: str, token: str) -> bool:
+        """Mark a claimed row delivered; False when the claim was lost (another drainer owns it now)."""
+        with self._tx() as db:
+            cur = db.execute(
+                "UPDATE outbox SET delivered_at = ?, claimed_by = NULL"
+                " WHERE id = ? AND claimed_by = ? AND delivered_at IS NULL",
+                (time.time(), entry_id, token),
+            )
+            return cur.rowcount == 1
+
+    def release(self, entry_id: str, token: str, error: str) -> None:
+        """Give a claimed row back after a failed publish, counting the try."""
+        with self._tx() as db:
+            db.execute(
+                "UPDATE outbox SET claimed_by = NULL, claimed_at = NULL, tries = tries + 1, last_error = ?"
+                " WHERE id = ? AND claimed_by = ?",
+                (error[:500], entry_id, token),
+            )
+
+    def waiting(self) -> int:
+        """Rows not yet delivered."""
+        row = self._db().execute("SELECT COUNT(*) FROM outbox WHERE delivered_at IS NULL").fetchone()
+        return int(row[0])
+
+    def prune(self, older_than_s: float = 86400.0) -> int:
+        """Drop delivered rows older than ``older_than_s``; returns how many."""
+        with self._tx() as db:
+            return db.execute(
+                "DELETE FROM outbox WHERE delivered_at IS NOT NULL AND delivered_at < ?", (time.time() - older_than_s,)
+            ).rowcount
+
+    def close(self) -> None:
+        """Close this thread's connection."""
+        db: sqlite3.Connection | None = getattr(self._local, "db", None)
+        if db is not None:
+            db.close()
+            self._local.db = None

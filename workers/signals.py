@@ -1,0 +1,140 @@
+"""Celery signal handlers: outbox drain at worker start, dead letters for what never reached a task body.
+
+| signal | handler |
+| --- | --- |
+| ``worker_ready`` | drain this machine's outbox once (jobs a host parked while Redis was down) |
+| ``worker_process_shutdown`` | close the process's engine and connections |
+| ``task_unknown`` | dead-letter a message naming a task no worker has |
+| ``task_rejected`` | dead-letter a message Celery could not read as a task (bad shape, foreign content type) |
+| ``task_failure`` | dead-letter any failure the flow did not handle itself (a hard time limit, an undecodable body) |
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from celery import signals
+
+from memory_core.settings import get_settings
+from workers.dead_letters import DeadLetter
+from workers.execution import DeadLettered
+from workers.poison import dead_letter
+
+__all__ = ["message_payload"]
+
+log = logging.getLogger(__name__)
+
+
+def message_payload(message: Any) -> Any:
+    """A rejected message's payload for its dead letter: the job JSON when the body is ``[[job], {…}, {…}]``."""
+    body = getattr(message, "body", None)
+    if isinstance(body, bytes | bytearray):
+        body = bytes(body).decode("utf-8", errors="replace")
+    if getattr(message, "content_type", None) == "application/json" and isinstance(body, str):
+        try:
+            decoded = json.loads(body)
+        except ValueError:
+            return body
+        if isinstance(decoded, list) and decoded and isinstance(decoded[0], list) and len(decoded[0]) == 1:
+            return decoded[0][0]
+        return decoded
+    return body
+
+
+def _headers(message: Any) -> dict[str, Any]:
+    headers = getattr(message, "headers", None)
+    return headers if isinstance(headers, dict) else {}
+
+
+def _queue(message: Any) -> str | None:
+    info = getattr(message, "delivery_info", None)
+    return info.get("routing_key") if isinstance(info, dict) else None
+
+
+@signals.worker_ready.connect
+def drain_on_start(sender: Any = None, **_: Any) -> None:
+    """Drain the outbox once when a worker is ready (never raises)."""
+    from workers.queue import JobQueue
+
+    try:
+        queue = JobQueue(get_settings())
+        try:
+            report = queue.drain()
+        finally:
+            queue.close()
+        if report.delivered or report.error:
+            log.info(
+                "outbox at worker start: %d published, %d left, error=%s", report.delivered, report.left, report.error
+            )
+    except Exception as exc:
+        log.warning("outbox drain at worker start failed: %s", exc)
+
+
+@signals.worker_process_shutdown.connect
+def close_process(**_: Any) -> None:
+    """Close the worker process's runtime."""
+    from workers.tasks import close_runtime
+
+    close_runtime()
+
+
+@signals.task_unknown.connect
+def unknown_task(
+    sender: Any = None, message: Any = None, exc: Any = None, name: Any = None, id: Any = None, **_: Any
+) -> None:
+    """Dead-letter a message for a task this worker does not have."""
+    dead_letter(
+        DeadLetter.of(
+            str(id or _headers(message).get("id") or "unknown"),
+            "NotRegistered",
+            payload=message_payload(message),
+            task=str(name) if name else None,
+            queue=_queue(message),
+            message=f"no task named {name!r}",
+        )
+    )
+
+
+@signals.task_rejected.connect
+def rejected(sender: Any = None, message: Any = None, exc: BaseException | None = None, **_: Any) -> None:
+    """Dead-letter a message Celery rejected before running it."""
+    headers = _headers(message)
+    dead_letter(
+        DeadLetter.of(
+            str(headers.get("id") or "unknown"),
+            exc if exc is not None else "Rejected",
+            payload=message_payload(message),
+            task=headers.get("task"),
+            queue=_queue(message),
+            message=str(exc) if exc is not None else "not a task message",
+        )
+    )
+
+
+@signals.task_failure.connect
+def failed(
+    sender: Any = None,
+    task_id: Any = None,
+    exception: BaseException | None = None,
+    args: Any = None,
+    kwargs: Any = None,
+    **_: Any,
+) -> None:
+    """Dead-letter a failure the flow did not handle (the flow's own dead letters raise ``DeadLettered``)."""
+    if isinstance(exception, DeadLettered):
+        return
+    try:
+        call_args = list(args) if isinstance(args, list | tuple) else []
+    except Exception:  # the arguments of an undecodable body raise when read
+        call_args = []
+    payload: Any = call_args[0] if len(call_args) == 1 else {"args": call_args, "kwargs": kwargs or {}}
+    dead_letter(
+        DeadLetter.of(
+            str(task_id or "unknown"),
+            exception if exception is not None else "Failed",
+            payload=payload,
+            task=getattr(sender, "name", None),
+        )
+    )

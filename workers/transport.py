@@ -1,0 +1,94 @@
+"""Guarded kombu transports, and the server-less setup under ``var_dir``.
+
+``SafeRedisTransport`` and ``SafeFilesystemTransport`` are kombu's Redis and filesystem transports with one
+change: a queue entry that is not JSON, or not a message envelope, is dead-lettered and skipped instead of
+raising in the worker's event loop (see ``workers.poison``). ``workers.config`` selects them through Celery's
+``broker_transport`` for ``redis://``/``rediss://`` and for the server-less default.
+
+Server-less (no ``MEMORY_CORE_BROKER_URL``): kombu's ``filesystem://`` transport with its folders under
+``var_dir/broker/`` and Celery's ``file://`` result backend under ``var_dir/results/``. What it cannot do
+(reference ``celery-reliability.md`` §4.1): a message file is deleted when a worker fetches it, so a worker
+killed mid-job loses that job (no visibility timeout, no redelivery); one machine only (a shared folder);
+polling every 0.2 s; no priorities or TTLs. Use Redis for anything that must not lose a job.
+"""
+
+from __future__ import annotations
+
+import json
+from queue import Empty
+from typing import Any
+
+from kombu.transport import filesystem, redis
+
+from memory_core.settings import Settings
+from workers.config import broker_url, var_paths
+from workers.poison import dead_letter_raw, envelope_problem
+
+__all__ = ["SafeFilesystemTransport", "SafeRedisTransport", "prepare"]
+
+_DECODE_ERRORS = (json.JSONDecodeError, UnicodeDecodeError)
+
+
+def _raw_of(exc: BaseException) -> Any:
+    if isinstance(exc, json.JSONDecodeError):
+        return exc.doc
+    if isinstance(exc, UnicodeDecodeError):
+        return exc.object
+    return repr(exc)
+
+
+class _GuardedDelivery:
+    """Transport mixin: check each decoded entry before kombu builds a ``Message`` from it."""
+
+    def _deliver(self, message: Any, queue: str) -> None:
+        problem = envelope_problem(message)
+        if problem is not None:
+            dead_letter_raw(message, queue, problem)
+            return
+        super()._deliver(message, queue)  # type: ignore[misc]
+
+
+class _SafeRedisChannel(redis.Channel):  # type: ignore[misc]
+    def _brpop_read(self, **options: Any) -> bool:
+        try:
+            return bool(super()._brpop_read(**options))
+        except _DECODE_ERRORS as exc:
+            dead_letter_raw(_raw_of(exc), None, f"not JSON ({exc})")
+            return True
+
+    def _get(self, queue: str) -> Any:
+        try:
+            return super()._get(queue)
+        except _DECODE_ERRORS as exc:
+            dead_letter_raw(_raw_of(exc), queue, f"not JSON ({exc})")
+            raise Empty() from None
+
+
+class SafeRedisTransport(_GuardedDelivery, redis.Transport):  # type: ignore[misc]
+    """kombu's Redis transport; malformed entries are dead-lettered, never raised in the event loop."""
+
+    Channel = _SafeRedisChannel
+
+
+class _SafeFilesystemChannel(filesystem.Channel):  # type: ignore[misc]
+    def _get(self, queue: str) -> Any:
+        try:
+            return super()._get(queue)
+        except _DECODE_ERRORS as exc:
+            dead_letter_raw(_raw_of(exc), queue, f"not JSON ({exc})")
+            raise Empty() from None
+
+
+class SafeFilesystemTransport(_GuardedDelivery, filesystem.Transport):  # type: ignore[misc]
+    """kombu's filesystem transport (server-less); malformed entries are dead-lettered and skipped."""
+
+    Channel = _SafeFilesystemChannel
+
+
+def prepare(settings: Settings) -> None:
+    """Create the server-less folders under ``var_dir`` (kombu requires them to exist); no-op for Redis."""
+    if broker_url(settings) != "filesystem://":
+        return
+    paths = var_paths(settings)
+    for key in ("broker_queue", "broker_control", "broker_processed", "results"):
+        paths[key].mkdir(parents=True, exist_ok=True)
