@@ -18,7 +18,9 @@ import json
 from queue import Empty
 from typing import Any
 
-from kombu.transport import filesystem, redis
+import redis
+from kombu.transport import filesystem
+from kombu.transport import redis as kombu_redis
 
 from memory_core.settings import Settings
 from workers.config import broker_url, var_paths
@@ -48,7 +50,18 @@ class _GuardedDelivery:
         super()._deliver(message, queue)  # type: ignore[misc]
 
 
-class _SafeRedisChannel(redis.Channel):  # type: ignore[misc]
+class _SafeRedisChannel(kombu_redis.Channel):  # type: ignore[misc]
+    def _connparams(self, asynchronous: bool = False) -> Any:
+        # Celery 5.7's consumer, on a lost connection, calls connection.collect() (which drops the transport's
+        # client) and then connection.close(), whose channel close restores unacked messages through a new
+        # pool built from that client: AttributeError, which is not a connection error, so the worker dies
+        # ("Unrecoverable error: 'NoneType' object has no attribute 'hostname'", seen with a late-ack message
+        # in flight when Redis stopped). Raising a connection error lets Celery ignore it and reconnect; the
+        # message stays in Redis's unacked hash and the visibility sweep brings it back.
+        if self.connection.client is None:
+            raise redis.ConnectionError("the broker connection is closed")
+        return super()._connparams(asynchronous=asynchronous)
+
     def _brpop_read(self, **options: Any) -> bool:
         try:
             return bool(super()._brpop_read(**options))
@@ -64,7 +77,7 @@ class _SafeRedisChannel(redis.Channel):  # type: ignore[misc]
             raise Empty() from None
 
 
-class SafeRedisTransport(_GuardedDelivery, redis.Transport):  # type: ignore[misc]
+class SafeRedisTransport(_GuardedDelivery, kombu_redis.Transport):  # type: ignore[misc]
     """kombu's Redis transport; malformed entries are dead-lettered, never raised in the event loop."""
 
     Channel = _SafeRedisChannel

@@ -14,7 +14,7 @@ items. Beliefs record the ids of the items they were derived from (``Belief.evid
 
 from memory_core.beliefs.dates import format_day, resolve
 from memory_core.beliefs.extract import extract, speaker_name
-from memory_core.beliefs.merge import NEAR_DUPLICATE, Lookup, lookup, merge, retract
+from memory_core.beliefs.merge import ANCHOR_WINDOW, NEAR_DUPLICATE, Lookup, lookup, merge, retract
 from memory_core.beliefs.model import (
     Belief,
     BeliefStatus,
@@ -27,6 +27,7 @@ from memory_core.beliefs.model import (
 )
 
 __all__ = [
+    "ANCHOR_WINDOW",
     "NEAR_DUPLICATE",
     "Belief",
     "BeliefStatus",

@@ -9,9 +9,10 @@ For each statement:
 
 1. A belief with the same ``key`` gains it as evidence (confidence rises, ``confidence_for``).
 2. Else, a *free* statement (one whose subject is its own key: events, plans, key sentences) joins a
-   near-duplicate: a free belief of the same speaker and category sharing an anchor, whose content terms
-   overlap by Jaccard ≥ ``NEAR_DUPLICATE`` and whose resolved day (if both have one) is the same. The best
-   overlap wins, ties by key.
+   near-duplicate: a free belief of the same speaker and category among the ``ANCHOR_WINDOW`` most recently
+   created beliefs holding one of its anchors, whose content terms overlap by Jaccard ≥ ``NEAR_DUPLICATE`` and
+   whose resolved day (if both have one) is the same. The best overlap wins, ties by key. The window keeps a
+   lookup's size independent of how many beliefs a scope holds.
 3. Else it starts a new belief.
 
 Then, among the beliefs of that subject, the newest (by ``observed_at``, then write order) is active and the
@@ -22,21 +23,28 @@ building it once.
 
 from __future__ import annotations
 
+from bisect import insort
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Final
 
 from .model import Belief, BeliefStatus, Statement
 
-__all__ = ["NEAR_DUPLICATE", "Lookup", "lookup", "merge", "retract"]
+__all__ = ["ANCHOR_WINDOW", "NEAR_DUPLICATE", "Lookup", "lookup", "merge", "retract"]
 
 NEAR_DUPLICATE: Final = 0.6
 """Least Jaccard overlap of content terms for two free statements to be one belief (memory-core's rule)."""
+ANCHOR_WINDOW: Final = 12
+"""Beliefs per anchor a statement is compared with: the most recently created (by ``(first_seq, key)``)."""
 
 
 @dataclass(frozen=True)
 class Lookup:
-    """Which existing beliefs a batch of statements may touch: any with one of these keys, subjects or anchors."""
+    """Which existing beliefs a batch may touch.
+
+    Those with one of ``keys`` or ``subjects``, and per anchor the newest ``ANCHOR_WINDOW`` free beliefs (by
+    ``(first_seq, key)``).
+    """
 
     keys: frozenset[str]
     subjects: frozenset[str]
@@ -68,17 +76,18 @@ class _Scope:
     def __init__(self, existing: Iterable[Belief]) -> None:
         self.by_key: dict[str, Belief] = {}
         self.by_subject: dict[str, set[str]] = {}
-        self.by_anchor: dict[str, set[str]] = {}
+        self.by_anchor: dict[str, list[tuple[int, str]]] = {}
         self.changed: set[str] = set()
         for belief in existing:
             self._index(belief)
 
     def _index(self, belief: Belief) -> None:
+        known = belief.key in self.by_key
         self.by_key[belief.key] = belief
         self.by_subject.setdefault(belief.subject, set()).add(belief.key)
-        if belief.free:
+        if belief.free and not known:
             for anchor in belief.anchors:
-                self.by_anchor.setdefault(anchor, set()).add(belief.key)
+                insort(self.by_anchor.setdefault(anchor, []), (belief.first_seq, belief.key))
 
     def put(self, belief: Belief) -> None:
         if self.by_key.get(belief.key) != belief:
@@ -89,13 +98,15 @@ class _Scope:
         belief = self.by_key.pop(key)
         self.by_subject.get(belief.subject, set()).discard(key)
         for anchor in belief.anchors:
-            self.by_anchor.get(anchor, set()).discard(key)
+            entries = self.by_anchor.get(anchor, [])
+            if (belief.first_seq, key) in entries:
+                entries.remove((belief.first_seq, key))
         self.changed.discard(key)
 
     def near_duplicate(self, st: Statement) -> Belief | None:
         best: tuple[float, str] | None = None
-        candidates = set().union(*(self.by_anchor.get(a, set()) for a in st.anchors)) if st.anchors else set()
-        for key in candidates:
+        candidates = {key for a in st.anchors for _, key in self.by_anchor.get(a, [])[-ANCHOR_WINDOW:]}
+        for key in sorted(candidates):
             belief = self.by_key[key]
             if belief.speaker != st.speaker or belief.category != st.category or not belief.free:
                 continue

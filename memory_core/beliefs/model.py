@@ -172,6 +172,7 @@ class Belief:
         key, subject, text, kind, category, base_confidence, terms, anchors, speaker, day: As the first
             ``Statement`` that created it.
         evidence: Ids of the items it was derived from, in arrival order (distinct).
+        first_seq: The seq of the item that created it (creation order, for the near-duplicate window).
         last_seq: The largest seq among its evidence.
         observed_at: The latest ``observed_at`` among its evidence.
         meta: What its evidence shares (``common_meta``), tagged ``belief``.
@@ -189,6 +190,7 @@ class Belief:
     speaker: str
     day: date | None
     evidence: tuple[str, ...]
+    first_seq: int
     last_seq: int
     observed_at: datetime | None
     meta: MemoryMeta
@@ -219,6 +221,7 @@ class Belief:
             speaker=st.speaker,
             day=st.day,
             evidence=(st.evidence,),
+            first_seq=st.seq,
             last_seq=st.seq,
             observed_at=st.observed_at,
             meta=belief_meta(st.meta, st.observed_at),
@@ -253,6 +256,7 @@ class Belief:
             "speaker": self.speaker,
             "day": self.day.isoformat() if self.day else None,
             "evidence": list(self.evidence),
+            "first_seq": self.first_seq,
             "last_seq": self.last_seq,
             "observed_at": self.observed_at.isoformat() if self.observed_at else None,
             "meta": self.meta.to_dict(),
@@ -274,6 +278,7 @@ class Belief:
             speaker=data["speaker"],
             day=date.fromisoformat(data["day"]) if data.get("day") else None,
             evidence=tuple(data["evidence"]),
+            first_seq=int(data["first_seq"]),
             last_seq=int(data["last_seq"]),
             observed_at=datetime.fromisoformat(data["observed_at"]) if data.get("observed_at") else None,
             meta=MemoryMeta.model_validate(data["meta"]),

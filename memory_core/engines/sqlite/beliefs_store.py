@@ -21,8 +21,10 @@ from typing import Any, Final
 import numpy as np
 
 from memory_core.beliefs import (
+    ANCHOR_WINDOW,
     Belief,
     BeliefStatus,
+    Lookup,
     SourceItem,
     belief_id,
     extract,
@@ -80,26 +82,21 @@ def _load(conn: sqlite3.Connection, ns: str, from_kind: str, where: str, values:
     return out
 
 
-def _candidates(
-    conn: sqlite3.Connection,
-    ns: str,
-    from_kind: str,
-    keys: Iterable[str],
-    subjects: Iterable[str],
-    anchors: Iterable[str],
-) -> dict[int, Belief]:
-    found = _load(conn, ns, from_kind, "key IN ({marks})", sorted(keys))
-    found.update(_load(conn, ns, from_kind, "subject IN ({marks})", sorted(subjects)))
-    found.update(
-        _load(
-            conn,
-            ns,
-            from_kind,
-            "bid IN (SELECT bid FROM belief_anchors a WHERE a.ns = beliefs.ns AND a.from_kind = beliefs.from_kind "
-            "AND a.anchor IN ({marks}))",
-            sorted(anchors),
+def _candidates(conn: sqlite3.Connection, ns: str, from_kind: str, want: Lookup) -> dict[int, Belief]:
+    """The beliefs ``want`` names: by key, by subject, and the newest ``ANCHOR_WINDOW`` per anchor."""
+    found = _load(conn, ns, from_kind, "key IN ({marks})", sorted(want.keys))
+    found.update(_load(conn, ns, from_kind, "subject IN ({marks})", sorted(want.subjects)))
+    bids: set[int] = set()
+    for anchor in sorted(want.anchors):
+        bids.update(
+            int(r[0])
+            for r in conn.execute(
+                "SELECT bid FROM belief_anchors WHERE ns = ? AND from_kind = ? AND anchor = ? "
+                "ORDER BY first_seq DESC, key DESC LIMIT ?",
+                (ns, from_kind, anchor, ANCHOR_WINDOW),
+            )
         )
-    )
+    found.update(_load(conn, ns, from_kind, "bid IN ({marks})", sorted(bids - found.keys())))
     return found
 
 
@@ -127,8 +124,9 @@ def _save(conn: sqlite3.Connection, ns: str, from_kind: str, beliefs: Sequence[B
             bid = int(bid_cur.lastrowid or 0)
             conn.execute("INSERT INTO beliefs_fts (rowid, text) VALUES (?, ?)", (bid, belief.text))
             conn.executemany(
-                "INSERT OR IGNORE INTO belief_anchors (ns, from_kind, anchor, bid) VALUES (?, ?, ?, ?)",
-                [(ns, from_kind, a, bid) for a in belief.anchors] if belief.free else [],
+                "INSERT OR IGNORE INTO belief_anchors (ns, from_kind, anchor, first_seq, key, bid) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                [(ns, from_kind, a, belief.first_seq, belief.key, bid) for a in belief.anchors] if belief.free else [],
             )
             old: tuple[str, ...] = ()
         else:
@@ -188,7 +186,7 @@ def build_step(
     changed: list[Belief] = []
     if statements:
         want = lookup(statements)
-        existing = _candidates(conn, ns, kind, want.keys, want.subjects, want.anchors)
+        existing = _candidates(conn, ns, kind, want)
         changed = merge(statements, existing.values())
         _save(conn, ns, kind, changed, at_us)
     conn.execute(
@@ -268,7 +266,7 @@ def rank(conn: sqlite3.Connection, flt: MetaFilter, query: str | None, mode: Fet
     match = fts_query(query) if mode is not FetchMode.VECTOR else None
     if match is not None:
         for bid, r in conn.execute(
-            "SELECT b.bid, bm25(beliefs_fts) FROM beliefs_fts JOIN beliefs b ON b.bid = beliefs_fts.rowid "
+            "SELECT b.bid, bm25(beliefs_fts) FROM beliefs_fts CROSS JOIN beliefs b ON b.bid = beliefs_fts.rowid "
             f"WHERE beliefs_fts MATCH ? AND {where.sql}",
             (match, *where.params),
         ):

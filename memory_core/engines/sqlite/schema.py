@@ -144,8 +144,10 @@ CREATE TABLE belief_anchors (
     ns        TEXT NOT NULL,
     from_kind TEXT NOT NULL,
     anchor    TEXT NOT NULL,
+    first_seq INTEGER NOT NULL,
+    key       TEXT NOT NULL,
     bid       INTEGER NOT NULL,
-    PRIMARY KEY (ns, from_kind, anchor, bid)
+    PRIMARY KEY (ns, from_kind, anchor, first_seq, key)
 ) WITHOUT ROWID;
 CREATE INDEX belief_anchors_bid ON belief_anchors(bid);
 

@@ -16,14 +16,12 @@ recency combined). Ties keep write order. A ``refers_to`` hint then moves hits o
 first, order kept inside each group (``TimeHint.rank``, reference §1.3).
 
 Vectors are the reference embedding (``memory_core.scoring.embed``), computed once when an item is indexed and
-stored as float32 blobs; ``VectorCache`` keeps a process-local copy, appended as rows are indexed (a row's
-vector never changes, and seqs are never reused).
+stored as float32 blobs (``index.ItemIndex`` keeps a process-local copy).
 """
 
 from __future__ import annotations
 
 import sqlite3
-import threading
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -35,9 +33,8 @@ import numpy as np
 import numpy.typing as npt
 
 from memory_core.query import FetchMode, TimeHint
-from memory_core.scoring import EMBED_DIM, VECTOR_THRESHOLD, embed, tokenize
+from memory_core.scoring import VECTOR_THRESHOLD, embed, tokenize
 
-from .filters import Where
 from .rows import to_us
 
 __all__ = [
@@ -45,10 +42,10 @@ __all__ = [
     "RECENCY_HALF_LIFE_DAYS",
     "RECENCY_WEIGHT",
     "Candidates",
-    "VectorCache",
+    "align",
+    "fts_matches",
     "fts_query",
     "hint_window",
-    "item_candidates",
     "order",
     "score",
 ]
@@ -109,11 +106,10 @@ class Candidates:
         when_us: IntArray,
         confidence: FloatArray,
         vectors: npt.NDArray[np.float32] | None,
-        lexical: dict[int, float],
+        matches: tuple[IntArray, FloatArray],
     ) -> Candidates:
-        """Candidates from parallel arrays plus the FTS5 matches as ``{key: -bm25}``."""
-        lex = np.fromiter((lexical.get(int(k), 0.0) for k in keys), dtype=np.float64, count=len(keys))
-        matched = np.fromiter((int(k) in lexical for k in keys), dtype=bool, count=len(keys))
+        """Candidates from parallel arrays plus the FTS5 matches (``fts_matches``)."""
+        lex, matched = align(keys, *matches)
         return cls(keys, when_us, confidence, vectors, np.maximum(lex, 0.0), matched)
 
 
@@ -167,110 +163,22 @@ def order(
     return out
 
 
-class VectorCache:
-    """A process-local copy of the items' vectors and ranking columns, keyed by ``seq``.
-
-    Rows are appended in seq order up to the lowest still-pending seq, so every indexed row at or below the
-    loaded bound is present. Deleted rows stay (harmless: ranking only asks for seqs that passed the filter).
-    A changed ``meta.instance`` (the file was replaced) empties it.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._instance: str | None = None
-        self._reset()
-
-    def _reset(self) -> None:
-        self.upto = 0
-        self.seqs: IntArray = np.zeros(0, dtype=np.int64)
-        self.vectors: npt.NDArray[np.float32] = np.zeros((0, EMBED_DIM), dtype=np.float32)
-        self.when_us: IntArray = np.zeros(0, dtype=np.int64)
-        self.confidence: FloatArray = np.zeros(0)
-
-    def refresh(self, conn: sqlite3.Connection) -> None:
-        """Load rows indexed since the last refresh (call inside the read's snapshot)."""
-        instance = conn.execute("SELECT value FROM meta WHERE key = 'instance'").fetchone()
-        bound_row = conn.execute(
-            "SELECT coalesce((SELECT min(seq) - 1 FROM pending), (SELECT max(seq) FROM items), 0)"
-        ).fetchone()
-        bound = int(bound_row[0] or 0)
-        with self._lock:
-            if instance is None or instance[0] != self._instance:
-                self._reset()
-                self._instance = instance[0] if instance else None
-            if bound <= self.upto:
-                return
-            rows = conn.execute(
-                "SELECT seq, vec, coalesce(observed_at, stored_at), coalesce(confidence, 0.5) FROM items "
-                "WHERE seq > ? AND seq <= ? AND vec IS NOT NULL ORDER BY seq",
-                (self.upto, bound),
-            ).fetchall()
-            if rows:
-                seqs = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-                vecs = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").reshape(len(rows), EMBED_DIM)
-                self.seqs = np.concatenate([self.seqs, seqs])
-                self.vectors = np.concatenate([self.vectors, vecs])
-                self.when_us = np.concatenate(
-                    [self.when_us, np.fromiter((r[2] for r in rows), dtype=np.int64, count=len(rows))]
-                )
-                self.confidence = np.concatenate(
-                    [self.confidence, np.fromiter((r[3] for r in rows), dtype=np.float64, count=len(rows))]
-                )
-            self.upto = bound
-
-    def take(self, keys: IntArray, conn: sqlite3.Connection) -> tuple[npt.NDArray[np.float32], IntArray, FloatArray]:
-        """Vectors, times and confidences of ``keys`` (indexed rows); rows past the loaded bound come from ``conn``."""
-        with self._lock:
-            seqs, vecs, when, conf = self.seqs, self.vectors, self.when_us, self.confidence
-        if len(seqs) == 0:
-            pos = np.zeros(len(keys), dtype=np.int64)
-            found = np.zeros(len(keys), dtype=bool)
-        else:
-            pos = np.minimum(np.searchsorted(seqs, keys), len(seqs) - 1)
-            found = seqs[pos] == keys
-        if found.all():
-            return vecs[pos], when[pos], conf[pos]
-        out_v = np.zeros((len(keys), EMBED_DIM), dtype=np.float32)
-        out_w = np.zeros(len(keys), dtype=np.int64)
-        out_c = np.full(len(keys), 0.5)
-        out_v[found], out_w[found], out_c[found] = vecs[pos[found]], when[pos[found]], conf[pos[found]]
-        missing = [int(k) for k in keys[~found]]
-        extra: dict[int, tuple[bytes, int, float]] = {}
-        for start in range(0, len(missing), 500):
-            chunk = missing[start : start + 500]
-            marks = ", ".join("?" for _ in chunk)
-            for seq, vec, at, c in conn.execute(
-                f"SELECT seq, vec, coalesce(observed_at, stored_at), coalesce(confidence, 0.5) FROM items "
-                f"WHERE seq IN ({marks}) AND vec IS NOT NULL",
-                chunk,
-            ):
-                extra[int(seq)] = (vec, int(at), float(c))
-        for i in np.flatnonzero(~found):
-            row = extra.get(int(keys[i]))
-            if row is not None:
-                out_v[i] = np.frombuffer(row[0], dtype="<f4")
-                out_w[i], out_c[i] = row[1], row[2]
-        return out_v, out_w, out_c
+def fts_matches(conn: sqlite3.Connection, table: str, query: str) -> tuple[IntArray, FloatArray]:
+    """Rows of FTS5 ``table`` matching a word of ``query``: keys ascending and their ``-bm25()`` (higher is better)."""
+    match = fts_query(query)
+    if match is None:
+        return np.zeros(0, dtype=np.int64), np.zeros(0)
+    rows = conn.execute(f"SELECT rowid, bm25({table}) FROM {table} WHERE {table} MATCH ? ORDER BY rowid", (match,))
+    pairs = rows.fetchall()
+    keys = np.fromiter((p[0] for p in pairs), dtype=np.int64, count=len(pairs))
+    values = np.fromiter((-p[1] for p in pairs), dtype=np.float64, count=len(pairs))
+    return keys, values
 
 
-def item_candidates(
-    conn: sqlite3.Connection, cache: VectorCache, where: Where, query: str, mode: FetchMode
-) -> Candidates:
-    """The filtered items with their ranking data (the cache must be refreshed in this snapshot)."""
-    match = fts_query(query) if mode is not FetchMode.VECTOR else None
-    lexical: dict[int, float] = {}
-    if match is not None:
-        for seq, rank in conn.execute(
-            "SELECT i.seq, bm25(items_fts) FROM items_fts JOIN items i ON i.seq = items_fts.rowid "
-            f"WHERE items_fts MATCH ? AND {where.sql}",
-            (match, *where.params),
-        ):
-            lexical[int(seq)] = -float(rank)
-    if mode is FetchMode.KEYWORD:
-        keys = np.fromiter(sorted(lexical), dtype=np.int64, count=len(lexical))
-        _, when, conf = cache.take(keys, conn)
-        return Candidates.build(keys, when, conf, None, lexical)
-    seqs = [r[0] for r in conn.execute(f"SELECT i.seq FROM items i WHERE {where.sql}", where.params)]
-    keys = np.sort(np.fromiter(seqs, dtype=np.int64, count=len(seqs)))
-    vectors, when, conf = cache.take(keys, conn)
-    return Candidates.build(keys, when, conf, vectors, lexical)
+def align(keys: IntArray, match_keys: IntArray, match_values: FloatArray) -> tuple[FloatArray, npt.NDArray[np.bool_]]:
+    """The match values of ``keys`` (0 where unmatched) and which keys matched; both key arrays ascending."""
+    if len(match_keys) == 0 or len(keys) == 0:
+        return np.zeros(len(keys)), np.zeros(len(keys), dtype=bool)
+    pos = np.minimum(np.searchsorted(match_keys, keys), len(match_keys) - 1)
+    matched = match_keys[pos] == keys
+    return np.where(matched, match_values[pos], 0.0), matched

@@ -1,0 +1,20 @@
+"""``memory-core beat``: the periodic scheduler (``beat_schedule.py``). Run exactly ONE.
+
+Two beats send every tick twice (celery/celery#2856). The schedule state lives in ``var_dir``.
+"""
+
+from __future__ import annotations
+
+from memory_core.cli import app
+from memory_core.cli._celery import BrokerOption, LoglevelOption, celery_app, use_options
+from memory_core.cli._common import EngineOption
+
+__all__ = ["beat"]
+
+
+@app.command()
+def beat(loglevel: LoglevelOption = "info", engine: EngineOption = None, broker: BrokerOption = None) -> None:
+    """Run celery beat: build-due and outbox-drain ticks (see beat_schedule.py). Run exactly one."""
+    use_options(engine, broker)
+    celery = celery_app()
+    celery.start(["beat", f"--loglevel={loglevel}", f"--schedule={celery.conf.beat_schedule_filename}"])

@@ -1,0 +1,149 @@
+"""Opening the SQLite engine on bad paths: corrupt, foreign, newer, read-only files; malformed URLs."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from memory_core import ConfigError, Conflict, Document, EngineUnavailable, ListRequest, MemoryMeta
+from memory_core.engines import open_engine
+from memory_core.engines.sqlite import SQLiteEngine
+from memory_core.engines.sqlite.schema import SCHEMA_VERSION
+
+
+def _fingerprint(path: Path) -> tuple[bytes, int]:
+    return path.read_bytes(), path.stat().st_mtime_ns
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"this is a text file, not a database\n" * 20, b"SQLite format 3\x00" + b"\xff" * 4000],
+    ids=["not-sqlite", "corrupt-sqlite"],
+)
+def test_a_file_that_is_not_a_usable_database_is_refused_and_left_untouched(tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / "memory.db"
+    path.write_bytes(content)
+    before = _fingerprint(path)
+    with pytest.raises(EngineUnavailable, match=str(path)):
+        open_engine(f"sqlite:///{path}")
+    assert _fingerprint(path) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["memory.db"]
+
+
+def test_a_directory_at_the_path_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "memory.db").mkdir()
+    with pytest.raises(EngineUnavailable, match="not a file"):
+        SQLiteEngine(tmp_path / "memory.db")
+
+
+def test_a_missing_folder_is_created(tmp_path: Path) -> None:
+    with SQLiteEngine(tmp_path / "x" / "y" / "memory.db") as engine:
+        engine.store(Document.of("hello", MemoryMeta()))
+    assert (tmp_path / "x" / "y" / "memory.db").is_file()
+
+
+def test_a_schema_from_a_newer_version_is_refused_not_downgraded(tmp_path: Path) -> None:
+    path = tmp_path / "memory.db"
+    with SQLiteEngine(path) as engine:
+        engine.store(Document.of("kept", MemoryMeta()))
+    conn = sqlite3.connect(path)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    conn.commit()
+    conn.close()
+    before = _fingerprint(path)
+    with pytest.raises(Conflict, match=f"schema version {SCHEMA_VERSION + 1}"):
+        SQLiteEngine(path)
+    assert _fingerprint(path) == before
+
+
+def test_another_applications_database_is_refused_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "memory.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE invoices (id INTEGER PRIMARY KEY, total REAL)")
+    conn.commit()
+    conn.close()
+    before = _fingerprint(path)
+    with pytest.raises(Conflict, match="another application"):
+        SQLiteEngine(path)
+    assert _fingerprint(path) == before
+
+
+def test_reopening_keeps_what_was_stored(tmp_path: Path) -> None:
+    path = tmp_path / "memory.db"
+    item = Document.of("persisted", MemoryMeta())
+    with SQLiteEngine(path) as engine:
+        engine.store(item)
+    with SQLiteEngine(path) as engine:
+        assert [h.id for h in engine.list(ListRequest()).items] == [item.id]
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "sqlite://host/memory.db",
+        "sqlite:///",
+        "sqlite:///:memory:",
+        "sqlite:///x.db?wal=1",
+        "sqlite:///x.db?synchronous=off",
+    ],
+)
+def test_malformed_urls_are_config_errors(url: str) -> None:
+    with pytest.raises(ConfigError):
+        open_engine(url)
+
+
+def _open_as_unprivileged(path: Path) -> str:
+    """The error opening ``path`` as a user who cannot write it: ``nobody`` in a forked child when run as root
+    (root writes through permission bits), else this process. Only the message crosses back, as text."""
+    if os.geteuid() != 0:
+        with pytest.raises(ConfigError) as caught:
+            SQLiteEngine(path)
+        return str(caught.value)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child
+        code = 1
+        try:
+            os.setgid(65534)
+            os.setuid(65534)
+            SQLiteEngine(path)
+            message = "opened a read-only database without complaint"
+        except ConfigError as exc:
+            message, code = str(exc), 0
+        except BaseException as exc:
+            message = f"{type(exc).__name__}: {exc}"
+        os.write(write, message.encode())
+        os._exit(code)
+    os.close(write)
+    with os.fdopen(read) as fh:
+        message = fh.read()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, message
+    return message
+
+
+@pytest.fixture
+def shared_dir() -> Path:
+    folder = Path(tempfile.mkdtemp(prefix="memcore-ro-"))
+    folder.chmod(0o755)
+    return folder
+
+
+def test_a_read_only_file_is_a_clear_error(shared_dir: Path) -> None:
+    path = shared_dir / "memory.db"
+    with SQLiteEngine(path):
+        pass
+    shared_dir.chmod(0o777)
+    path.chmod(0o444)
+    assert "read-only" in _open_as_unprivileged(path)
+
+
+def test_a_read_only_folder_is_a_clear_error(shared_dir: Path) -> None:
+    folder = shared_dir / "locked"
+    folder.mkdir()
+    folder.chmod(0o555)
+    assert "read-only" in _open_as_unprivileged(folder / "memory.db")

@@ -1,0 +1,297 @@
+"""The job flow end to end: real Redis, real worker subprocesses, the SQLite engine shared with the host."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from flowkit import Flow, Proc, Spawn, celery_worker_argv, wait_until
+
+from memory_core.engines.sqlite import SQLiteEngine
+from memory_core.lifecycle.agent import AgentMemory
+from memory_core.lifecycle.documents import BrainDocument
+from memory_core.lifecycle.jobs import BuildBeliefs, IngestBrain
+from memory_core.lifecycle.layout import MemoryLayout
+from memory_core.lifecycle.runner import BackgroundRunner
+from memory_core.namespace import Reach
+from workers.queue import JobQueue
+from workers.stores import open_coordination, open_dead_letters
+
+pytestmark = [pytest.mark.redis, pytest.mark.slow]
+
+LAYOUT = MemoryLayout()
+TURNS = (
+    "I live in Lisbon and I work as a marine biologist.",
+    "I love hiking in the Alps every summer.",
+    "My sister Ana is getting married in June.",
+)
+
+
+def beliefs(engine: SQLiteEngine, agent: str) -> list[tuple[str, str, tuple[str, ...]]]:
+    """(id, text, evidence) of the beliefs at an agent's node, sorted."""
+    hits = engine.beliefs({"reach": Reach.exact(LAYOUT.conversations(agent)).to_dict(), "limit": 100})
+    return sorted((h.id, h.text, tuple(sorted(h.derived_from))) for h in hits)
+
+
+def converse(engine: SQLiteEngine, agent: str, every: int = 0) -> AgentMemory:
+    """Log TURNS for ``agent`` through pre_turn/post_turn; jobs are left to the caller."""
+    mem = AgentMemory(engine, LAYOUT, agent).with_policy({"build_beliefs_every": every})
+    for i, text in enumerate(TURNS):
+        mem.pre_turn({"thread_id": "t1", "turn_index": i, "user_text": text})
+        mem.post_turn({"thread_id": "t1", "turn_index": i, "assistant_text": "Noted."})
+    return mem
+
+
+def undisturbed(flow: Flow, tmp_path: Path, job: BuildBeliefs, agent: str) -> list[tuple[str, str, tuple[str, ...]]]:
+    """The beliefs the same job gives on a copy of the database, run in-process without interruption."""
+    copy = tmp_path / "control.db"
+    src, dst = sqlite3.connect(flow.db_path), sqlite3.connect(copy)
+    src.backup(dst)
+    src.close()
+    dst.close()
+    control = SQLiteEngine(copy)
+    BackgroundRunner(control, LAYOUT).run(job)
+    out = beliefs(control, agent)
+    control.close()
+    return out
+
+
+def done(flow: Flow, *job_ids: str, **extra: Any) -> bool:
+    coordination = open_coordination(flow.settings(**extra))
+    try:
+        return all(coordination.is_done(j) for j in job_ids)
+    finally:
+        coordination.close()
+
+
+def dedicated(flow: Flow, tag: str) -> dict[str, str]:
+    """Queue names no other worker of the session consumes."""
+    return {f"queue_{q}": f"{flow.uid}-{tag}-{q}" for q in ("beliefs", "ingest", "maintenance")}
+
+
+# ---------------------------------------------------------------------------------------------------------
+def test_a_post_turn_job_runs_on_a_worker_and_its_beliefs_reach_the_next_pack(flow: Flow, session_worker: Proc) -> None:
+    engine = SQLiteEngine(flow.db_path)
+    queue = JobQueue(flow.settings())
+    mem = AgentMemory(engine, LAYOUT, "alice-e2e").with_policy({"build_beliefs_every": 2})
+    ids: list[str] = []
+    for i, text in enumerate(TURNS[:2]):
+        mem.pre_turn({"thread_id": "t1", "turn_index": i, "user_text": text})
+        report = mem.post_turn({"thread_id": "t1", "turn_index": i, "assistant_text": "Noted."})
+        ids += [queue.submit(job) for job in report.jobs]
+    assert len(ids) == 1  # turn index 1 completes the period of 2
+
+    wait_until(lambda: done(flow, *ids), 30, what="the build job")
+    found = beliefs(engine, "alice-e2e")
+    assert any("Lisbon" in text for _, text, _ in found)
+
+    pack = mem.pre_turn({"thread_id": "t2", "turn_index": 0, "user_text": "Where do I live?"}).pack
+    learnings = pack.markdown.split("## Learnings", 1)[1].split("\n## ", 1)[0]
+    assert any(text in learnings for _, text, _ in found)
+    queue.close()
+    engine.close()
+
+
+def test_100_triggers_for_one_scope_give_at_most_two_builds_never_two_at_once(flow: Flow, session_worker: Proc) -> None:
+    engine = SQLiteEngine(flow.db_path)
+    mem = converse(engine, "bob-burst")
+    queue = JobQueue(flow.settings())
+    client = flow.client()
+    hold = f"{flow.prefix}:probe:hold"
+    client.set(hold, "1")  # builds wait while the burst arrives: a build longer than the burst
+    try:
+        ids = [queue.submit(mem.history_build()) for _ in range(100)]
+        wait_until(
+            lambda: any(e["ns"] == "agent:bob-burst" and e["event"] == "start" for e in flow.events()),
+            30,
+            what="the first build to start",
+        )
+    finally:
+        client.delete(hold)
+    wait_until(lambda: done(flow, *set(ids)), 60, what="every trigger's job")
+
+    events = sorted((e for e in flow.events() if e["ns"] == "agent:bob-burst"), key=lambda e: e["t"])
+    starts = [e for e in events if e["event"] == "start"]
+    assert 1 <= len(starts) <= 2, events
+    running = 0
+    for event in events:
+        running += 1 if event["event"] == "start" else -1
+        assert running <= 1, f"two builds of one scope at once: {events}"
+    assert running == 0
+    assert beliefs(engine, "bob-burst")
+    queue.close()
+    engine.close()
+
+
+def test_poison_payloads_are_dead_lettered_the_worker_keeps_serving_and_requeue_works(
+    flow: Flow, session_worker: Proc
+) -> None:
+    from typer.testing import CliRunner
+
+    from memory_core.cli import load_commands
+
+    settings = flow.settings()
+    engine = SQLiteEngine(flow.db_path)
+    queue = JobQueue(settings)
+    client = flow.client()
+    letters = open_dead_letters(settings)
+    before = letters.count()
+
+    client.lpush(settings.queue_ingest, "this is not json at all")  # raw garbage straight into the queue list
+    client.lpush(settings.queue_ingest, json.dumps([1, 2, 3]))  # JSON, but not a message
+    malformed = queue.app.send_task(  # a message whose job is malformed (documents must not be empty)
+        "memory.ingest_brain", args=({"job": "ingest_brain", "documents": []},), queue=settings.queue_ingest
+    ).id
+    doc = BrainDocument.new("web", "Poison tests prefer Redis lists.", title="poison-ok")
+    misrouted = queue.app.send_task(  # a valid job sent to the wrong task: dead-lettered, then requeued
+        "memory.build_beliefs", args=(IngestBrain(documents=(doc,)).to_dict(),), queue=settings.queue_beliefs
+    ).id
+    good = queue.submit(IngestBrain(documents=(BrainDocument.new("web", "The worker still serves.", title="after"),)))
+
+    wait_until(lambda: done(flow, good, malformed, misrouted), 30, what="the good job and the poisoned ones")
+    assert session_worker.alive()
+    wait_until(lambda: letters.count() >= before + 4, 10, what="four dead letters")
+    by_id = {letter.id: letter for letter in letters.list(200)}
+    assert by_id[malformed].error == "InvalidRequest" and by_id[malformed].attempts == 1
+    assert by_id[misrouted].error == "InvalidRequest"
+    raw = [letter for letter in by_id.values() if letter.error == "MalformedMessage"]
+    assert "this is not json at all" in [letter.payload for letter in raw]
+    assert [1, 2, 3] in [letter.payload for letter in raw]
+
+    runner = CliRunner()
+    app = load_commands()
+    env = flow.env()
+    listed = runner.invoke(app, ["dead-letters", "list", "--limit", "200"], env=env)
+    assert listed.exit_code == 0 and misrouted[:8] in listed.output
+    shown = runner.invoke(app, ["dead-letters", "show", misrouted], env=env)
+    assert shown.exit_code == 0 and json.loads(shown.output)["payload"]["job"] == "ingest_brain"
+    cannot = runner.invoke(app, ["dead-letters", "requeue", malformed], env=env)
+    assert cannot.exit_code == 1  # its payload is not a job
+
+    requeued = runner.invoke(app, ["dead-letters", "requeue", misrouted], env=env)
+    assert requeued.exit_code == 0, requeued.output
+    wait_until(lambda: done(flow, misrouted), 30, what="the requeued job")
+    stored = engine.list({"filter": {"reach": Reach.subtree(LAYOUT.brain("web")).to_dict()}, "limit": 200})
+    assert "Poison tests prefer Redis lists." in " ".join(h.text for h in stored.items)
+    with pytest.raises(Exception, match="no dead letter"):
+        letters.get(misrouted)
+
+    purged = runner.invoke(app, ["dead-letters", "purge", "--yes"], env=env)
+    assert purged.exit_code == 0 and letters.count() == 0
+    queue.close()
+    engine.close()
+
+
+def _frozen_pid(flow: Flow) -> int:
+    return int(wait_until(lambda: flow.client().lpop(f"{flow.prefix}:probe:frozen"), 30, what="the frozen build"))
+
+
+def test_kill9_of_the_pool_child_mid_build_requeues_at_once_and_gives_the_undisturbed_beliefs(
+    flow: Flow, spawn: Spawn, tmp_path: Path
+) -> None:
+    queues = dedicated(flow, "child")
+    engine = SQLiteEngine(flow.db_path)
+    mem = converse(engine, "carol-child")
+    expected = undisturbed(flow, tmp_path, mem.history_build(), "carol-child")
+    assert expected
+    worker = spawn("victim-child", celery_worker_argv(flow, "victim-child", queues=queues["queue_beliefs"]), **queues)
+    flow.client().set(f"{flow.prefix}:probe:freeze", "1")
+    queue = JobQueue(flow.settings(**queues))
+    job_id = queue.submit(mem.history_build())
+
+    pid = _frozen_pid(flow)
+    assert pid in worker.children()  # a pool child, in the middle of consolidate
+    os.kill(pid, signal.SIGKILL)  # task_reject_on_worker_lost: requeued at once, not after the timeout
+
+    wait_until(lambda: done(flow, job_id), 40, what="the requeued build")
+    assert worker.alive()
+    assert beliefs(engine, "carol-child") == expected
+    attempts = flow.client().get(f"{flow.prefix}:job:{job_id}:attempts")
+    assert attempts == "2"
+    queue.close()
+    engine.close()
+
+
+def test_kill9_of_the_whole_worker_mid_build_redelivers_after_the_visibility_timeout(
+    flow: Flow, spawn: Spawn, tmp_path: Path
+) -> None:
+    queues = dedicated(flow, "main")
+    engine = SQLiteEngine(flow.db_path)
+    mem = converse(engine, "dora-main")
+    expected = undisturbed(flow, tmp_path, mem.history_build(), "dora-main")
+    victim = spawn("victim-main", celery_worker_argv(flow, "victim-main", queues=queues["queue_beliefs"]), **queues)
+    flow.client().set(f"{flow.prefix}:probe:freeze", "1")
+    queue = JobQueue(flow.settings(**queues))
+    job_id = queue.submit(mem.history_build())
+
+    _frozen_pid(flow)
+    victim.kill9()  # main process and children: nobody rejects the message; it stays in Redis's unacked hash
+    unacked = flow.client().hvals("unacked")
+    assert any(job_id in raw for raw in unacked)
+    assert not done(flow, job_id)
+
+    spawn("rescuer", celery_worker_argv(flow, "rescuer", queues=queues["queue_beliefs"]), **queues)
+    wait_until(lambda: done(flow, job_id), 60, what="the redelivered build")
+    assert beliefs(engine, "dora-main") == expected
+    queue.close()
+    engine.close()
+
+
+def test_broker_down_during_submit_parks_the_job_and_it_runs_after_redis_returns(
+    flow: Flow, spawn: Spawn, redis_server: Any, tmp_path: Path
+) -> None:
+    server = redis_server()
+    engine_url = flow.fields["engine"].replace(str(flow.db_path), str(tmp_path / "m.db"))
+    fields = {"broker_url": server.url, "var_dir": str(tmp_path / "var"), "engine": engine_url}
+    queue = JobQueue(flow.settings(**fields))
+    engine = SQLiteEngine(tmp_path / "m.db")
+    source = LAYOUT.brain("outage")
+
+    def doc(title: str) -> IngestBrain:
+        return IngestBrain(documents=(BrainDocument.new("outage", f"{title} is kept in the brain.", title=title),))
+
+    def stored(title: str) -> bool:
+        page = engine.list({"filter": {"reach": Reach.subtree(source).to_dict()}, "limit": 200})
+        return any(title in h.text for h in page.items)
+
+    def built() -> bool:
+        return bool(engine.beliefs({"reach": Reach.subtree(source).to_dict()}))
+
+    # 1. Redis is down: submit raises nothing and parks the job; a worker started after Redis returns drains it
+    server.stop()
+    first = queue.submit(doc("parked-first"))
+    assert queue.outbox.waiting() == 1
+    server.start()
+    worker = spawn("after-outage", celery_worker_argv(flow, "after-outage"), **fields)
+    wait_until(lambda: stored("parked-first") and built(), 40, what="the parked job and its follow-up build")
+    assert done(flow, first, **fields)
+
+    # 2. Redis stops while a late-ack build is in flight: the worker survives and reconnects
+    client = flow.client()
+    client.set(f"{flow.prefix}:probe:hold", "1")
+    mark = time.time()
+    queue.submit(BuildBeliefs(request={"reach": Reach.subtree(source).to_dict()}))
+    wait_until(
+        lambda: any(e["ns"] == str(source) and e["t"] >= mark for e in flow.events()), 30, what="the held build"
+    )
+    server.stop()
+    client.delete(f"{flow.prefix}:probe:hold")
+
+    # 3. a job submitted while Redis is down is delivered by the next submit once it is back
+    second = queue.submit(doc("parked-second"))
+    assert queue.outbox.waiting() == 1
+    server.start()
+    time.sleep(1.2)  # past the submit circuit (0.5 s, doubled once): the next submit tries the broker again
+    third = queue.submit(doc("after-return"))  # drains the outbox first, then publishes its own job
+    assert queue.outbox.waiting() == 0
+    wait_until(lambda: stored("parked-second") and stored("after-return"), 60, what="both jobs to run")
+    assert done(flow, second, third, **fields)
+    assert worker.alive()
+    queue.close()
+    engine.close()
