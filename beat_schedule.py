@@ -6,8 +6,8 @@ task to its queue and letting each tick expire after one period.
 
 | entry | task | every | what it does |
 | --- | --- | --- | --- |
-| ``build-due`` | ``memory.build_due`` | ``build_due_interval_s`` | a BuildBeliefs for each scope written since its last build |
-| ``drain-outbox`` | ``memory.drain_outbox`` | ``outbox_drain_interval_s`` | publishes jobs a host parked while Redis was down |
+| ``build-due`` | ``memory.build_due`` | ``build_due_interval_s`` | a build per scope written since its last build |
+| ``drain-outbox`` | ``memory.drain_outbox`` | ``outbox_drain_interval_s`` | publishes parked jobs |
 
 Two beats send every tick twice (celery/celery#2856); the tasks tolerate it (a build is single flight per scope
 and coalesced, a drain claims each row once), but the README's rule stands: one beat.

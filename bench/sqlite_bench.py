@@ -104,6 +104,7 @@ def _pre_turn_rows(tmp: Path, quick: bool) -> list[Row]:
             base = _pre_turn_ms(reference, questions, max(5, calls // (size // 1000)))
         for q in (50, 99):
             value = percentile(ours, q)
+            baseline: float | None
             if base is not None:
                 baseline, name = percentile(base, q), "reference engine"
             else:

@@ -34,7 +34,7 @@ def turn(
             agent_id=name.lower(),
             observed_at=at,
             observed_actor=ObservedActor(id=f"user:{name.lower()}", name=name),
-            **meta,  # type: ignore[arg-type]
+            **meta,
         ),
     )
 

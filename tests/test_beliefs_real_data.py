@@ -6,10 +6,20 @@ import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from memory_core import BeliefsRequest, ConsolidateRequest, Document, MemoryMeta, Reach, SourceKind, SourceRef
+from memory_core import (
+    BeliefsRequest,
+    ConsolidateRequest,
+    Conversation,
+    Document,
+    MemoryMeta,
+    Reach,
+    SourceKind,
+    SourceRef,
+)
 from memory_core.engines.sqlite import SQLiteEngine
 from memory_core.eval.evidence import parse_evidence
 from memory_core.items import Role, Turn
@@ -23,7 +33,7 @@ BUILD = ConsolidateRequest(reach=Reach.subtree())
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not SHARED.exists(), reason="needs ../shared/data")]
 
 
-def _locomo() -> tuple[list[tuple[str, str, object]], list[dict[str, object]]]:
+def _locomo() -> tuple[list[tuple[str, str, Conversation]], list[dict[str, Any]]]:
     data = json.loads((SHARED / "locomo" / "locomo_dev.json").read_text())
     parsed = parse_locomo(data)
     rows = []
@@ -50,9 +60,9 @@ def locomo(
     engine = SQLiteEngine(tmp_path_factory.mktemp("locomo") / "memory.db", synchronous="normal")
     items = [item for _, _, item in rows]
     for start in range(0, len(items), 100):
-        engine.store_many(items[start : start + 100])  # type: ignore[arg-type]
+        engine.store_many(items[start : start + 100])
     engine.consolidate(BUILD)
-    refs = {item.id: (sample, ref) for sample, ref, item in rows}  # type: ignore[attr-defined]
+    refs = {item.id: (sample, ref) for sample, ref, item in rows}
     yield engine, refs, data
     engine.close()
 
@@ -84,7 +94,7 @@ def test_building_session_by_session_equals_building_once(locomo, tmp_path: Path
     first_sample = [item for sample, _, item in rows if sample == "conv-26"]
     with SQLiteEngine(tmp_path / "steps.db", synchronous="normal") as steps:
         for start in range(0, len(first_sample), 37):
-            steps.store_many(first_sample[start : start + 37])  # type: ignore[arg-type]
+            steps.store_many(first_sample[start : start + 37])
             steps.consolidate(BUILD)
         stepwise = {
             (h.id, h.text, h.confidence, h.derived_from)
@@ -92,7 +102,7 @@ def test_building_session_by_session_equals_building_once(locomo, tmp_path: Path
         }
     with SQLiteEngine(tmp_path / "once.db", synchronous="normal") as once:
         for start in range(0, len(first_sample), 100):
-            once.store_many(first_sample[start : start + 100])  # type: ignore[arg-type]
+            once.store_many(first_sample[start : start + 100])
         once.consolidate(BUILD)
         whole = {
             (h.id, h.text, h.confidence, h.derived_from)

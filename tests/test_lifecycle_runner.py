@@ -114,8 +114,8 @@ def test_the_runner_accepts_a_dict_json_text_and_bytes():
     ("raw", "field"),
     [
         ({"job": "reindex"}, "job"),
-        ('{"job": "build_beliefs"}', "build_beliefs.request"),
-        ({"job": "ingest_brain", "documents": []}, "ingest_brain.documents"),
+        ('{"job": "build_beliefs"}', "request"),
+        ({"job": "ingest_brain", "documents": []}, "documents"),
         (42, "job"),
     ],
 )

@@ -26,8 +26,8 @@ from memory_core import (
     Role,
     Turn,
 )
-from memory_core.engines.sqlite import SQLiteEngine
-from memory_core.engines.sqlite import beliefs_store
+from memory_core.beliefs import SourceItem, Statement, extract
+from memory_core.engines.sqlite import SQLiteEngine, beliefs_store
 
 ANN = Namespace.agent("ann")
 
@@ -41,7 +41,7 @@ def said(text: str, day: int = 8, month: int = 5, **meta: object) -> Conversatio
             thread_id="t1",
             observed_at=datetime(2023, month, day, 12, tzinfo=UTC),
             observed_actor=ObservedActor(id="user:ann", name="Ann"),
-            **meta,  # type: ignore[arg-type]
+            **meta,
         ),
     )
 
@@ -74,8 +74,12 @@ def test_a_build_reads_only_what_was_written_since_the_last(
     engine.store_many([said(f"I planted {n} tomato seedlings in the garden.", day=n) for n in range(1, 21)])
     engine.consolidate(BUILD)
     seen: list[int] = []
-    real = beliefs_store.extract
-    monkeypatch.setattr(beliefs_store, "extract", lambda items: seen.append(len(items)) or real(items))
+
+    def counting(items: list[SourceItem]) -> list[Statement]:
+        seen.append(len(items))
+        return extract(items)
+
+    monkeypatch.setattr(beliefs_store, "extract", counting)
     engine.store_many(
         [said("I bought a blue kayak for the lake.", day=25), said("I signed up for a pottery class.", day=26)]
     )
@@ -129,7 +133,7 @@ def test_without_a_query_the_most_confident_come_first(engine: SQLiteEngine) -> 
     engine.store_many([said("I love baking sourdough bread."), said("I love baking sourdough bread!", day=9)])
     engine.store(said("I'm planning a trip to Lisbon next month."))
     engine.consolidate(BUILD)
-    confidences = [h.confidence for h in engine.beliefs(BeliefsRequest(reach=Reach.subtree(), limit=10))]
+    confidences = [h.confidence or 0.0 for h in engine.beliefs(BeliefsRequest(reach=Reach.subtree(), limit=10))]
     assert confidences == sorted(confidences, reverse=True) and len(confidences) == 2
 
 

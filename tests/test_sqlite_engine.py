@@ -26,6 +26,7 @@ from memory_core import (
     TimeHint,
     Turn,
     WriteOptions,
+    scoring,
 )
 from memory_core.engines import open_engine
 from memory_core.engines.reference import ReferenceEngine
@@ -40,7 +41,7 @@ def engine(tmp_path: Path) -> Iterator[SQLiteEngine]:
 
 
 def doc(text: str, **meta: object) -> Document:
-    return Document.of(text, MemoryMeta(**meta))  # type: ignore[arg-type]
+    return Document.of(text, MemoryMeta(**meta))
 
 
 CORPUS = [
@@ -98,8 +99,13 @@ def test_item_vectors_are_stored_once_not_recomputed_per_read(
 ) -> None:
     engine.store_many([doc(text) for text in CORPUS])
     calls: list[str] = []
-    real = search_module.embed
-    monkeypatch.setattr(search_module, "embed", lambda text: calls.append(text) or real(text))
+    real = scoring.embed
+
+    def counting(text: str) -> list[float]:
+        calls.append(text)
+        return real(text)
+
+    monkeypatch.setattr(search_module, "embed", counting)
     for _ in range(3):
         engine.fetch(FetchRequest(query="refund window", mode=FetchMode.HYBRID, limit=3))
     assert calls == ["refund window"] * 3
@@ -108,9 +114,8 @@ def test_item_vectors_are_stored_once_not_recomputed_per_read(
 def test_store_many_is_one_transaction(engine: SQLiteEngine) -> None:
     items = [doc(f"batch item {i}") for i in range(3)]
     conn = sqlite3.connect(engine.path)
-    conn.execute(
-        f"CREATE TRIGGER boom BEFORE INSERT ON items WHEN NEW.id = '{items[2].id}' BEGIN SELECT RAISE(ABORT, 'boom'); END"
-    )
+    fail = "BEGIN SELECT RAISE(ABORT, 'boom'); END"
+    conn.execute(f"CREATE TRIGGER boom BEFORE INSERT ON items WHEN NEW.id = '{items[2].id}' {fail}")
     conn.commit()
     with pytest.raises(EngineError):
         engine.store_many(items)

@@ -12,18 +12,16 @@ from celery import Celery
 
 from memory_core.settings import Settings, get_settings
 from workers.config import celery_config
-from workers.transport import prepare
 
 __all__ = ["app", "create_app"]
 
 
 def create_app(settings: Settings) -> Celery:
-    """A worker-side Celery app for ``settings`` (server-less folders created when no broker URL is set).
+    """A worker-side Celery app for ``settings`` (the server-less folders are made when a worker or beat starts).
 
     Raises:
         ConfigError: time settings that break ``workers.config.check_timeouts``.
     """
-    prepare(settings)
     celery = Celery("memory-core", include=["workers.tasks"])
     celery.conf.update(celery_config(settings))
     return celery

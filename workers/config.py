@@ -6,9 +6,9 @@ reliability item has its reason next to it; the sources are ``../shared/referenc
 
 | setting | value | why |
 | --- | --- | --- |
-| ``task_serializer``, ``result_serializer``, ``event_serializer`` | ``json`` | nothing crossing a process is pickled [1.10] |
-| ``accept_content``, ``result_accept_content`` | ``["json"]`` | a pickle payload is code execution [1.10, CVE-2021-23727] |
-| ``task_acks_late`` + ``task_reject_on_worker_lost`` | on | at-least-once: a killed child's message is requeued [1.1, 1.2] |
+| ``task_serializer``, ``result_serializer``, ``event_serializer`` | ``json`` | nothing crossing a process is pickled |
+| ``accept_content``, ``result_accept_content`` | ``["json"]`` | pickle is code execution [1.10, CVE-2021-23727] |
+| ``task_acks_late`` + ``task_reject_on_worker_lost`` | on | at-least-once; a killed child's job is requeued [1.2] |
 | ``worker_prefetch_multiplier`` | 1 | builds are long; no message waits behind one [1.4] |
 | ``visibility_timeout`` (broker, result backend, top level) | one value | the three must agree [1.5] |
 | ``task_time_limit`` > ``task_soft_time_limit`` | from settings | soft < hard < visibility timeout [1.6] |
@@ -142,7 +142,7 @@ def check_timeouts(settings: Settings) -> None:
 
 
 def restore_sweep(period_s: int) -> tuple[int, int]:
-    """kombu's ``(unacked_restore_interval, unacked_restore_throttle)`` for a sweep every ``period_s`` seconds.
+    """The kombu ``(unacked_restore_interval, unacked_restore_throttle)`` for a sweep every ``period_s`` seconds.
 
     kombu calls the restore every ``interval`` seconds and scans Redis on every ``throttle``-th call, so the
     effective period is their product (kombu 5.7 ``transport/redis.py``; before kombu#2558 it was fixed at

@@ -9,7 +9,7 @@ stamp and a worker's build start compare without clock skew.
 | --- | --- | --- |
 | pending mark per (engine, job) | ``claim_pending``, ``clear_pending`` | triggers while a build is queued collapse |
 | scope gate: lock + dirty + built | ``gate_enter/extend/leave/abort`` | single flight per scope, one follow-up |
-| per-job marks | ``count_attempt``, ``add_progress``, ``progress``, ``mark_done``, ``is_done`` | attempts across redeliveries, resumable scopes, twin drop |
+| per-job marks | ``count_attempt``, ``add_progress``, ``mark_done``, … | attempts, resumable scopes, twin drop |
 
 Every failure to reach the store raises ``EngineUnavailable`` (retryable), like an engine outage.
 """

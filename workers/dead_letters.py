@@ -143,7 +143,7 @@ class RedisDeadLetters(DeadLetterStore):
         max_kept: ``Settings.dead_letter_max``.
     """
 
-    def __init__(self, client: redis.Redis, prefix: str, max_kept: int) -> None:
+    def __init__(self, client: redis.Redis[str], prefix: str, max_kept: int) -> None:
         self.client = client
         self.index = f"{prefix}:dead"
         self.max_kept = max_kept
@@ -165,9 +165,9 @@ class RedisDeadLetters(DeadLetterStore):
             pipe.set(self._item(letter.id), letter.to_json())
             pipe.zadd(self.index, {letter.id: letter.at.timestamp()})
             pipe.execute()
-            extra = cast(int, self.client.zcard(self.index)) - self.max_kept
+            extra = self.client.zcard(self.index) - self.max_kept
             if extra > 0:
-                for member, _ in cast(list[tuple[str, float]], self.client.zpopmin(self.index, extra)):
+                for member, _ in self.client.zpopmin(self.index, extra):
                     self.client.delete(self._item(member))
 
         self._call(write)
@@ -203,7 +203,7 @@ class RedisDeadLetters(DeadLetterStore):
         """See ``DeadLetterStore.purge``."""
 
         def drop_all() -> int:
-            ids = cast(list[str], self.client.zrange(self.index, 0, -1))
+            ids = self.client.zrange(self.index, 0, -1)
             pipe = self.client.pipeline(transaction=True)
             for i in ids:
                 pipe.delete(self._item(i))

@@ -104,7 +104,7 @@ class Outbox:
             raise
 
     def put(self, entry: OutboxEntry) -> None:
-        """Park a job, durably (the transaction is committed with ``synchronous=FULL``); an id parked twice is kept once.
+        """Park a job durably (committed with ``synchronous=FULL``); an id parked twice is kept once.
 
         Raises:
             EngineUnavailable: the file cannot be written.

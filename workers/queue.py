@@ -8,7 +8,8 @@ submit(job) ─► [outbox not empty?] drain ─► BuildBeliefs: pending mark (
 * The task's argument is the job's JSON object; nothing is pickled. A ``BuildBeliefs`` also carries
   ``triggered_us`` (the store-clock stamp single flight compares with a build's start) and ``pending`` (the
   mark the worker clears when it starts).
-* Identical ``BuildBeliefs`` while one is still queued return that job's id instead of queueing another.
+* Identical ``BuildBeliefs`` while one is still queued return that job's id instead of queueing another
+  (for at most ``pending_ttl_s``).
 * The publish is bounded by ``Settings.publish_timeout_s`` (socket timeouts, no reconnect loop, no publish
   retries: celery#4556). A failure parks the job in the outbox and opens a short circuit (0.5 s doubling to
   15 s) during which submits go straight to the outbox, so a blackholed Redis costs one timeout, not one per
@@ -39,6 +40,7 @@ from workers.coordination import Coordination
 from workers.locks import engine_key, pending_key
 from workers.outbox import Outbox, OutboxEntry
 from workers.stores import open_coordination, open_outbox
+from workers.transport import prepare
 
 __all__ = ["BROKER_ERRORS", "DrainReport", "JobQueue", "describe", "describe_reach", "new_job_id", "task_of"]
 
@@ -118,6 +120,7 @@ class JobQueue:
         outbox: Outbox | None = None,
     ) -> None:
         self.settings = settings or get_settings()
+        prepare(self.settings)
         self.app = Celery("memory-core-host", set_as_current=False)
         self.app.conf.update(host_config(self.settings))
         self.coordination = coordination or open_coordination(self.settings, self.settings.publish_timeout_s)
@@ -198,6 +201,15 @@ class JobQueue:
         self.coordination.close()
         self.outbox.close()
 
+    @property
+    def pending_ttl_s(self) -> int:
+        """How long a queued build absorbs identical triggers: ``min(visibility timeout, build_due_interval_s)``.
+
+        Short on purpose: if a queued job is lost (a server-less worker killed, a Redis without persistence),
+        its mark expires within one beat period and the next build-due tick queues the scope again.
+        """
+        return max(1, int(min(self.settings.visibility_timeout_s, self.settings.build_due_interval_s)))
+
     # internals -----------------------------------------------------------------------------------------
     def _publish(self, job: BuildBeliefs | IngestBrain, job_id: str) -> str:
         task = task_of(job)
@@ -205,7 +217,7 @@ class JobQueue:
         key = None
         if isinstance(job, BuildBeliefs):
             key = pending_key(self.engine, job)
-            pending = self.coordination.claim_pending(key, job_id, self.settings.visibility_timeout_s)
+            pending = self.coordination.claim_pending(key, job_id, self.pending_ttl_s)
             if not pending.fresh:
                 return pending.job_id
             kwargs = {"triggered_us": pending.stamp_us, "pending": key}

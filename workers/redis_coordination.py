@@ -108,7 +108,7 @@ return 0
 """
 
 
-def redis_client(url: str, timeout_s: float, health_check_s: int) -> redis.Redis:
+def redis_client(url: str, timeout_s: float, health_check_s: int) -> redis.Redis[str]:
     """A decoding Redis client with connect/read timeouts and health checks (redis-py#775, #1140)."""
     return redis.Redis.from_url(
         url,
@@ -128,7 +128,7 @@ class RedisCoordination(Coordination):
         prefix, job_ttl_s, keep_s: As ``Coordination``.
     """
 
-    def __init__(self, client: redis.Redis, prefix: str, job_ttl_s: int, keep_s: int) -> None:
+    def __init__(self, client: redis.Redis[str], prefix: str, job_ttl_s: int, keep_s: int) -> None:
         super().__init__(prefix, job_ttl_s, keep_s)
         self.client = client
         self._claim: Script = client.register_script(_CLAIM)
@@ -213,7 +213,7 @@ class RedisCoordination(Coordination):
     def progress(self, job_id: str) -> frozenset[str]:
         """See ``Coordination.progress``."""
         with self._reachable():
-            return frozenset(str(u) for u in cast(set[str], self.client.smembers(self.key("job", job_id, "progress"))))
+            return frozenset(str(u) for u in self.client.smembers(self.key("job", job_id, "progress")))
 
     def mark_done(self, job_id: str) -> None:
         """See ``Coordination.mark_done``."""

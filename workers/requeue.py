@@ -12,7 +12,9 @@ from workers.stores import open_dead_letters
 __all__ = ["requeue"]
 
 
-def requeue(settings: Settings, letter_id: str, *, store: DeadLetterStore | None = None, queue: JobQueue | None = None) -> str:
+def requeue(
+    settings: Settings, letter_id: str, *, store: DeadLetterStore | None = None, queue: JobQueue | None = None
+) -> str:
     """Submit dead letter ``letter_id``'s job again (same id; its attempts, progress and done marks cleared).
 
     Returns:

@@ -2,6 +2,7 @@
 
 | signal | handler |
 | --- | --- |
+| ``worker_init``, ``beat_init`` | create the server-less folders under ``var_dir`` (no-op on Redis) |
 | ``worker_ready`` | drain this machine's outbox once (jobs a host parked while Redis was down) |
 | ``worker_process_shutdown`` | close the process's engine and connections |
 | ``task_unknown`` | dead-letter a message naming a task no worker has |
@@ -53,7 +54,13 @@ def _queue(message: Any) -> str | None:
     return info.get("routing_key") if isinstance(info, dict) else None
 
 
-@signals.worker_ready.connect
+def make_folders(**_: Any) -> None:
+    """Create the server-less transport's folders under ``var_dir`` before the first connection."""
+    from workers.transport import prepare
+
+    prepare(get_settings())
+
+
 def drain_on_start(sender: Any = None, **_: Any) -> None:
     """Drain the outbox once when a worker is ready (never raises)."""
     from workers.queue import JobQueue
@@ -72,7 +79,6 @@ def drain_on_start(sender: Any = None, **_: Any) -> None:
         log.warning("outbox drain at worker start failed: %s", exc)
 
 
-@signals.worker_process_shutdown.connect
 def close_process(**_: Any) -> None:
     """Close the worker process's runtime."""
     from workers.tasks import close_runtime
@@ -80,7 +86,6 @@ def close_process(**_: Any) -> None:
     close_runtime()
 
 
-@signals.task_unknown.connect
 def unknown_task(
     sender: Any = None, message: Any = None, exc: Any = None, name: Any = None, id: Any = None, **_: Any
 ) -> None:
@@ -97,7 +102,6 @@ def unknown_task(
     )
 
 
-@signals.task_rejected.connect
 def rejected(sender: Any = None, message: Any = None, exc: BaseException | None = None, **_: Any) -> None:
     """Dead-letter a message Celery rejected before running it."""
     headers = _headers(message)
@@ -113,7 +117,6 @@ def rejected(sender: Any = None, message: Any = None, exc: BaseException | None 
     )
 
 
-@signals.task_failure.connect
 def failed(
     sender: Any = None,
     task_id: Any = None,
@@ -138,3 +141,17 @@ def failed(
             task=getattr(sender, "name", None),
         )
     )
+
+
+def _connect() -> None:
+    hub: Any = signals  # Celery's signals are untyped; connect once, at import
+    hub.worker_init.connect(make_folders)
+    hub.beat_init.connect(make_folders)
+    hub.worker_ready.connect(drain_on_start)
+    hub.worker_process_shutdown.connect(close_process)
+    hub.task_unknown.connect(unknown_task)
+    hub.task_rejected.connect(rejected)
+    hub.task_failure.connect(failed)
+
+
+_connect()

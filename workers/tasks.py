@@ -68,25 +68,28 @@ def _run(task: Task, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str,
     return outcome.result
 
 
-@app.task(name=TASK_BUILD_BELIEFS, bind=True)
-def build_beliefs(self: Task, *args: Any, **kwargs: Any) -> dict[str, Any] | None:
+def _build_beliefs(self: Task, *args: Any, **kwargs: Any) -> dict[str, Any] | None:
     """Build beliefs for every scope the job's reach admits, one single-flight ``consolidate`` each."""
     return _run(self, args, kwargs)
 
 
-@app.task(name=TASK_INGEST_BRAIN, bind=True)
-def ingest_brain(self: Task, *args: Any, **kwargs: Any) -> dict[str, Any] | None:
+def _ingest_brain(self: Task, *args: Any, **kwargs: Any) -> dict[str, Any] | None:
     """Store brain documents; submit the batch's build jobs."""
     return _run(self, args, kwargs)
 
 
-@app.task(name=TASK_BUILD_DUE, bind=True)
-def build_due(self: Task, *args: Any, **kwargs: Any) -> dict[str, Any] | None:
+def _build_due(self: Task, *args: Any, **kwargs: Any) -> dict[str, Any] | None:
     """Submit a BuildBeliefs per scope written since its last build (beat)."""
     return _run(self, args, kwargs)
 
 
-@app.task(name=TASK_DRAIN_OUTBOX, bind=True)
-def drain_outbox(self: Task, *args: Any, **kwargs: Any) -> dict[str, Any] | None:
+def _drain_outbox(self: Task, *args: Any, **kwargs: Any) -> dict[str, Any] | None:
     """Publish jobs parked in this machine's outbox (beat)."""
     return _run(self, args, kwargs)
+
+
+_app: Any = app  # Celery's task decorator is untyped
+build_beliefs = _app.task(name=TASK_BUILD_BELIEFS, bind=True)(_build_beliefs)
+ingest_brain = _app.task(name=TASK_INGEST_BRAIN, bind=True)(_ingest_brain)
+build_due = _app.task(name=TASK_BUILD_DUE, bind=True)(_build_due)
+drain_outbox = _app.task(name=TASK_DRAIN_OUTBOX, bind=True)(_drain_outbox)

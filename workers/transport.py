@@ -50,7 +50,7 @@ class _GuardedDelivery:
         super()._deliver(message, queue)  # type: ignore[misc]
 
 
-class _SafeRedisChannel(kombu_redis.Channel):  # type: ignore[misc]
+class _SafeRedisChannel(kombu_redis.Channel):
     def _connparams(self, asynchronous: bool = False) -> Any:
         # Celery 5.7's consumer, on a lost connection, calls connection.collect() (which drops the transport's
         # client) and then connection.close(), whose channel close restores unacked messages through a new
@@ -60,39 +60,43 @@ class _SafeRedisChannel(kombu_redis.Channel):  # type: ignore[misc]
         # message stays in Redis's unacked hash and the visibility sweep brings it back.
         if self.connection.client is None:
             raise redis.ConnectionError("the broker connection is closed")
-        return super()._connparams(asynchronous=asynchronous)
+        parent: Any = super()
+        return parent._connparams(asynchronous=asynchronous)
 
     def _brpop_read(self, **options: Any) -> bool:
         try:
-            return bool(super()._brpop_read(**options))
+            parent: Any = super()
+            return bool(parent._brpop_read(**options))
         except _DECODE_ERRORS as exc:
             dead_letter_raw(_raw_of(exc), None, f"not JSON ({exc})")
             return True
 
-    def _get(self, queue: str) -> Any:
+    def _get(self, queue: str, timeout: Any = None) -> Any:
         try:
-            return super()._get(queue)
+            parent: Any = super()
+            return parent._get(queue)
         except _DECODE_ERRORS as exc:
             dead_letter_raw(_raw_of(exc), queue, f"not JSON ({exc})")
             raise Empty() from None
 
 
-class SafeRedisTransport(_GuardedDelivery, kombu_redis.Transport):  # type: ignore[misc]
+class SafeRedisTransport(_GuardedDelivery, kombu_redis.Transport):
     """kombu's Redis transport; malformed entries are dead-lettered, never raised in the event loop."""
 
     Channel = _SafeRedisChannel
 
 
-class _SafeFilesystemChannel(filesystem.Channel):  # type: ignore[misc]
-    def _get(self, queue: str) -> Any:
+class _SafeFilesystemChannel(filesystem.Channel):
+    def _get(self, queue: str, timeout: Any = None) -> Any:
         try:
-            return super()._get(queue)
+            parent: Any = super()
+            return parent._get(queue)
         except _DECODE_ERRORS as exc:
             dead_letter_raw(_raw_of(exc), queue, f"not JSON ({exc})")
             raise Empty() from None
 
 
-class SafeFilesystemTransport(_GuardedDelivery, filesystem.Transport):  # type: ignore[misc]
+class SafeFilesystemTransport(_GuardedDelivery, filesystem.Transport):
     """kombu's filesystem transport (server-less); malformed entries are dead-lettered and skipped."""
 
     Channel = _SafeFilesystemChannel

@@ -26,7 +26,16 @@ def _root() -> None:
     """Long-term memory for AI agents: engines, lifecycle, Celery workers."""
 
 
-COMMAND_MODULES: tuple[str, ...] = ("version", "conformance", "eval", "recall", "worker", "beat", "flower", "dead_letters")
+COMMAND_MODULES: tuple[str, ...] = (
+    "version",
+    "conformance",
+    "eval",
+    "recall",
+    "worker",
+    "beat",
+    "flower",
+    "dead_letters",
+)
 """Modules under ``memory_core.cli`` whose import registers commands on ``app``."""
 
 

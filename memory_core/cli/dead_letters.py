@@ -65,7 +65,9 @@ def list_letters(
 
 
 @dead_letters_app.command("show")
-def show(letter_id: Annotated[str, typer.Argument(help="The dead letter's id (the job id).")], broker: BrokerOption = None) -> None:
+def show(
+    letter_id: Annotated[str, typer.Argument(help="The dead letter's id (the job id).")], broker: BrokerOption = None
+) -> None:
     """Print one dead letter as JSON."""
     use_options(broker=broker)
     try:
@@ -78,7 +80,9 @@ def show(letter_id: Annotated[str, typer.Argument(help="The dead letter's id (th
 
 
 @dead_letters_app.command("requeue")
-def requeue(letter_id: Annotated[str, typer.Argument(help="The dead letter's id (the job id).")], broker: BrokerOption = None) -> None:
+def requeue(
+    letter_id: Annotated[str, typer.Argument(help="The dead letter's id (the job id).")], broker: BrokerOption = None
+) -> None:
     """Submit the letter's job again under the same id, then drop the letter."""
     use_options(broker=broker)
     from workers.requeue import requeue as requeue_letter

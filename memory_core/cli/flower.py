@@ -28,12 +28,14 @@ def flower(
     """Run Flower (task monitor) behind basic auth."""
     use_options(engine, broker)
     from workers.flower import DEFAULT_PASSWORD, flower_argv
+    from workers.transport import prepare
 
     settings = get_settings()
     try:
         argv = flower_argv(settings, port=port, address=address)
     except ValueError as exc:
         raise fail(str(exc)) from None
+    prepare(settings)
     if settings.flower_password.get_secret_value() == DEFAULT_PASSWORD:
         err_console.print("[yellow]warning: MEMORY_CORE_FLOWER_PASSWORD is the default; set your own[/]")
     celery_app().start(argv)

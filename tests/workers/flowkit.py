@@ -85,7 +85,7 @@ class Flow:
 
     def settings(self, **extra: Any) -> Settings:
         """Settings for in-process use (no environment, no .env file)."""
-        return Settings(_env_file=None, **{**self.fields, **extra})  # type: ignore[call-arg]
+        return Settings(_env_file=None, **{**self.fields, **extra})
 
     def env(self, **extra: Any) -> dict[str, str]:
         """The environment of a subprocess: this process's minus MEMORY_CORE_*, plus the session's settings."""
@@ -97,7 +97,7 @@ class Flow:
         env["PYTHONUNBUFFERED"] = "1"
         return env
 
-    def client(self) -> redis.Redis:
+    def client(self) -> redis.Redis[str]:
         return redis.Redis.from_url(self.redis_url, decode_responses=True)
 
     def events(self) -> list[dict[str, Any]]:
@@ -198,7 +198,7 @@ def celery_worker_argv(flow: Flow, name: str, queues: str | None = None, concurr
     ]
 
 
-def pings(client: redis.Redis) -> bool:
+def pings(client: redis.Redis[bytes]) -> bool:
     try:
         return bool(client.ping())
     except redis.RedisError:

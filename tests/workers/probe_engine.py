@@ -5,7 +5,9 @@ records ``{"event": "start"|"end", "ns", "pid", "t"}`` on the Redis list ``<p>:e
 
 * ``<p>:freeze`` (taken with GETDEL by exactly one build): that build pushes its pid on ``<p>:frozen`` and
   blocks until its process is killed: a build deterministically "in the middle" for kill -9 tests;
-* ``<p>:hold`` (while it exists): every build waits before building: a long build without sleeps.
+* ``<p>:hold`` (while it exists): every build waits before building: a long build without sleeps;
+* ``<p>:fail`` (a count, decremented by each build): while it was positive, the build raises
+  ``EngineUnavailable`` (a locked or unreachable engine: the worker retries with backoff).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import redis
 
 from memory_core.consolidation import ConsolidateReceipt, ConsolidateRequest
 from memory_core.engines.sqlite import SQLiteEngine
+from memory_core.errors import EngineUnavailable
 
 
 class ProbeEngine(SQLiteEngine):
@@ -39,6 +42,9 @@ class ProbeEngine(SQLiteEngine):
                 time.sleep(0.5)
         while self._redis.exists(f"{self._prefix}:hold"):
             time.sleep(0.02)
+        if self._redis.exists(f"{self._prefix}:fail") and int(self._redis.decr(f"{self._prefix}:fail")) >= 0:
+            self._event("unavailable", request)
+            raise EngineUnavailable("probe: the engine is unavailable")
         receipt = super()._consolidate(request)
         self._event("end", request)
         return receipt

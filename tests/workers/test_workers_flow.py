@@ -152,12 +152,21 @@ def test_poison_payloads_are_dead_lettered_the_worker_keeps_serving_and_requeue_
     misrouted = queue.app.send_task(  # a valid job sent to the wrong task: dead-lettered, then requeued
         "memory.build_beliefs", args=(IngestBrain(documents=(doc,)).to_dict(),), queue=settings.queue_beliefs
     ).id
+    unknown = queue.app.send_task("memory.no_such_task", args=({"x": 1},), queue=settings.queue_ingest).id
+    pickled = queue.app.send_task(  # a foreign content type: never deserialized (accept_content is json)
+        "memory.ingest_brain",
+        args=(IngestBrain(documents=(doc,)).to_dict(),),
+        serializer="pickle",
+        queue=settings.queue_ingest,
+    ).id
     good = queue.submit(IngestBrain(documents=(BrainDocument.new("web", "The worker still serves.", title="after"),)))
 
     wait_until(lambda: done(flow, good, malformed, misrouted), 30, what="the good job and the poisoned ones")
     assert session_worker.alive()
-    wait_until(lambda: letters.count() >= before + 4, 10, what="four dead letters")
+    wait_until(lambda: letters.count() >= before + 6, 10, what="six dead letters")
     by_id = {letter.id: letter for letter in letters.list(200)}
+    assert by_id[unknown].error == "NotRegistered" and by_id[unknown].payload == {"x": 1}
+    assert by_id[pickled].error == "ContentDisallowed"
     assert by_id[malformed].error == "InvalidRequest" and by_id[malformed].attempts == 1
     assert by_id[misrouted].error == "InvalidRequest"
     raw = [letter for letter in by_id.values() if letter.error == "MalformedMessage"]
@@ -184,6 +193,23 @@ def test_poison_payloads_are_dead_lettered_the_worker_keeps_serving_and_requeue_
 
     purged = runner.invoke(app, ["dead-letters", "purge", "--yes"], env=env)
     assert purged.exit_code == 0 and letters.count() == 0
+    queue.close()
+    engine.close()
+
+
+def test_an_unavailable_engine_is_retried_with_backoff_until_the_build_succeeds(
+    flow: Flow, session_worker: Proc
+) -> None:
+    engine = SQLiteEngine(flow.db_path)
+    mem = converse(engine, "gina-retry")
+    flow.client().set(f"{flow.prefix}:probe:fail", "2")  # the next two builds raise EngineUnavailable
+    queue = JobQueue(flow.settings())
+    job_id = queue.submit(mem.history_build())
+    wait_until(lambda: done(flow, job_id), 40, what="the retried build")
+    mine = [e["event"] for e in flow.events() if e["ns"] == "agent:gina-retry"]
+    assert mine.count("unavailable") == 2 and mine.count("end") == 1
+    assert flow.client().get(f"{flow.prefix}:job:{job_id}:attempts") == "3"
+    assert beliefs(engine, "gina-retry")
     queue.close()
     engine.close()
 
@@ -277,9 +303,7 @@ def test_broker_down_during_submit_parks_the_job_and_it_runs_after_redis_returns
     client.set(f"{flow.prefix}:probe:hold", "1")
     mark = time.time()
     queue.submit(BuildBeliefs(request={"reach": Reach.subtree(source).to_dict()}))
-    wait_until(
-        lambda: any(e["ns"] == str(source) and e["t"] >= mark for e in flow.events()), 30, what="the held build"
-    )
+    wait_until(lambda: any(e["ns"] == str(source) and e["t"] >= mark for e in flow.events()), 30, what="the held build")
     server.stop()
     client.delete(f"{flow.prefix}:probe:hold")
 

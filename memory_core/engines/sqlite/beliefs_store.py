@@ -41,7 +41,7 @@ from memory_core.scoring import embed
 
 from .filters import compile_filter
 from .rows import META_COLUMN_NAMES, meta_columns, now_us, ns_of_key, vec_blob
-from .search import Candidates, fts_query, order, score
+from .search import Candidates, fts_matches, order, score
 
 __all__ = ["BUILD_CHUNK", "build_step", "rank", "retract"]
 
@@ -262,30 +262,18 @@ def rank(conn: sqlite3.Connection, flt: MetaFilter, query: str | None, mode: Fet
             (*where.params, limit),
         ).fetchall()
         return _hits(conn, [(int(r[0]), 0.0) for r in rows])
-    lexical: dict[int, float] = {}
-    match = fts_query(query) if mode is not FetchMode.VECTOR else None
-    if match is not None:
-        for bid, r in conn.execute(
-            "SELECT b.bid, bm25(beliefs_fts) FROM beliefs_fts CROSS JOIN beliefs b ON b.bid = beliefs_fts.rowid "
-            f"WHERE beliefs_fts MATCH ? AND {where.sql}",
-            (match, *where.params),
-        ):
-            lexical[int(bid)] = -float(r)
     select = "SELECT b.bid, b.vec, coalesce(b.observed_at, b.updated_at), b.confidence FROM beliefs b"
-    if mode is FetchMode.KEYWORD:
-        rows = [
-            r
-            for chunk in _chunks(sorted(lexical))
-            for r in conn.execute(f"{select} WHERE b.bid IN ({_marks(len(chunk))})", chunk)
-        ]
-    else:
-        rows = conn.execute(f"{select} WHERE {where.sql}", where.params).fetchall()
-    rows.sort(key=lambda r: int(r[0]))
+    rows = conn.execute(f"{select} WHERE {where.sql} ORDER BY b.bid", where.params).fetchall()
     n = len(rows)
+    matches = fts_matches(conn, "beliefs_fts", query, n) if mode is not FetchMode.VECTOR else None
     keys = np.fromiter((r[0] for r in rows), dtype=np.int64, count=n)
     vectors = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").reshape(n, -1) if n else None
     when = np.fromiter((r[2] for r in rows), dtype=np.int64, count=n)
     conf = np.fromiter((r[3] for r in rows), dtype=np.float64, count=n)
-    cands = Candidates.build(keys, when, conf, vectors if mode is not FetchMode.KEYWORD else None, lexical)
+    empty = (keys[:0], np.zeros(0))
+    cands = Candidates.build(keys, when, conf, None if mode is FetchMode.KEYWORD else vectors, matches or empty)
+    if mode is FetchMode.KEYWORD:
+        keep = cands.matched
+        cands = Candidates(keys[keep], when[keep], conf[keep], None, cands.lexical[keep], cands.matched[keep])
     hit_keys, scores = score(cands, query, mode)
     return _hits(conn, order(hit_keys, scores, limit))

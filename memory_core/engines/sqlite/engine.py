@@ -68,9 +68,10 @@ from memory_core.scoring import embed
 from . import beliefs_store
 from .connection import Database, SQLiteOptions, parse_url
 from .filters import compile_filter, reach_sql
+from .index import ItemIndex, item_candidates
 from .rows import from_us, now_us, ns_key, ns_of_key, vec_blob
 from .schema import check_version, migrate
-from .search import VectorCache, hint_window, item_candidates, order, score
+from .search import hint_window, order, score
 from .writes import Prepared, delete_seqs, drain, index_rows, insert, pending_texts, prepare
 
 __all__ = ["SQLiteEngine"]
@@ -120,7 +121,7 @@ class SQLiteEngine(MemoryEngine):
         self._db = Database(options, probe=lambda conn: check_version(conn, Path(path)))
         self.path = self._db.path
         self._db.run(lambda conn: migrate(conn, self.path), write=True)
-        self._vectors = VectorCache()
+        self._index = ItemIndex()
         self._items: OrderedDict[int, AnyItem] = OrderedDict()
         self._items_lock = threading.Lock()
         self._instance = ""
@@ -272,14 +273,12 @@ class SQLiteEngine(MemoryEngine):
     def _ranked(
         self, conn: sqlite3.Connection, request: FetchRequest, want: int, snapshot: int
     ) -> list[tuple[int, float]]:
-        self._vectors.refresh(conn)
-        where = compile_filter(request.filter, "i")
-        where.add("i.seq <= ?", snapshot)
-        where.add("i.vec IS NOT NULL")
-        cands = item_candidates(conn, self._vectors, where, request.query, request.mode)
+        self._index.refresh(conn)
+        cands = item_candidates(conn, self._index, request.filter, snapshot, request.query, request.mode)
         keys, scores = score(cands, request.query, request.mode)
         hinted = None
         if request.refers_to is not None and len(keys):
+            where = compile_filter(request.filter, "i")
             start, end = hint_window(request.refers_to)
             inside = [
                 int(r[0])

@@ -125,12 +125,15 @@ class ItemIndex:
         for kind in flt.kinds or ItemKind.all():
             kinds[_KINDS[kind.value]] = True
         n = len(seqs)
-        mask = alive[:n] & (seqs <= snapshot) & kinds[kind_code[:n]] & admitted[ns_code[:n]]
-        return seqs[mask]
+        mask: npt.NDArray[np.bool_] = alive[:n] & (seqs <= snapshot) & kinds[kind_code[:n]] & admitted[ns_code[:n]]
+        selected: IntArray = seqs[mask]
+        return selected
 
-    def take(
-        self, keys: IntArray, conn: sqlite3.Connection
-    ) -> tuple[npt.NDArray[np.float32], IntArray, FloatArray]:
+    def size(self) -> int:
+        """How many live indexed rows the index holds."""
+        return int(self.alive.sum())
+
+    def take(self, keys: IntArray, conn: sqlite3.Connection) -> tuple[npt.NDArray[np.float32], IntArray, FloatArray]:
         """Vectors, times and confidences of ``keys`` (indexed rows); rows past the loaded bound come from ``conn``."""
         with self._lock:
             seqs, vecs, when, conf = self.seqs, self.vectors, self.when_us, self.confidence
@@ -180,7 +183,10 @@ def item_candidates(
     keys = index.select(flt, snapshot)
     if keys is None:
         keys = item_keys(conn, flt, snapshot)
-    matches = fts_matches(conn, "items_fts", query) if mode is not FetchMode.VECTOR else (keys[:0], np.zeros(0))
+    if mode is FetchMode.VECTOR:
+        matches: tuple[IntArray, FloatArray] = (keys[:0], np.zeros(0))
+    else:
+        matches = fts_matches(conn, "items_fts", query, index.size())
     if mode is FetchMode.KEYWORD:
         keys = np.intersect1d(keys, matches[0], assume_unique=True)
     vectors, when, conf = index.take(keys, conn)

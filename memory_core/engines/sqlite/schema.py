@@ -13,8 +13,9 @@ Layout (version 1):
 | ``items`` | one row per item: ``seq`` (write order), ``id`` (fingerprint), filter columns, ``vec`` (NULL: pending) |
 | ``bodies`` | the item's JSON (export returns it whole) and ``render_text()`` (the FTS content) |
 | ``item_tags`` | ``(tag, seq)``, one row per tag |
-| ``items_fts`` | FTS5 over ``bodies.text`` (external content, BM25) |
+| ``items_fts`` | FTS5 over ``bodies.text`` (external content, BM25); ``items_fts_vocab`` its document frequencies |
 | ``pending`` | seqs stored ``accepted`` and not yet indexed (FTS + vector) |
+| ``deleted`` | a log of deleted seqs, so each process's ``ItemIndex`` drops them |
 | ``scopes`` | per ``(ns, kind)``: last write, last build, the seq watermark the build reached |
 | ``beliefs`` | built beliefs, with the same filter columns as ``items``; ``status`` active or superseded |
 | ``belief_evidence`` | belief → the item ids it was derived from |
@@ -100,7 +101,14 @@ CREATE VIRTUAL TABLE items_fts USING fts5(
     text, content='bodies', content_rowid='seq', tokenize='{_TOKENIZER}'
 );
 
+CREATE VIRTUAL TABLE items_fts_vocab USING fts5vocab(items_fts, 'row');
+
 CREATE TABLE pending (seq INTEGER PRIMARY KEY);
+
+CREATE TABLE deleted (
+    n   INTEGER PRIMARY KEY AUTOINCREMENT,
+    seq INTEGER NOT NULL
+);
 
 CREATE TABLE scopes (
     ns         TEXT NOT NULL,
@@ -154,6 +162,7 @@ CREATE INDEX belief_anchors_bid ON belief_anchors(bid);
 CREATE VIRTUAL TABLE beliefs_fts USING fts5(
     text, content='beliefs', content_rowid='bid', tokenize='{_TOKENIZER}'
 );
+CREATE VIRTUAL TABLE beliefs_fts_vocab USING fts5vocab(beliefs_fts, 'row');
 """
 
 
@@ -170,7 +179,18 @@ MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1,)
 SCHEMA_VERSION = len(MIGRATIONS)
 """The schema version this code writes and reads."""
 
-_OURS = {"meta", "items", "bodies", "item_tags", "pending", "scopes", "beliefs", "belief_evidence", "belief_anchors"}
+_OURS = {
+    "meta",
+    "items",
+    "bodies",
+    "item_tags",
+    "pending",
+    "deleted",
+    "scopes",
+    "beliefs",
+    "belief_evidence",
+    "belief_anchors",
+}
 
 
 def _version(conn: sqlite3.Connection) -> int:

@@ -56,6 +56,12 @@ CONFIDENCE_WEIGHT: Final = 0.05
 """Share of the score confidence can move."""
 RECENCY_HALF_LIFE_DAYS: Final = 30.0
 """Age at which recency halves, days."""
+COMMON_SHARE: Final = 0.05
+"""A query word held by more than this share of the rows is matched but not BM25-scored."""
+COMMON_MIN: Final = 500
+"""…and by more than this many rows (small tables score every word)."""
+COMMON_ONLY: Final = 1e-6
+"""Relevance of a row matched by common words only (a hit, ranked below any informative match)."""
 MAX_QUERY_TERMS: Final = 64
 """Distinct query words sent to FTS5."""
 _US_PER_DAY: Final = 86_400_000_000
@@ -163,16 +169,53 @@ def order(
     return out
 
 
-def fts_matches(conn: sqlite3.Connection, table: str, query: str) -> tuple[IntArray, FloatArray]:
-    """Rows of FTS5 ``table`` matching a word of ``query``: keys ascending and their ``-bm25()`` (higher is better)."""
-    match = fts_query(query)
-    if match is None:
-        return np.zeros(0, dtype=np.int64), np.zeros(0)
-    rows = conn.execute(f"SELECT rowid, bm25({table}) FROM {table} WHERE {table} MATCH ? ORDER BY rowid", (match,))
-    pairs = rows.fetchall()
-    keys = np.fromiter((p[0] for p in pairs), dtype=np.int64, count=len(pairs))
-    values = np.fromiter((-p[1] for p in pairs), dtype=np.float64, count=len(pairs))
-    return keys, values
+def fts_matches(conn: sqlite3.Connection, table: str, query: str, total: int) -> tuple[IntArray, FloatArray]:
+    """Rows of FTS5 ``table`` matching a word of ``query``: keys ascending and their relevance (higher is better).
+
+    ``total`` is about how many rows the table holds. Relevance is ``-bm25()`` over the query's informative
+    words. A word held by more than ``COMMON_SHARE`` of the rows (and ``COMMON_MIN`` rows) still makes a row a
+    match, but is left out of BM25, where its weight is near zero anyway: scoring it for most of the table is
+    what would make a read cost grow with the table.
+    """
+    words = list(dict.fromkeys(tokenize(query)))[:MAX_QUERY_TERMS]
+    empty = (np.zeros(0, dtype=np.int64), np.zeros(0))
+    if not words:
+        return empty
+    marks = ", ".join("?" for _ in words)
+    df = {
+        str(t): int(d) for t, d in conn.execute(f"SELECT term, doc FROM {table}_vocab WHERE term IN ({marks})", words)
+    }
+    cutoff = max(COMMON_MIN, COMMON_SHARE * total)
+    rare = [w for w in words if 0 < df.get(w, 0) <= cutoff]
+    common = [w for w in words if df.get(w, 0) > cutoff]
+    parts: list[tuple[IntArray, FloatArray]] = []
+    if rare:
+        expr = " OR ".join(f'"{w}"' for w in rare)
+        row = conn.execute(
+            f"WITH m AS MATERIALIZED (SELECT rowid AS r, -bm25({table}) AS s FROM {table} WHERE {table} MATCH ?) "
+            "SELECT group_concat(r), group_concat(s) FROM m",
+            (expr,),
+        ).fetchone()
+        if row[0]:
+            parts.append((_ints(row[0]), np.asarray(str(row[1]).split(","), dtype=np.float64)))
+    if common:
+        expr = " OR ".join(f'"{w}"' for w in common)
+        row = conn.execute(f"SELECT group_concat(rowid) FROM {table} WHERE {table} MATCH ?", (expr,)).fetchone()
+        if row[0]:
+            keys = _ints(row[0])
+            if parts:
+                keys = np.setdiff1d(keys, parts[0][0], assume_unique=True)
+            parts.append((keys, np.full(len(keys), COMMON_ONLY)))
+    if not parts:
+        return empty
+    k = np.concatenate([p[0] for p in parts])
+    v = np.concatenate([p[1] for p in parts])
+    order_ = np.argsort(k, kind="stable")
+    return k[order_], v[order_]
+
+
+def _ints(csv: str) -> IntArray:
+    return np.asarray(csv.split(","), dtype=np.int64)
 
 
 def align(keys: IntArray, match_keys: IntArray, match_values: FloatArray) -> tuple[FloatArray, npt.NDArray[np.bool_]]:

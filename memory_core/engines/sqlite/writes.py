@@ -144,6 +144,7 @@ def delete_seqs(conn: sqlite3.Connection, seqs: Sequence[int]) -> int:
             else:
                 conn.execute("INSERT INTO items_fts (items_fts, rowid, text) VALUES ('delete', ?, ?)", (seq, text))
             ids.append(str(item_id))
+        conn.executemany("INSERT INTO deleted (seq) VALUES (?)", [(int(r[0]),) for r in rows])
         conn.execute(f"DELETE FROM item_tags WHERE seq IN ({marks})", chunk)
         conn.execute(f"DELETE FROM bodies WHERE seq IN ({marks})", chunk)
         conn.execute(f"DELETE FROM items WHERE seq IN ({marks})", chunk)

@@ -1,0 +1,177 @@
+"""The Celery configuration from settings, the beat schedule, compose.yaml and the Flower command line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from flowkit import REPO
+
+import beat_schedule
+from memory_core.errors import ConfigError
+from memory_core.settings import Settings
+from workers.config import (
+    QUEUE_OF_TASK,
+    beat_config,
+    celery_config,
+    check_timeouts,
+    host_config,
+    restore_sweep,
+    result_backend_url,
+)
+from workers.flower import flower_argv
+from workers.stores import parse_plugins
+
+
+def settings(**fields: Any) -> Settings:
+    return Settings(_env_file=None, **fields)
+
+
+REDIS = "redis://127.0.0.1:6379/3"
+
+
+def test_serialization_is_json_only_in_every_direction() -> None:
+    conf = celery_config(settings(broker_url=REDIS))
+    assert conf["task_serializer"] == conf["result_serializer"] == conf["event_serializer"] == "json"
+    assert conf["accept_content"] == conf["result_accept_content"] == ["json"]
+
+
+def test_delivery_is_at_least_once_with_one_message_per_process() -> None:
+    conf = celery_config(settings(broker_url=REDIS))
+    assert conf["task_acks_late"] and conf["task_reject_on_worker_lost"]
+    assert conf["worker_prefetch_multiplier"] == 1
+    assert conf["worker_cancel_long_running_tasks_on_connection_loss"]
+    assert conf["broker_connection_retry_on_startup"]
+
+
+def test_one_visibility_timeout_everywhere_above_the_hard_limit_and_the_backoff_cap() -> None:
+    s = settings(broker_url=REDIS, visibility_timeout_s=900, task_time_limit_s=300, task_soft_time_limit_s=240)
+    conf = celery_config(s)
+    assert conf["visibility_timeout"] == 900
+    assert conf["broker_transport_options"]["visibility_timeout"] == 900
+    assert conf["result_backend_transport_options"]["visibility_timeout"] == 900
+    assert conf["task_soft_time_limit"] < conf["task_time_limit"] < conf["visibility_timeout"]
+    assert s.retry_backoff_max_s < conf["visibility_timeout"]
+
+
+@pytest.mark.parametrize(
+    ("fields", "named"),
+    [
+        ({"task_soft_time_limit_s": 600, "task_time_limit_s": 600}, "task_soft_time_limit_s"),
+        ({"task_time_limit_s": 3600, "visibility_timeout_s": 3600, "task_soft_time_limit_s": 10}, "task_time_limit_s"),
+        ({"retry_backoff_max_s": 4000.0}, "retry_backoff_max_s"),
+        ({"lock_ttl_s": 4000}, "lock_ttl_s"),
+    ],
+)
+def test_time_settings_that_would_run_a_job_twice_are_refused(fields: dict[str, Any], named: str) -> None:
+    with pytest.raises(ConfigError, match=named):
+        check_timeouts(settings(**fields))
+
+
+def test_events_results_and_redis_sockets_are_configured() -> None:
+    conf = celery_config(settings(broker_url=REDIS, result_expires_s=3600, redis_socket_timeout_s=7.0))
+    assert conf["worker_send_task_events"] and conf["task_send_sent_event"]
+    assert conf["result_expires"] == 3600
+    options = conf["broker_transport_options"]
+    assert options["socket_timeout"] == options["socket_connect_timeout"] == 7.0
+    assert options["health_check_interval"] == 25 and options["socket_keepalive"]
+    assert conf["redis_socket_timeout"] == 7.0
+    assert conf["broker_transport"] == "workers.transport:SafeRedisTransport"
+    assert conf["worker_consumer"] == "workers.consumer:Consumer"
+
+
+def test_tasks_route_to_their_queues() -> None:
+    conf = celery_config(settings(broker_url=REDIS, queue_beliefs="b", queue_ingest="i", queue_maintenance="m"))
+    assert conf["task_routes"] == {
+        "memory.build_beliefs": {"queue": "b"},
+        "memory.ingest_brain": {"queue": "i"},
+        "memory.build_due": {"queue": "m"},
+        "memory.drain_outbox": {"queue": "m"},
+    }
+
+
+def test_without_a_broker_url_the_transport_is_serverless_under_var_dir(tmp_path: Path) -> None:
+    s = settings(var_dir=tmp_path / "var")
+    conf = celery_config(s)
+    assert conf["broker_url"] == "filesystem://"
+    assert conf["broker_transport"] == "workers.transport:SafeFilesystemTransport"
+    options = conf["broker_transport_options"]
+    assert options["data_folder_in"] == options["data_folder_out"] == str((tmp_path / "var/broker/queue").resolve())
+    assert result_backend_url(s) == f"file://{(tmp_path / 'var/results').resolve()}"
+
+
+def test_the_host_publishes_without_a_result_backend_retries_or_reconnect_loops() -> None:
+    conf = host_config(settings(broker_url=REDIS, publish_timeout_s=1.5))
+    assert conf["result_backend"] is None
+    assert conf["task_publish_retry"] is False
+    options = conf["broker_transport_options"]
+    assert options["socket_timeout"] == options["socket_connect_timeout"] == 1.5
+    assert options["max_retries"] == 0
+    assert options["visibility_timeout"] == conf["visibility_timeout"]
+
+
+@pytest.mark.parametrize(("period", "expected"), [(100, (10, 10)), (2, (1, 2)), (30, (3, 10)), (1, (1, 1))])
+def test_the_redelivery_sweep_period_maps_to_kombus_interval_and_throttle(
+    period: int, expected: tuple[int, int]
+) -> None:
+    assert restore_sweep(period) == expected
+    interval, throttle = expected
+    assert interval * throttle == period
+
+
+def test_every_beat_entry_names_a_registered_task_on_its_queue() -> None:
+    from workers.celery_app import app
+
+    app.loader.import_default_modules()
+    s = settings(build_due_interval_s=120.0, outbox_drain_interval_s=30.0)
+    schedule = beat_config(s)
+    assert set(schedule) == set(beat_schedule.ENTRIES)
+    for entry in schedule.values():
+        assert entry["task"] in app.tasks
+        assert entry["options"]["queue"] == s.queue_maintenance
+        assert entry["options"]["expires"] == entry["schedule"]
+    assert schedule["build-due"]["schedule"] == 120.0
+    assert schedule["drain-outbox"]["schedule"] == 30.0
+    assert set(QUEUE_OF_TASK) <= set(app.tasks)
+
+
+def test_flower_always_gets_basic_auth_from_settings() -> None:
+    argv = flower_argv(settings(flower_user="ops", flower_password="pw", flower_port=5600))
+    assert argv[0] == "flower"
+    assert "--basic-auth=ops:pw" in argv and "--port=5600" in argv
+    with pytest.raises(ValueError, match="PASSWORD"):
+        flower_argv(settings(flower_password=""))
+    with pytest.raises(ValueError, match="may not contain"):
+        flower_argv(settings(flower_user="a:b"))
+
+
+def test_engine_plugins_parse_and_malformed_entries_are_refused() -> None:
+    assert parse_plugins(" probe=probe_engine:open_probe , x=pkg.mod:make ") == {
+        "probe": "probe_engine:open_probe",
+        "x": "pkg.mod:make",
+    }
+    assert parse_plugins("") == {}
+    with pytest.raises(ConfigError, match="scheme=module:callable"):
+        parse_plugins("probe=probe_engine")
+
+
+def test_compose_has_the_services_with_the_commands_and_memory_core_variables() -> None:
+    compose = yaml.safe_load((REPO / "compose.yaml").read_text())
+    services = compose["services"]
+    assert set(services) == {"redis", "worker-beliefs", "worker-ingest", "beat", "flower"}
+    redis_cmd = " ".join(services["redis"]["command"])
+    assert "--requirepass" in redis_cmd and "--appendonly yes" in redis_cmd and "noeviction" in redis_cmd
+    assert services["worker-beliefs"]["command"][:4] == ["memory-core", "worker", "--queues", "beliefs,maintenance"]
+    assert services["worker-ingest"]["command"][:4] == ["memory-core", "worker", "--queues", "ingest"]
+    assert services["beat"]["command"] == ["memory-core", "beat"]
+    assert services["beat"]["deploy"]["replicas"] == 1
+    assert services["flower"]["command"][:2] == ["memory-core", "flower"]
+    for name in ("worker-beliefs", "worker-ingest", "beat", "flower"):
+        env = services[name]["environment"]
+        assert all(key.startswith("MEMORY_CORE_") for key in env)
+        assert env["MEMORY_CORE_ENGINE"].endswith("sqlite:////data/memory.db}")
+        assert "memory-data:/data" in services[name]["volumes"]
+    assert "MEMORY_CORE_FLOWER_PASSWORD" in services["flower"]["environment"]
+    assert "memory-data" in compose["volumes"]

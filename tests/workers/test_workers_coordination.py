@@ -1,0 +1,184 @@
+"""Coordination stores (Redis and SQLite, one behaviour) and single flight with coalescing."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from memory_core.consolidation import BuildScope
+from memory_core.errors import EngineUnavailable
+from memory_core.lifecycle.jobs import BuildBeliefs
+from memory_core.meta import ItemKind
+from memory_core.namespace import Namespace, Reach
+from workers.coordination import Coordination, Enter, Leave, SqliteCoordination, lock_value, split_lock
+from workers.locks import engine_key, pending_key, scope_key, single_flight
+from workers.redis_coordination import RedisCoordination, redis_client
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Coordination]:
+    prefix = f"mc-unit-{uuid.uuid4().hex[:8]}"
+    if request.param == "sqlite":
+        coordination: Coordination = SqliteCoordination(tmp_path / "c.db", prefix, job_ttl_s=60, keep_s=60)
+        yield coordination
+        coordination.close()
+        return
+    url = request.getfixturevalue("workers_redis")
+    client = redis_client(url, 5.0, 25)
+    yield RedisCoordination(client, prefix, job_ttl_s=60, keep_s=60)
+    keys = list(client.scan_iter(match=f"{prefix}*"))
+    if keys:
+        client.delete(*keys)
+    client.close()
+
+
+def test_lock_values_round_trip_even_with_bars_in_the_job_id() -> None:
+    assert split_lock(lock_value("tok", "a|b", 17)) == ("tok", "a|b", 17)
+
+
+def test_one_trigger_acquires_and_leaves_with_the_lock_released(store: Coordination) -> None:
+    assert store.gate_enter("s", "job-1", "t1", None, 30) is Enter.ACQUIRED
+    assert store.gate_extend("s", "t1", 30)
+    assert store.gate_leave("s", "t1", 30) is Leave.RELEASED
+    assert store.gate_enter("s", "job-2", "t2", None, 30) is Enter.ACQUIRED
+
+
+def test_a_trigger_during_a_build_coalesces_into_exactly_one_follow_up(store: Coordination) -> None:
+    assert store.gate_enter("s", "job-1", "t1", None, 30) is Enter.ACQUIRED
+    for i in range(5):
+        assert store.gate_enter("s", f"job-{i + 2}", f"t{i + 2}", store.now_us(), 30) is Enter.COALESCED
+    assert store.gate_leave("s", "t1", 30) is Leave.AGAIN  # one follow-up for the five
+    assert store.gate_leave("s", "t1", 30) is Leave.RELEASED
+
+
+def test_a_trigger_stamped_before_the_running_pass_started_is_covered(store: Coordination) -> None:
+    stamp = store.now_us()
+    time.sleep(0.002)
+    assert store.gate_enter("s", "job-1", "t1", None, 30) is Enter.ACQUIRED
+    assert store.gate_enter("s", "job-2", "t2", stamp, 30) is Enter.COVERED  # the running pass reads its writes
+    assert store.gate_leave("s", "t1", 30) is Leave.RELEASED
+    assert store.gate_enter("s", "job-3", "t3", stamp, 30) is Enter.COVERED  # the finished pass did too
+    assert store.gate_enter("s", "job-4", "t4", store.now_us(), 30) is Enter.ACQUIRED
+
+
+def test_a_lock_left_by_an_earlier_delivery_of_the_same_job_is_taken_over(store: Coordination) -> None:
+    assert store.gate_enter("s", "job-1", "dead-token", None, 30) is Enter.ACQUIRED
+    assert store.gate_enter("s", "job-1", "new-token", None, 30) is Enter.ACQUIRED
+    assert not store.gate_extend("s", "dead-token", 30)  # the dead holder's lease is gone
+    assert store.gate_leave("s", "dead-token", 30) is Leave.LOST
+    assert store.gate_leave("s", "new-token", 30) is Leave.RELEASED
+
+
+def test_release_is_compare_and_delete(store: Coordination) -> None:
+    assert store.gate_enter("s", "job-1", "t1", None, 30) is Enter.ACQUIRED
+    store.gate_abort("s", "someone-else")
+    assert store.gate_enter("s", "job-2", "t2", None, 30) is Enter.COALESCED
+    store.gate_abort("s", "t1")  # a failed pass releases; the dirty flag stays for the next build
+    assert store.gate_enter("s", "job-3", "t3", None, 30) is Enter.ACQUIRED
+
+
+def test_a_lease_that_ran_out_frees_the_scope(store: Coordination) -> None:
+    assert store.gate_enter("s", "job-1", "t1", None, 1) is Enter.ACQUIRED
+    time.sleep(1.2)
+    assert store.gate_enter("s", "job-2", "t2", None, 30) is Enter.ACQUIRED
+    assert store.gate_leave("s", "t1", 30) is Leave.LOST
+
+
+def test_pending_marks_collapse_identical_triggers_until_the_job_starts(store: Coordination) -> None:
+    first = store.claim_pending("k", "job-1", 30)
+    assert first.fresh and first.job_id == "job-1"
+    again = store.claim_pending("k", "job-2", 30)
+    assert not again.fresh and again.job_id == "job-1" and again.stamp_us == first.stamp_us
+    store.clear_pending("k", "job-2")  # not its mark: kept
+    assert store.claim_pending("k", "job-3", 30).job_id == "job-1"
+    store.clear_pending("k", "job-1")
+    assert store.claim_pending("k", "job-4", 30).fresh
+
+
+def test_per_job_marks_count_record_and_forget(store: Coordination) -> None:
+    assert [store.count_attempt("j") for _ in range(3)] == [1, 2, 3]
+    store.add_progress("j", "scope-a")
+    store.add_progress("j", "scope-b")
+    assert store.progress("j") == {"scope-a", "scope-b"}
+    assert not store.is_done("j")
+    store.mark_done("j")
+    assert store.is_done("j")
+    store.forget_job("j")
+    assert not store.is_done("j") and store.progress("j") == frozenset() and store.count_attempt("j") == 1
+
+
+def test_an_unreachable_redis_is_engine_unavailable() -> None:
+    client = redis_client("redis://127.0.0.1:1/0", 0.2, 0)
+    store = RedisCoordination(client, "x", 60, 60)
+    with pytest.raises(EngineUnavailable):
+        store.count_attempt("j")
+
+
+def test_keys_name_engine_scope_and_job_without_leaking_the_url() -> None:
+    engine = engine_key("postgresql://user:secret@host/db")
+    assert "secret" not in engine and len(engine) == 16
+    a = BuildScope(namespace=Namespace.parse("agent:alice"), kinds=(ItemKind.CONVERSATION,))
+    b = BuildScope(namespace=Namespace.parse("agent:alice"), kinds=(ItemKind.DOCUMENT,))
+    assert scope_key(engine, a) != scope_key(engine, b) != scope_key(engine_key("other"), b)
+    job = BuildBeliefs(request={"reach": Reach.exact("agent:alice").to_dict()})
+    assert pending_key(engine, job) == pending_key(engine, BuildBeliefs.model_validate_json(job.to_json()))
+
+
+def test_concurrent_triggers_give_at_most_one_follow_up_and_never_overlap(store: Coordination) -> None:
+    running = 0
+    overlaps = 0
+    passes = 0
+    lock = threading.Lock()
+    first_started = threading.Event()
+    release = threading.Event()
+
+    def build() -> int:
+        nonlocal running, overlaps, passes
+        with lock:
+            running += 1
+            passes += 1
+            overlaps += running > 1
+        first_started.set()
+        release.wait(5)
+        with lock:
+            running -= 1
+        return passes
+
+    def trigger(i: int) -> None:
+        single_flight(store, "scope", f"job-{i}", store.now_us(), 30, build)
+
+    threads = [threading.Thread(target=trigger, args=(0,))]
+    threads[0].start()
+    assert first_started.wait(5)
+    threads += [threading.Thread(target=trigger, args=(i,)) for i in range(1, 40)]
+    for t in threads[1:]:
+        t.start()
+    for t in threads[1:]:
+        t.join(10)
+    release.set()
+    threads[0].join(10)
+    assert overlaps == 0
+    assert passes == 2  # the first build, then one follow-up for the 39 triggers that came in meanwhile
+
+
+def test_a_failing_build_releases_the_lock_and_raises(store: Coordination) -> None:
+    def boom() -> None:
+        raise EngineUnavailable("engine down")
+
+    with pytest.raises(EngineUnavailable):
+        single_flight(store, "scope", "job-1", None, 30, boom)
+    assert store.gate_enter("scope", "job-2", "t", None, 30) is Enter.ACQUIRED
+
+
+def test_a_long_build_keeps_its_lease(store: Coordination) -> None:
+    def slow() -> str:
+        time.sleep(1.6)  # longer than the 1 s lease; the lease thread extends it every third of a second
+        return "built"
+
+    flight = single_flight(store, "scope", "job-1", None, 1, slow)
+    assert flight.enter is Enter.ACQUIRED and flight.results == ["built"] and not flight.lost

@@ -1,0 +1,247 @@
+"""The flow of one delivery (``workers.execution.execute``), in process, on the reference engine."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memory_core.consolidation import BuildScope, ConsolidateReceipt, ConsolidateRequest
+from memory_core.engines.reference import ReferenceEngine
+from memory_core.errors import EngineUnavailable
+from memory_core.lifecycle.documents import BrainDocument
+from memory_core.lifecycle.jobs import BuildBeliefs, IngestBrain, parse_job
+from memory_core.meta import ItemKind
+from memory_core.namespace import Namespace, Reach
+from memory_core.settings import Settings
+from workers.coordination import SqliteCoordination
+from workers.dead_letters import SqliteDeadLetters
+from workers.execution import Delivery, Runtime, Verdict, backoff_s, execute
+from workers.queue import DrainReport
+
+
+@dataclass
+class FakeQueue:
+    """Stands in for ``JobQueue`` inside a worker: records what the flow submits."""
+
+    submitted: list[Any] = field(default_factory=list)
+    drained: list[int] = field(default_factory=list)
+
+    def submit(self, job: Any, *, job_id: str | None = None) -> str:
+        self.submitted.append(parse_job(job))
+        return f"follow-{len(self.submitted)}"
+
+    def drain(self, limit: int = 1000) -> DrainReport:
+        self.drained.append(limit)
+        return DrainReport(delivered=2, left=0)
+
+    @property
+    def outbox(self) -> Any:
+        class _Box:
+            def prune(self) -> int:
+                return 0
+
+        return _Box()
+
+    def close(self) -> None:
+        pass
+
+
+class FlakyEngine(ReferenceEngine):
+    """The reference engine; ``fail_at`` scopes raise ``EngineUnavailable`` for their first ``failures`` builds."""
+
+    def __init__(self, fail_at: set[str] | None = None, failures: int = 1) -> None:
+        super().__init__()
+        self.fail_at = fail_at or set()
+        self.failures = failures
+        self.calls: list[str] = []
+
+    def _consolidate(self, request: ConsolidateRequest) -> ConsolidateReceipt:
+        node = str(request.reach.at)
+        self.calls.append(node)
+        if node in self.fail_at and self.calls.count(node) <= self.failures:
+            raise EngineUnavailable(f"{node} is locked")
+        return super()._consolidate(request)
+
+
+def converse(engine: ReferenceEngine, agent: str, text: str) -> None:
+    engine.store(
+        {
+            "type": "conversation",
+            "turns": [{"role": "user", "text": text}, {"role": "assistant", "text": "ok"}],
+            "meta": {"namespace": f"agent:{agent}"},
+        }
+    )
+
+
+@pytest.fixture
+def rt(tmp_path: Path) -> Runtime:
+    settings = Settings(_env_file=None, max_retries=2, retry_backoff_s=1.0, retry_backoff_max_s=3.0)
+    engine = FlakyEngine()
+    return Runtime(
+        settings,
+        engine=engine,
+        coordination=SqliteCoordination(tmp_path / "c.db", "t", 60, 60),
+        letters=SqliteDeadLetters(tmp_path / "c.db", 100),
+        queue=FakeQueue(),  # type: ignore[arg-type]
+    )
+
+
+def build_delivery(job_id: str, reach: Reach, **kwargs: Any) -> Delivery:
+    job = BuildBeliefs(request=ConsolidateRequest(reach=reach, kinds=(ItemKind.CONVERSATION,)))
+    return Delivery("memory.build_beliefs", job_id, (job.to_dict(),), kwargs)
+
+
+def test_a_build_runs_one_consolidate_per_scope_under_the_reach(rt: Runtime) -> None:
+    engine = rt.engine
+    assert isinstance(engine, FlakyEngine)
+    converse(engine, "a", "I live in Oslo.")
+    converse(engine, "b", "I play the cello.")
+    out = execute(rt, build_delivery("j1", Reach.subtree()))
+    assert out.verdict is Verdict.DONE and out.result is not None
+    assert [s["namespace"] for s in out.result["scopes"]] == ["agent:a", "agent:b"]
+    assert all(s["enter"] == "acquired" and s["passes"] == 1 for s in out.result["scopes"])
+    assert sorted(engine.calls) == ["agent:a", "agent:b"]
+    assert rt.coordination.is_done("j1") and len(rt.coordination.progress("j1")) == 2
+
+
+def test_a_failing_scope_is_retried_alone_without_redoing_the_others(rt: Runtime) -> None:
+    engine = rt.engine
+    assert isinstance(engine, FlakyEngine)
+    engine.fail_at = {"agent:b"}
+    converse(engine, "a", "I live in Oslo.")
+    converse(engine, "b", "I play the cello.")
+    first = execute(rt, build_delivery("j1", Reach.subtree()), random.Random(1))
+    assert first.verdict is Verdict.RETRY and isinstance(first.error, EngineUnavailable)
+    assert first.countdown is not None and 0 <= first.countdown <= 1.0  # attempt 1: uniform(0, base)
+    second = execute(rt, build_delivery("j1", Reach.subtree()))  # Celery's retry: same id, same payload
+    assert second.verdict is Verdict.DONE and second.result is not None
+    assert [s["enter"] for s in second.result["scopes"]] == ["done_before", "acquired"]
+    assert engine.calls.count("agent:a") == 1 and engine.calls.count("agent:b") == 2
+
+
+def test_transient_errors_retry_with_growing_backoff_then_dead_letter(rt: Runtime) -> None:
+    engine = rt.engine
+    assert isinstance(engine, FlakyEngine)
+    engine.fail_at, engine.failures = {"agent:a"}, 99
+    converse(engine, "a", "I live in Oslo.")
+    verdicts = [execute(rt, build_delivery("j1", Reach.exact("agent:a"))) for _ in range(3)]
+    assert [v.verdict for v in verdicts] == [Verdict.RETRY, Verdict.RETRY, Verdict.DEAD]
+    letter = rt.letters.get("j1")
+    assert letter.error == "EngineUnavailable" and letter.attempts == 3 and letter.task == "memory.build_beliefs"
+    assert letter.payload["job"] == "build_beliefs"
+
+
+def test_a_malformed_job_is_dead_lettered_at_once_and_a_twin_is_dropped(rt: Runtime) -> None:
+    bad = Delivery("memory.ingest_brain", "j2", ({"job": "ingest_brain", "documents": []},))
+    out = execute(rt, bad)
+    assert out.verdict is Verdict.DEAD
+    assert rt.letters.get("j2").attempts == 1 and rt.letters.get("j2").error == "InvalidRequest"
+    assert execute(rt, bad).verdict is Verdict.DUPLICATE
+
+
+@pytest.mark.parametrize(
+    "delivery",
+    [
+        Delivery("memory.build_beliefs", "x", ()),
+        Delivery("memory.build_beliefs", "x", ({}, {})),
+        Delivery("memory.build_beliefs", "x", ("not json",)),
+        Delivery(
+            "memory.build_beliefs", "x", ({"job": "build_beliefs", "request": {"reach": {"at": "root"}}},), {"x": 1}
+        ),
+        Delivery(
+            "memory.build_beliefs",
+            "x",
+            ({"job": "build_beliefs", "request": {"reach": {"at": "root"}}},),
+            {"triggered_us": "soon"},
+        ),
+        Delivery("memory.ingest_brain", "x", ({"job": "build_beliefs", "request": {"reach": {"at": "root"}}},)),
+        Delivery("memory.build_due", "x", ("extra",)),
+        Delivery("memory.drain_outbox", "x", (), {"limit": 0}),
+        Delivery("memory.nope", "x", ()),
+    ],
+)
+def test_deliveries_of_the_wrong_shape_are_dead_lettered_not_retried(rt: Runtime, delivery: Delivery) -> None:
+    out = execute(rt, delivery)
+    assert out.verdict is Verdict.DEAD and rt.letters.get("x").error == "InvalidRequest"
+
+
+def test_a_job_started_more_often_than_allowed_is_dead_lettered_without_running(rt: Runtime) -> None:
+    engine = rt.engine
+    assert isinstance(engine, FlakyEngine)
+    converse(engine, "a", "I live in Oslo.")
+    for _ in range(3):  # three starts already lost (a child killed each time, requeued by reject_on_worker_lost)
+        rt.coordination.count_attempt("j3")
+    out = execute(rt, build_delivery("j3", Reach.exact("agent:a")))
+    assert out.verdict is Verdict.DEAD and rt.letters.get("j3").error == "GaveUp"
+    assert engine.calls == []
+
+
+def test_ingest_stores_and_submits_the_batch_follow_ups(rt: Runtime) -> None:
+    job = IngestBrain(documents=(BrainDocument.new("notion", "Redis keeps the queues.", title="Queues"),))
+    out = execute(rt, Delivery("memory.ingest_brain", "j4", (job.to_dict(),)))
+    assert out.verdict is Verdict.DONE and out.result is not None
+    assert out.result["stored"] == 1 and out.result["follow_ups"] == ["follow-1"]
+    queue = rt.queue
+    assert isinstance(queue, FakeQueue)
+    assert isinstance(queue.submitted[0], BuildBeliefs)
+
+
+def test_build_due_submits_one_build_per_scope_written_since_its_last_build(rt: Runtime) -> None:
+    from datetime import UTC, datetime
+
+    t0, t1 = datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 2, tzinfo=UTC)
+
+    class Marked(FlakyEngine):
+        def _scopes(self, request: ConsolidateRequest) -> list[BuildScope]:
+            kinds = (ItemKind.CONVERSATION,)
+            return [
+                BuildScope(namespace=Namespace.parse("agent:due"), kinds=kinds, last_write=t1, last_build=t0),
+                BuildScope(namespace=Namespace.parse("agent:fresh"), kinds=kinds, last_write=t0, last_build=t1),
+                BuildScope(namespace=Namespace.parse("agent:never"), kinds=kinds, last_write=t0),
+            ]
+
+    rt._engine = Marked()
+    out = execute(rt, Delivery("memory.build_due", "j5"))
+    assert out.verdict is Verdict.DONE and out.result == {"scopes": 3, "due": 2, "jobs": ["follow-1", "follow-2"]}
+    queue = rt.queue
+    assert isinstance(queue, FakeQueue)
+    assert [str(j.request.reach.at) for j in queue.submitted] == ["agent:due", "agent:never"]
+
+
+def test_drain_outbox_drains_the_local_outbox(rt: Runtime) -> None:
+    out = execute(rt, Delivery("memory.drain_outbox", "j6", (), {"limit": 10}))
+    assert out.verdict is Verdict.DONE and out.result == {"delivered": 2, "left": 0, "error": None}
+
+
+def test_when_the_store_cannot_count_attempts_celerys_retry_count_caps_the_retries(rt: Runtime, tmp_path: Path) -> None:
+    class Down(SqliteCoordination):
+        def is_done(self, job_id: str) -> bool:
+            raise EngineUnavailable("redis down")
+
+    rt._coordination = Down(tmp_path / "d.db", "t", 60, 60)
+    assert (
+        execute(
+            rt,
+            build_delivery(
+                "j7",
+                Reach.subtree(),
+            ),
+            random.Random(2),
+        ).verdict
+        is Verdict.RETRY
+    )
+    late = Delivery("memory.build_beliefs", "j7", build_delivery("j7", Reach.subtree()).args, retries=2)
+    assert execute(rt, late).verdict is Verdict.DEAD
+
+
+@pytest.mark.parametrize("attempt", [1, 2, 3, 8])
+def test_backoff_is_full_jitter_under_an_exponential_cap(attempt: int) -> None:
+    rng = random.Random(attempt)
+    cap = min(5.0, 0.5 * 2 ** (attempt - 1))
+    samples = [backoff_s(attempt, 0.5, 5.0, rng) for _ in range(200)]
+    assert all(0.0 <= s <= cap for s in samples)
+    assert max(samples) > cap / 2  # spread over the whole window, not pinned to one value

@@ -1,0 +1,145 @@
+"""Dead-letter stores (Redis and SQLite), the poison envelope check, and the outbox."""
+
+from __future__ import annotations
+
+import base64
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memory_core.errors import InvalidRequest, NotFound
+from workers.dead_letters import MAX_PAYLOAD_CHARS, DeadLetter, DeadLetterStore, RedisDeadLetters, SqliteDeadLetters
+from workers.outbox import Outbox, OutboxEntry
+from workers.poison import envelope_problem
+from workers.redis_coordination import redis_client
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+def letters(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[DeadLetterStore]:
+    if request.param == "sqlite":
+        yield SqliteDeadLetters(tmp_path / "c.db", max_kept=3)
+        return
+    prefix = f"mc-unit-{uuid.uuid4().hex[:8]}"
+    client = redis_client(request.getfixturevalue("workers_redis"), 5.0, 25)
+    yield RedisDeadLetters(client, prefix, max_kept=3)
+    keys = list(client.scan_iter(match=f"{prefix}*"))
+    if keys:
+        client.delete(*keys)
+
+
+def letter(job_id: str, payload: Any = None) -> DeadLetter:
+    time.sleep(0.002)  # distinct times, so "newest first" is well defined
+    return DeadLetter.of(job_id, InvalidRequest("must not be empty", field="documents"), payload=payload, attempts=1)
+
+
+def test_dead_letters_keep_payload_error_attempts_and_time(letters: DeadLetterStore) -> None:
+    job = {"job": "ingest_brain", "documents": []}
+    letters.put(letter("a", job))
+    got = letters.get("a")
+    assert got.payload == job and got.error == "InvalidRequest" and got.attempts == 1
+    assert "documents" in got.message and got.at.tzinfo is not None
+    with pytest.raises(NotFound):
+        letters.get("missing")
+
+
+def test_dead_letters_list_newest_first_drop_the_oldest_past_the_cap_and_purge(letters: DeadLetterStore) -> None:
+    for name in ("a", "b", "c", "d"):
+        letters.put(letter(name))
+    assert [x.id for x in letters.list()] == ["d", "c", "b"]
+    assert letters.count() == 3
+    assert letters.delete("c") and not letters.delete("c")
+    assert letters.purge() == 2 and letters.count() == 0
+
+
+def test_a_huge_raw_payload_is_cut_and_marked() -> None:
+    cut = DeadLetter.of("x", "MalformedMessage", payload="z" * (MAX_PAYLOAD_CHARS + 10))
+    assert cut.truncated and len(cut.payload) == MAX_PAYLOAD_CHARS
+    raw = DeadLetter.of("y", "MalformedMessage", payload=b"\xff\xfebytes")
+    assert isinstance(raw.payload, str) and not raw.truncated
+
+
+GOOD = {
+    "body": base64.b64encode(b"[[{}], {}, {}]").decode(),
+    "content-type": "application/json",
+    "content-encoding": "utf-8",
+    "headers": {"task": "memory.build_beliefs", "id": "abc"},
+    "properties": {"delivery_tag": "t1", "body_encoding": "base64", "delivery_info": {"routing_key": "q"}},
+}
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        (lambda m: [1, 2], "JSON list"),
+        (lambda m: {**m, "properties": {}}, "delivery_tag"),
+        (lambda m: {**m, "headers": "x"}, "headers"),
+        (lambda m: {**m, "content-type": 3}, "content-type"),
+        (lambda m: {**m, "body": 12}, "body is not a string"),
+        (lambda m: {**m, "body": "abc"}, "base64"),
+        (lambda m: {**m, "headers": {"task": "memory.build_beliefs"}}, "headers.id"),
+        (lambda m: {**m, "properties": {**m["properties"], "delivery_info": 5}}, "delivery_info"),
+    ],
+)
+def test_envelopes_kombu_would_crash_on_are_named(change: Any, problem: str) -> None:
+    assert envelope_problem(GOOD) is None
+    found = envelope_problem(change(GOOD))
+    assert found is not None and problem in found
+
+
+def entry(job_id: str, created: float | None = None) -> OutboxEntry:
+    return OutboxEntry(id=job_id, task="memory.ingest_brain", payload="{}", created=created or time.time())
+
+
+def test_outbox_rows_are_claimed_oldest_first_and_marked_once(tmp_path: Path) -> None:
+    box = Outbox(tmp_path / "outbox.db")
+    box.put(entry("b", 2.0))
+    box.put(entry("a", 1.0))
+    box.put(entry("a", 1.0))  # the same id twice is kept once
+    assert box.waiting() == 2
+    claimed = box.claim("me")
+    assert [e.id for e in claimed] == ["a", "b"]
+    assert box.claim("other") == []  # a live claim is not handed out twice
+    assert box.delivered("a", "me") and not box.delivered("a", "me")
+    assert not box.delivered("b", "other")  # not its claim
+    box.release("b", "me", "broker down")
+    assert [e.tries for e in box.claim("other")] == [1]
+    assert box.waiting() == 1
+
+
+def test_an_abandoned_claim_is_taken_over_after_its_ttl(tmp_path: Path) -> None:
+    box = Outbox(tmp_path / "outbox.db", claim_ttl_s=0.2)
+    box.put(entry("a"))
+    assert [e.id for e in box.claim("crashed")] == ["a"]
+    time.sleep(0.3)
+    assert [e.id for e in box.claim("rescuer")] == ["a"]
+    assert not box.delivered("a", "crashed")  # the crashed drainer can no longer mark it
+
+
+def test_concurrent_drainers_never_claim_the_same_row(tmp_path: Path) -> None:
+    path = tmp_path / "outbox.db"
+    box = Outbox(path)
+    for i in range(200):
+        box.put(entry(f"j{i:03d}", float(i)))
+    got: dict[str, list[str]] = {}
+
+    def drain(name: str) -> None:
+        mine = Outbox(path)
+        got[name] = []
+        while batch := mine.claim(name, limit=7):
+            for e in batch:
+                assert mine.delivered(e.id, name)
+                got[name].append(e.id)
+
+    threads = [threading.Thread(target=drain, args=(f"d{i}",)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    ids = [i for batch in got.values() for i in batch]
+    assert sorted(ids) == [f"j{i:03d}" for i in range(200)]
+    assert box.waiting() == 0 and box.prune(older_than_s=0) == 200
