@@ -62,6 +62,7 @@ class Bench:
             "queue_maintenance": f"bench-{self.uid}-maintenance",
         }
         self.procs: list[subprocess.Popen[bytes]] = []
+        self.results: list[str] = []
 
     def settings(self) -> Settings:
         return Settings(_env_file=None, **self.fields)
@@ -106,10 +107,12 @@ class Bench:
             except (ProcessLookupError, subprocess.TimeoutExpired):
                 os.killpg(proc.pid, signal.SIGKILL)
         client = redis.Redis.from_url(self.url)
-        for pattern in (f"bench-{self.uid}*", f"_kombu.binding.bench-{self.uid}*"):
+        for pattern in (f"bench-{self.uid}*", f"_kombu.binding*.bench-{self.uid}*"):
             keys = list(client.scan_iter(match=pattern, count=500))
             if keys:
                 client.delete(*keys)
+        for start in range(0, len(self.results), 500):
+            client.delete(*(f"celery-task-meta-{i}" for i in self.results[start : start + 500]))
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
@@ -168,13 +171,14 @@ def _finished(client: redis.Redis[bytes], task_id: str) -> bool:
     return raw is not None and b'"SUCCESS"' in raw
 
 
-def _rate(client: redis.Redis[bytes], publish: Callable[[int], str], n: int) -> float:
+def _rate(b: Bench, client: redis.Redis[bytes], publish: Callable[[int], str], n: int) -> float:
     """Jobs/s: a warm-up job (the worker opens its connections and engine), then ``n``, first publish to last done."""
     first = publish(-1)
     _wait(lambda: _finished(client, first), 120, "the warm-up job")
     start = time.perf_counter()
     ids = [publish(i) for i in range(n)]
     _wait(lambda: _finished(client, ids[-1]), 600, "the last job")
+    b.results += [first, *ids]
     return n / (time.perf_counter() - start)
 
 
@@ -189,14 +193,14 @@ def _throughput_rows(b: Bench) -> list[Row]:
     b.worker("workers.celery_app", settings.queue_beliefs)
     queue = JobQueue(settings)
     flow_rate = _rate(
-        client, lambda i: queue.submit(BuildBeliefs(request={"reach": Reach.exact(f"agent:t{i}").to_dict()})), n
+        b, client, lambda i: queue.submit(BuildBeliefs(request={"reach": Reach.exact(f"agent:t{i}").to_dict()})), n
     )
     queue.close()
 
     raw_queue = f"bench-{b.uid}-raw"
     b.worker("workers.baseline", raw_queue)
     raw = create_baseline(b.url)
-    raw_rate = _rate(client, lambda i: str(raw.send_task(NOOP, queue=raw_queue).id), n)
+    raw_rate = _rate(b, client, lambda i: str(raw.send_task(NOOP, queue=raw_queue).id), n)
     raw.close()
     return [
         Row(

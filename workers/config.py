@@ -21,9 +21,10 @@ reliability item has its reason next to it; the sources are ``../shared/referenc
 
 from __future__ import annotations
 
+import ssl
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from memory_core.errors import ConfigError
 from memory_core.settings import Settings
@@ -94,11 +95,20 @@ def broker_url(settings: Settings) -> str:
 
 
 def result_backend_url(settings: Settings) -> str:
-    """The result backend: the configured one, the Redis broker's URL, or ``file://`` under ``var_dir``."""
+    """The result backend: the configured one, the Redis broker's URL, or ``file://`` under ``var_dir``.
+
+    A ``rediss://`` broker URL without ``ssl_cert_reqs`` gets ``ssl_cert_reqs=required`` (Celery's Redis
+    backend refuses a ``rediss://`` URL without it).
+    """
     if settings.result_backend:
         return settings.result_backend
-    if is_redis_url(settings.broker_url):
-        return str(settings.broker_url)
+    url = settings.broker_url
+    if is_redis_url(url):
+        parts = urlsplit(str(url))
+        if parts.scheme.lower() == "rediss" and "ssl_cert_reqs" not in parts.query:
+            query = "&".join(q for q in (parts.query, "ssl_cert_reqs=required") if q)
+            return urlunsplit(parts._replace(query=query))
+        return str(url)
     return f"file://{var_paths(settings)['results']}"
 
 
@@ -242,6 +252,10 @@ def celery_config(settings: Settings) -> dict[str, Any]:
     }
     if transport is not None:
         conf["broker_transport"] = transport
+    if urlsplit(url).scheme.lower() == "rediss":
+        # the guarded transport is named by class, so kombu's rediss:// default (TLS without certificate
+        # checks, with a warning) does not apply: TLS is on here, and certificates are verified
+        conf["broker_use_ssl"] = {"ssl_cert_reqs": ssl.CERT_REQUIRED}
     return conf
 
 

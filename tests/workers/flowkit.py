@@ -110,7 +110,7 @@ class Flow:
 def cleanup(url: str, uid: str) -> None:
     """Delete the session's keys, queue lists and kombu bindings (results expire on their own)."""
     client = redis.Redis.from_url(url, decode_responses=True)
-    for pattern in (f"mc-{uid}*", f"{uid}-*", f"_kombu.binding.{uid}-*"):
+    for pattern in (f"mc-{uid}*", f"{uid}-*", f"_kombu.binding.{uid}-*", f"_kombu.binding_permanent.{uid}-*"):
         keys = list(client.scan_iter(match=pattern, count=500))
         if keys:
             client.delete(*keys)

@@ -82,6 +82,15 @@ def test_events_results_and_redis_sockets_are_configured() -> None:
     assert conf["worker_consumer"] == "workers.consumer:Consumer"
 
 
+def test_a_tls_broker_verifies_certificates_for_the_broker_and_the_result_backend() -> None:
+    import ssl
+
+    conf = celery_config(settings(broker_url="rediss://:pw@redis.example:6380/0"))
+    assert conf["broker_use_ssl"] == {"ssl_cert_reqs": ssl.CERT_REQUIRED}
+    assert conf["result_backend"] == "rediss://:pw@redis.example:6380/0?ssl_cert_reqs=required"
+    assert "broker_use_ssl" not in celery_config(settings(broker_url=REDIS))
+
+
 def test_tasks_route_to_their_queues() -> None:
     conf = celery_config(settings(broker_url=REDIS, queue_beliefs="b", queue_ingest="i", queue_maintenance="m"))
     assert conf["task_routes"] == {

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 from flowkit import Flow, Proc, Spawn, celery_worker_argv, wait_until
 
 from memory_core.engines.sqlite import SQLiteEngine
@@ -219,26 +220,29 @@ def _frozen_pid(flow: Flow) -> int:
 
 
 def test_kill9_of_the_pool_child_mid_build_requeues_at_once_and_gives_the_undisturbed_beliefs(
-    flow: Flow, spawn: Spawn, tmp_path: Path
+    flow: Flow, spawn: Spawn, redis_server: Any, tmp_path: Path
 ) -> None:
-    queues = dedicated(flow, "child")
+    # A private Redis whose visibility timeout and sweep (600 s) outlast the test: only the immediate requeue
+    # of task_reject_on_worker_lost can bring the job back in time.
+    server = redis_server()
+    fields = {"broker_url": server.url, "visibility_timeout_s": 600, "redelivery_sweep_s": 600}
     engine = SQLiteEngine(flow.db_path)
     mem = converse(engine, "carol-child")
     expected = undisturbed(flow, tmp_path, mem.history_build(), "carol-child")
     assert expected
-    worker = spawn("victim-child", celery_worker_argv(flow, "victim-child", queues=queues["queue_beliefs"]), **queues)
+    worker = spawn("victim-child", celery_worker_argv(flow, "victim-child"), **fields)
     flow.client().set(f"{flow.prefix}:probe:freeze", "1")
-    queue = JobQueue(flow.settings(**queues))
+    queue = JobQueue(flow.settings(**fields))
     job_id = queue.submit(mem.history_build())
 
     pid = _frozen_pid(flow)
     assert pid in worker.children()  # a pool child, in the middle of consolidate
-    os.kill(pid, signal.SIGKILL)  # task_reject_on_worker_lost: requeued at once, not after the timeout
+    os.kill(pid, signal.SIGKILL)
 
-    wait_until(lambda: done(flow, job_id), 40, what="the requeued build")
+    wait_until(lambda: done(flow, job_id, **fields), 40, what="the requeued build")
     assert worker.alive()
-    assert beliefs(engine, "carol-child") == expected
-    attempts = flow.client().get(f"{flow.prefix}:job:{job_id}:attempts")
+    assert beliefs(engine, "carol-child") == expected  # same beliefs as an undisturbed run, no duplicates
+    attempts = redis.Redis.from_url(server.url, decode_responses=True).get(f"{flow.prefix}:job:{job_id}:attempts")
     assert attempts == "2"
     queue.close()
     engine.close()

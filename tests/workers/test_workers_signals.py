@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from billiard.exceptions import TimeLimitExceeded
+from celery.exceptions import TimeLimitExceeded
 
 import workers.poison
 from memory_core.settings import get_settings
