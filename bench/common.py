@@ -9,16 +9,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from memory_core.timing import percentile
+
 __all__ = ["Row", "machine", "percentile", "print_table", "summarize", "time_calls"]
-
-
-def percentile(samples_ms: Sequence[float], q: float) -> float:
-    """The ``q`` percentile (0..100) of ``samples_ms`` by nearest rank; NaN for no samples."""
-    if not samples_ms:
-        return float("nan")
-    ordered = sorted(samples_ms)
-    rank = max(0, min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1))))
-    return ordered[rank]
 
 
 def time_calls(fn: Callable[[int], object], n: int) -> list[float]:

@@ -21,6 +21,8 @@ class Settings(BaseSettings):
     Attributes:
         engine: Engine URL (``sqlite:///./var/memory.db``, ``reference://``).
         var_dir: Folder for local state (SQLite file, outbox, server-less broker).
+        data_dir: Folder holding the sample data the demo and benchmarks read (``locomo/locomo_dev.json``,
+            ``docs/peps/``); the team's shared checkout by default.
         broker_url: Celery broker URL; None uses the server-less transport under ``var_dir``.
         result_backend: Celery result backend URL; None picks one to match the broker.
         queue_beliefs / queue_ingest / queue_maintenance: Celery queue names.
@@ -74,6 +76,7 @@ class Settings(BaseSettings):
     flower_port: int = Field(default=5555, gt=0, lt=65536)
 
     layout_root: str = "root"
+    data_dir: Path = Path("../shared/data")
     engine_plugins: str = ""
     redis_prefix: str = Field(default="memory-core", min_length=1)
     publish_timeout_s: float = Field(default=2.0, gt=0)

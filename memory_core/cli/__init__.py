@@ -27,6 +27,10 @@ def _root() -> None:
 
 
 COMMAND_MODULES: tuple[str, ...] = (
+    "demo",
+    "ingest",
+    "replay",
+    "status",
     "version",
     "conformance",
     "eval",

@@ -37,7 +37,7 @@ from memory_core.recall.types import ContextPack
 from memory_core.replay.driver import Replayer, agent_id_for
 from memory_core.replay.formats import ConversationFile, load_conversations
 
-__all__ = ["EVAL_CATEGORIES", "EvalResult", "QuestionResult", "pack_turns", "run_locomo_eval"]
+__all__ = ["EVAL_CATEGORIES", "EvalResult", "QuestionResult", "asking_agent", "pack_turns", "run_locomo_eval"]
 
 EVAL_CATEGORIES = (1, 2, 3, 4)
 """LoCoMo categories with evidence to retrieve (5 is adversarial; peers.md §3.1)."""
@@ -99,7 +99,8 @@ def pack_turns(pack: ContextPack, refs: dict[str, str]) -> set[str]:
     return covered_turns(pack.refs, refs, derived)
 
 
-def _asker(question: str, speakers: Sequence[str]) -> str:
+def asking_agent(question: str, speakers: Sequence[str]) -> str:
+    """The agent a question is asked of: the first speaker whose first name it mentions, else the first speaker."""
     for speaker in speakers:
         first = speaker.split()[0]
         if re.search(rf"\b{re.escape(first)}\b", question, flags=re.IGNORECASE):
@@ -207,7 +208,7 @@ def _eval_sample(
             result.skipped_questions += 1
             continue
         question, category = str(q["question"]), int(q["category"])
-        pack = replayer.agent(_asker(question, conv.speakers)).recall(question)
+        pack = replayer.agent(asking_agent(question, conv.speakers)).recall(question)
         held = pack_turns(pack, report.refs)
         recalls = {"pack": evidence_recall(parsed.ids, held)}
         recalls["bm25@pack"] = evidence_recall(parsed.ids, bm25.top(question, max(1, len(held))))

@@ -45,10 +45,15 @@ class BuildBeliefs(ContractModel):
 
 
 class IngestBrain(ContractModel):
-    """Store documents in the brain (``Brain.ingest_many``)."""
+    """Store documents in the brain (``Brain.ingest_many``).
+
+    ``collection`` (a memory-core extension, left out of JSON when unset) places the documents in
+    ``brain_collection(source, collection)`` instead of the source's node.
+    """
 
     job: Literal["ingest_brain"] = "ingest_brain"
     documents: tuple[BrainDocument, ...] = Field(min_length=1)
+    collection: str | None = None
 
     def name(self) -> str:
         """``ingest_brain``."""

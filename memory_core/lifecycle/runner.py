@@ -91,5 +91,5 @@ class BackgroundRunner:
         return JobReport(job=job, outcome=outcome_of(receipt.status), consolidation=receipt)
 
     def _ingest(self, job: IngestBrain) -> JobReport:
-        batch = Brain(self.engine, self.layout).ingest_many(job.documents)
+        batch = Brain(self.engine, self.layout).ingest_many(job.documents, collection=job.collection)
         return JobReport(job=job, outcome=JobOutcome.done(), stored=batch.receipts, follow_ups=batch.jobs)

@@ -27,7 +27,7 @@ from memory_core.meta import ObservedActor
 from memory_core.namespace import sanitize_segment_id
 from memory_core.replay.formats import ConversationFile, ReplayTurn
 
-__all__ = ["ReplayReport", "Replayer", "agent_id_for"]
+__all__ = ["ReplayReport", "Replayer", "Submit", "agent_id_for"]
 
 Submit = Callable[[BuildBeliefs | IngestBrain], object]
 """Where jobs go: ``JobQueue.submit`` or a local runner; the return value is ignored."""

@@ -2,38 +2,120 @@
 
 A stored item's vector, time, confidence, namespace and kind never change, and seqs are never reused, so the
 copy only grows: ``refresh`` appends rows indexed since the last call (in seq order, up to the lowest
-still-pending seq) and marks rows deleted since then (from the ``deleted`` log). A changed ``meta.instance``
-(the file was replaced) empties it.
+still-pending seq) and marks rows deleted since then (from the ``deleted`` log, which every process's delete
+writes in the same transaction). A changed ``meta.instance`` (the file was replaced) empties it. So a read in
+any process sees every other process's committed writes and deletes, through its own read snapshot.
 
-For the filters the live turn uses (a reach and kinds only), ``select`` picks the candidate rows from these
-arrays without touching SQLite; any other filter goes through SQL (``item_keys``).
+Storage: parallel arrays by ascending seq in buffers that grow by doubling (an append copies nothing already
+held, amortised), vectors in one contiguous float32 matrix. A reader takes an ``IndexView`` (the first ``n``
+rows) under the lock and then works without it: appends write past ``n`` or into new buffers, and a delete
+replaces the ``alive`` array rather than editing it, so a view never changes under its reader.
+
+For the filters the live turn uses (a reach and kinds only), ``candidates`` picks rows from these arrays
+without touching SQLite: each distinct namespace key is parsed once, and the namespaces a reach admits are
+kept per reach as a boolean array over namespace codes. Any other filter goes through SQL (``item_keys``).
+Rows indexed above the loaded bound (the lowest pending seq, when another process indexed past it) are read
+from SQL for that call, so the candidates are exactly the snapshot's indexed rows the filter admits.
 """
 
 from __future__ import annotations
 
 import sqlite3
 import threading
-from typing import Final
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
 
 from memory_core.meta import ItemKind, MetaFilter
-from memory_core.query import FetchMode
+from memory_core.namespace import Namespace, Reach
 from memory_core.scoring import EMBED_DIM
 
 from .filters import compile_filter
 from .rows import ns_of_key
-from .search import Candidates, FloatArray, IntArray, fts_matches
+from .search import FloatArray, IntArray
 
-__all__ = ["ItemIndex", "item_candidates"]
+__all__ = ["CandidateRows", "IndexView", "ItemIndex", "item_keys"]
 
 _KINDS: Final = {k.value: i for i, k in enumerate(ItemKind.all())}
+_REACH_CACHE: Final = 256
+"""Reaches whose admitted-namespace arrays are kept per index (least recently used dropped first)."""
+_FULL_PRODUCT: Final = 8
+"""Score every held row with one matrix product when the candidates are at least 1/8 of them (cheaper than
+gathering their vectors first); else gather, then multiply."""
+BoolArray = npt.NDArray[np.bool_]
+F32Array = npt.NDArray[np.float32]
+_ROW_SQL: Final = "SELECT seq, vec, coalesce(observed_at, stored_at), coalesce(confidence, 0.5), ns, kind FROM items "
 
 
 def _simple(flt: MetaFilter) -> bool:
     """True when the filter sets nothing but a reach and kinds."""
     return MetaFilter(reach=flt.reach, kinds=flt.kinds) == flt
+
+
+def _kind_mask(flt: MetaFilter) -> BoolArray:
+    mask = np.zeros(len(_KINDS), dtype=bool)
+    for kind in flt.kinds or ItemKind.all():
+        mask[_KINDS[kind.value]] = True
+    return mask
+
+
+@dataclass(frozen=True)
+class IndexView:
+    """The first ``n`` rows of an ``ItemIndex``, fixed when taken (arrays by ascending seq, length ``n``)."""
+
+    seqs: IntArray
+    vectors: F32Array
+    when_us: IntArray
+    confidence: FloatArray
+    ns_code: npt.NDArray[np.int32]
+    kind_code: npt.NDArray[np.int8]
+    alive: BoolArray
+
+    @property
+    def n(self) -> int:
+        """How many rows the view holds (live or deleted)."""
+        return len(self.seqs)
+
+
+@dataclass(frozen=True)
+class CandidateRows:
+    """Rows a filter admits, with their ranking data: held rows by position in a view, plus rows read from SQL.
+
+    Attributes:
+        keys: Seqs, ascending (held rows first: every held seq is below every row read from SQL).
+        when_us: ``observed_at``, else the write time, µs.
+        confidence: A learning's confidence, 0.5 for other kinds.
+        view: The view the held rows come from.
+        pos: Positions of the held rows in ``view``.
+        extra_vectors: Vectors of the rows read from SQL (the last ``len(extra_vectors)`` keys).
+    """
+
+    keys: IntArray
+    when_us: IntArray
+    confidence: FloatArray
+    view: IndexView
+    pos: IntArray
+    extra_vectors: F32Array
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def cosines(self, q: F32Array) -> FloatArray:
+        """Cosine of each row's stored vector with the unit query vector ``q`` (float32 products, as float64)."""
+        held = self.view.vectors
+        if len(self.pos) == 0:
+            part = np.zeros(0, dtype=np.float32)
+        elif len(self.pos) * _FULL_PRODUCT >= len(held):
+            part = (held @ q)[self.pos]
+        else:
+            part = held[self.pos] @ q
+        if len(self.extra_vectors):
+            part = np.concatenate([part, self.extra_vectors @ q])
+        out: FloatArray = part.astype(np.float64)
+        return out
 
 
 class ItemIndex:
@@ -47,23 +129,21 @@ class ItemIndex:
     def _reset(self) -> None:
         self.upto = 0
         self.deleted_upto = 0
-        self.seqs: IntArray = np.zeros(0, dtype=np.int64)
-        self.vectors: npt.NDArray[np.float32] = np.zeros((0, EMBED_DIM), dtype=np.float32)
-        self.when_us: IntArray = np.zeros(0, dtype=np.int64)
-        self.confidence: FloatArray = np.zeros(0)
-        self.ns_code: npt.NDArray[np.int32] = np.zeros(0, dtype=np.int32)
-        self.kind_code: npt.NDArray[np.int8] = np.zeros(0, dtype=np.int8)
-        self.alive: npt.NDArray[np.bool_] = np.zeros(0, dtype=bool)
-        self.ns_keys: list[str] = []
+        self._n = 0
+        self._live = 0
+        self._seqs: IntArray = np.zeros(0, dtype=np.int64)
+        self._vectors: F32Array = np.zeros((0, EMBED_DIM), dtype=np.float32)
+        self._when: IntArray = np.zeros(0, dtype=np.int64)
+        self._conf: FloatArray = np.zeros(0)
+        self._ns: npt.NDArray[np.int32] = np.zeros(0, dtype=np.int32)
+        self._kind: npt.NDArray[np.int8] = np.zeros(0, dtype=np.int8)
+        self._alive: BoolArray = np.zeros(0, dtype=bool)
+        self._ns_keys: list[str] = []
+        self._ns_of: list[Namespace] = []
         self._ns_codes: dict[str, int] = {}
+        self._reaches: OrderedDict[Reach, BoolArray] = OrderedDict()
 
-    def _code(self, key: str) -> int:
-        code = self._ns_codes.get(key)
-        if code is None:
-            code = self._ns_codes[key] = len(self.ns_keys)
-            self.ns_keys.append(key)
-        return code
-
+    # keeping in step -------------------------------------------------------------------------------------
     def refresh(self, conn: sqlite3.Connection) -> None:
         """Take in rows indexed and deleted since the last refresh (call inside the read's snapshot)."""
         instance_row = conn.execute("SELECT value FROM meta WHERE key = 'instance'").fetchone()
@@ -79,92 +159,142 @@ class ItemIndex:
                 self._reset()
                 self._instance = instance
             if bound > self.upto:
-                self._append(conn, bound)
+                rows = conn.execute(
+                    f"{_ROW_SQL} WHERE seq > ? AND seq <= ? AND vec IS NOT NULL ORDER BY seq", (self.upto, bound)
+                ).fetchall()
+                self._append(rows)
+                self.upto = bound
             gone = conn.execute("SELECT n, seq FROM deleted WHERE n > ? ORDER BY n", (self.deleted_upto,)).fetchall()
             if gone:
                 self.deleted_upto = int(gone[-1][0])
-                dead = np.fromiter((g[1] for g in gone), dtype=np.int64, count=len(gone))
-                if len(self.seqs):
-                    pos = np.minimum(np.searchsorted(self.seqs, dead), len(self.seqs) - 1)
-                    alive = self.alive.copy()
-                    alive[pos[self.seqs[pos] == dead]] = False
-                    self.alive = alive
+                self._mark_deleted(np.fromiter((g[1] for g in gone), dtype=np.int64, count=len(gone)))
 
-    def _append(self, conn: sqlite3.Connection, bound: int) -> None:
-        rows = conn.execute(
-            "SELECT seq, vec, coalesce(observed_at, stored_at), coalesce(confidence, 0.5), ns, kind FROM items "
-            "WHERE seq > ? AND seq <= ? AND vec IS NOT NULL ORDER BY seq",
-            (self.upto, bound),
-        ).fetchall()
-        self.upto = bound
+    def _grow(self, need: int) -> None:
+        cap = len(self._seqs)
+        if need <= cap:
+            return
+        new_cap = max(need, 2 * cap, 1024)
+
+        def grown(old: npt.NDArray[Any]) -> npt.NDArray[Any]:
+            out = np.zeros((new_cap, *old.shape[1:]), dtype=old.dtype)
+            out[: self._n] = old[: self._n]
+            return out
+
+        self._seqs, self._vectors, self._when = grown(self._seqs), grown(self._vectors), grown(self._when)
+        self._conf, self._ns, self._kind = grown(self._conf), grown(self._ns), grown(self._kind)
+        self._alive = grown(self._alive)
+
+    def _code(self, key: str) -> int:
+        code = self._ns_codes.get(key)
+        if code is None:
+            code = self._ns_codes[key] = len(self._ns_keys)
+            self._ns_keys.append(key)
+            self._ns_of.append(ns_of_key(key))
+        return code
+
+    def _append(self, rows: list[Any]) -> None:
         if not rows:
             return
-        n = len(rows)
-        self.seqs = np.concatenate([self.seqs, np.fromiter((r[0] for r in rows), dtype=np.int64, count=n)])
-        vecs = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").reshape(n, EMBED_DIM)
-        self.vectors = np.concatenate([self.vectors, vecs])
-        self.when_us = np.concatenate([self.when_us, np.fromiter((r[2] for r in rows), dtype=np.int64, count=n)])
-        self.confidence = np.concatenate(
-            [self.confidence, np.fromiter((r[3] for r in rows), dtype=np.float64, count=n)]
-        )
-        codes = np.fromiter((self._code(str(r[4])) for r in rows), dtype=np.int32, count=n)
-        self.ns_code = np.concatenate([self.ns_code, codes])
-        kinds = np.fromiter((_KINDS[str(r[5])] for r in rows), dtype=np.int8, count=n)
-        self.kind_code = np.concatenate([self.kind_code, kinds])
-        self.alive = np.concatenate([self.alive, np.ones(n, dtype=bool)])
+        k = len(rows)
+        start, end = self._n, self._n + k
+        self._grow(end)
+        self._seqs[start:end] = np.fromiter((r[0] for r in rows), dtype=np.int64, count=k)
+        self._vectors[start:end] = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").reshape(k, EMBED_DIM)
+        self._when[start:end] = np.fromiter((r[2] for r in rows), dtype=np.int64, count=k)
+        self._conf[start:end] = np.fromiter((r[3] for r in rows), dtype=np.float64, count=k)
+        self._ns[start:end] = np.fromiter((self._code(str(r[4])) for r in rows), dtype=np.int32, count=k)
+        self._kind[start:end] = np.fromiter((_KINDS[str(r[5])] for r in rows), dtype=np.int8, count=k)
+        self._alive[start:end] = True
+        self._n = end
+        self._live += k
 
-    def select(self, flt: MetaFilter, snapshot: int) -> IntArray | None:
-        """Seqs of live indexed rows at or below ``snapshot`` that ``flt`` admits; None unless ``_simple(flt)``."""
-        if not _simple(flt):
-            return None
+    def _mark_deleted(self, dead: IntArray) -> None:
+        n = self._n
+        if n == 0:
+            return
+        seqs = self._seqs[:n]
+        pos = np.minimum(np.searchsorted(seqs, dead), n - 1)
+        pos = pos[(seqs[pos] == dead) & self._alive[pos]]
+        if len(pos):
+            alive = self._alive.copy()  # a view taken earlier keeps the old array
+            alive[pos] = False
+            self._alive = alive
+            self._live -= len(np.unique(pos))
+
+    # reading ---------------------------------------------------------------------------------------------
+    def view(self) -> IndexView:
+        """The rows held now (see ``IndexView``)."""
         with self._lock:
-            seqs, ns_code, kind_code, alive, ns_keys = self.seqs, self.ns_code, self.kind_code, self.alive, self.ns_keys
-            reach = flt.effective_reach()
-            admitted = np.fromiter((reach.admits(ns_of_key(k)) for k in ns_keys), dtype=bool, count=len(ns_keys))
-        kinds = np.zeros(len(_KINDS), dtype=bool)
-        for kind in flt.kinds or ItemKind.all():
-            kinds[_KINDS[kind.value]] = True
-        n = len(seqs)
-        mask: npt.NDArray[np.bool_] = alive[:n] & (seqs <= snapshot) & kinds[kind_code[:n]] & admitted[ns_code[:n]]
-        selected: IntArray = seqs[mask]
-        return selected
+            return self._view()
+
+    def _view(self) -> IndexView:
+        n = self._n
+        return IndexView(
+            self._seqs[:n], self._vectors[:n], self._when[:n], self._conf[:n], self._ns[:n], self._kind[:n],
+            self._alive[:n],
+        )  # fmt: skip
 
     def size(self) -> int:
         """How many live indexed rows the index holds."""
-        return int(self.alive.sum())
+        return self._live
 
-    def take(self, keys: IntArray, conn: sqlite3.Connection) -> tuple[npt.NDArray[np.float32], IntArray, FloatArray]:
-        """Vectors, times and confidences of ``keys`` (indexed rows); rows past the loaded bound come from ``conn``."""
+    def _admitted(self, reach: Reach) -> BoolArray:
+        """``admitted[code]``: whether ``reach`` admits namespace ``code`` (call under the lock)."""
+        held = self._reaches.get(reach)
+        codes = len(self._ns_of)
+        if held is not None and len(held) == codes:
+            self._reaches.move_to_end(reach)
+            return held
+        done = 0 if held is None else len(held)
+        fresh = np.fromiter((reach.admits(ns) for ns in self._ns_of[done:]), dtype=bool, count=codes - done)
+        out = fresh if held is None else np.concatenate([held, fresh])
+        self._reaches[reach] = out
+        self._reaches.move_to_end(reach)
+        if len(self._reaches) > _REACH_CACHE:
+            self._reaches.popitem(last=False)
+        return out
+
+    def candidates(self, conn: sqlite3.Connection, flt: MetaFilter, snapshot: int) -> CandidateRows:
+        """The snapshot's indexed rows at or below ``snapshot`` that ``flt`` admits (index refreshed in it)."""
+        simple = _simple(flt)
         with self._lock:
-            seqs, vecs, when, conf = self.seqs, self.vectors, self.when_us, self.confidence
-        if len(seqs):
-            pos = np.minimum(np.searchsorted(seqs, keys), len(seqs) - 1)
-            found = seqs[pos] == keys
+            view = self._view()
+            upto = self.upto
+            admitted = self._admitted(flt.effective_reach()) if simple else None
+        n = view.n
+        if admitted is not None:
+            mask = view.alive & (view.seqs <= snapshot) & _kind_mask(flt)[view.kind_code] & admitted[view.ns_code]
+            pos: IntArray = np.flatnonzero(mask).astype(np.int64)
+            extra = conn.execute(
+                f"{_ROW_SQL} WHERE seq > ? AND seq <= ? AND vec IS NOT NULL ORDER BY seq", (upto, snapshot)
+            ).fetchall()
+            if extra:
+                kinds = {k.value for k in flt.kinds or ItemKind.all()}
+                reach = flt.effective_reach()
+                extra = [r for r in extra if str(r[5]) in kinds and reach.admits(ns_of_key(str(r[4])))]
         else:
-            pos, found = np.zeros(len(keys), dtype=np.int64), np.zeros(len(keys), dtype=bool)
-        if found.all():
-            return vecs[pos], when[pos], conf[pos]
-        out_v = np.zeros((len(keys), EMBED_DIM), dtype=np.float32)
-        out_w = np.zeros(len(keys), dtype=np.int64)
-        out_c = np.full(len(keys), 0.5)
-        out_v[found], out_w[found], out_c[found] = vecs[pos[found]], when[pos[found]], conf[pos[found]]
-        missing = [int(k) for k in keys[~found]]
-        extra: dict[int, tuple[bytes, int, float]] = {}
-        for start in range(0, len(missing), 500):
-            chunk = missing[start : start + 500]
-            marks = ", ".join("?" for _ in chunk)
-            for seq, vec, at, c in conn.execute(
-                "SELECT seq, vec, coalesce(observed_at, stored_at), coalesce(confidence, 0.5) FROM items "
-                f"WHERE seq IN ({marks}) AND vec IS NOT NULL",
-                chunk,
-            ):
-                extra[int(seq)] = (vec, int(at), float(c))
-        for i in np.flatnonzero(~found):
-            row = extra.get(int(keys[i]))
-            if row is not None:
-                out_v[i] = np.frombuffer(row[0], dtype="<f4")
-                out_w[i], out_c[i] = row[1], row[2]
-        return out_v, out_w, out_c
+            keys = item_keys(conn, flt, snapshot)
+            at = np.minimum(np.searchsorted(view.seqs, keys), max(n - 1, 0))
+            held = (view.seqs[at] == keys) if n else np.zeros(len(keys), dtype=bool)
+            pos = at[held].astype(np.int64)
+            missing = [int(k) for k in keys[~held]]
+            extra = []
+            for start in range(0, len(missing), 500):
+                chunk = missing[start : start + 500]
+                marks = ", ".join("?" for _ in chunk)
+                extra.extend(conn.execute(f"{_ROW_SQL} WHERE seq IN ({marks}) ORDER BY seq", chunk).fetchall())
+            extra.sort(key=lambda r: int(r[0]))
+        k = len(extra)
+        return CandidateRows(
+            keys=np.concatenate([view.seqs[pos], np.fromiter((r[0] for r in extra), dtype=np.int64, count=k)]),
+            when_us=np.concatenate([view.when_us[pos], np.fromiter((r[2] for r in extra), dtype=np.int64, count=k)]),
+            confidence=np.concatenate(
+                [view.confidence[pos], np.fromiter((r[3] for r in extra), dtype=np.float64, count=k)]
+            ),
+            view=view,
+            pos=pos,
+            extra_vectors=np.frombuffer(b"".join(r[1] for r in extra), dtype="<f4").reshape(k, EMBED_DIM),
+        )
 
 
 def item_keys(conn: sqlite3.Connection, flt: MetaFilter, snapshot: int) -> IntArray:
@@ -174,20 +304,3 @@ def item_keys(conn: sqlite3.Connection, flt: MetaFilter, snapshot: int) -> IntAr
     where.add("i.vec IS NOT NULL")
     rows = conn.execute(f"SELECT i.seq FROM items i WHERE {where.sql} ORDER BY i.seq", where.params).fetchall()
     return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-
-
-def item_candidates(
-    conn: sqlite3.Connection, index: ItemIndex, flt: MetaFilter, snapshot: int, query: str, mode: FetchMode
-) -> Candidates:
-    """The items ``flt`` admits with their ranking data (``index`` refreshed in this snapshot)."""
-    keys = index.select(flt, snapshot)
-    if keys is None:
-        keys = item_keys(conn, flt, snapshot)
-    if mode is FetchMode.VECTOR:
-        matches: tuple[IntArray, FloatArray] = (keys[:0], np.zeros(0))
-    else:
-        matches = fts_matches(conn, "items_fts", query, index.size())
-    if mode is FetchMode.KEYWORD:
-        keys = np.intersect1d(keys, matches[0], assume_unique=True)
-    vectors, when, conf = index.take(keys, conn)
-    return Candidates.build(keys, when, conf, None if mode is FetchMode.KEYWORD else vectors, matches)

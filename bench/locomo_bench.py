@@ -1,0 +1,99 @@
+"""Main-job benchmarks on real conversations: retrieval recall on LoCoMo and the live turn during a replay.
+
+Run ``python -m bench.locomo_bench`` (or ``--quick`` for one conversation). Figures, each beside a baseline
+measured in the same run:
+
+* evidence recall of the ``pre_turn`` pack (1200 tokens) beside BM25 given as many turns as the pack holds,
+  and of the engine's top-k fetch beside BM25 top-k (``memory_core.eval.locomo``; rank-bm25 over the same
+  turns), categories 1-4;
+* ``pre_turn`` p50/p99 while replaying a real conversation on SQLite, beside the reference engine replaying
+  the same conversation.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from bench.common import Row, machine, print_table
+from memory_core.engines.reference import ReferenceEngine
+from memory_core.engines.sqlite import SQLiteEngine
+from memory_core.eval.locomo import run_locomo_eval
+from memory_core.lifecycle.layout import MemoryLayout
+from memory_core.replay import load_conversations
+from memory_core.replay.driver import Replayer
+from memory_core.settings import get_settings
+from memory_core.timing import percentile
+
+__all__ = ["run"]
+
+
+def _locomo() -> Path:
+    return get_settings().data_dir / "locomo" / "locomo_dev.json"
+
+
+def _recall_rows(samples: list[str] | None) -> list[Row]:
+    result = run_locomo_eval(_locomo(), samples=samples)
+    n = len(result.questions)
+    setup = f"LoCoMo {'+'.join(samples) if samples else 'all 3'}, {n} questions"
+    rows = [
+        Row(
+            "evidence recall, pack (1200 tok)",
+            setup,
+            100 * result.tallies["pack"].mean(),
+            "%",
+            100 * result.tallies["bm25@pack"].mean(),
+            "BM25, as many turns",
+        )
+    ]
+    for k in result.ks:
+        rows.append(
+            Row(
+                f"evidence recall, fetch@{k}",
+                setup,
+                100 * result.tallies[f"fetch@{k}"].mean(),
+                "%",
+                100 * result.tallies[f"bm25@{k}"].mean(),
+                f"BM25@{k}",
+            )
+        )
+    return rows
+
+
+def _replay_rows(sample: str) -> list[Row]:
+    conv = load_conversations(_locomo(), "locomo", [sample])
+    timings: dict[str, list[float]] = {}
+    for name in ("sqlite", "reference"):
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="locomo-bench-") as tmp:
+            engine = SQLiteEngine(Path(tmp) / "m.db") if name == "sqlite" else ReferenceEngine()
+            report = Replayer(engine, MemoryLayout(), lambda job: None).replay(conv)
+            timings[name] = report.pre_turn_ms
+            engine.close()
+    setup = f"replay {sample}, {len(conv.turns)} turns"
+    return [
+        Row(
+            f"pre_turn p{q} during replay",
+            setup,
+            percentile(timings["sqlite"], q),
+            "ms",
+            percentile(timings["reference"], q),
+            "reference engine",
+        )
+        for q in (50, 99)
+    ]
+
+
+def run(quick: bool = False) -> list[Row]:
+    """Every main-job row (``quick``: one conversation)."""
+    samples = ["conv-30"] if quick else None
+    return [*_recall_rows(samples), *_replay_rows("conv-30")]
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="one conversation")
+    args = parser.parse_args()
+    print_table(run(quick=args.quick), title="Main job on LoCoMo")
+    print(f"\nmachine: {machine()}")

@@ -1,0 +1,66 @@
+"""``memory-core ingest PATH…``: files and folders into the brain, as ``IngestBrain`` jobs for the workers.
+
+Every file is converted before anything is queued, so a folder's unreadable files are reported (and skipped)
+without storing half a folder by accident; the jobs then go through ``JobQueue.submit`` (to the workers, or to
+the outbox when the broker is down).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+from memory_core.cli import app
+from memory_core.cli._celery import BrokerOption, use_options
+from memory_core.cli._common import EngineOption, console, fail
+from memory_core.cli._jobs import open_queue, plan_ingest, submit_all
+from memory_core.documents import DocumentResult, walk_paths
+from memory_core.errors import MemoryCoreError
+
+__all__ = ["ingest"]
+
+
+@app.command()
+def ingest(
+    paths: Annotated[list[Path], typer.Argument(help="Files and folders (folders are walked, sorted).")],
+    source: Annotated[
+        str | None, typer.Option(help="Brain source (files, pdf, markdown, notion, any slug); default by format.")
+    ] = None,
+    collection: Annotated[str | None, typer.Option(help="Store under the source's project:<collection> node.")] = None,
+    engine: EngineOption = None,
+    broker: BrokerOption = None,
+) -> None:
+    """Convert files into brain documents and queue them as IngestBrain jobs (exit 1 if any file failed)."""
+    use_options(engine, broker)
+    total = sum(1 for _ in walk_paths(paths))
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), console=console) as bar:
+        task = bar.add_task("converting", total=total)
+
+        def advance(_: DocumentResult) -> None:
+            bar.advance(task)
+
+        try:
+            plan = plan_ingest(paths, source=source, collection=collection, on_file=advance)
+        except MemoryCoreError as exc:
+            raise fail(str(exc)) from None
+    for path, reason in plan.skipped:
+        console.print(f"[yellow]skipped[/] {escape(str(path))}: {escape(reason)}")
+    for path, reason in plan.failed:
+        console.print(f"[red]failed[/]  {escape(str(path))}: {escape(reason)}")
+    if not plan.jobs:
+        raise fail("nothing to ingest", code=1)
+    queue = open_queue()
+    try:
+        ids = submit_all(queue, plan.jobs)
+    finally:
+        queue.close()
+    console.print(
+        f"{len(plan.converted)} documents in {len(ids)} ingest_brain jobs queued "
+        f"({len(plan.failed)} failed, {len(plan.skipped)} skipped): {', '.join(i[:8] for i in ids)}"
+    )
+    if plan.failed:
+        raise typer.Exit(code=1)

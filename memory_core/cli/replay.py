@@ -1,0 +1,86 @@
+"""``memory-core replay FILE``: a conversation file through ``AgentMemory``, turn by turn, jobs submitted.
+
+Formats: LoCoMo JSON (one agent per speaker), JSONL of ``{thread, role, content, at}`` and a ChatGPT export
+``conversations.json`` (one agent, ``--agent``). Each turn is a ``pre_turn`` (user) or ``post_turn``
+(assistant) with the file's timestamps; the jobs ``post_turn`` returns go to the workers through
+``JobQueue.submit``, or with ``--inline`` run in this process.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from memory_core.cli import app
+from memory_core.cli._celery import BrokerOption, use_options
+from memory_core.cli._common import EngineOption, RootOption, console, fail, layout_for, open_engine_or_exit
+from memory_core.cli._jobs import open_queue
+from memory_core.engine import MemoryEngine
+from memory_core.errors import MemoryCoreError
+from memory_core.lifecycle.jobs import BuildBeliefs, IngestBrain
+from memory_core.lifecycle.layout import MemoryLayout
+from memory_core.lifecycle.runner import BackgroundRunner
+from memory_core.replay import ConversationFile, load_conversations
+from memory_core.replay.driver import Replayer, ReplayReport, Submit
+from memory_core.timing import percentile
+
+__all__ = ["replay"]
+
+FormatOption = Literal["locomo", "jsonl", "chatgpt"]
+
+
+@app.command()
+def replay(
+    file: Annotated[
+        Path, typer.Argument(help="LoCoMo JSON, JSONL {thread, role, content, at}, or conversations.json.")
+    ],
+    fmt: Annotated[FormatOption | None, typer.Option("--format", help="Default: detected.")] = None,
+    sample: Annotated[list[str] | None, typer.Option("--sample", help="LoCoMo sample ids (repeatable).")] = None,
+    agent: Annotated[str, typer.Option("--agent", "-a", help="The agent of chat formats.")] = "assistant",
+    inline: Annotated[bool, typer.Option(help="Run jobs in this process instead of queueing them.")] = False,
+    engine: EngineOption = None,
+    broker: BrokerOption = None,
+    root: RootOption = None,
+) -> None:
+    """Replay a conversation file turn by turn (pre_turn and post_turn), submitting the jobs post_turn returns."""
+    use_options(engine, broker)
+    try:
+        conversations = load_conversations(file, fmt, sample)
+    except MemoryCoreError as exc:
+        raise fail(str(exc)) from None
+    memory_engine = open_engine_or_exit(None)
+    layout = layout_for(root)
+    queue = None if inline else open_queue()
+    runner = BackgroundRunner(memory_engine, layout)
+
+    def submit(job: BuildBeliefs | IngestBrain) -> object:
+        return runner.run(job) if queue is None else queue.submit(job)
+
+    try:
+        report = _run(conversations, memory_engine, layout, submit, agent)
+    except MemoryCoreError as exc:
+        raise fail(str(exc)) from None
+    finally:
+        if queue is not None:
+            queue.close()
+        memory_engine.close()
+    pre, post = report.pre_turn_ms, report.post_turn_ms
+    console.print(
+        f"{report.turns} turns replayed for {', '.join(report.agents)}; {report.jobs} jobs "
+        f"{'run' if inline else 'queued'}; pre_turn p50 {percentile(pre, 50):.1f} ms, p99 {percentile(pre, 99):.1f} "
+        f"ms; post_turn p50 {percentile(post, 50):.1f} ms; log errors {len(report.log_errors)}"
+    )
+
+
+def _run(
+    conversations: ConversationFile, engine: MemoryEngine, layout: MemoryLayout, submit: Submit, agent: str
+) -> ReplayReport:
+    with Progress(
+        TextColumn("replaying"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
+    ) as bar:
+        task = bar.add_task("turns", total=len(conversations.turns))
+        replayer = Replayer(engine, layout, submit, agent_id=agent, on_turn=lambda _: bar.advance(task))
+        return replayer.replay(conversations)

@@ -1,0 +1,83 @@
+"""The LoCoMo evaluation: tolerant evidence ids, recall, the BM25 baseline, and an end-to-end run."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from memory_core.eval.baseline import Bm25Baseline
+from memory_core.eval.evidence import RecallTally, covered_turns, evidence_recall, parse_evidence
+from memory_core.eval.locomo import asking_agent, run_locomo_eval
+
+
+def test_malformed_evidence_is_repaired_or_counted_never_guessed() -> None:
+    parsed = parse_evidence(["D1:3", "D8:6; D9:17", "D", "D:11:26", "D10:02", "D1:3"])
+    assert parsed.ids == ("D1:3", "D8:6", "D9:17", "D10:2")
+    assert parsed.repaired == 1
+    assert parsed.skipped == 2
+
+
+def test_recall_is_the_share_of_evidence_present() -> None:
+    assert evidence_recall(["D1:1", "D1:2"], ["D1:2", "D9:9"]) == 0.5
+    with pytest.raises(ValueError):
+        evidence_recall([], ["D1:1"])
+
+
+def test_a_belief_covers_the_turns_it_was_derived_from() -> None:
+    refs = {"item-a": "D1:1", "item-b": "D1:2"}
+    assert covered_turns(["belief-x", "item-a"], refs, {"belief-x": ("item-b",)}) == {"D1:1", "D1:2"}
+
+
+def test_tally_means_per_category() -> None:
+    tally = RecallTally("pack")
+    tally.add(1, 1.0)
+    tally.add(1, 0.0)
+    tally.add(2, 1.0)
+    assert tally.mean(1) == 0.5 and tally.mean() == pytest.approx(2 / 3)
+    assert math.isnan(tally.mean(3))
+    assert tally.to_dict()["per_category"]["1"] == {"recall": 0.5, "n": 2}
+
+
+def test_bm25_ranks_the_matching_turn_first() -> None:
+    bm25 = Bm25Baseline([("D1:1", "I adopted a cat"), ("D1:2", "the weather is nice"), ("D1:3", "my cat is Luna")])
+    assert bm25.top("what is the cat called, Luna?", 1) == ["D1:3"]
+    assert len(bm25.top("anything", 10)) == 3
+
+
+def test_questions_are_asked_of_the_speaker_they_name() -> None:
+    assert asking_agent("When did Melanie paint a sunrise?", ["Caroline", "Melanie"]) == "melanie"
+    assert asking_agent("What happened?", ["Caroline", "Melanie"]) == "caroline"
+
+
+def test_an_end_to_end_run_scores_every_question_with_evidence(tmp_path: Path) -> None:
+    sample = {
+        "sample_id": "mini",
+        "conversation": {
+            "speaker_a": "Ann",
+            "speaker_b": "Bo",
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": [
+                {"speaker": "Ann", "dia_id": "D1:1", "text": "I adopted a cat named Luna last week."},
+                {"speaker": "Bo", "dia_id": "D1:2", "text": "I am training for the Berlin marathon."},
+                {"speaker": "Ann", "dia_id": "D1:3", "text": "Good luck with the training!"},
+            ],
+        },
+        "qa": [
+            {"question": "What is the name of Ann's cat?", "answer": "Luna", "evidence": ["D1:1"], "category": 4},
+            {"question": "Which marathon is Bo training for?", "answer": "Berlin", "evidence": ["D1:2"], "category": 1},
+            {"question": "Unanswerable?", "evidence": ["D"], "category": 2},
+            {"question": "Adversarial", "evidence": ["D1:1"], "category": 5},
+        ],
+    }
+    path = tmp_path / "mini.json"
+    path.write_text(json.dumps([sample]))
+    result = run_locomo_eval(path, engine_url="reference://", ks=(1, 2))
+    assert len(result.questions) == 2
+    assert result.skipped_questions == 1 and result.evidence_skipped == 1
+    assert set(result.tallies) == {"pack", "bm25@pack", "fetch@1", "fetch@2", "bm25@1", "bm25@2"}
+    assert result.tallies["pack"].mean() == 1.0  # a three-turn conversation fits in any pack
+    assert result.tallies["bm25@2"].mean() == 1.0
+    assert result.to_dict()["methods"][0]["method"] == "pack"

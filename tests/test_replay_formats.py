@@ -1,0 +1,140 @@
+"""Conversation files: LoCoMo JSON, JSONL and ChatGPT exports become one ordered stream of turns."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from memory_core.errors import InvalidRequest
+from memory_core.replay import load_conversations, parse_chatgpt_export, parse_jsonl, parse_locomo
+from memory_core.replay.formats import parse_locomo_datetime
+
+LOCOMO = {
+    "sample_id": "conv-x",
+    "conversation": {
+        "speaker_a": "Ann",
+        "speaker_b": "Bo",
+        "session_2_date_time": "9:05 am on 3 June, 2023",
+        "session_2": [{"speaker": "Bo", "dia_id": "D2:1", "text": "Back again."}],
+        "session_1_date_time": "1:56 pm on 8 May, 2023",
+        "session_1": [
+            {"speaker": "Ann", "dia_id": "D1:1", "text": "I moved to Lisbon."},
+            {"speaker": "Bo", "dia_id": "D1:2", "text": "Nice!", "blip_caption": "a photo of a tram"},
+            {"speaker": "Ann", "dia_id": "D1:3", "text": "   "},
+        ],
+    },
+    "qa": [{"question": "Where did Ann move?", "answer": "Lisbon", "evidence": ["D1:1"], "category": 4}],
+}
+
+
+def test_locomo_sessions_come_in_number_order_with_their_time_and_dia_ids() -> None:
+    parsed = parse_locomo([LOCOMO])
+    assert [t.ref for t in parsed.turns] == ["D1:1", "D1:2", "D2:1"]
+    assert [t.thread_id for t in parsed.turns] == ["conv-x-s1", "conv-x-s1", "conv-x-s2"]
+    assert parsed.turns[0].at == datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+    assert parsed.turns[2].at == datetime(2023, 6, 3, 9, 5, tzinfo=UTC)
+    assert parsed.speakers == ["Ann", "Bo"]
+    assert parsed.qa["conv-x"][0]["answer"] == "Lisbon"
+
+
+def test_locomo_keeps_a_shared_photo_caption_and_drops_blank_turns() -> None:
+    parsed = parse_locomo(LOCOMO)
+    assert parsed.turns[1].text == "Nice! [shares a photo: a photo of a tram]"
+    assert all(t.text.strip() for t in parsed.turns)
+
+
+def test_locomo_sample_selection_and_an_unknown_sample() -> None:
+    assert parse_locomo([LOCOMO], ["conv-x"]).samples == ["conv-x"]
+    with pytest.raises(InvalidRequest) as err:
+        parse_locomo([LOCOMO], ["conv-404"])
+    assert err.value.field == "sample"
+
+
+def test_locomo_time_format_and_a_bad_one() -> None:
+    assert parse_locomo_datetime("10:37 am on 27 June,2023") == datetime(2023, 6, 27, 10, 37, tzinfo=UTC)
+    with pytest.raises(InvalidRequest):
+        parse_locomo_datetime("sometime in June")
+
+
+def test_jsonl_turns_keep_roles_threads_and_times() -> None:
+    lines = [
+        '{"thread": "t1", "role": "user", "content": "hi", "at": "2024-01-02T03:04:05Z"}',
+        "",
+        '{"thread": "t1", "role": "assistant", "content": "hello"}',
+    ]
+    parsed = parse_jsonl(lines)
+    assert [(t.role, t.text) for t in parsed.turns] == [("user", "hi"), ("assistant", "hello")]
+    assert parsed.turns[0].at == datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC)
+    assert parsed.turns[1].at is None
+
+
+@pytest.mark.parametrize(
+    ("line", "field"),
+    [
+        ("not json", "line 1"),
+        ("[1]", "line 1"),
+        ('{"role": "user", "content": "x"}', "line 1.thread"),
+        ('{"thread": "t", "role": "bot", "content": "x"}', "line 1.role"),
+        ('{"thread": "t", "role": "user", "content": " "}', "line 1.content"),
+        ('{"thread": "t", "role": "user", "content": "x", "at": "yesterday"}', "line 1.at"),
+    ],
+)
+def test_a_bad_jsonl_line_is_refused_naming_the_line_and_field(line: str, field: str) -> None:
+    with pytest.raises(InvalidRequest) as err:
+        parse_jsonl([line])
+    assert err.value.field == field
+
+
+def _node(node_id: str, parent: str | None, role: str | None, text: str, t: float = 1.7e9) -> dict:
+    message = None if role is None else {"id": f"m-{node_id}", "author": {"role": role}, "create_time": t,
+                                          "content": {"content_type": "text", "parts": [text]}}
+    return {"id": node_id, "parent": parent, "children": [], "message": message}
+
+
+def test_chatgpt_export_follows_the_active_branch_only() -> None:
+    mapping = {
+        "root": _node("root", None, None, ""),
+        "sys": _node("sys", "root", "system", "be nice"),
+        "u1": _node("u1", "sys", "user", "first question"),
+        "a_old": _node("a_old", "u1", "assistant", "an abandoned answer"),
+        "a_new": _node("a_new", "u1", "assistant", "the kept answer"),
+        "u2": _node("u2", "a_new", "user", "follow up"),
+    }
+    conv = [{"conversation_id": "c-1", "title": "x", "mapping": mapping, "current_node": "u2"}]
+    parsed = parse_chatgpt_export(conv)
+    assert [(t.role, t.text) for t in parsed.turns] == [
+        ("user", "first question"),
+        ("assistant", "the kept answer"),
+        ("user", "follow up"),
+    ]
+    assert {t.thread_id for t in parsed.turns} == {"c-1"}
+    assert parsed.turns[0].ref == "m-u1"
+
+
+def test_chatgpt_export_must_be_a_list_of_conversations() -> None:
+    with pytest.raises(InvalidRequest):
+        parse_chatgpt_export({"mapping": {}})
+    with pytest.raises(InvalidRequest):
+        parse_chatgpt_export([{"title": "no mapping"}])
+
+
+def test_load_detects_each_format(tmp_path: Path) -> None:
+    (tmp_path / "a.jsonl").write_text('{"thread": "t", "role": "user", "content": "x"}\n')
+    (tmp_path / "conversations.json").write_text(json.dumps([{"mapping": {}, "current_node": None}]))
+    (tmp_path / "locomo.json").write_text(json.dumps([LOCOMO]))
+    assert load_conversations(tmp_path / "a.jsonl").format == "jsonl"
+    assert load_conversations(tmp_path / "conversations.json").format == "chatgpt"
+    assert load_conversations(tmp_path / "locomo.json").format == "locomo"
+
+
+def test_load_names_a_missing_or_broken_file(tmp_path: Path) -> None:
+    with pytest.raises(InvalidRequest) as err:
+        load_conversations(tmp_path / "nope.json")
+    assert "nope.json" in str(err.value)
+    (tmp_path / "broken.json").write_text("{not json")
+    with pytest.raises(InvalidRequest) as err:
+        load_conversations(tmp_path / "broken.json")
+    assert "broken.json" in str(err.value)

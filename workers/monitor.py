@@ -1,0 +1,155 @@
+"""The operator's view of the job flow: job states (following ingest follow-ups), queue depths, running jobs.
+
+Reads the result backend (Redis, or ``file://`` under ``var_dir`` without a server), the broker's queues
+(Redis lists, or message files of the server-less transport) and, for running jobs, asks the workers over
+Celery's remote control. Used by ``memory-core demo`` to wait for the jobs it queued and by ``memory-core
+status``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+from celery import Celery
+from celery.result import AsyncResult
+
+from memory_core.settings import Settings, get_settings
+from workers.config import broker_url, celery_config, is_redis_url, var_paths
+from workers.transport import prepare
+
+__all__ = ["FINISHED", "JobMonitor", "JobState", "WaitReport"]
+
+FINISHED = frozenset({"SUCCESS", "FAILURE", "REVOKED"})
+"""Celery states after which a job will not run again by itself."""
+_PRIORITY_SEP = "\x06\x16"
+"""kombu's separator of a Redis queue's priority sub-lists (``priority_steps``)."""
+
+
+@dataclass(frozen=True)
+class JobState:
+    """One job's Celery state, and the follow-up job ids its result names (ingest → builds)."""
+
+    id: str
+    state: str
+    follow_ups: tuple[str, ...] = ()
+    error: str | None = None
+
+
+@dataclass
+class WaitReport:
+    """What ``JobMonitor.wait`` saw: jobs finished, failed, and still pending when it stopped."""
+
+    done: list[str] = field(default_factory=list)
+    failed: list[JobState] = field(default_factory=list)
+    pending: list[str] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        """True when nothing is pending."""
+        return not self.pending
+
+
+class JobMonitor:
+    """Read job states and queue depths for the configured broker and result backend.
+
+    Args:
+        settings: The settings (default: the process's).
+    """
+
+    def __init__(self, settings: Settings | None = None) -> None:
+        self.settings = settings or get_settings()
+        prepare(self.settings)
+        self.app = Celery("memory-core-monitor", set_as_current=False)
+        self.app.conf.update(celery_config(self.settings))
+
+    def close(self) -> None:
+        """Release connections."""
+        self.app.close()
+
+    def state(self, job_id: str) -> JobState:
+        """The job's state (``PENDING`` also means "unknown": queued, or never seen)."""
+        result: Any = AsyncResult(job_id, app=self.app)
+        state = str(result.state)
+        follow_ups: tuple[str, ...] = ()
+        error: str | None = None
+        if state == "SUCCESS" and isinstance(result.result, dict):
+            follow_ups = tuple(str(x) for x in result.result.get("follow_ups", []) or [])
+        elif state == "FAILURE":
+            error = str(result.result)
+        return JobState(job_id, state, follow_ups, error)
+
+    def wait(
+        self,
+        ids: Iterable[str],
+        *,
+        timeout_s: float,
+        poll_s: float = 0.25,
+        on_progress: Callable[[int, int], None] | None = None,
+    ) -> WaitReport:
+        """Wait until every job (and every follow-up a finished job names) has finished, or ``timeout_s``.
+
+        Args:
+            ids: Job ids ``JobQueue.submit`` returned.
+            timeout_s: Give up after this many seconds (what is left is reported as pending).
+            poll_s: Seconds between polls.
+            on_progress: Called with (finished, known) after each poll.
+        """
+        known: list[str] = list(dict.fromkeys(ids))
+        finished: dict[str, JobState] = {}
+        deadline = time.monotonic() + timeout_s
+        while True:
+            for job_id in [j for j in known if j not in finished]:
+                st = self.state(job_id)
+                if st.state in FINISHED:
+                    finished[job_id] = st
+                    known.extend(f for f in st.follow_ups if f not in known)
+            if on_progress is not None:
+                on_progress(len(finished), len(known))
+            if len(finished) == len(known) or time.monotonic() > deadline:
+                break
+            time.sleep(poll_s)
+        report = WaitReport()
+        for job_id in known:
+            seen = finished.get(job_id)
+            if seen is None:
+                report.pending.append(job_id)
+            elif seen.state == "SUCCESS":
+                report.done.append(job_id)
+            else:
+                report.failed.append(seen)
+        return report
+
+    def queue_depths(self) -> dict[str, int]:
+        """Messages waiting per queue (``beliefs``, ``ingest``, ``maintenance``); -1 when unreadable."""
+        names = (self.settings.queue_beliefs, self.settings.queue_ingest, self.settings.queue_maintenance)
+        url = broker_url(self.settings)
+        if is_redis_url(url):
+            try:
+                client: redis.Redis[str] = redis.Redis.from_url(url, decode_responses=True, socket_timeout=2.0)
+                try:
+                    return {n: sum(int(client.llen(k)) for k in self._redis_keys(client, n)) for n in names}
+                finally:
+                    client.close()
+            except redis.RedisError:
+                return dict.fromkeys(names, -1)
+        folder = var_paths(self.settings)["broker_queue"]
+        files = [p.name for p in folder.glob("*.msg")] if folder.exists() else []
+        return {n: sum(1 for f in files if f.endswith(f".{n}.msg")) for n in names}
+
+    @staticmethod
+    def _redis_keys(client: redis.Redis[str], queue: str) -> list[str]:
+        return [queue, *(k for k in client.scan_iter(match=f"{queue}{_PRIORITY_SEP}*", count=100))]
+
+    def active(self, timeout_s: float = 1.0) -> dict[str, list[dict[str, Any]]] | None:
+        """Running jobs per worker (Celery remote control); None when no worker answered."""
+        try:
+            replies: Any = self.app.control.inspect(timeout=timeout_s).active()
+        except Exception:  # remote control is best-effort: an unreachable broker means "no answer"
+            return None
+        if not replies:
+            return None
+        return {str(worker): list(tasks or []) for worker, tasks in replies.items()}
