@@ -18,15 +18,13 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
-from memory_core.errors import EngineUnavailable
+from workers.local_db import LocalDb
 
 __all__ = ["Coordination", "Enter", "Leave", "Pending", "SqliteCoordination", "lock_value", "split_lock"]
 
@@ -177,35 +175,12 @@ class SqliteCoordination(Coordination):
     def __init__(self, path: Path, prefix: str, job_ttl_s: int, keep_s: int) -> None:
         super().__init__(prefix, job_ttl_s, keep_s)
         self.path = path
-        self._local = threading.local()
-        path.parent.mkdir(parents=True, exist_ok=True)
+        self._store = LocalDb(path, "coordination store")
         with self._tx() as db:
             db.execute("CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value TEXT NOT NULL, expires REAL)")
 
-    def _db(self) -> sqlite3.Connection:
-        db: sqlite3.Connection | None = getattr(self._local, "db", None)
-        if db is None:
-            db = sqlite3.connect(self.path, timeout=10.0, isolation_level=None, check_same_thread=False)
-            db.execute("PRAGMA journal_mode=WAL")
-            self._local.db = db
-        return db
-
-    @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        try:
-            db = self._db()
-            db.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
-            raise EngineUnavailable(f"coordination store {self.path.name}: {exc}") from None
-        try:
-            yield db
-            db.execute("COMMIT")
-        except sqlite3.Error as exc:
-            db.execute("ROLLBACK")
-            raise EngineUnavailable(f"coordination store {self.path.name}: {exc}") from None
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
+    def _tx(self) -> AbstractContextManager[sqlite3.Connection]:
+        return self._store.transaction()
 
     def now_us(self) -> int:
         """The machine's clock (one machine shares it), microseconds."""
@@ -346,7 +321,4 @@ class SqliteCoordination(Coordination):
 
     def close(self) -> None:
         """Close this thread's connection."""
-        db: sqlite3.Connection | None = getattr(self._local, "db", None)
-        if db is not None:
-            db.close()
-            self._local.db = None
+        self._store.close()

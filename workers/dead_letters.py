@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import threading
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
@@ -24,6 +23,7 @@ import redis
 
 from memory_core._model import ContractModel, Timestamp
 from memory_core.errors import EngineUnavailable, NotFound
+from workers.local_db import LocalDb
 
 __all__ = ["MAX_PAYLOAD_CHARS", "DeadLetter", "DeadLetterStore", "RedisDeadLetters", "SqliteDeadLetters", "payload_of"]
 
@@ -229,23 +229,11 @@ class SqliteDeadLetters(DeadLetterStore):
     def __init__(self, path: Path, max_kept: int) -> None:
         self.path = path
         self.max_kept = max_kept
-        self._local = threading.local()
-        path.parent.mkdir(parents=True, exist_ok=True)
+        self._store = LocalDb(path, "dead-letter store")
         self._run("CREATE TABLE IF NOT EXISTS dead_letters (id TEXT PRIMARY KEY, at REAL NOT NULL, letter TEXT)")
 
-    def _db(self) -> sqlite3.Connection:
-        db: sqlite3.Connection | None = getattr(self._local, "db", None)
-        if db is None:
-            db = sqlite3.connect(self.path, timeout=10.0, isolation_level=None, check_same_thread=False)
-            db.execute("PRAGMA journal_mode=WAL")
-            self._local.db = db
-        return db
-
     def _run(self, sql: str, params: tuple[Any, ...] = ()) -> sqlite3.Cursor:
-        try:
-            return self._db().execute(sql, params)
-        except sqlite3.Error as exc:
-            raise EngineUnavailable(f"dead-letter store {self.path.name}: {exc}") from None
+        return self._store.execute(sql, params)
 
     def put(self, letter: DeadLetter) -> None:
         """See ``DeadLetterStore.put``."""

@@ -11,14 +11,12 @@ repeats an idempotent job. Nothing is lost; nothing runs twice to any effect.
 from __future__ import annotations
 
 import sqlite3
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
-from memory_core.errors import EngineUnavailable
+from workers.local_db import LocalDb
 
 __all__ = ["Outbox", "OutboxEntry"]
 
@@ -68,40 +66,11 @@ class Outbox:
     def __init__(self, path: Path, claim_ttl_s: float = 60.0) -> None:
         self.path = path
         self.claim_ttl_s = claim_ttl_s
-        self._local = threading.local()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            self._db().executescript(_SCHEMA)
-        except sqlite3.Error as exc:
-            raise EngineUnavailable(f"outbox {path}: {exc}") from None
+        self._store = LocalDb(path, "outbox", synchronous="FULL")
+        self._store.script(_SCHEMA)
 
-    def _db(self) -> sqlite3.Connection:
-        db: sqlite3.Connection | None = getattr(self._local, "db", None)
-        if db is None:
-            db = sqlite3.connect(self.path, timeout=10.0, isolation_level=None, check_same_thread=False)
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=FULL")
-            self._local.db = db
-        return db
-
-    @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        try:
-            db = self._db()
-            db.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
-            raise EngineUnavailable(f"outbox {self.path}: {exc}") from None
-        try:
-            yield db
-            db.execute("COMMIT")
-        except sqlite3.Error as exc:
-            if db.in_transaction:
-                db.execute("ROLLBACK")
-            raise EngineUnavailable(f"outbox {self.path}: {exc}") from None
-        except BaseException:
-            if db.in_transaction:
-                db.execute("ROLLBACK")
-            raise
+    def _tx(self) -> AbstractContextManager[sqlite3.Connection]:
+        return self._store.transaction()
 
     def put(self, entry: OutboxEntry) -> None:
         """Park a job durably (committed with ``synchronous=FULL``); an id parked twice is kept once.
@@ -148,7 +117,7 @@ class Outbox:
 
     def waiting(self) -> int:
         """Rows not yet delivered."""
-        row = self._db().execute("SELECT COUNT(*) FROM outbox WHERE delivered_at IS NULL").fetchone()
+        row = self._store.execute("SELECT COUNT(*) FROM outbox WHERE delivered_at IS NULL").fetchone()
         return int(row[0])
 
     def prune(self, older_than_s: float = 86400.0) -> int:
@@ -160,7 +129,4 @@ class Outbox:
 
     def close(self) -> None:
         """Close this thread's connection."""
-        db: sqlite3.Connection | None = getattr(self._local, "db", None)
-        if db is not None:
-            db.close()
-            self._local.db = None
+        self._store.close()
