@@ -13,7 +13,6 @@ from memory_core.errors import MemoryCoreError
 from memory_core.lifecycle.agent import AgentMemory
 from memory_core.lifecycle.policy import RecallPolicy
 from memory_core.recall import ContextSpec, compile_context
-from memory_core.settings import get_settings
 
 __all__ = ["context", "recall"]
 
@@ -30,7 +29,9 @@ def recall(
     """Print the pack pre_turn would inject for QUERY (nothing is logged)."""
     memory_engine = open_engine_or_exit(engine)
     try:
-        policy = RecallPolicy(budget_tokens=budget or get_settings().budget_tokens)
+        policy = RecallPolicy.from_settings()
+        if budget:
+            policy = policy.model_copy(update={"budget_tokens": budget})
         pack = AgentMemory(memory_engine, layout_for(root), agent).with_policy(policy).recall(query)
     except MemoryCoreError as exc:
         raise fail(str(exc)) from None

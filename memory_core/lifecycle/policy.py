@@ -29,6 +29,7 @@ from memory_core.meta import ItemKind, MetaFilter
 from memory_core.namespace import Namespace, Reach
 from memory_core.query import NonBlank
 from memory_core.recall.types import DEFAULT_BUDGET_TOKENS, FetchQuery, ScopeSection
+from memory_core.settings import Settings, get_settings
 
 __all__ = [
     "BRAIN_HEADING",
@@ -112,6 +113,15 @@ class RecallPolicy(ContractModel):
     history_limit: int = Field(default=6, ge=0, le=MAX_SECTION_LIMIT)
     team_limit: int = Field(default=3, ge=0, le=MAX_SECTION_LIMIT)
     build_beliefs_every: int | None = Field(default=10, ge=0)
+
+    @classmethod
+    def from_settings(cls, settings: Settings | None = None) -> RecallPolicy:
+        """The defaults, with the budget and build cadence from the settings.
+
+        ``MEMORY_CORE_BUDGET_TOKENS`` and ``MEMORY_CORE_BUILD_BELIEFS_EVERY`` (0 = never).
+        """
+        s = settings or get_settings()
+        return cls(budget_tokens=s.budget_tokens, build_beliefs_every=s.build_beliefs_every or None)
 
     def builds_after(self, turn_index: int) -> bool:
         """True when turn ``turn_index`` completes a build period: ``n > 0`` and ``(turn_index + 1) % n == 0``."""

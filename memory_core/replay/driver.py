@@ -68,7 +68,7 @@ class Replayer:
         engine: The engine every agent writes to.
         layout: Where the agents live.
         submit: Receives every job ``post_turn`` returns (and the final history builds).
-        policy: Recall policy for every agent (defaults to ``RecallPolicy()``).
+        policy: Recall policy for every agent (default ``RecallPolicy.from_settings()``).
         agent_id: The agent of chat formats (JSONL, ChatGPT).
         on_turn: Called after each turn with the running report (progress bars).
     """
@@ -86,7 +86,7 @@ class Replayer:
         self._engine = engine
         self._layout = layout
         self._submit = submit
-        self._policy = policy or RecallPolicy()
+        self._policy = policy or RecallPolicy.from_settings()
         self._chat_agent = agent_id
         self._on_turn = on_turn
         self._agents: dict[str, AgentMemory] = {}

@@ -40,8 +40,9 @@ from memory_core.query import FetchMode, Hit
 from memory_core.scoring import embed
 
 from .filters import compile_filter
+from .fts import fts_matches
 from .rows import META_COLUMN_NAMES, meta_columns, now_us, ns_of_key, vec_blob
-from .search import Candidates, fts_matches, order, score
+from .search import Candidates, order, query_vector, score
 
 __all__ = ["BUILD_CHUNK", "build_step", "rank", "retract"]
 
@@ -265,15 +266,20 @@ def rank(conn: sqlite3.Connection, flt: MetaFilter, query: str | None, mode: Fet
     select = "SELECT b.bid, b.vec, coalesce(b.observed_at, b.updated_at), b.confidence FROM beliefs b"
     rows = conn.execute(f"{select} WHERE {where.sql} ORDER BY b.bid", where.params).fetchall()
     n = len(rows)
+    if n == 0:
+        return []
     matches = fts_matches(conn, "beliefs_fts", query, n) if mode is not FetchMode.VECTOR else None
     keys = np.fromiter((r[0] for r in rows), dtype=np.int64, count=n)
-    vectors = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").reshape(n, -1) if n else None
+    vectors = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").reshape(n, -1)
     when = np.fromiter((r[2] for r in rows), dtype=np.int64, count=n)
     conf = np.fromiter((r[3] for r in rows), dtype=np.float64, count=n)
     empty = (keys[:0], np.zeros(0))
-    cands = Candidates.build(keys, when, conf, None if mode is FetchMode.KEYWORD else vectors, matches or empty)
+    cos = None
+    if mode is not FetchMode.KEYWORD:
+        cos = (vectors @ query_vector(query)).astype(np.float64)
+    cands = Candidates.build(keys, when, conf, cos, matches or empty)
     if mode is FetchMode.KEYWORD:
         keep = cands.matched
         cands = Candidates(keys[keep], when[keep], conf[keep], None, cands.lexical[keep], cands.matched[keep])
-    hit_keys, scores = score(cands, query, mode)
+    hit_keys, scores = score(cands, mode)
     return _hits(conn, order(hit_keys, scores, limit))

@@ -68,10 +68,11 @@ from memory_core.scoring import embed
 from . import beliefs_store
 from .connection import Database, SQLiteOptions, parse_url
 from .filters import compile_filter, reach_sql
-from .index import ItemIndex, item_candidates
+from .index import ItemIndex
+from .ranking import rank_items
 from .rows import from_us, now_us, ns_key, ns_of_key, vec_blob
 from .schema import check_version, migrate
-from .search import hint_window, order, score
+from .search import hint_window
 from .writes import Prepared, delete_seqs, drain, index_rows, insert, pending_texts, prepare
 
 __all__ = ["SQLiteEngine"]
@@ -124,6 +125,7 @@ class SQLiteEngine(MemoryEngine):
         self._index = ItemIndex()
         self._items: OrderedDict[int, AnyItem] = OrderedDict()
         self._items_lock = threading.Lock()
+        self._drain_lock = threading.Lock()
         self._instance = ""
 
     @classmethod
@@ -189,7 +191,15 @@ class SQLiteEngine(MemoryEngine):
         return self._write([prepare(item, index=visible) for item in items], visible=visible)
 
     def drain_pending(self) -> int:
-        """Index every item stored ``accepted`` and not yet indexed; how many were (reads do this themselves)."""
+        """Index every item stored ``accepted`` and not yet indexed; how many were (reads do this themselves).
+
+        Threads of one engine drain one at a time (the others then find the queue empty), rather than racing
+        for SQLite's write lock.
+        """
+        with self._drain_lock:
+            return self._drain()
+
+    def _drain(self) -> int:
         total = 0
         while True:
             rows = self._db.run(lambda conn: pending_texts(conn, _DRAIN_BATCH))
@@ -274,21 +284,20 @@ class SQLiteEngine(MemoryEngine):
         self, conn: sqlite3.Connection, request: FetchRequest, want: int, snapshot: int
     ) -> list[tuple[int, float]]:
         self._index.refresh(conn)
-        cands = item_candidates(conn, self._index, request.filter, snapshot, request.query, request.mode)
-        keys, scores = score(cands, request.query, request.mode)
+        rows = self._index.candidates(conn, request.filter, snapshot)
         hinted = None
-        if request.refers_to is not None and len(keys):
+        if request.refers_to is not None and len(rows):
             where = compile_filter(request.filter, "i")
             start, end = hint_window(request.refers_to)
-            inside = [
-                int(r[0])
-                for r in conn.execute(
-                    f"SELECT i.seq FROM items i WHERE {where.sql} AND i.observed_at >= ? AND i.observed_at < ?",
-                    (*where.params, start, end),
-                )
-            ]
-            hinted = np.isin(keys, np.asarray(inside, dtype=np.int64))
-        return order(keys, scores, want, hinted)
+            inside = conn.execute(
+                f"SELECT i.seq FROM items i WHERE {where.sql} AND i.observed_at >= ? AND i.observed_at < ? "
+                "ORDER BY i.seq",
+                (*where.params, start, end),
+            ).fetchall()
+            hinted = np.fromiter((r[0] for r in inside), dtype=np.int64, count=len(inside))
+        return rank_items(
+            conn, rows, request.query, request.mode, want, self._index.size(), now_us(), hinted_keys=hinted
+        )
 
     def _fetch(self, request: FetchRequest) -> FetchPage:
         state = _decode("f", request.cursor, ("o", "s"))

@@ -108,6 +108,8 @@ class CandidateRows:
         held = self.view.vectors
         if len(self.pos) == 0:
             part = np.zeros(0, dtype=np.float32)
+        elif len(self.pos) == len(held):  # every held row: positions 0..n-1
+            part = held @ q
         elif len(self.pos) * _FULL_PRODUCT >= len(held):
             part = (held @ q)[self.pos]
         else:
@@ -222,11 +224,6 @@ class ItemIndex:
             self._live -= len(np.unique(pos))
 
     # reading ---------------------------------------------------------------------------------------------
-    def view(self) -> IndexView:
-        """The rows held now (see ``IndexView``)."""
-        with self._lock:
-            return self._view()
-
     def _view(self) -> IndexView:
         n = self._n
         return IndexView(
@@ -285,12 +282,18 @@ class ItemIndex:
                 extra.extend(conn.execute(f"{_ROW_SQL} WHERE seq IN ({marks}) ORDER BY seq", chunk).fetchall())
             extra.sort(key=lambda r: int(r[0]))
         k = len(extra)
+        every = len(pos) == n  # every held row: the view's own arrays, no gathering
+
+        def part(held: npt.NDArray[Any], column: int, dtype: type) -> npt.NDArray[Any]:
+            mine = held if every else held[pos]
+            if not k:
+                return mine
+            return np.concatenate([mine, np.fromiter((r[column] for r in extra), dtype=dtype, count=k)])
+
         return CandidateRows(
-            keys=np.concatenate([view.seqs[pos], np.fromiter((r[0] for r in extra), dtype=np.int64, count=k)]),
-            when_us=np.concatenate([view.when_us[pos], np.fromiter((r[2] for r in extra), dtype=np.int64, count=k)]),
-            confidence=np.concatenate(
-                [view.confidence[pos], np.fromiter((r[3] for r in extra), dtype=np.float64, count=k)]
-            ),
+            keys=part(view.seqs, 0, np.int64),
+            when_us=part(view.when_us, 2, np.int64),
+            confidence=part(view.confidence, 3, np.float64),
             view=view,
             pos=pos,
             extra_vectors=np.frombuffer(b"".join(r[1] for r in extra), dtype="<f4").reshape(k, EMBED_DIM),

@@ -15,13 +15,19 @@ decides, recency and confidence break near-ties (seed 004: full-text relevance, 
 recency combined). Ties keep write order. A ``refers_to`` hint then moves hits observed on a hinted day
 first, order kept inside each group (``TimeHint.rank``, reference §1.3).
 
+BM25 is FTS5's ``bm25()`` over the query's informative words (see ``fts``: a word held by more than
+``COMMON_SHARE`` of the rows still makes a row a match, relevance ``COMMON_ONLY``, but is not BM25-scored).
+"The best BM25 of the query" is the best among the rows the filter admits.
+
 Vectors are the reference embedding (``memory_core.scoring.embed``), computed once when an item is indexed and
-stored as float32 blobs (``index.ItemIndex`` keeps a process-local copy).
+stored as float32 blobs (``index.ItemIndex`` keeps a process-local copy); the query's is computed once per read
+(``query_vector``) and cosines are float32 dot products.
+
+This module is the arithmetic (pure: arrays in, arrays out); ``ranking`` decides which rows it runs on.
 """
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -38,16 +44,25 @@ from memory_core.scoring import VECTOR_THRESHOLD, embed, tokenize
 from .rows import to_us
 
 __all__ = [
+    "COMMON_MIN",
+    "COMMON_ONLY",
+    "COMMON_SHARE",
     "CONFIDENCE_WEIGHT",
+    "MAX_QUERY_TERMS",
     "RECENCY_HALF_LIFE_DAYS",
     "RECENCY_WEIGHT",
     "Candidates",
     "align",
-    "fts_matches",
     "fts_query",
     "hint_window",
+    "members",
     "order",
+    "query_vector",
+    "query_words",
+    "relevance",
     "score",
+    "score_all",
+    "weights",
 ]
 
 RECENCY_WEIGHT: Final = 0.10
@@ -67,14 +82,25 @@ MAX_QUERY_TERMS: Final = 64
 _US_PER_DAY: Final = 86_400_000_000
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+
+def query_words(query: str) -> list[str]:
+    """The query's distinct words in order, at most ``MAX_QUERY_TERMS`` (``scoring.tokenize``)."""
+    return list(dict.fromkeys(tokenize(query)))[:MAX_QUERY_TERMS]
 
 
 def fts_query(query: str) -> str | None:
     """The FTS5 MATCH expression for ``query``: its distinct words, each quoted, OR-ed (None: no words)."""
-    words = list(dict.fromkeys(tokenize(query)))[:MAX_QUERY_TERMS]
+    words = query_words(query)
     if not words:
         return None
     return " OR ".join(f'"{w}"' for w in words)
+
+
+def query_vector(query: str) -> npt.NDArray[np.float32]:
+    """The query's reference embedding as float32 (computed once per read)."""
+    return np.asarray(embed(query), dtype=np.float32)
 
 
 def hint_window(hint: TimeHint) -> tuple[int, int]:
@@ -93,17 +119,18 @@ class Candidates:
         keys: Row keys (``items.seq`` or ``beliefs.bid``), ascending.
         when_us: ``observed_at``, else the write time, µs.
         confidence: A learning's confidence, 0.5 for other kinds.
-        vectors: Embeddings, one row per key (only when the mode needs them).
-        lexical: BM25 relevance (``-bm25()``, higher is better; 0 when not matched).
+        cos: Cosine with the query (only when the mode needs it).
+        lexical: BM25 relevance (``-bm25()``, higher is better; ``COMMON_ONLY`` for a common-words-only match;
+            0 when not matched).
         matched: Whether FTS5 matched the row.
     """
 
     keys: IntArray
     when_us: IntArray
     confidence: FloatArray
-    vectors: npt.NDArray[np.float32] | None
+    cos: FloatArray | None
     lexical: FloatArray
-    matched: npt.NDArray[np.bool_]
+    matched: BoolArray
 
     @classmethod
     def build(
@@ -111,46 +138,74 @@ class Candidates:
         keys: IntArray,
         when_us: IntArray,
         confidence: FloatArray,
-        vectors: npt.NDArray[np.float32] | None,
+        cos: FloatArray | None,
         matches: tuple[IntArray, FloatArray],
     ) -> Candidates:
-        """Candidates from parallel arrays plus the FTS5 matches (``fts_matches``)."""
+        """Candidates from parallel arrays plus the FTS5 matches (``fts.fts_matches``)."""
         lex, matched = align(keys, *matches)
-        return cls(keys, when_us, confidence, vectors, np.maximum(lex, 0.0), matched)
+        return cls(keys, when_us, confidence, cos, np.maximum(lex, 0.0), matched)
 
 
-def score(cands: Candidates, query: str, mode: FetchMode, now_us: int | None = None) -> tuple[IntArray, FloatArray]:
-    """Hit keys and their scores (see the module table); keys ascending, not yet ordered by score."""
-    n = len(cands.keys)
-    if n == 0:
-        return np.zeros(0, dtype=np.int64), np.zeros(0)
+def weights(when_us: IntArray, confidence: FloatArray, now_us: int) -> FloatArray:
+    """``0.85 + 0.10 × recency + 0.05 × confidence`` per row (in (0, 1]; see the module docstring)."""
+    age_days = np.maximum(now_us - when_us, 0) / _US_PER_DAY
+    recency = np.power(0.5, age_days / RECENCY_HALF_LIFE_DAYS)
+    out: FloatArray = (
+        (1.0 - RECENCY_WEIGHT - CONFIDENCE_WEIGHT) + RECENCY_WEIGHT * recency + CONFIDENCE_WEIGHT * confidence
+    )
+    return out
+
+
+def relevance(kw: FloatArray, cos: FloatArray | None, mode: FetchMode) -> FloatArray:
+    """Relevance from keyword relevance ``kw`` (BM25 / best) and cosine, per the module table."""
+    if mode is FetchMode.KEYWORD:
+        return kw
+    assert cos is not None
+    if mode is FetchMode.VECTOR:
+        return cos
+    out: FloatArray = (kw + cos) / 2.0
+    return out
+
+
+def score_all(
+    cands: Candidates,
+    mode: FetchMode,
+    now_us: int | None = None,
+    weight: FloatArray | None = None,
+    best: float | None = None,
+) -> tuple[BoolArray, FloatArray]:
+    """Which candidates are hits, and every candidate's score (see the module table).
+
+    ``weight`` is ``weights(cands.when_us, cands.confidence, now_us)`` when the caller already has it; ``best``
+    is the best BM25 among all the read's candidates when ``cands`` holds only some of them.
+    """
     lex = cands.lexical
-    best = float(lex.max()) if lex.size else 0.0
+    if best is None:
+        best = float(lex.max()) if lex.size else 0.0
     matched = cands.matched
     kw = lex / best if best > 0 else matched.astype(np.float64)
     if mode is FetchMode.KEYWORD:
-        rel, hit = kw, matched
+        hit = matched
     else:
-        assert cands.vectors is not None
-        q = np.asarray(embed(query), dtype=np.float32)
-        cos = (cands.vectors @ q).astype(np.float64)
-        if mode is FetchMode.VECTOR:
-            rel, hit = cos, cos >= VECTOR_THRESHOLD
-        else:
-            rel, hit = (kw + cos) / 2.0, matched | (cos >= VECTOR_THRESHOLD)
-    now = now_us if now_us is not None else time.time_ns() // 1000
-    age_days = np.maximum(now - cands.when_us, 0) / _US_PER_DAY
-    recency = np.power(0.5, age_days / RECENCY_HALF_LIFE_DAYS)
-    weight = (
-        (1.0 - RECENCY_WEIGHT - CONFIDENCE_WEIGHT) + RECENCY_WEIGHT * recency + CONFIDENCE_WEIGHT * cands.confidence
-    )
-    scores = rel * weight
+        assert cands.cos is not None
+        near = cands.cos >= VECTOR_THRESHOLD
+        hit = near if mode is FetchMode.VECTOR else matched | near
+    if weight is None:
+        now = now_us if now_us is not None else time.time_ns() // 1000
+        weight = weights(cands.when_us, cands.confidence, now)
+    scores: FloatArray = relevance(kw, cands.cos, mode) * weight
+    return hit, scores
+
+
+def score(cands: Candidates, mode: FetchMode, now_us: int | None = None) -> tuple[IntArray, FloatArray]:
+    """Hit keys and their scores (see the module table); keys ascending, not yet ordered by score."""
+    if len(cands.keys) == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0)
+    hit, scores = score_all(cands, mode, now_us)
     return cands.keys[hit], scores[hit]
 
 
-def order(
-    keys: IntArray, scores: FloatArray, want: int, hinted: npt.NDArray[np.bool_] | None = None
-) -> list[tuple[int, float]]:
+def order(keys: IntArray, scores: FloatArray, want: int, hinted: BoolArray | None = None) -> list[tuple[int, float]]:
     """The best ``want`` ``(key, score)`` pairs: score descending, ties by key; hinted ones first when given."""
     groups = [np.ones(len(keys), dtype=bool)] if hinted is None else [hinted, ~hinted]
     out: list[tuple[int, float]] = []
@@ -169,59 +224,32 @@ def order(
     return out
 
 
-def fts_matches(conn: sqlite3.Connection, table: str, query: str, total: int) -> tuple[IntArray, FloatArray]:
-    """Rows of FTS5 ``table`` matching a word of ``query``: keys ascending and their relevance (higher is better).
+def _lookup(keys: IntArray, held: IntArray) -> tuple[IntArray, BoolArray]:
+    """For each key, its position in ``held`` (ascending, unique) and whether it is there.
 
-    ``total`` is about how many rows the table holds. Relevance is ``-bm25()`` over the query's informative
-    words. A word held by more than ``COMMON_SHARE`` of the rows (and ``COMMON_MIN`` rows) still makes a row a
-    match, but is left out of BM25, where its weight is near zero anyway: scoring it for most of the table is
-    what would make a read cost grow with the table.
+    Binary-searches the shorter array in the longer one (two sorted arrays: either way gives the same answer).
     """
-    words = list(dict.fromkeys(tokenize(query)))[:MAX_QUERY_TERMS]
-    empty = (np.zeros(0, dtype=np.int64), np.zeros(0))
-    if not words:
-        return empty
-    marks = ", ".join("?" for _ in words)
-    df = {
-        str(t): int(d) for t, d in conn.execute(f"SELECT term, doc FROM {table}_vocab WHERE term IN ({marks})", words)
-    }
-    cutoff = max(COMMON_MIN, COMMON_SHARE * total)
-    rare = [w for w in words if 0 < df.get(w, 0) <= cutoff]
-    common = [w for w in words if df.get(w, 0) > cutoff]
-    parts: list[tuple[IntArray, FloatArray]] = []
-    if rare:
-        expr = " OR ".join(f'"{w}"' for w in rare)
-        row = conn.execute(
-            f"WITH m AS MATERIALIZED (SELECT rowid AS r, -bm25({table}) AS s FROM {table} WHERE {table} MATCH ?) "
-            "SELECT group_concat(r), group_concat(s) FROM m",
-            (expr,),
-        ).fetchone()
-        if row[0]:
-            parts.append((_ints(row[0]), np.asarray(str(row[1]).split(","), dtype=np.float64)))
-    if common:
-        expr = " OR ".join(f'"{w}"' for w in common)
-        row = conn.execute(f"SELECT group_concat(rowid) FROM {table} WHERE {table} MATCH ?", (expr,)).fetchone()
-        if row[0]:
-            keys = _ints(row[0])
-            if parts:
-                keys = np.setdiff1d(keys, parts[0][0], assume_unique=True)
-            parts.append((keys, np.full(len(keys), COMMON_ONLY)))
-    if not parts:
-        return empty
-    k = np.concatenate([p[0] for p in parts])
-    v = np.concatenate([p[1] for p in parts])
-    order_ = np.argsort(k, kind="stable")
-    return k[order_], v[order_]
+    found = np.zeros(len(keys), dtype=bool)
+    at = np.zeros(len(keys), dtype=np.int64)
+    if len(held) == 0 or len(keys) == 0:
+        return at, found
+    if len(held) < len(keys):
+        pos = np.minimum(np.searchsorted(keys, held), len(keys) - 1)
+        hit = keys[pos] == held
+        found[pos[hit]] = True
+        at[pos[hit]] = np.flatnonzero(hit)
+        return at, found
+    pos = np.minimum(np.searchsorted(held, keys), len(held) - 1)
+    return pos, held[pos] == keys
 
 
-def _ints(csv: str) -> IntArray:
-    return np.asarray(csv.split(","), dtype=np.int64)
+def members(keys: IntArray, held: IntArray) -> BoolArray:
+    """Which of ``keys`` (ascending, unique) are in ``held`` (ascending, unique)."""
+    return _lookup(keys, held)[1]
 
 
-def align(keys: IntArray, match_keys: IntArray, match_values: FloatArray) -> tuple[FloatArray, npt.NDArray[np.bool_]]:
+def align(keys: IntArray, match_keys: IntArray, match_values: FloatArray) -> tuple[FloatArray, BoolArray]:
     """The match values of ``keys`` (0 where unmatched) and which keys matched; both key arrays ascending."""
-    if len(match_keys) == 0 or len(keys) == 0:
-        return np.zeros(len(keys)), np.zeros(len(keys), dtype=bool)
-    pos = np.minimum(np.searchsorted(match_keys, keys), len(match_keys) - 1)
-    matched = match_keys[pos] == keys
-    return np.where(matched, match_values[pos], 0.0), matched
+    at, matched = _lookup(keys, match_keys)
+    values = match_values[at] if len(match_values) else np.zeros(len(keys))
+    return np.where(matched, values, 0.0), matched
