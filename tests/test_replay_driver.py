@@ -15,8 +15,7 @@ def _locomo(turns: int) -> dict:
         {"speaker": "Ann" if i % 2 == 0 else "Bo", "dia_id": f"D1:{i + 1}", "text": f"turn number {i + 1}"}
         for i in range(turns)
     ]
-    return {"sample_id": "s", "conversation": {"session_1_date_time": "1:56 pm on 8 May, 2023",
-                                               "session_1": session}}
+    return {"sample_id": "s", "conversation": {"session_1_date_time": "1:56 pm on 8 May, 2023", "session_1": session}}
 
 
 def test_each_locomo_turn_is_the_speakers_user_turn_and_the_listeners_reply() -> None:

@@ -89,8 +89,16 @@ def test_a_bad_jsonl_line_is_refused_naming_the_line_and_field(line: str, field:
 
 
 def _node(node_id: str, parent: str | None, role: str | None, text: str, t: float = 1.7e9) -> dict:
-    message = None if role is None else {"id": f"m-{node_id}", "author": {"role": role}, "create_time": t,
-                                          "content": {"content_type": "text", "parts": [text]}}
+    message = (
+        None
+        if role is None
+        else {
+            "id": f"m-{node_id}",
+            "author": {"role": role},
+            "create_time": t,
+            "content": {"content_type": "text", "parts": [text]},
+        }
+    )
     return {"id": node_id, "parent": parent, "children": [], "message": message}
 
 
