@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 demo: $(STAMP)
-	$(VENV)/bin/memory-core conformance --engine reference://
+	$(VENV)/bin/memory-core demo
 
 test: $(STAMP)
 	$(VENV)/bin/pytest
