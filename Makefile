@@ -26,5 +26,5 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m bench.run $(if $(QUICK),--quick,)
 
-clean:
-	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache
+clean:  # keeps var/memory.db and the outbox (your data); removes the demo's state and the caches
+	rm -rf $(VENV) var/demo .pytest_cache .mypy_cache .ruff_cache

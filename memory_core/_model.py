@@ -188,7 +188,11 @@ class ContractModel(BaseModel):
         if isinstance(value, Mapping):
             return cls.model_validate(dict(value))
         if isinstance(value, str | bytes | bytearray):
-            return cls.model_validate_json(value)
+            text = value.decode("utf-8", "replace") if isinstance(value, bytes | bytearray) else value
+            if text.lstrip().startswith("{"):
+                return cls.model_validate_json(value)
+            shown = text if len(text) <= 40 else text[:40] + "…"
+            raise InvalidRequest(f"expected a {cls.__name__} object or JSON text, got {shown!r}", field=field)
         raise InvalidRequest(f"expected a {cls.__name__} object, got {type(value).__name__}", field=field)
 
     def to_json(self) -> str:

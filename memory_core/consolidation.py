@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import ClassVar, Self
+from typing import Any, ClassVar, Self
 
 from pydantic import Field, model_validator
 
@@ -36,6 +36,17 @@ class WriteOptions(ContractModel):
     """``{wait}``; the default waits until the item is visible."""
 
     wait: WaitFor = WaitFor.VISIBLE
+
+    @classmethod
+    def coerce(cls, value: Any, field: str | None = None) -> WriteOptions:
+        """As ``ContractModel.coerce``, and also a ``WaitFor`` or its name (``"accepted"``, ``"visible"``).
+
+        Raises:
+            InvalidRequest: anything else; the error names the field.
+        """
+        if isinstance(value, WaitFor) or value in ("accepted", "visible"):
+            return _ACCEPTED if WaitFor(value) is WaitFor.ACCEPTED else _VISIBLE
+        return super().coerce(value, field)
 
     @classmethod
     def accepted(cls) -> WriteOptions:

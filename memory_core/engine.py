@@ -66,9 +66,9 @@ AnyItem = Document | Conversation | Learning
 Hits = list[Hit]
 """A list of hits (an alias because ``MemoryEngine.list`` shadows the builtin inside the class)."""
 Receipts = list[StoreReceipt]
+"""A list of store receipts, in item order."""
 Scopes = list[BuildScope]
 """A list of build scopes."""
-"""A list of store receipts, in item order."""
 
 
 def checked_item(item: Any, field: str = "item") -> AnyItem:
@@ -390,13 +390,37 @@ def get_by_listing(engine: MemoryEngine, request: GetRequest) -> Hits:
 
 
 def scopes_by_exploring(engine: MemoryEngine, request: ConsolidateRequest) -> Scopes:
-    """The default ``scopes``: a namespace facet per admitted kind under the reach (no write or build marks)."""
+    """The default ``scopes``: a namespace facet per admitted kind under the reach (no write or build marks).
+
+    When a facet is cut (more than ``MAX_BUCKETS`` nodes, or more than ``MAX_SCAN_LIMIT`` items scanned), it
+    falls back to listing every admitted item, so no scope is ever left out.
+    """
     by_node: dict[Namespace, list[ItemKind]] = {}
     for kind in request.admitted_kinds():
         flt = MetaFilter(reach=request.reach, kinds=(kind,))
         page = engine.explore(
             ExploreRequest(facet=Facet.NAMESPACE, filter=flt, limit=MAX_BUCKETS, scan_limit=MAX_SCAN_LIMIT)
         )
+        if page.truncated or page.more_buckets:
+            return scopes_by_listing(engine, request)
         for bucket in page.buckets:
             by_node.setdefault(Namespace.parse(bucket.value), []).append(kind)
     return [BuildScope(namespace=ns, kinds=tuple(kinds)) for ns, kinds in sorted(by_node.items())]
+
+
+def scopes_by_listing(engine: MemoryEngine, request: ConsolidateRequest) -> Scopes:
+    """Every (namespace, kind) the reach holds, by paging ``list`` over all admitted items (complete, O(items))."""
+    kinds = request.admitted_kinds()
+    found: dict[Namespace, set[ItemKind]] = {}
+    cursor: str | None = None
+    flt = MetaFilter(reach=request.reach, kinds=kinds)
+    while True:
+        page = engine.list(ListRequest(filter=flt, limit=LISTING_PAGE_SIZE, cursor=cursor))
+        for hit in page.items:
+            found.setdefault(hit.meta.namespace, set()).add(hit.kind)
+        if page.next_cursor is None:
+            break
+        cursor = page.next_cursor
+    return [
+        BuildScope(namespace=ns, kinds=tuple(k for k in kinds if k in held)) for ns, held in sorted(found.items())
+    ]

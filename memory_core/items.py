@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections.abc import Mapping
 from enum import StrEnum
 from functools import cached_property
 from typing import Annotated, Any, ClassVar, Literal, Self
@@ -115,6 +116,12 @@ class _Item(ContractModel):
     def id(self) -> str:
         """The item's id: its ``fingerprint()``, computed once."""
         return fingerprint(self)
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """A copy (``update`` is not validated, as in pydantic); its ``id`` is computed afresh."""
+        copy = super().model_copy(update=update, deep=deep)
+        copy.__dict__.pop("id", None)
+        return copy
 
     def fingerprint(self) -> str:
         """40 lowercase hex: SHA-256 of the canonical JSON without observed_at, observed_actor, tool-call id."""

@@ -14,6 +14,9 @@ MAX_STORE_MANY: Final = 100
 MAX_GET_IDS: Final = 200
 """Most ids in one ``get`` request (reference §1.2, §1.8)."""
 
+MAX_FORGET_IDS: Final = 10_000
+"""Most ids one ``forget`` by ids may name (*memory-core*: bounds one request; page larger deletions)."""
+
 MAX_BUCKETS: Final = 500
 """Most buckets an ``explore`` may ask for (reference §1.8)."""
 

@@ -17,7 +17,7 @@ from pydantic import AfterValidator, Field, model_validator
 from memory_core._model import ContractModel, utc
 from memory_core.errors import InvalidRequest
 from memory_core.items import Conversation, Document, Learning, StoreItem
-from memory_core.limits import MAX_GET_IDS, MAX_PAGE_LIMIT
+from memory_core.limits import MAX_FORGET_IDS, MAX_GET_IDS, MAX_PAGE_LIMIT
 from memory_core.meta import ItemKind, MemoryMeta, MetaFilter
 from memory_core.namespace import Reach
 
@@ -221,7 +221,7 @@ class ForgetTarget(ContractModel):
     valid and means "everything in reach".
     """
 
-    ids: Ids | None = Field(default=None, max_length=MAX_GET_IDS * 50)
+    ids: Ids | None = Field(default=None, max_length=MAX_FORGET_IDS)
     filter: MetaFilter | None = None
 
     @model_validator(mode="after")

@@ -9,8 +9,10 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from memory_core.errors import ConfigError
 
 __all__ = ["Settings", "get_settings"]
 
@@ -91,5 +93,14 @@ class Settings(BaseSettings):
 
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
-    """The process's settings, read once."""
-    return Settings()
+    """The process's settings, read once.
+
+    Raises:
+        ConfigError: a ``MEMORY_CORE_`` variable (or ``.env`` entry) that does not parse; the message names it.
+    """
+    try:
+        return Settings()
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        name = "_".join(str(p) for p in first.get("loc", ())).upper() or "SETTINGS"
+        raise ConfigError(f"MEMORY_CORE_{name}: {first.get('msg', 'invalid value')}") from None

@@ -31,13 +31,6 @@ def require_service(name: str, host: str, port: int) -> None:
     pytest.skip(message)
 
 
-@pytest.fixture
-def redis_url() -> str:
-    """A Redis URL on a database reserved for tests (db 15), flushed before and after."""
-    require_service("redis", REDIS_HOST, REDIS_PORT)
-    return f"redis://{REDIS_HOST}:{REDIS_PORT}/15"
-
-
 @pytest.fixture(autouse=True)
 def _clean_environ(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Strip MEMORY_CORE_ variables so the developer's own settings never leak into a test."""

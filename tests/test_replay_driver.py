@@ -72,3 +72,24 @@ def test_agent_ids_are_valid_segments() -> None:
     assert agent_id_for("Caroline") == "caroline"
     assert agent_id_for("Mary Ann") == "mary-ann"
     assert agent_id_for("Zoë!") != "zoë!"
+
+
+def test_people_of_one_locomo_sample_never_hear_another_samples_turns() -> None:
+    first = _locomo(2)
+    second = {
+        "sample_id": "t",
+        "conversation": {
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": [
+                {"speaker": "Cy", "dia_id": "D1:1", "text": "hello from another conversation"},
+                {"speaker": "Di", "dia_id": "D1:2", "text": "hi Cy"},
+            ],
+        },
+    }
+    engine = ReferenceEngine()
+    report = Replayer(engine, MemoryLayout(), lambda j: None).replay(parse_locomo([first, second]))
+    items = engine.list(ListRequest(limit=100)).items
+    heard = {(h.meta.agent_id, h.text) for h in items}
+    assert ("ann", "assistant: hello from another conversation") not in heard
+    assert ("di", "assistant: hello from another conversation") in heard
+    assert len(items) == 8 and sorted(report.agents) == ["ann", "bo", "cy", "di"]

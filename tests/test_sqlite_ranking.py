@@ -214,16 +214,16 @@ def test_survivors_are_the_rows_whose_upper_bound_reaches_the_top() -> None:
     one = np.ones(4)
 
     def keep(want: int, hinted: np.ndarray | None = None, mode: FetchMode = FetchMode.HYBRID) -> object:
-        got = ranking.survivors(*ranking.bounds(rare, lex, 2.0, cos, one, one, mode, True, hinted), want)
+        got = ranking.survivors(*ranking.bounds(rare, lex, cos, one, one, mode, True, hinted), want)
         return None if got is None else got.tolist()
 
     assert keep(2) == [True, True, False, False]  # a common word cannot lift rows 2 and 3 past row 1
     assert keep(3) is None  # only two sure rows: nothing can be dropped
     hinted = np.array([False, False, False, True])
     assert keep(2, hinted) == [True, True, False, True]  # a hinted match would rank first by group
-    assert keep(1, mode=FetchMode.KEYWORD) == [True, False, False, False]  # a common-only match is ~1e-6 of it
+    assert keep(1, mode=FetchMode.KEYWORD) == [True, False, False, False]  # a common-only match scores ~1e-7
     low, high = np.full(4, 0.85), np.full(4, 0.95)
-    wide = ranking.survivors(*ranking.bounds(rare, lex, 2.0, cos, low, high, FetchMode.VECTOR, False, None), 1)
+    wide = ranking.survivors(*ranking.bounds(rare, lex, cos, low, high, FetchMode.VECTOR, False, None), 1)
     assert wide is not None and wide.tolist() == [True, False, False, False]  # 0.9 × 0.85 > 0.5 × 0.95
 
 

@@ -9,6 +9,10 @@ from __future__ import annotations
 import importlib
 
 import typer
+from rich.console import Console
+from rich.markup import escape
+
+from memory_core.errors import MemoryCoreError
 
 __all__ = ["COMMAND_MODULES", "app", "main"]
 
@@ -51,5 +55,10 @@ def load_commands() -> typer.Typer:
 
 
 def main() -> None:
-    """Entry point of the ``memory-core`` script."""
-    load_commands()()
+    """Entry point of the ``memory-core`` script: a ``MemoryCoreError`` no command handled exits 2 with its message."""
+    command = load_commands()
+    try:
+        command()
+    except MemoryCoreError as exc:
+        Console(stderr=True, highlight=False).print(f"[bold red]{escape(str(exc))}[/]")
+        raise SystemExit(2) from None

@@ -1,5 +1,10 @@
 """Turning files into brain jobs, and opening the job queue: shared by ``ingest``, ``replay`` and ``demo``.
 
+Each converted file is split into passages (``documents.split_document``: section-sized ``BrainDocument``
+values titled ``"<title> › <heading>"``) before it becomes a job, so the brain ranks and shows the part of a
+document that matches, not its first 600 characters. The split is deterministic, so ingesting the same file
+again stores the same passages (replays), and ``Brain.forget(source)`` removes them all.
+
 ``workers`` (the only package importing Celery) is imported inside ``open_queue`` only.
 """
 
@@ -10,15 +15,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memory_core.documents import Converted, DocumentResult, Failed, Skipped, iter_documents
+from memory_core.documents import Converted, DocumentResult, Failed, Skipped, iter_documents, split_document
 from memory_core.lifecycle.documents import BrainDocument
 from memory_core.lifecycle.jobs import IngestBrain
 
 __all__ = ["DOCS_PER_JOB", "IngestPlan", "open_monitor", "open_queue", "plan_ingest", "submit_all"]
 
-DOCS_PER_JOB = 5
-"""Documents per ``IngestBrain`` job: small enough that two workers share a folder's work, large enough that a
-job is not mostly overhead (a PEP converts in 5-235 ms)."""
+DOCS_PER_JOB = 40
+"""Passages (brain documents) per ``IngestBrain`` job: small enough that two workers share a folder's work (the
+ten PEPs make ~440 passages, so 12 jobs), large enough that a job is not mostly overhead (storing a passage with
+its embedding is ~1 ms; a job's queue round trip a few ms). A file's passages may span two jobs."""
 
 
 @dataclass
@@ -26,14 +32,16 @@ class IngestPlan:
     """Files converted into jobs, and what could not be (nothing is stored by planning).
 
     Attributes:
-        jobs: ``IngestBrain`` jobs of up to ``DOCS_PER_JOB`` documents each.
+        jobs: ``IngestBrain`` jobs of up to ``DOCS_PER_JOB`` passages each.
         converted: Paths converted, in walk order.
+        passages: Passages over all jobs (brain documents to store).
         failed: (path, reason) of files that could not be converted.
         skipped: (path, reason) of entries the walk skipped (hidden, unsupported).
     """
 
     jobs: list[IngestBrain] = field(default_factory=list)
     converted: list[Path] = field(default_factory=list)
+    passages: int = 0
     failed: list[tuple[Path, str]] = field(default_factory=list)
     skipped: list[tuple[Path, str]] = field(default_factory=list)
 
@@ -45,7 +53,7 @@ def plan_ingest(
     collection: str | None = None,
     on_file: Callable[[DocumentResult], None] | None = None,
 ) -> IngestPlan:
-    """Convert every file under ``paths`` into ``IngestBrain`` jobs (one per ``DOCS_PER_JOB`` documents).
+    """Convert every file under ``paths``, split each into passages, and group them into ``IngestBrain`` jobs.
 
     Raises:
         InvalidRequest: a blank source (per-file problems are reported in the plan, not raised).
@@ -57,10 +65,12 @@ def plan_ingest(
             on_file(result)
         if isinstance(result, Converted):
             plan.converted.append(result.path)
-            batch.append(result.document)
-            if len(batch) == DOCS_PER_JOB:
-                plan.jobs.append(IngestBrain(documents=tuple(batch), collection=collection))
-                batch = []
+            for passage in split_document(result.document):
+                plan.passages += 1
+                batch.append(passage)
+                if len(batch) == DOCS_PER_JOB:
+                    plan.jobs.append(IngestBrain(documents=tuple(batch), collection=collection))
+                    batch = []
         elif isinstance(result, Failed):
             plan.failed.append((result.path, str(result.error)))
         elif isinstance(result, Skipped):

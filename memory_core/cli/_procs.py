@@ -25,10 +25,10 @@ class WorkerProcess:
         log: File the worker's output goes to.
         queues: Comma-separated queues.
         concurrency: Pool processes.
-        env: The environment (the caller's settings as ``MEMORY_CORE_`` variables).
+        env: The environment; None inherits this process's (whose ``MEMORY_CORE_`` variables carry the settings).
     """
 
-    def __init__(self, log: Path, queues: str, concurrency: int, env: dict[str, str]) -> None:
+    def __init__(self, log: Path, queues: str, concurrency: int, env: dict[str, str] | None = None) -> None:
         log.parent.mkdir(parents=True, exist_ok=True)
         self.log = log
         self._out = log.open("wb")
@@ -94,7 +94,9 @@ class WorkerProcess:
 
 
 @contextmanager
-def running_worker(log: Path, queues: str, concurrency: int, env: dict[str, str]) -> Iterator[WorkerProcess]:
+def running_worker(
+    log: Path, queues: str, concurrency: int, env: dict[str, str] | None = None
+) -> Iterator[WorkerProcess]:
     """A worker for the duration of the block; stopped however the block ends (Ctrl-C included)."""
     worker = WorkerProcess(log, queues, concurrency, env)
     try:

@@ -21,23 +21,14 @@ from rich.markup import escape
 from rich.table import Table
 
 from memory_core.cli import app
+from memory_core.cli._common import open_engine_or_exit
 from memory_core.conformance import FaultResult, SuiteReport, run, run_faults
-from memory_core.engine import MemoryEngine
 from memory_core.engines import open_engine
-from memory_core.errors import ConfigError
 from memory_core.settings import get_settings
 
 __all__ = ["conformance"]
 
 _STYLE = {"passed": "green", "skipped": "yellow", "failed": "bold red"}
-
-
-def _open(url: str) -> MemoryEngine:
-    try:
-        return open_engine(url)
-    except ConfigError as exc:
-        Console(stderr=True).print(f"[bold red]{escape(str(exc))}[/]", highlight=False)
-        raise typer.Exit(code=2) from None
 
 
 def _suite_table(report: SuiteReport) -> Table:
@@ -56,11 +47,11 @@ def _suite_table(report: SuiteReport) -> Table:
 def _faults_table(url: str, results: list[FaultResult]) -> Table:
     caught = sum(r.caught for r in results)
     table = Table(title=f"fault injection over {url}: {caught} of {len(results)} faults caught")
-    table.add_column("fault")
-    table.add_column("expected check")
-    table.add_column("caught by")
-    table.add_column("result")
-    table.add_column("detail", overflow="ellipsis", no_wrap=True, max_width=60)
+    table.add_column("fault", no_wrap=True)
+    table.add_column("expected check", no_wrap=True)
+    table.add_column("caught by", no_wrap=True)
+    table.add_column("result", no_wrap=True)
+    table.add_column("detail", overflow="fold")
     for r in results:
         if r.as_named:
             result = "[green]caught[/]"
@@ -86,7 +77,7 @@ def conformance(
     url = engine or get_settings().engine
     console = Console()
     if faults:
-        _open(url).close()  # a bad URL exits 2 before any fault runs
+        open_engine_or_exit(url).close()  # a bad URL exits 2 before any fault runs
         results = run_faults(lambda: open_engine(url))
         if as_json:
             typer.echo(json.dumps({"engine": url, "faults": [r.to_dict() for r in results]}, indent=2))
@@ -95,7 +86,7 @@ def conformance(
         if not all(r.caught for r in results):
             raise typer.Exit(code=1)
         return
-    with _open(url) as opened:
+    with open_engine_or_exit(url) as opened:
         report = run(opened)
     if as_json:
         typer.echo(json.dumps(report.to_dict(), indent=2))

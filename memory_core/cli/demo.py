@@ -87,7 +87,7 @@ def demo(
     layout = MemoryLayout(settings.layout_root)
     queue, monitor = open_queue(), open_monitor()
     try:
-        with running_worker(home / "worker.log", _queues(), concurrency, {**os.environ, **env}) as worker:
+        with running_worker(home / "worker.log", _queues(), concurrency) as worker:
             took = worker.wait_ready(lambda: monitor.active(timeout_s=0.5) is not None, timeout_s=60)
             console.print(f"[1/5] worker pid {worker.pid} ready in {took:.1f} s (concurrency {concurrency})")
             ids = _ingest(peps, queue)

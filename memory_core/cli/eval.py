@@ -52,11 +52,19 @@ def locomo(
     output: Annotated[
         Path | None, typer.Option("--json", help="Write results here (default var/eval/locomo.json).")
     ] = None,
+    brain: Annotated[
+        Path | None,
+        typer.Option(
+            "--brain",
+            help="A folder of documents (e.g. ../shared/data/docs/peps) ingested into each sample's brain first.",
+        ),
+    ] = None,
 ) -> None:
     """Evidence recall of the pre_turn pack and of top-k fetches on LoCoMo, beside BM25.
 
     Each conversation is replayed; then, per question of categories 1-4, the share of its evidence turns held
-    by the pack and by top-k fetches is measured, beside a BM25 baseline over the same turns.
+    by the pack and by top-k fetches is measured, beside a BM25 baseline over the same turns. With ``--brain``
+    the folder's documents share the engine, as a host's brain does, and compete for the pack's budget.
     """
     ks = tuple(k) if k else (5, 10, 20)
     with Progress(
@@ -79,6 +87,7 @@ def locomo(
                 ks=ks,
                 on_question=on_question,
                 on_sample=on_sample,
+                brain=brain,
             )
         except MemoryCoreError as exc:
             raise fail(str(exc)) from None
@@ -88,6 +97,12 @@ def locomo(
         f"{result.skipped_questions} without readable evidence skipped; evidence strings repaired "
         f"{result.evidence_repaired}, unreadable {result.evidence_skipped}."
     )
+    if result.brain is not None and result.questions:
+        mean = sum(q.brain_bullets for q in result.questions) / len(result.questions)
+        console.print(
+            f"brain: {result.brain_items} documents from {result.brain} in every sample; "
+            f"{mean:.2f} Brain bullets per pack on average."
+        )
     target = output or get_settings().var_dir / "eval" / "locomo.json"
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(json.dumps(result.to_dict(), indent=2, default=str), encoding="utf-8")

@@ -58,8 +58,9 @@ def ingest(
         ids = submit_all(queue, plan.jobs)
     finally:
         queue.close()
+    docs = f"{len(plan.converted)} document{'' if len(plan.converted) == 1 else 's'}"
     console.print(
-        f"{len(plan.converted)} documents in {len(ids)} ingest_brain jobs queued "
+        f"{docs} in {len(ids)} ingest_brain job{'' if len(ids) == 1 else 's'} queued "
         f"({len(plan.failed)} failed, {len(plan.skipped)} skipped): {', '.join(i[:8] for i in ids)}"
     )
     if plan.failed:

@@ -2,7 +2,8 @@
 
 ``brain_document(path_or_bytes)`` converts one Markdown, reStructuredText, HTML, plain-text or PDF file;
 ``iter_documents(paths)`` walks files and folders and converts each file, reporting failures and skips per
-file. Neither stores anything.
+file; ``split_document`` splits a converted document into section-sized passages (what ``memory-core ingest``
+stores). None of them stores anything.
 """
 
 from memory_core.documents.convert import brain_document, convert_text
@@ -12,6 +13,7 @@ from memory_core.documents.detect import (
     DocumentFormat,
     format_for_extension,
 )
+from memory_core.documents.passages import split_document, split_text
 from memory_core.documents.walk import Converted, DocumentResult, Failed, Skipped, iter_documents, walk_paths
 
 __all__ = [
@@ -26,5 +28,7 @@ __all__ = [
     "convert_text",
     "format_for_extension",
     "iter_documents",
+    "split_document",
+    "split_text",
     "walk_paths",
 ]

@@ -3,8 +3,12 @@
 The title is the document title docutils promotes (a lone top-level section title), or the ``Title:`` field of
 a leading RFC-822 header block such as every PEP has (``PEP: 8`` / ``Title: …`` / ``Author: …`` up to the
 first blank line; docutils' own PEP reader would also rewrite the body, so the header is handled here). The
-header's other fields are kept as ``Name: value`` lines at the top of the text (their inline markup parsed);
-the body follows.
+body comes first; the header's other non-empty fields follow at the end, under a ``Header`` heading
+(``HEADER_HEADING``), compacted to one line ``Name: value; Name: value`` (their inline markup parsed). Why at
+the end: the start of a document is what a reader sees first (a pack's bullet shows a document's first 600
+characters), and a PEP header is ~400 characters of names, e-mail addresses and dates that say nothing about
+the subject; kept at the end, every field is still stored and searchable, and a split document
+(``passages``) keeps them as a passage of their own.
 
 Parsing is safe on untrusted input: ``include`` and ``raw`` are disabled (no file is read, no markup passed
 through), no configuration file is read, and no problem is reported or raised. Sphinx-only markup is not
@@ -25,7 +29,12 @@ from docutils.core import publish_doctree
 
 from memory_core.documents.blocks import HARD_BREAK, bullet, code, one_line, prose, title_of
 
-__all__ = ["rst_to_text", "split_header"]
+__all__ = ["HEADER_FIELD_SEPARATOR", "HEADER_HEADING", "rst_to_text", "split_header"]
+
+HEADER_HEADING: Final = "Header"
+"""The heading above a header block's fields at the end of the text (*memory-core*)."""
+HEADER_FIELD_SEPARATOR: Final = "; "
+"""Joins the header's ``Name: value`` fields into one line (*memory-core*)."""
 
 _SETTINGS: Final[dict[str, Any]] = {
     "report_level": 5,  # report nothing
@@ -218,8 +227,17 @@ def _option(item: nodes.Node) -> str:
     return bullet(f"{options}  ", description) or options
 
 
-def _parse(source: str) -> nodes.document:
-    return publish_doctree(source, settings_overrides=dict(_SETTINGS))
+def _parse(source: str, *, doctitle: bool = True) -> nodes.document:
+    return publish_doctree(source, settings_overrides={**_SETTINGS, "doctitle_xform": doctitle})
+
+
+def _header_block(fields: list[tuple[str, str]]) -> str:
+    """The header's non-empty fields but the title, parsed as a field list, on one line (``HEADER_HEADING``)."""
+    rows = [f":{name}: {value}" for name, value in fields if name.lower() != "title" and value]
+    if not rows:
+        return ""
+    lines = [line for block in _children_blocks(_parse("\n".join(rows)).children) for line in block.split("\n")]
+    return HEADER_FIELD_SEPARATOR.join(one_line(line) for line in lines if line.strip())
 
 
 def rst_to_text(source: str) -> tuple[str | None, list[str]]:
@@ -227,17 +245,16 @@ def rst_to_text(source: str) -> tuple[str | None, list[str]]:
 
     Returns:
         ``(title, blocks)``: the header's ``Title:``, else docutils' document title, else None; and the blocks of
-        the text, the header's other fields first.
+        the text, then, for a header, ``HEADER_HEADING`` and its other fields on one line.
     """
     fields, body = split_header(source)
-    if fields:  # the other header fields become a leading field list, so their inline markup is parsed too
-        rows = [f":{name}: {value}" for name, value in fields if name.lower() != "title"]
-        body = "\n".join(rows) + "\n\n" + body
-    doc = _parse(body)
-    children = list(doc.children)
+    if fields:  # the header names the title: docutils must not promote a lone section title in its place
+        title = title_of(next(value for name, value in fields if name.lower() == "title"))
+        header = _header_block(fields)
+        blocks = _children_blocks(_parse(body, doctitle=False).children)
+        return title, [*blocks, HEADER_HEADING, header] if header else blocks
+    children = list(_parse(body).children)
     title = None
     if children and isinstance(children[0], nodes.title):
         title = title_of(_inline(children.pop(0)))
-    if fields:
-        title = title_of(next(value for name, value in fields if name.lower() == "title"))
     return title, _children_blocks(children)

@@ -12,6 +12,13 @@ For each sample (conversation) the file is replayed through ``AgentMemory`` on a
 Recall is the share of a question's evidence turns present (``evidence.py``); a belief in the pack covers
 the turns it was derived from. Category 5 (adversarial, no evidence to find) is left out, as almost every
 report on LoCoMo does (peers.md §3.1).
+
+With ``brain`` (``--brain DIR``), the folder's documents are also ingested into each sample's engine before
+the replay, the way the product does it: converted and split into passages (``iter_documents`` and
+``split_document``, as ``memory-core ingest`` plans them), stored by one ``IngestBrain`` job per file in
+``brain_collection("files", <folder name>)``, and the belief builds those jobs return are run too. A real host has a shared brain beside its conversations, and a pack's Brain section
+(ranked above the agent's history) competes with the evidence for the budget; ``brain_bullets`` counts the
+Brain bullets each pack kept.
 """
 
 from __future__ import annotations
@@ -23,26 +30,42 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memory_core.documents import Converted, Failed, iter_documents, split_document
 from memory_core.engine import MemoryEngine
 from memory_core.engines import open_engine
+from memory_core.errors import InvalidRequest
 from memory_core.eval.baseline import Bm25Baseline
 from memory_core.eval.evidence import RecallTally, covered_turns, evidence_recall, parse_evidence
+from memory_core.lifecycle.jobs import IngestBrain
 from memory_core.lifecycle.layout import MemoryLayout
-from memory_core.lifecycle.policy import RecallPolicy
+from memory_core.lifecycle.policy import BRAIN_HEADING, RecallPolicy
 from memory_core.lifecycle.runner import BackgroundRunner
 from memory_core.meta import ItemKind, MetaFilter
-from memory_core.namespace import Reach
+from memory_core.namespace import Reach, sanitize_segment_id
 from memory_core.query import FetchRequest
 from memory_core.recall.types import ContextPack
 from memory_core.replay.driver import Replayer, agent_id_for
 from memory_core.replay.formats import ConversationFile, load_conversations
 
-__all__ = ["EVAL_CATEGORIES", "EvalResult", "QuestionResult", "asking_agent", "pack_turns", "run_locomo_eval"]
+__all__ = [
+    "BRAIN_SOURCE",
+    "EVAL_CATEGORIES",
+    "BrainFiles",
+    "EvalResult",
+    "QuestionResult",
+    "asking_agent",
+    "brain_bullets",
+    "load_brain",
+    "pack_turns",
+    "run_locomo_eval",
+]
 
 EVAL_CATEGORIES = (1, 2, 3, 4)
 """LoCoMo categories with evidence to retrieve (5 is adversarial; peers.md §3.1)."""
 DEFAULT_KS = (5, 10, 20)
 """Top-k sizes the issue asks for."""
+BRAIN_SOURCE = "files"
+"""The brain source ``--brain`` documents are stored under (as ``memory-core ingest`` and the demo do)."""
 
 
 @dataclass
@@ -56,6 +79,7 @@ class QuestionResult:
     pack_turns: tuple[str, ...]
     pack_tokens: int
     recalls: dict[str, float]
+    brain_bullets: int = 0
 
 
 @dataclass
@@ -72,6 +96,8 @@ class EvalResult:
     evidence_skipped: int = 0
     turns: int = 0
     items: int = 0
+    brain: str | None = None
+    brain_items: int = 0
 
     def methods(self) -> list[str]:
         """Method names in display order."""
@@ -85,6 +111,8 @@ class EvalResult:
             "ks": list(self.ks),
             "turns": self.turns,
             "items": self.items,
+            "brain": self.brain,
+            "brain_items": self.brain_items,
             "skipped_questions": self.skipped_questions,
             "evidence_strings_repaired": self.evidence_repaired,
             "evidence_strings_skipped": self.evidence_skipped,
@@ -97,6 +125,49 @@ def pack_turns(pack: ContextPack, refs: dict[str, str]) -> set[str]:
     """Dialog turns a pack holds: its cited items, and the turns its beliefs were derived from."""
     derived = {hit.id: hit.derived_from for section in pack.sections for hit in section.hits if hit.derived_from}
     return covered_turns(pack.refs, refs, derived)
+
+
+def brain_bullets(pack: ContextPack) -> int:
+    """How many bullets of the pack's Brain section survived the budget (cited in ``pack.refs``)."""
+    refs = set(pack.refs)
+    return sum(1 for s in pack.sections if s.heading == BRAIN_HEADING for hit in s.hits if hit.id in refs)
+
+
+@dataclass(frozen=True)
+class BrainFiles:
+    """A folder converted for the brain: one job per file (its passages), in walk order.
+
+    Attributes:
+        folder: The folder.
+        jobs: ``IngestBrain`` jobs, one per converted file, in ``brain_collection(files, <folder name>)``.
+    """
+
+    folder: Path
+    jobs: tuple[IngestBrain, ...]
+
+    @property
+    def documents(self) -> int:
+        """Passages over all jobs."""
+        return sum(len(job.documents) for job in self.jobs)
+
+
+def load_brain(folder: Path | str) -> BrainFiles:
+    """Convert every supported file below ``folder`` and split it into passages (see the module docstring).
+
+    Raises:
+        InvalidRequest: ``field="brain"``: the folder holds no convertible file, or a file failed to convert.
+    """
+    root = Path(folder)
+    collection = sanitize_segment_id(root.resolve().name or "brain")
+    jobs: list[IngestBrain] = []
+    for result in iter_documents([root], source=BRAIN_SOURCE):
+        if isinstance(result, Failed):
+            raise InvalidRequest(f"brain: {result.error.message}", field="brain")
+        if isinstance(result, Converted):
+            jobs.append(IngestBrain(documents=tuple(split_document(result.document)), collection=collection))
+    if not jobs:
+        raise InvalidRequest(f"{root}: no document to ingest", field="brain")
+    return BrainFiles(folder=root, jobs=tuple(jobs))
 
 
 def asking_agent(question: str, speakers: Sequence[str]) -> str:
@@ -138,6 +209,7 @@ def run_locomo_eval(
     ks: Sequence[int] = DEFAULT_KS,
     on_question: Callable[[QuestionResult], None] | None = None,
     on_sample: Callable[[str, int], None] | None = None,
+    brain: Path | str | None = None,
 ) -> EvalResult:
     """Replay each sample, then measure evidence recall per question (see the module docstring).
 
@@ -149,16 +221,20 @@ def run_locomo_eval(
         ks: The top-k sizes.
         on_question: Progress callback per question.
         on_sample: Progress callback per sample: (sample id, its number of questions).
+        brain: A folder of documents ingested into each sample's brain before its replay (None: no brain).
 
     Returns:
         The tallies per method, per question rows, and the skipped counts.
 
     Raises:
-        InvalidRequest: an unreadable file or an unknown sample.
+        InvalidRequest: an unreadable file, an unknown sample, or a brain folder that cannot be converted.
     """
     data: ConversationFile = load_conversations(path, "locomo", samples)
     ks = tuple(sorted(set(ks)))
+    files = load_brain(brain) if brain is not None else None
     result = EvalResult(engine=engine_url or "sqlite (fresh file per sample)", budget_tokens=budget_tokens, ks=ks)
+    if files is not None:
+        result.brain, result.brain_items = str(files.folder), files.documents
     names = ["pack", "bm25@pack", *(f"fetch@{k}" for k in ks), *(f"bm25@{k}" for k in ks)]
     result.tallies = {n: RecallTally(n) for n in names}
     policy = RecallPolicy(budget_tokens=budget_tokens)
@@ -169,7 +245,9 @@ def run_locomo_eval(
             one = ConversationFile(format="locomo", turns=turns, speakers=list(dict.fromkeys(t.speaker for t in turns)))
             engine = _engine_for(engine_url, Path(tmp), sample)
             try:
-                _eval_sample(engine, sample, one, data.qa.get(sample, []), policy, ks, result, on_question, on_sample)
+                _eval_sample(
+                    engine, sample, one, data.qa.get(sample, []), policy, ks, result, on_question, on_sample, files
+                )
             finally:
                 engine.close()
     return result
@@ -185,12 +263,20 @@ def _eval_sample(
     result: EvalResult,
     on_question: Callable[[QuestionResult], None] | None,
     on_sample: Callable[[str, int], None] | None,
+    brain: BrainFiles | None = None,
 ) -> None:
     layout = MemoryLayout(f"ws:{agent_id_for(sample)}")
+    runner = BackgroundRunner(engine, layout)
+    if brain is not None:
+        builds = {}
+        for ingest in brain.jobs:
+            for follow in runner.run(ingest).follow_ups:
+                builds[follow.to_json()] = follow
+        for build in builds.values():
+            runner.run(build)
     jobs: list[Any] = []
     replayer = Replayer(engine, layout, jobs.append, policy=policy)
     report = replayer.replay(conv)
-    runner = BackgroundRunner(engine, layout)
     for job in {j.to_json(): j for j in jobs}.values():
         runner.run(job)
     result.turns += report.turns
@@ -219,7 +305,9 @@ def _eval_sample(
             recalls[f"bm25@{k}"] = evidence_recall(parsed.ids, ranked[:k])
         for name, value in recalls.items():
             result.tallies[name].add(category, value)
-        row = QuestionResult(sample, category, question, parsed.ids, tuple(sorted(held)), pack.tokens, recalls)
+        row = QuestionResult(
+            sample, category, question, parsed.ids, tuple(sorted(held)), pack.tokens, recalls, brain_bullets(pack)
+        )
         result.questions.append(row)
         if on_question is not None:
             on_question(row)

@@ -402,6 +402,7 @@ class AgentMemory:
             title=PACK_TITLE,
             exclude_ids=exclude_ids,
             exclude_thread=exclude_thread,
+            min_relevance=self.policy.min_relevance,
         )
 
     def _automatic(self) -> bool:

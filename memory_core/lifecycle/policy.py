@@ -36,6 +36,7 @@ __all__ = [
     "BRAIN_SCOPES_PER_TURN",
     "COMPACTION_INSTRUCTIONS",
     "COMPACTION_QUESTION",
+    "DEFAULT_MIN_RELEVANCE",
     "GIST_MAX_CHARS",
     "HISTORY_HEADING",
     "LEARNINGS_HEADING",
@@ -90,6 +91,10 @@ COMPACTION_INSTRUCTIONS: Final = (
 )
 """The fixed instructions of the compaction summary (reference §4.3, paraphrased)."""
 
+DEFAULT_MIN_RELEVANCE: Final = 0.5
+"""Default relevance floor of lifecycle packs, a share of the best hit's score (*memory-core*, measured on LoCoMo
+with the PEPs as brain: see ``RecallPolicy``)."""
+
 _DEFAULT_CORE_KINDS: Final = (ItemKind.LEARNING, ItemKind.DOCUMENT)
 _WS = re.compile(r"\s+")
 
@@ -105,6 +110,9 @@ class RecallPolicy(ContractModel):
         team_limit: Team conversation bullets (3); 0 leaves the section out.
         build_beliefs_every: ``post_turn`` returns a ``BuildBeliefs`` job every N turns, counted as
             ``turn_index + 1`` (10); None or 0 means never.
+        min_relevance: The packs' relevance floor (``HolisticRecall.min_relevance``, a *memory-core*
+            extension): a ranked hit scoring below this share of the best hit the pack read is left out
+            (``DEFAULT_MIN_RELEVANCE``); None turns the floor off (reference §4.3 packs).
     """
 
     budget_tokens: int = Field(default=DEFAULT_BUDGET_TOKENS, gt=0)
@@ -113,6 +121,7 @@ class RecallPolicy(ContractModel):
     history_limit: int = Field(default=6, ge=0, le=MAX_SECTION_LIMIT)
     team_limit: int = Field(default=3, ge=0, le=MAX_SECTION_LIMIT)
     build_beliefs_every: int | None = Field(default=10, ge=0)
+    min_relevance: float | None = Field(default=DEFAULT_MIN_RELEVANCE, ge=0.0, le=1.0)
 
     @classmethod
     def from_settings(cls, settings: Settings | None = None) -> RecallPolicy:

@@ -21,6 +21,13 @@ as Latest also lists ``beliefs(reach, want)`` as its own concurrent read (a fail
 ``fold_beliefs`` then merges every section's beliefs rank by rank, each once, and interleaves them with each
 learnings section's stored hits, stored first at each rank, keeping only the beliefs its filter admits.
 
+Relevance floor (*memory-core* extension, ``HolisticRecall.min_relevance``; unset by default, so reference
+§4.1 holds): after the reads and before the beliefs are folded, every hit and belief of a ranked read (a
+``fetch``, including an answer's fallback) scoring below ``min_relevance × best`` is dropped, ``best`` being the
+highest score among the ranked reads' hits and beliefs that the pack does not exclude (``exclude_ids``, the
+thread window, a section's ``exclude_agent_id``: a turn already in the prompt must not set the bar). Answer
+and latest sections are never filtered (``floor``).
+
 Concurrency (``recall.pool``): the reads are submitted from the calling thread, never from inside a pool task,
 and the call waits for every future it started, so no read outlives it.
 """
@@ -55,6 +62,7 @@ __all__ = [
     "belief_budget",
     "error_text",
     "excluded",
+    "floor",
     "fold_beliefs",
     "gather",
     "is_learnings_section",
@@ -82,10 +90,15 @@ class Answered:
 
 @dataclass(slots=True)
 class Read:
-    """A ranked or latest read: the section's hits before settling, and the beliefs the read returned."""
+    """A ranked or latest read: the section's hits before settling, and the beliefs the read returned.
+
+    ``ranked`` is True when the hits came from ``engine.fetch`` (their scores are relevance, subject to the
+    pack's ``min_relevance``), False for a latest listing.
+    """
 
     hits: list[Hit]
     beliefs: list[Hit]
+    ranked: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,7 +261,7 @@ def _fetch(
             max_scopes=section.max_scopes,
         )
     )
-    return Read(list(page.hits), list(page.beliefs))
+    return Read(list(page.hits), list(page.beliefs), ranked=True)
 
 
 def _answer(
@@ -301,6 +314,40 @@ def _list_beliefs(engine: MemoryEngine, section: ScopeSection, want: int) -> _Li
         return _Listed([])
 
 
+# relevance floor --------------------------------------------------------------------------------------------
+def floor(request: HolisticRecall, gathered: Sequence[Gathered]) -> list[Gathered]:
+    """Drop the ranked reads' hits and beliefs scoring below ``min_relevance × best`` (see the module docstring).
+
+    Args:
+        request: The pack request; nothing is dropped when its ``min_relevance`` is unset.
+        gathered: One outcome per section, in section order (beliefs not yet folded).
+
+    Returns:
+        The outcomes, ranked reads filtered (order kept), every other outcome as it was.
+    """
+    share = request.min_relevance
+    if share is None:
+        return list(gathered)
+    scores = [
+        hit.score
+        for section, outcome in zip(request.sections, gathered, strict=True)
+        if isinstance(outcome, Read) and outcome.ranked
+        for hit in (*outcome.hits, *outcome.beliefs)
+        if not excluded(request, section, hit)
+    ]
+    best = max(scores, default=0.0)
+    if best <= 0.0:
+        return list(gathered)
+    bar = share * best
+    out: list[Gathered] = []
+    for outcome in gathered:
+        if isinstance(outcome, Read) and outcome.ranked:
+            kept = [h for h in outcome.hits if h.score >= bar]
+            outcome = Read(kept, [b for b in outcome.beliefs if b.score >= bar], ranked=True)
+        out.append(outcome)
+    return out
+
+
 # beliefs ----------------------------------------------------------------------------------------------------
 def _interleave(first: Sequence[Hit], second: Sequence[Hit]) -> list[Hit]:
     out: list[Hit] = []
@@ -338,7 +385,7 @@ def fold_beliefs(request: HolisticRecall, gathered: Sequence[Gathered]) -> list[
         if merged and is_learnings_section(section):
             admitted = [b for b in merged.values() if section.filter.matches(ItemKind.LEARNING, b.meta)]
             hits = _interleave(hits, admitted)
-        out.append(Read(hits, []))
+        out.append(Read(hits, [], outcome.ranked))
     return out
 
 
@@ -374,6 +421,6 @@ def gather(
             position += 1
             assert isinstance(listed, _Listed)
             if isinstance(outcome, Read):
-                outcome = Read(outcome.hits, listed.beliefs)
+                outcome = Read(outcome.hits, listed.beliefs, outcome.ranked)
         gathered.append(outcome)
-    return fold_beliefs(request, gathered)
+    return fold_beliefs(request, floor(request, gathered))

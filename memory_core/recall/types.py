@@ -117,7 +117,16 @@ class ThreadWindow(ContractModel):
 class HolisticRecall(ContractModel):
     """One read across several scopes, rendered as one token-budgeted block.
 
-    JSON: ``{query?, sections, budget_tokens, title, exclude_ids, exclude_thread?, refers_to?}``.
+    JSON: ``{query?, sections, budget_tokens, title, exclude_ids, exclude_thread?, refers_to?, min_relevance?}``.
+
+    ``min_relevance`` (a *memory-core* extension, left out of JSON when unset) is a relevance floor for the
+    ranked sections: a hit or belief a fetch returned is dropped when its score is below ``min_relevance`` times
+    the best score among the hits and beliefs the pack's fetches returned (those the pack does not exclude).
+    Why: a ranked section otherwise fills its limit with whatever matched at all (in hybrid mode any text with a
+    cosine ≥ 0.2, which every long document has), and those bullets take budget from better hits in
+    lower-priority sections. It needs an engine whose fetch scores compare across fetches of one query (the
+    SQLite engine's BM25-based scores do, see ``engines.sqlite.search``). Unset (the contract's behaviour,
+    reference §4.1), nothing is dropped; answer and latest sections are never filtered.
     """
 
     __omit_defaults__: ClassVar[frozenset[str]] = frozenset({"exclude_ids"})
@@ -129,6 +138,7 @@ class HolisticRecall(ContractModel):
     exclude_ids: tuple[str, ...] = ()
     exclude_thread: ThreadWindow | None = None
     refers_to: TimeHint | None = None
+    min_relevance: float | None = Field(default=None, ge=0.0, le=1.0)
 
 
 class SectionHits(ContractModel):

@@ -108,10 +108,14 @@ class Replayer:
             MemoryCoreError: an engine error in ``post_turn`` (``pre_turn`` reports its own).
         """
         report = ReplayReport()
-        speakers = [agent_id_for(s) for s in conversations.speakers]
+        people: dict[str | None, list[str]] = {}
+        for turn in conversations.turns:
+            agents = people.setdefault(turn.conversation, [])
+            if agent_id_for(turn.speaker) not in agents:
+                agents.append(agent_id_for(turn.speaker))
         for turn in conversations.turns:
             if conversations.format == "locomo":
-                listeners = [a for a in speakers if a != agent_id_for(turn.speaker)]
+                listeners = [a for a in people[turn.conversation] if a != agent_id_for(turn.speaker)]
                 self._locomo_turn(turn, listeners, report)
             elif turn.role == "user":
                 self._pre_turn(self._chat_agent, turn, None, report)

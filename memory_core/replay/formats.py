@@ -50,6 +50,8 @@ class ReplayTurn:
         text: What was said.
         at: When it was said (UTC), when the file says.
         ref: The file's own id for the turn (LoCoMo ``dia_id`` such as ``D1:3``; a ChatGPT message id).
+        conversation: The conversation it belongs to: a LoCoMo sample id, so the people of one sample are never
+            made to hear another's turns (None for chat formats, which have one agent).
     """
 
     thread_id: str
@@ -58,6 +60,7 @@ class ReplayTurn:
     text: str
     at: datetime | None = None
     ref: str | None = None
+    conversation: str | None = None
 
 
 @dataclass
@@ -137,6 +140,7 @@ def parse_locomo(data: Any, samples: Iterable[str] | None = None) -> Conversatio
                         text=text,
                         at=at,
                         ref=turn.get("dia_id"),
+                        conversation=sample_id,
                     )
                 )
         out.samples.append(sample_id)

@@ -4,17 +4,16 @@
 for ``next_cursor``) while doing the expensive parts only where they can change that answer:
 
 1. Cosines for every candidate: one float32 matrix product over the process's ``ItemIndex`` (no SQL).
-2. Which query words are *rare* (``fts.classify``: doclist counts), and BM25 for the rows holding one, read
-   only over rowid ranges that cover the candidates (``fts.bm25_rows``), so the best BM25 among the
-   candidates, which normalises keyword relevance, is exact.
+2. Which query words are *rare* (``fts.classify``: doclist counts), and BM25 for the candidates holding one,
+   read only over rowid ranges that cover the candidates (``fts.bm25_rows``).
 3. Bounds (``bounds``) on every candidate's score, cheap because they need neither recency nor the last
-   unknown: whether a candidate holding no rare word holds a *common* one. That bit only adds a near-zero
-   ``COMMON_ONLY / best`` to keyword relevance — or, when no candidate holds a rare word, is its whole keyword
-   relevance. The rows whose upper bound cannot reach the ``want``-th best lower bound are dropped
-   (``survivors``); recency is computed for the rest, the bounds tightened, and the common-word bit is read
-   from FTS5 only for the survivors it could still move into the top (``fts.matching``).
-4. The survivors are scored exactly as ``search.score_all`` scores every row (with the best BM25 of all the
-   candidates) and ordered (``search.order``).
+   unknown: whether a candidate holding no rare word holds a *common* one. That bit only adds the near-zero
+   ``keyword_relevance(COMMON_ONLY)`` to keyword relevance. The rows whose upper bound cannot reach the
+   ``want``-th best lower bound are dropped (``survivors``); recency is computed for the rest, the bounds
+   tightened, and the common-word bit is read from FTS5 only for the survivors it could still move into the
+   top (``fts.matching``).
+4. The survivors are scored exactly as ``search.score_all`` scores every row (a score depends on its own row
+   only) and ordered (``search.order``).
 
 Why dropping is exact: ``sure`` rows are hits whatever the common-word bit says (a rare word, or a cosine at
 the threshold where the mode reads vectors), and ``lb`` is a sure row's score with the bit unset and the least
@@ -45,6 +44,7 @@ from .search import (
     FloatArray,
     IntArray,
     align,
+    keyword_relevance,
     members,
     order,
     query_vector,
@@ -68,7 +68,6 @@ Bounds = tuple[BoolArray, FloatArray, FloatArray]
 def bounds(
     rare: BoolArray,
     lex: FloatArray,
-    best: float,
     cos: FloatArray | None,
     w_lo: FloatArray,
     w_hi: FloatArray,
@@ -81,8 +80,6 @@ def bounds(
     Args:
         rare: Which candidates hold a rare word.
         lex: Their BM25 (0 elsewhere).
-        best: The best BM25 among all the read's candidates (``COMMON_ONLY`` when none holds a rare word but
-            the query has common words; 0 when the query has no words).
         cos: Cosines (None in keyword mode).
         w_lo: A lower bound on each candidate's ``search.weights``.
         w_hi: An upper bound on it.
@@ -90,8 +87,8 @@ def bounds(
         common: Whether the query has common words (a candidate without a rare word may then still match).
         hinted: Rows a ``refers_to`` hint moves first, if any.
     """
-    kw_lb = np.where(rare, lex / best, 0.0) if best > 0 else np.zeros(len(rare))
-    kw_ub = np.where(rare, kw_lb, COMMON_ONLY / best if best > 0 else 1.0) if common else kw_lb
+    kw_lb = np.where(rare, keyword_relevance(lex), 0.0)
+    kw_ub = np.where(rare, kw_lb, float(keyword_relevance(np.array([COMMON_ONLY]))[0])) if common else kw_lb
     if mode is FetchMode.KEYWORD or cos is None:
         sure = rare
     else:
@@ -151,13 +148,8 @@ def rank_items(
         found, rare = align(keys, *fts.bm25_rows(conn, "items_fts", held, keys, total))
         lex = np.maximum(found, 0.0)
     common = held is not None and bool(held.common)
-    best: float | None = float(lex[rare].max()) if rare.any() else (COMMON_ONLY if common else 0.0)
-    keep = None
-    if best is not None and (best >= COMMON_ONLY or not rare.any()):
-        w_lo = (1.0 - RECENCY_WEIGHT - CONFIDENCE_WEIGHT) + CONFIDENCE_WEIGHT * conf
-        keep = survivors(*bounds(rare, lex, best, cos, w_lo, w_lo + RECENCY_WEIGHT, mode, common, hinted), want)
-    else:
-        best = None  # a common-only match may set the best BM25 itself: read every bit, score every row
+    w_lo = (1.0 - RECENCY_WEIGHT - CONFIDENCE_WEIGHT) + CONFIDENCE_WEIGHT * conf
+    keep = survivors(*bounds(rare, lex, cos, w_lo, w_lo + RECENCY_WEIGHT, mode, common, hinted), want)
     idx = np.arange(n) if keep is None else np.flatnonzero(keep)
     keys, when, conf, lex, rare = keys[idx], when[idx], conf[idx], lex[idx], rare[idx]
     cos = None if cos is None else cos[idx]
@@ -166,13 +158,12 @@ def rank_items(
     matched = rare.copy()
     if held is not None and held.common:
         unknown = ~rare
-        if best is not None:
-            tight = survivors(*bounds(rare, lex, best, cos, weight, weight, mode, True, hinted), want)
-            if tight is not None:
-                unknown &= tight
+        tight = survivors(*bounds(rare, lex, cos, weight, weight, mode, True, hinted), want)
+        if tight is not None:
+            unknown &= tight
         if unknown.any():
             at = np.flatnonzero(unknown)[fts.matching(conn, "items_fts", held.common, keys[unknown], total)]
             lex[at] = COMMON_ONLY
             matched[at] = True
-    hit, scores = score_all(Candidates(keys, when, conf, cos, lex, matched), mode, weight=weight, best=best)
+    hit, scores = score_all(Candidates(keys, when, conf, cos, lex, matched), mode, weight=weight)
     return order(keys[hit], scores[hit], want, None if hinted is None else hinted[hit])

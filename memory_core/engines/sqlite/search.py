@@ -5,9 +5,9 @@ returns; the order is this engine's own:
 
 | mode | a hit when | relevance |
 | --- | --- | --- |
-| keyword | FTS5 matches a query word (lexical overlap) | BM25, divided by the best BM25 of the query |
+| keyword | FTS5 matches a query word (lexical overlap) | ``kw = bm25 / (bm25 + BM25_HALF)`` |
 | vector | cosine of the stored embeddings ≥ ``VECTOR_THRESHOLD`` | cosine |
-| hybrid | either of the above | (keyword + cosine) / 2 |
+| hybrid | either of the above | ``(1 - VECTOR_SHARE) × kw + VECTOR_SHARE × cosine`` |
 
 ``score = relevance × (0.85 + 0.10 × recency + 0.05 × confidence)``, where ``recency = 0.5 ^ (age / 30 days)``
 from ``observed_at`` (else the store time) and ``confidence`` is a learning's (0.5 for other kinds): relevance
@@ -15,13 +15,34 @@ decides, recency and confidence break near-ties (seed 004: full-text relevance, 
 recency combined). Ties keep write order. A ``refers_to`` hint then moves hits observed on a hinted day
 first, order kept inside each group (``TimeHint.rank``, reference §1.3).
 
+**Relevance is absolute, so scores compare across fetches of one query.** A pack reads several sections (its
+learnings, the brain, the agent's history…), each its own fetch, and a relevance floor (``HolisticRecall``'s
+``min_relevance``) compares their hits; a score that meant "share of this fetch's best" would put every
+section's top hit near 1 however weakly it matches. So:
+
+* ``bm25`` is FTS5's raw ``-bm25()``, whose statistics (rows, average length, rows per word) are the whole
+  table's whatever rows a statement reads, so one query's BM25 values are comparable across filters. It is
+  mapped into [0, 1) by the saturating ``bm25 / (bm25 + BM25_HALF)``: monotone (the order of a keyword fetch
+  is BM25's), near-linear for the usual range of one informative word to a few (BM25 ~2-20 on a turn or a
+  passage, so ratios of scores stay close to ratios of BM25), and bounded, so a score stays ≤ 1 and a long
+  question's sum over many words cannot swamp recency.
+* The reference embedding (``memory_core.scoring.embed``: 64 hashed character trigrams) says little about
+  meaning: a long text holds most trigrams, so its cosine with any query is high (~0.6 for a 50 KB document,
+  ~0.4 for a 1.5 KB passage, ~0.2 for a turn), whatever the query. In hybrid mode it is therefore only a
+  tie-breaker, ``VECTOR_SHARE`` of relevance: it orders hits of equal lexical relevance (trigrams do catch
+  ``paint``/``painting``), and a row that is a hit by cosine alone scores at most ``VECTOR_SHARE``, below a
+  row that holds an informative query word (``kw`` of BM25 ≥ ~2 already passes it), instead of half the
+  scale. Vector mode keeps the plain cosine: there it is the only signal, and its hits are the reference's.
+
+The hit set of every mode is unchanged by these rules (only scores and order are this engine's), so hit sets
+agree with the reference engine's and the conformance suite's.
+
 BM25 is FTS5's ``bm25()`` over the query's informative words (see ``fts``: a word held by more than
 ``COMMON_SHARE`` of the rows still makes a row a match, relevance ``COMMON_ONLY``, but is not BM25-scored).
-"The best BM25 of the query" is the best among the rows the filter admits.
 
-Vectors are the reference embedding (``memory_core.scoring.embed``), computed once when an item is indexed and
-stored as float32 blobs (``index.ItemIndex`` keeps a process-local copy); the query's is computed once per read
-(``query_vector``) and cosines are float32 dot products.
+Vectors are the reference embedding, computed once when an item is indexed and stored as float32 blobs
+(``index.ItemIndex`` keeps a process-local copy); the query's is computed once per read (``query_vector``) and
+cosines are float32 dot products.
 
 This module is the arithmetic (pure: arrays in, arrays out); ``ranking`` decides which rows it runs on.
 """
@@ -44,6 +65,7 @@ from memory_core.scoring import VECTOR_THRESHOLD, embed, tokenize
 from .rows import to_us
 
 __all__ = [
+    "BM25_HALF",
     "COMMON_MIN",
     "COMMON_ONLY",
     "COMMON_SHARE",
@@ -55,6 +77,7 @@ __all__ = [
     "align",
     "fts_query",
     "hint_window",
+    "keyword_relevance",
     "members",
     "order",
     "query_vector",
@@ -62,9 +85,16 @@ __all__ = [
     "relevance",
     "score",
     "score_all",
+    "VECTOR_SHARE",
     "weights",
 ]
 
+BM25_HALF: Final = 20.0
+"""Raw BM25 at which keyword relevance is 0.5 (*memory-core*, measured on LoCoMo turns and PEP passages: one
+informative word scores ~2-8, a turn holding a question's key words ~10-20; so relevance is near-linear below
+~10 and saturates only for long, many-word matches)."""
+VECTOR_SHARE: Final = 0.10
+"""Share of hybrid relevance the cosine moves (*memory-core*: a tie-breaker, see the module docstring)."""
 RECENCY_WEIGHT: Final = 0.10
 """Share of the score recency can move (memory-core's calibration)."""
 CONFIDENCE_WEIGHT: Final = 0.05
@@ -156,14 +186,20 @@ def weights(when_us: IntArray, confidence: FloatArray, now_us: int) -> FloatArra
     return out
 
 
+def keyword_relevance(lex: FloatArray) -> FloatArray:
+    """Keyword relevance in [0, 1) from raw BM25 (``-bm25()``, ≥ 0): ``lex / (lex + BM25_HALF)``."""
+    out: FloatArray = lex / (lex + BM25_HALF)
+    return out
+
+
 def relevance(kw: FloatArray, cos: FloatArray | None, mode: FetchMode) -> FloatArray:
-    """Relevance from keyword relevance ``kw`` (BM25 / best) and cosine, per the module table."""
+    """Relevance from keyword relevance ``kw`` (``keyword_relevance``) and cosine, per the module table."""
     if mode is FetchMode.KEYWORD:
         return kw
     assert cos is not None
     if mode is FetchMode.VECTOR:
         return cos
-    out: FloatArray = (kw + cos) / 2.0
+    out: FloatArray = (1.0 - VECTOR_SHARE) * kw + VECTOR_SHARE * cos
     return out
 
 
@@ -172,18 +208,14 @@ def score_all(
     mode: FetchMode,
     now_us: int | None = None,
     weight: FloatArray | None = None,
-    best: float | None = None,
 ) -> tuple[BoolArray, FloatArray]:
     """Which candidates are hits, and every candidate's score (see the module table).
 
-    ``weight`` is ``weights(cands.when_us, cands.confidence, now_us)`` when the caller already has it; ``best``
-    is the best BM25 among all the read's candidates when ``cands`` holds only some of them.
+    ``weight`` is ``weights(cands.when_us, cands.confidence, now_us)`` when the caller already has it. A score
+    depends on its own row only (no normalisation over the candidates), so any subset scores the same.
     """
-    lex = cands.lexical
-    if best is None:
-        best = float(lex.max()) if lex.size else 0.0
     matched = cands.matched
-    kw = lex / best if best > 0 else matched.astype(np.float64)
+    kw = keyword_relevance(cands.lexical)
     if mode is FetchMode.KEYWORD:
         hit = matched
     else:
