@@ -14,9 +14,9 @@ from __future__ import annotations
 import re
 import secrets
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Final, NoReturn, ParamSpec, TypeVar
+from typing import Any, Final, NoReturn, ParamSpec, Protocol, TypeVar
 
 from memory_core._model import ContractModel
 from memory_core.conformance.report import CheckFailed, EngineFailed
@@ -25,12 +25,20 @@ from memory_core.errors import InvalidRequest, MemoryCoreError, Unsupported
 from memory_core.items import Document
 from memory_core.meta import MemoryMeta, MetaFilter
 from memory_core.namespace import Namespace
-from memory_core.query import Exported, Hit, ListRequest
+from memory_core.query import Exported, ExportPage, Hit, ListRequest
 
 __all__ = ["LIST_PAGE_SIZE", "MAX_PAGES", "WORKSPACE_PREFIX", "CheckContext", "Run", "new_nonce", "show_ids"]
 
 _T = TypeVar("_T")
 _P = ParamSpec("_P")
+
+
+class _Paged(Protocol):
+    @property
+    def next_cursor(self) -> str | None: ...
+
+
+_PageT = TypeVar("_PageT", bound=_Paged)
 
 WORKSPACE_PREFIX: Final = "memory-core-conformance"
 """Prefix of every run's workspace (the reference's ``tinymemory-conformance``, renamed for this project)."""
@@ -177,20 +185,11 @@ class CheckContext:
             EngineFailed: a ``list`` call failed.
         """
         hits: list[Hit] = []
-        cursor: str | None = None
-        seen: set[str] = set()
-        for _ in range(MAX_PAGES):
-            request = ListRequest(filter=flt, limit=LIST_PAGE_SIZE, cursor=cursor)
-            page = self.call(self.engine.list, request)
+        for page in self._pages(lambda cursor: self.call(self.engine.list, self._page(flt, cursor)), "listing"):
             scored = [(hit.id, hit.score) for hit in page.items if hit.score != 0.0]
             self.ensure(not scored, f"a listing returned non-zero scores: {scored}")
             hits.extend(page.items)
-            if page.next_cursor is None:
-                return hits
-            self.ensure(page.next_cursor not in seen, f"the listing cursor {page.next_cursor!r} repeated")
-            seen.add(page.next_cursor)
-            cursor = page.next_cursor
-        self.fail(f"a listing did not end within {MAX_PAGES} pages")
+        return hits
 
     def ids(self, flt: MetaFilter) -> list[str]:
         """The ids of ``list_all(flt)``, in listing order."""
@@ -204,26 +203,46 @@ class CheckContext:
             EngineFailed: an ``export`` call failed (after the first page, ``Unsupported`` included).
         """
         exported: list[Exported] = []
-        cursor: str | None = None
-        seen: set[str] = set()
-        for _ in range(MAX_PAGES):
-            request = ListRequest(filter=flt, limit=LIST_PAGE_SIZE, cursor=cursor)
+
+        def fetch(cursor: str | None) -> ExportPage:
             try:
-                page = self.engine.export(request)
+                return self.engine.export(self._page(flt, cursor))
             except Unsupported:
                 if cursor is None:
-                    return None
+                    raise _ExportRefused from None
                 raise EngineFailed(self.check, Unsupported("export refused after its first page")) from None
             except Exception as exc:
                 raise EngineFailed(self.check, exc) from exc
-            self.ensure(not page.incomplete, f"whole items were exported as incomplete: {list(page.incomplete)}")
-            exported.extend(page.items)
+
+        try:
+            for page in self._pages(fetch, "export"):
+                self.ensure(not page.incomplete, f"whole items were exported as incomplete: {list(page.incomplete)}")
+                exported.extend(page.items)
+        except _ExportRefused:
+            return None
+        return exported
+
+    @staticmethod
+    def _page(flt: MetaFilter, cursor: str | None) -> ListRequest:
+        return ListRequest(filter=flt, limit=LIST_PAGE_SIZE, cursor=cursor)
+
+    def _pages(self, fetch: Callable[[str | None], _PageT], what: str) -> Iterator[_PageT]:
+        """Every page ``fetch(cursor)`` returns, failing on a repeated cursor or after ``MAX_PAGES`` pages."""
+        cursor: str | None = None
+        seen: set[str] = set()
+        for _ in range(MAX_PAGES):
+            page = fetch(cursor)
+            yield page
             if page.next_cursor is None:
-                return exported
-            self.ensure(page.next_cursor not in seen, f"the export cursor {page.next_cursor!r} repeated")
+                return
+            self.ensure(page.next_cursor not in seen, f"the {what} cursor {page.next_cursor!r} repeated")
             seen.add(page.next_cursor)
             cursor = page.next_cursor
-        self.fail(f"an export did not end within {MAX_PAGES} pages")
+        self.fail(f"a {what} did not end within {MAX_PAGES} pages")
+
+
+class _ExportRefused(Exception):
+    """The engine refused the first export page: it does not export (the check is skipped)."""
 
 
 def show_ids(ids: Iterable[str], limit: int = 6) -> str:
