@@ -13,6 +13,7 @@
 | ``dead_letters``, ``requeue`` | jobs that will not run, and putting them back |
 | ``poison``, ``transport``, ``consumer``, ``signals`` | malformed messages never crash a worker |
 | ``stores`` | opening the above from settings; engine plugins |
+| ``per_process`` | a value opened once per process (again in a forked pool child) |
 | ``flower`` | Flower's command line (basic auth always on) |
 | ``baseline`` | a plain Celery no-op app, the benchmarks' baseline |
 """

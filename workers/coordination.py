@@ -11,6 +11,15 @@ stamp and a worker's build start compare without clock skew.
 | scope gate: lock + dirty + built | ``gate_enter/extend/leave/abort`` | single flight per scope, one follow-up |
 | per-job marks | ``count_attempt``, ``add_progress``, ``mark_done``, … | attempts, resumable scopes, twin drop |
 
+The scope gate's three marks: ``lock`` (``token|task_id|started_us`` of the pass running now), ``built`` (the
+start of the newest pass that completed) and ``dirty`` (the newest stamp of a trigger still waiting for a pass
+that starts after it). A trigger is "covered" only while no dirty mark is set, and a dirty mark is cleared only
+by a pass that started after it and completed (``gate_leave``), never when a pass starts: if that pass fails
+(``gate_abort`` keeps the mark, and adds the failed pass's start) or its worker is killed and the lease runs
+out, the next trigger of the scope, such as the holder's own retry, still builds. Without that, a trigger
+coalesced into a follow-up pass that never completed would be lost: ``built`` already names the first pass,
+so the holder's retry would find itself "covered" (issue 5, review item 1).
+
 Every failure to reach the store raises ``EngineUnavailable`` (retryable), like an engine outage.
 """
 
@@ -37,7 +46,8 @@ class Enter(StrEnum):
     COALESCED = "coalesced"
     """Another build is running; it runs once more after it (the follow-up)."""
     COVERED = "covered"
-    """A build that started after this trigger is running or has finished; nothing to do."""
+    """A build that started after this trigger is running or has finished, and no recorded trigger waits; nothing
+    to do."""
 
 
 class Leave(StrEnum):
@@ -85,7 +95,8 @@ class Coordination:
         prefix: Namespace of every key (``Settings.redis_prefix``).
         job_ttl_s: How long per-job marks live (attempts, progress, done), seconds; longer than any
             redelivery can take (twice the visibility timeout).
-        keep_s: How long a scope's "last build started" mark lives, seconds.
+        keep_s: How long a scope's ``built`` and ``dirty`` marks live, seconds (the dirty mark guards the built
+            one, so it lives as long).
     """
 
     def __init__(self, prefix: str, job_ttl_s: int, keep_s: int) -> None:
@@ -117,7 +128,11 @@ class Coordination:
 
         A lock held by an earlier delivery of the same ``task_id`` is taken over: that delivery is dead
         (a child killed and requeued, or redelivered after the visibility timeout, which exceeds the hard
-        time limit). Acquiring clears the dirty flag: the build about to start covers every earlier trigger.
+        time limit). A coalesced trigger raises the dirty mark to its stamp (the store's clock when None or
+        later: a stamp from the future would otherwise ask for follow-up passes without end).
+        "Covered" needs a running pass that started after ``stamp_us``, or, with the lock free, a completed
+        pass that did and no dirty mark. Acquiring leaves the dirty mark: only ``gate_leave`` after a pass
+        that started later clears it, so a pass that dies before completing loses no trigger.
         """
         raise NotImplementedError
 
@@ -126,11 +141,18 @@ class Coordination:
         raise NotImplementedError
 
     def gate_leave(self, scope: str, token: str, ttl_s: int) -> Leave:
-        """After a successful pass: record it as built, then release, or keep the lock for one more pass."""
+        """After a successful pass: record it as built, then release, or keep the lock for one more pass.
+
+        One more pass (``again``) when the dirty mark is at or after this pass's start (a trigger came in
+        meanwhile); the mark stays until that follow-up completes. Otherwise the mark, if any, is cleared.
+        """
         raise NotImplementedError
 
     def gate_abort(self, scope: str, token: str) -> None:
-        """After a failed pass: release if ``token`` owns the lock; the dirty flag stays for the next build."""
+        """After a failed pass: release if ``token`` owns the lock, raising the dirty mark to the pass's start.
+
+        The failed pass covered nothing, so the next trigger of the scope builds whatever it was for.
+        """
         raise NotImplementedError
 
     # per-job marks -------------------------------------------------------------------------------------
@@ -205,6 +227,11 @@ class SqliteCoordination(Coordination):
     def _del(db: sqlite3.Connection, key: str) -> bool:
         return db.execute("DELETE FROM kv WHERE key = ?", (key,)).rowcount > 0
 
+    def _raise_dirty(self, db: sqlite3.Connection, key: str, stamp_us: int) -> None:
+        current = self._get(db, key)
+        if current is None or int(current) < stamp_us:
+            self._set(db, key, str(stamp_us), self.keep_s)
+
     def claim_pending(self, key: str, job_id: str, ttl_s: int) -> Pending:
         """See ``Coordination.claim_pending``."""
         k = self.key("pending", key)
@@ -236,14 +263,13 @@ class SqliteCoordination(Coordination):
                 if holder != task_id:
                     if stamp_us is not None and stamp_us < started:
                         return Enter.COVERED
-                    self._set(db, dirty, "1", self.job_ttl_s)
+                    self._raise_dirty(db, dirty, now if stamp_us is None else min(stamp_us, now))
                     return Enter.COALESCED
-            else:
+            elif self._get(db, dirty) is None:
                 last = self._get(db, built)
                 if stamp_us is not None and last is not None and stamp_us < int(last):
                     return Enter.COVERED
             self._set(db, lock, lock_value(token, task_id, now), ttl_s)
-            self._del(db, dirty)
             return Enter.ACQUIRED
 
     def gate_extend(self, scope: str, token: str, ttl_s: int) -> bool:
@@ -267,19 +293,21 @@ class SqliteCoordination(Coordination):
             last = self._get(db, built)
             if last is None or int(last) < started:
                 self._set(db, built, str(started), self.keep_s)
-            if self._get(db, dirty) is not None:
-                self._del(db, dirty)
+            need = self._get(db, dirty)
+            if need is not None and int(need) >= started:
                 self._set(db, lock, lock_value(token, task_id, self.now_us()), ttl_s)
                 return Leave.AGAIN
+            self._del(db, dirty)
             self._del(db, lock)
             return Leave.RELEASED
 
     def gate_abort(self, scope: str, token: str) -> None:
         """See ``Coordination.gate_abort``."""
-        lock = self.key("gate", scope, "lock")
+        lock, dirty = self.key("gate", scope, "lock"), self.key("gate", scope, "dirty")
         with self._tx() as db:
             current = self._get(db, lock)
             if current is not None and split_lock(current)[0] == token:
+                self._raise_dirty(db, dirty, split_lock(current)[2])
                 self._del(db, lock)
 
     def count_attempt(self, job_id: str) -> int:

@@ -2,9 +2,13 @@
 
 ```
 clear the pending mark ─► twin of a finished job? drop ─► count the attempt ─► over the cap? dead letter
-    ─► parse (malformed → dead letter at once) ─► run ─► done (mark it) | transient → retry with backoff
-                                                                        | anything else → dead letter
+    ─► parse (malformed → dead letter at once) ─► another engine's job? dead letter, unrun
+    ─► run ─► done (mark it) | transient → retry with backoff
+                             | anything else → dead letter
 ```
+
+``execute`` never raises: even opening the coordination store is inside the flow (a SQLite store locked by
+another process is transient, so the delivery is retried on Celery's own count).
 
 * Attempts are counted in the coordination store across retries AND redeliveries (Redis has no delivery
   count, reference §1.2); a job started more than ``max_retries + 1`` times is dead-lettered without running,
@@ -43,7 +47,18 @@ from workers.dead_letters import DeadLetter, DeadLetterStore
 from workers.locks import Flight, engine_key, scope_key, single_flight
 from workers.queue import JobQueue
 
-__all__ = ["TRANSIENT", "DeadLettered", "Delivery", "Outcome", "Runtime", "Verdict", "backoff_s", "execute"]
+__all__ = [
+    "TRANSIENT",
+    "DeadLettered",
+    "Delivery",
+    "Outcome",
+    "Runtime",
+    "Verdict",
+    "WrongEngine",
+    "backoff_s",
+    "check_engine",
+    "execute",
+]
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +72,14 @@ TRANSIENT: tuple[type[BaseException], ...] = (
     TimeoutError,
 )
 """Errors retried with backoff (up to ``max_retries``); everything else is dead-lettered at once."""
+
+
+class WrongEngine(Exception):
+    """A job stamped for another engine (``engine`` kwarg ≠ this worker's ``engine_key``): dead-lettered unrun.
+
+    Two deployments that share a Redis and its default queue names take each other's jobs; running one would
+    apply it to the wrong store.
+    """
 
 
 class DeadLettered(Exception):
@@ -74,7 +97,8 @@ class Delivery:
         task: The task name.
         job_id: The Celery task id (the job id ``submit`` returned).
         args: Positional arguments (the job's JSON for the job tasks).
-        kwargs: Keyword arguments (``triggered_us``, ``pending`` for builds).
+        kwargs: Keyword arguments (``engine`` for jobs: the submitting host's ``engine_key``; ``triggered_us``
+            and ``pending`` for builds).
         queue: The queue it came from, when known.
         retries: Celery's retry count (a fallback when the coordination store cannot count).
     """
@@ -188,7 +212,7 @@ class Runtime:
 
 
 # parsing ---------------------------------------------------------------------------------------------------
-_JOB_KWARGS = {TASK_BUILD_BELIEFS: {"triggered_us", "pending"}, TASK_INGEST_BRAIN: set()}
+_JOB_KWARGS = {TASK_BUILD_BELIEFS: {"triggered_us", "pending", "engine"}, TASK_INGEST_BRAIN: {"engine"}}
 _PLAIN_KWARGS = {TASK_BUILD_DUE: {"reach"}, TASK_DRAIN_OUTBOX: {"limit"}}
 
 
@@ -203,7 +227,7 @@ def parse_job_delivery(d: Delivery) -> BuildBeliefs | IngestBrain:
 
     Raises:
         InvalidRequest: not exactly one argument, unknown keyword arguments, a malformed job, a job of the
-            other kind, or a non-integer ``triggered_us``.
+            other kind, a non-integer ``triggered_us`` or a non-string ``engine``.
     """
     _check_kwargs(d, _JOB_KWARGS[d.task])
     if len(d.args) != 1:
@@ -215,7 +239,26 @@ def parse_job_delivery(d: Delivery) -> BuildBeliefs | IngestBrain:
     stamp = d.kwargs.get("triggered_us")
     if stamp is not None and (isinstance(stamp, bool) or not isinstance(stamp, int)):
         raise InvalidRequest("must be an integer", field="triggered_us")
+    engine = d.kwargs.get("engine")
+    if engine is not None and not isinstance(engine, str):
+        raise InvalidRequest("must be a string (an engine key)", field="engine")
     return job
+
+
+def check_engine(rt: Runtime, d: Delivery) -> None:
+    """Refuse a job submitted for another engine (its ``engine`` kwarg, the host's ``engine_key``).
+
+    A job without the kwarg (published before it existed, or by hand) runs: nothing says it is foreign.
+
+    Raises:
+        WrongEngine: ``job for engine X reached a worker of engine Y``.
+    """
+    theirs = d.kwargs.get("engine")
+    if isinstance(theirs, str) and theirs != rt.engine_key:
+        raise WrongEngine(
+            f"job for engine {theirs} reached a worker of engine {rt.engine_key}; nothing was run "
+            "(deployments sharing one Redis need their own queue names and MEMORY_CORE_REDIS_PREFIX)"
+        )
 
 
 # handlers --------------------------------------------------------------------------------------------------
@@ -293,6 +336,7 @@ def run_drain(rt: Runtime, d: Delivery) -> dict[str, Any]:
 def _dispatch(rt: Runtime, d: Delivery) -> dict[str, Any]:
     if d.task in _JOB_KWARGS:
         job = parse_job_delivery(d)
+        check_engine(rt, d)
         if isinstance(job, BuildBeliefs):
             return run_build(rt, d, job)
         return run_ingest(rt, d, job)
@@ -318,7 +362,7 @@ def _dead(rt: Runtime, d: Delivery, error: BaseException | str, attempts: int, m
         log.critical("dead-letter store unreachable (%s); letter: %s", exc, letter.to_json())
     try:
         rt.coordination.mark_done(d.job_id)
-    except EngineUnavailable as exc:
+    except Exception as exc:  # a twin would be dead-lettered again under the same id, replacing this letter
         log.warning("job %s: could not mark done: %s", d.job_id, exc)
     return Outcome(Verdict.DEAD, letter=letter, error=error if isinstance(error, BaseException) else None)
 
@@ -330,8 +374,8 @@ def execute(rt: Runtime, d: Delivery, rng: random.Random | None = None) -> Outco
     """
     settings = rt.settings
     max_attempts = settings.max_retries + 1
-    coordination = rt.coordination
     try:
+        coordination = rt.coordination  # opening it can fail too (a SQLite store locked by another process)
         pending = d.kwargs.get("pending")
         if isinstance(pending, str):
             coordination.clear_pending(pending, d.job_id)
@@ -347,12 +391,15 @@ def execute(rt: Runtime, d: Delivery, rng: random.Random | None = None) -> Outco
             countdown=backoff_s(d.retries + 1, settings.retry_backoff_s, settings.retry_backoff_max_s, rng),
             error=exc,
         )
+    except Exception as exc:  # the store answered something unreadable: keep the job as a letter
+        log.exception("job %s: the coordination store failed", d.job_id)
+        return _dead(rt, d, exc, d.retries + 1)
     if attempts > max_attempts:
         message = f"started {attempts} times, more than {max_attempts}: earlier runs were lost (killed or timed out)"
         return _dead(rt, d, "GaveUp", attempts, message)
     try:
         result = _dispatch(rt, d)
-    except InvalidRequest as exc:
+    except (InvalidRequest, WrongEngine) as exc:
         return _dead(rt, d, exc, attempts)
     except TRANSIENT as exc:
         if attempts >= max_attempts:

@@ -1,10 +1,13 @@
 """Single flight and coalescing per (engine, scope), on a ``Coordination`` store.
 
 A build of one scope runs under that scope's lock (owner token, compare-and-delete release, a lease extended
-every third of its TTL while the build runs). A trigger that finds the lock taken either sets the scope's dirty
-flag, so the holder runs exactly one more pass when it leaves (the follow-up), or, when the running pass
-started after the trigger was stamped, does nothing: that pass already reads what the trigger was about.
-On the submit side, identical triggers while a job is still queued collapse into that job (``pending_key``).
+every third of its TTL while the build runs). A trigger that finds the lock taken either raises the scope's
+dirty mark, so the holder runs exactly one more pass when it leaves (the follow-up), or, when the running pass
+started after the trigger was stamped, does nothing: that pass already reads what the trigger was about. The
+dirty mark stays until a pass that started after it completes, so a follow-up that fails or is killed leaves it
+for the next trigger of the scope (the holder's retry or redelivery), which then builds instead of being
+"covered". On the submit side, identical triggers while a job is still queued collapse into that job
+(``pending_key``).
 
 Source: reference ``celery-reliability.md`` §2.4 (lock + pending flag, N triggers → at most one extra run),
 https://redis.io/topics/distlock (token, compare-and-delete), Kleppmann 2016 (a lease is not a mutex: the
@@ -125,7 +128,7 @@ def single_flight(
 
     Raises:
         EngineUnavailable: the store is unreachable (retryable).
-        Exception: whatever ``build`` raises; the lock is released first, the dirty flag kept.
+        Exception: whatever ``build`` raises; the lock is released first, the dirty mark kept (and raised).
     """
     token = secrets.token_hex(8)
     enter = coordination.gate_enter(scope, task_id, token, stamp_us, ttl_s)

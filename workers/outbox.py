@@ -6,6 +6,10 @@ publish the same row; marking checks the token, so a drainer whose claim went st
 row. A drainer that crashes between publishing and marking leaves a stale claim that is published again
 after ``claim_ttl_s``: a twin with the same job id, which the workers drop (``Coordination.is_done``) or which
 repeats an idempotent job. Nothing is lost; nothing runs twice to any effect.
+
+A failed publish is counted in ``tries``; one that was not the broker's fault (a payload that is not a job)
+is counted in ``faults`` as well. Broker errors keep a row parked however long the outage lasts; a row with
+``MAX_FAULTS`` faults is moved to the dead letters by the drainer (``JobQueue.drain``) and ``remove``d here.
 """
 
 from __future__ import annotations
@@ -18,7 +22,11 @@ from pathlib import Path
 
 from workers.local_db import LocalDb
 
-__all__ = ["Outbox", "OutboxEntry"]
+__all__ = ["MAX_FAULTS", "Outbox", "OutboxEntry"]
+
+MAX_FAULTS = 3
+"""Failed publishes not caused by the broker after which a parked row is dead-lettered (a malformed payload
+fails every time; three tries leave room for a fault that passes, such as a bug fixed by a deploy)."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS outbox (
@@ -27,6 +35,7 @@ CREATE TABLE IF NOT EXISTS outbox (
     payload TEXT NOT NULL,
     created REAL NOT NULL,
     tries INTEGER NOT NULL DEFAULT 0,
+    faults INTEGER NOT NULL DEFAULT 0,
     last_error TEXT,
     claimed_by TEXT,
     claimed_at REAL,
@@ -46,6 +55,7 @@ class OutboxEntry:
         payload: The job's JSON text.
         created: When it was parked, seconds since the epoch.
         tries: Failed publish attempts so far.
+        faults: Those of them not caused by the broker (the payload or the code failed).
     """
 
     id: str
@@ -53,6 +63,7 @@ class OutboxEntry:
     payload: str
     created: float
     tries: int = 0
+    faults: int = 0
 
 
 class Outbox:
@@ -68,6 +79,10 @@ class Outbox:
         self.claim_ttl_s = claim_ttl_s
         self._store = LocalDb(path, "outbox", synchronous="FULL")
         self._store.script(_SCHEMA)
+        with self._tx() as db:  # an outbox written before ``faults`` existed gets the column
+            columns = {row[1] for row in db.execute("PRAGMA table_info(outbox)")}
+            if "faults" not in columns:
+                db.execute("ALTER TABLE outbox ADD COLUMN faults INTEGER NOT NULL DEFAULT 0")
 
     def _tx(self) -> AbstractContextManager[sqlite3.Connection]:
         return self._store.transaction()
@@ -91,7 +106,7 @@ class Outbox:
             rows = db.execute(
                 "UPDATE outbox SET claimed_by = ?, claimed_at = ? WHERE id IN ("
                 " SELECT id FROM outbox WHERE delivered_at IS NULL AND (claimed_by IS NULL OR claimed_at < ?)"
-                " ORDER BY created LIMIT ?) RETURNING id, task, payload, created, tries",
+                " ORDER BY created LIMIT ?) RETURNING id, task, payload, created, tries, faults",
                 (token, now, now - self.claim_ttl_s, limit),
             ).fetchall()
         return sorted((OutboxEntry(*row) for row in rows), key=lambda e: e.created)
@@ -106,14 +121,20 @@ class Outbox:
             )
             return cur.rowcount == 1
 
-    def release(self, entry_id: str, token: str, error: str) -> None:
-        """Give a claimed row back after a failed publish, counting the try."""
+    def release(self, entry_id: str, token: str, error: str, fault: bool = False) -> None:
+        """Give a claimed row back after a failed publish, counting the try (and the fault, when ``fault``)."""
         with self._tx() as db:
             db.execute(
-                "UPDATE outbox SET claimed_by = NULL, claimed_at = NULL, tries = tries + 1, last_error = ?"
-                " WHERE id = ? AND claimed_by = ?",
-                (error[:500], entry_id, token),
+                "UPDATE outbox SET claimed_by = NULL, claimed_at = NULL, tries = tries + 1, faults = faults + ?,"
+                " last_error = ? WHERE id = ? AND claimed_by = ?",
+                (int(fault), error[:500], entry_id, token),
             )
+
+    def remove(self, entry_id: str, token: str) -> bool:
+        """Delete a claimed row (it was dead-lettered); False when the claim was lost."""
+        with self._tx() as db:
+            cur = db.execute("DELETE FROM outbox WHERE id = ? AND claimed_by = ?", (entry_id, token))
+            return cur.rowcount == 1
 
     def waiting(self) -> int:
         """Rows not yet delivered."""

@@ -14,29 +14,29 @@ import base64
 import binascii
 import logging
 import os
-import threading
 from typing import Any
 
 from memory_core.settings import get_settings
 from workers.dead_letters import DeadLetter, DeadLetterStore
+from workers.per_process import PerProcess
 
 __all__ = ["dead_letter", "dead_letter_raw", "envelope_problem", "letters"]
 
 log = logging.getLogger(__name__)
 
-_store: tuple[int, DeadLetterStore] | None = None
-_store_lock = threading.Lock()
+
+def _open_letters() -> DeadLetterStore:
+    from workers.stores import open_dead_letters
+
+    return open_dead_letters(get_settings())
+
+
+_letters: PerProcess[DeadLetterStore] = PerProcess(_open_letters)
 
 
 def letters() -> DeadLetterStore:
     """This process's dead-letter store (opened from settings on first use, again after a fork)."""
-    global _store
-    from workers.stores import open_dead_letters
-
-    with _store_lock:
-        if _store is None or _store[0] != os.getpid():
-            _store = (os.getpid(), open_dead_letters(get_settings()))
-        return _store[1]
+    return _letters.get()
 
 
 def dead_letter(letter: DeadLetter) -> None:

@@ -5,21 +5,30 @@ submit(job) ─► [outbox not empty?] drain ─► BuildBeliefs: pending mark (
                                    broker or coordination unreachable ─► outbox (SQLite, var_dir) ──► same id
 ```
 
-* The task's argument is the job's JSON object; nothing is pickled. A ``BuildBeliefs`` also carries
-  ``triggered_us`` (the store-clock stamp single flight compares with a build's start) and ``pending`` (the
-  mark the worker clears when it starts).
+* The task's argument is the job's JSON object; nothing is pickled. Every job carries ``engine``, this host's
+  ``engine_key`` (a worker of another engine dead-letters it unrun: two deployments sharing one Redis and its
+  queue names never apply each other's jobs). A ``BuildBeliefs`` also carries ``triggered_us`` (the
+  store-clock stamp single flight compares with a build's start) and ``pending`` (the mark the worker clears
+  when it starts).
 * Identical ``BuildBeliefs`` while one is still queued return that job's id instead of queueing another
   (for at most ``pending_ttl_s``).
 * The publish is bounded by ``Settings.publish_timeout_s`` (socket timeouts, no reconnect loop, no publish
-  retries: celery#4556). A failure parks the job in the outbox and opens a short circuit (0.5 s doubling to
-  15 s) during which submits go straight to the outbox, so a blackholed Redis costs one timeout, not one per
-  turn. The outbox drains on the next submit after the circuit closes, on worker start, and from beat.
+  retries: celery#4556). A failure parks the job in the outbox and opens a circuit breaker (0.5 s doubling to
+  15 s) during which submits go straight to the outbox. When the window ends, one submit probes the broker
+  while the others keep parking, and a submit whose backlog drain finds the broker gone parks its own job
+  instead of publishing it too: a blackholed Redis costs at most one ``publish_timeout_s`` per breaker window,
+  in all of a host's threads together. The outbox drains on the next submit after the breaker closes, on worker
+  start, and from beat.
+* A parked row that fails to publish for a reason other than the broker (a payload that is not a job) is tried
+  ``outbox.MAX_FAULTS`` times, then moved to the dead letters with its error and tries; broker errors never
+  count against a row.
 * A malformed job raises ``InvalidRequest`` (a host bug, nothing is stored); only if the outbox file itself
   cannot be written does ``EngineUnavailable`` escape, since the job could then not be kept.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -37,9 +46,10 @@ from memory_core.namespace import Reach
 from memory_core.settings import Settings, get_settings
 from workers.config import TASK_BUILD_BELIEFS, TASK_INGEST_BRAIN, host_config, queue_for
 from workers.coordination import Coordination
+from workers.dead_letters import DeadLetter, DeadLetterStore
 from workers.locks import engine_key, pending_key
-from workers.outbox import Outbox, OutboxEntry
-from workers.stores import open_coordination, open_outbox
+from workers.outbox import MAX_FAULTS, Outbox, OutboxEntry
+from workers.stores import open_coordination, open_dead_letters, open_outbox
 from workers.transport import prepare
 
 __all__ = ["BROKER_ERRORS", "DrainReport", "JobQueue", "describe", "describe_reach", "new_job_id", "task_of"]
@@ -61,6 +71,20 @@ _CIRCUIT_MIN_S = 0.5
 _CIRCUIT_MAX_S = 15.0
 _DRAIN_ON_SUBMIT = 50
 """Rows a submit drains before publishing its own job (bounded so a long backlog cannot stall a turn)."""
+_PROBE_HOLD = 2.0
+"""While one submit probes a broker whose breaker window ended, the others park for this many publish
+timeouts (the probe's publish is bounded by one; the hold ends sooner when the probe succeeds or fails)."""
+
+
+def _error_text(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _letter_payload(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
 
 
 def new_job_id() -> str:
@@ -108,6 +132,8 @@ class JobQueue:
         settings: The settings (default: the process's).
         coordination: The store for pending marks (default: from settings, with ``publish_timeout_s``).
         outbox: The outbox (default: ``var_dir/outbox.db``).
+        letters: Where unpublishable outbox rows go (default: the dead-letter store, opened when first needed,
+            with ``publish_timeout_s``).
 
     Thread-safe: a host may submit from several threads.
     """
@@ -118,6 +144,7 @@ class JobQueue:
         *,
         coordination: Coordination | None = None,
         outbox: Outbox | None = None,
+        letters: DeadLetterStore | None = None,
     ) -> None:
         self.settings = settings or get_settings()
         prepare(self.settings)
@@ -126,9 +153,11 @@ class JobQueue:
         self.coordination = coordination or open_coordination(self.settings, self.settings.publish_timeout_s)
         self.outbox = outbox or open_outbox(self.settings)
         self.engine = engine_key(self.settings.engine)
+        self._letters = letters
         self._lock = threading.Lock()
         self._closed_until = 0.0
         self._circuit_s = 0.0
+        self._trips = 0
         self._outbox_may_hold = True
 
     # public --------------------------------------------------------------------------------------------
@@ -148,23 +177,26 @@ class JobQueue:
         """
         parsed = parse_job(job)
         jid = job_id or new_job_id()
-        if self._circuit_closed():
+        trips = self._may_publish()
+        if trips is not None:
             if self._outbox_may_hold:
                 self.drain(limit=_DRAIN_ON_SUBMIT)
-            try:
-                served = self._publish(parsed, jid)
-            except BROKER_ERRORS as exc:
-                self._trip(exc)
-            else:
-                self._reset()
-                return served
+            if self._trips_now() == trips:  # the drain (or another thread) did not find the broker gone
+                try:
+                    served = self._publish(parsed, jid)
+                except BROKER_ERRORS as exc:
+                    self._trip(exc)
+                else:
+                    self._reset()
+                    return served
         self._park(parsed, jid)
         return jid
 
     def drain(self, limit: int = 1000) -> DrainReport:
         """Publish parked jobs, oldest first, until the outbox is empty, ``limit`` rows, or a failure.
 
-        Never raises: a failure is reported and leaves the rest parked.
+        Never raises: a broker failure opens the breaker and leaves the rest parked; a row that fails for
+        another reason is counted, and dead-lettered at its ``MAX_FAULTS``-th failure.
         """
         token = uuid.uuid4().hex
         delivered = 0
@@ -177,14 +209,15 @@ class JobQueue:
             try:
                 self._publish(parse_job(entry.payload), entry.id)
             except BROKER_ERRORS as exc:
-                error = f"{type(exc).__name__}: {exc}"
+                error = _error_text(exc)
                 self._trip(exc)
-                for rest in entries[i:]:
-                    self._quietly(self.outbox.release, rest.id, token, error)
+                self._release(entries[i:], token, error)
                 break
-            except Exception as exc:  # a row that can never be published: keep it, report it
-                error = f"{type(exc).__name__}: {exc}"
-                self._quietly(self.outbox.release, entry.id, token, error)
+            except Exception as exc:  # not the broker: the row itself (a payload that is not a job)
+                error = _error_text(exc)
+                if not self._fault(entry, token, exc):  # the dead letters' Redis is gone too
+                    self._release(entries[i + 1 :], token, error)
+                    break
                 continue
             if self._quietly(self.outbox.delivered, entry.id, token):
                 delivered += 1
@@ -202,6 +235,13 @@ class JobQueue:
         self.outbox.close()
 
     @property
+    def letters(self) -> DeadLetterStore:
+        """The dead-letter store unpublishable outbox rows go to (opened on first use)."""
+        if self._letters is None:
+            self._letters = open_dead_letters(self.settings, self.settings.publish_timeout_s)
+        return self._letters
+
+    @property
     def pending_ttl_s(self) -> int:
         """How long a queued build absorbs identical triggers: ``min(visibility timeout, build_due_interval_s)``.
 
@@ -213,14 +253,14 @@ class JobQueue:
     # internals -----------------------------------------------------------------------------------------
     def _publish(self, job: BuildBeliefs | IngestBrain, job_id: str) -> str:
         task = task_of(job)
-        kwargs: dict[str, Any] = {}
+        kwargs: dict[str, Any] = {"engine": self.engine}
         key = None
         if isinstance(job, BuildBeliefs):
             key = pending_key(self.engine, job)
             pending = self.coordination.claim_pending(key, job_id, self.pending_ttl_s)
             if not pending.fresh:
                 return pending.job_id
-            kwargs = {"triggered_us": pending.stamp_us, "pending": key}
+            kwargs.update(triggered_us=pending.stamp_us, pending=key)
         try:
             self.app.send_task(
                 task,
@@ -238,26 +278,77 @@ class JobQueue:
             raise
         return job_id
 
+    def _release(self, entries: list[OutboxEntry], token: str, error: str) -> None:
+        for entry in entries:
+            self._quietly(self.outbox.release, entry.id, token, error)
+
+    def _fault(self, entry: OutboxEntry, token: str, exc: Exception) -> bool:
+        """Count a failure of ``entry`` that was not the broker's; at ``MAX_FAULTS``, dead-letter the row.
+
+        Returns:
+            False when the dead-letter store was unreachable for a broker reason (the breaker is open now).
+        """
+        error = _error_text(exc)
+        faults = entry.faults + 1
+        if faults < MAX_FAULTS:
+            self._quietly(self.outbox.release, entry.id, token, error, True)
+            return True
+        letter = DeadLetter.of(
+            entry.id,
+            exc,
+            payload=_letter_payload(entry.payload),
+            task=entry.task,
+            attempts=entry.tries + 1,
+            message=f"outbox: not publishable after {faults} tries: {exc}",
+        )
+        try:
+            self.letters.put(letter)
+        except Exception as put_exc:  # keep the row: it is retried (and dead-lettered) on a later drain
+            log.warning("outbox: job %s could not be dead-lettered: %s", entry.id, _error_text(put_exc))
+            self._quietly(self.outbox.release, entry.id, token, error, True)
+            if isinstance(put_exc, BROKER_ERRORS):
+                self._trip(put_exc)
+                return False
+            return True
+        self._quietly(self.outbox.remove, entry.id, token)
+        log.error("outbox: job %s dead-lettered after %d failed publishes: %s", entry.id, letter.attempts, error)
+        return True
+
     def _park(self, job: BuildBeliefs | IngestBrain, job_id: str) -> None:
         self.outbox.put(OutboxEntry(id=job_id, task=task_of(job), payload=job.to_json(), created=time.time()))
         self._outbox_may_hold = True
         log.warning("broker unreachable: job %s (%s) parked in the outbox", job_id, describe(job))
 
-    def _circuit_closed(self) -> bool:
+    def _may_publish(self) -> int | None:
+        """The breaker's trip count when this caller may try the broker, None while the breaker is open.
+
+        After a trip, the first caller past the window is the probe: the window is held for
+        ``_PROBE_HOLD`` publish timeouts more, so concurrent submits park instead of each waiting out the same
+        dead broker; the probe's success (``_reset``) or failure (``_trip``) ends the hold.
+        """
         with self._lock:
-            return time.monotonic() >= self._closed_until
+            now = time.monotonic()
+            if now < self._closed_until:
+                return None
+            if self._circuit_s > 0.0:
+                self._closed_until = now + _PROBE_HOLD * self.settings.publish_timeout_s
+            return self._trips
+
+    def _trips_now(self) -> int:
+        with self._lock:
+            return self._trips
 
     def _trip(self, exc: BaseException) -> None:
         with self._lock:
+            self._trips += 1
             self._circuit_s = min(_CIRCUIT_MAX_S, max(_CIRCUIT_MIN_S, self._circuit_s * 2))
             self._closed_until = time.monotonic() + self._circuit_s
-        log.warning(
-            "publish failed (%s: %s); straight to the outbox for %.1fs", type(exc).__name__, exc, self._circuit_s
-        )
+        log.warning("publish failed (%s); straight to the outbox for %.1fs", _error_text(exc), self._circuit_s)
 
     def _reset(self) -> None:
         with self._lock:
             self._circuit_s = 0.0
+            self._closed_until = 0.0
 
     @staticmethod
     def _quietly(fn: Any, *args: Any) -> Any:

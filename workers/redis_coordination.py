@@ -1,11 +1,12 @@
 """``RedisCoordination``: the coordination store on Redis, one Lua script per compound operation.
 
-Each gate operation is a script, so "check the lock, then coalesce or acquire" and "check the dirty flag,
-then release or go again" are atomic: a trigger either sees the lock (and the holder sees its flag when it
-leaves) or takes the lock itself; no trigger falls between. Release is compare-and-delete on the owner token
-(https://redis.io/topics/distlock). Times come from Redis ``TIME`` (microseconds), one clock for hosts and
-workers. Lua numbers are doubles, exact to 2^53, so microsecond times (~1.8e15) compare exactly; they are
-built and stored as strings, never formatted as Lua numbers.
+Each gate operation is a script, so "check the lock, then coalesce or acquire" and "check the dirty mark,
+then release or go again" are atomic (what the marks mean: ``workers.coordination``): a trigger either sees
+the lock (and the holder sees its mark when it leaves) or takes the lock itself; no trigger falls between.
+Release is compare-and-delete on the owner token (https://redis.io/topics/distlock). Times come from Redis
+``TIME`` (microseconds), one clock for hosts and workers. Lua numbers are doubles, exact to 2^53, so
+microsecond times (~1.8e15) compare exactly; they are built and stored as strings, never formatted as Lua
+numbers.
 
 Keys (``P`` = ``Settings.redis_prefix``; ``{h}`` a hash tag so a scope's keys share a cluster slot):
 ``P:pending:<key>``, ``P:gate:{h}:lock|dirty|built``, ``P:job:<id>:attempts|progress|done``.
@@ -29,6 +30,10 @@ _PRELUDE = """
 local function now_us()
   local t = redis.call('TIME')
   return t[1] .. string.rep('0', 6 - #t[2]) .. t[2]
+end
+local function raise_dirty(key, stamp, ttl_ms)
+  local cur = redis.call('GET', key)
+  if (not cur) or tonumber(cur) < tonumber(stamp) then redis.call('SET', key, stamp, 'PX', ttl_ms) end
 end
 """
 
@@ -61,15 +66,16 @@ if cur then
   local tok, tid, started = string.match(cur, '^([^|]*)|(.*)|(%d+)$')
   if tid ~= ARGV[2] then
     if stamp and stamp < tonumber(started) then return 'covered' end
-    redis.call('SET', KEYS[2], '1', 'PX', ARGV[5])
+    local mark = now_us()
+    if stamp and stamp < tonumber(mark) then mark = ARGV[3] end
+    raise_dirty(KEYS[2], mark, ARGV[5])
     return 'coalesced'
   end
-else
+elseif not redis.call('GET', KEYS[2]) then
   local last = redis.call('GET', KEYS[3])
   if stamp and last and stamp < tonumber(last) then return 'covered' end
 end
 redis.call('SET', KEYS[1], ARGV[1] .. '|' .. ARGV[2] .. '|' .. now_us(), 'PX', ARGV[4])
-redis.call('DEL', KEYS[2])
 return 'acquired'
 """
 )
@@ -92,20 +98,30 @@ local tok, tid, started = string.match(cur, '^([^|]*)|(.*)|(%d+)$')
 if tok ~= ARGV[1] then return 'lost' end
 local last = redis.call('GET', KEYS[3])
 if (not last) or tonumber(last) < tonumber(started) then redis.call('SET', KEYS[3], started, 'PX', ARGV[3]) end
-if redis.call('DEL', KEYS[2]) == 1 then
+local need = redis.call('GET', KEYS[2])
+if need and tonumber(need) >= tonumber(started) then
   redis.call('SET', KEYS[1], tok .. '|' .. tid .. '|' .. now_us(), 'PX', ARGV[2])
   return 'again'
 end
-redis.call('DEL', KEYS[1])
+redis.call('DEL', KEYS[2], KEYS[1])
 return 'released'
 """
 )
 
-_ABORT = """
+_ABORT = (
+    _PRELUDE
+    + """
 local cur = redis.call('GET', KEYS[1])
-if cur and string.match(cur, '^([^|]*)|') == ARGV[1] then redis.call('DEL', KEYS[1]) end
+if cur then
+  local tok, tid, started = string.match(cur, '^([^|]*)|(.*)|(%d+)$')
+  if tok == ARGV[1] then
+    raise_dirty(KEYS[2], started, ARGV[2])
+    redis.call('DEL', KEYS[1])
+  end
+end
 return 0
 """
+)
 
 
 def redis_client(url: str, timeout_s: float, health_check_s: int) -> redis.Redis[str]:
@@ -171,7 +187,7 @@ class RedisCoordination(Coordination):
         stamp = "" if stamp_us is None else str(stamp_us)
         with self._reachable():
             got = self._enter(
-                keys=self._gate_keys(scope), args=[token, task_id, stamp, ttl_s * 1000, self.job_ttl_s * 1000]
+                keys=self._gate_keys(scope), args=[token, task_id, stamp, ttl_s * 1000, self.keep_s * 1000]
             )
         return Enter(str(got))
 
@@ -189,7 +205,7 @@ class RedisCoordination(Coordination):
     def gate_abort(self, scope: str, token: str) -> None:
         """See ``Coordination.gate_abort``."""
         with self._reachable():
-            self._abort(keys=self._gate_keys(scope)[:1], args=[token])
+            self._abort(keys=self._gate_keys(scope)[:2], args=[token, self.keep_s * 1000])
 
     def count_attempt(self, job_id: str) -> int:
         """See ``Coordination.count_attempt``."""

@@ -3,6 +3,7 @@
 | signal | handler |
 | --- | --- |
 | ``worker_init``, ``beat_init`` | create the server-less folders under ``var_dir`` (no-op on Redis) |
+| ``worker_init`` | open the engine once (plugins applied): a ``ConfigError`` stops the worker, exit status 2 |
 | ``worker_ready`` | drain this machine's outbox once (jobs a host parked while Redis was down) |
 | ``worker_process_shutdown`` | close the process's engine and connections |
 | ``task_unknown`` | dead-letter a message naming a task no worker has |
@@ -14,16 +15,18 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 from typing import Any
 
 from celery import signals
 
+from memory_core.errors import ConfigError
 from memory_core.settings import get_settings
 from workers.dead_letters import DeadLetter
 from workers.execution import DeadLettered
 from workers.poison import dead_letter
 
-__all__ = ["message_payload"]
+__all__ = ["check_engine", "message_payload"]
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +62,37 @@ def make_folders(**_: Any) -> None:
     from workers.transport import prepare
 
     prepare(get_settings())
+
+
+def check_engine(**_: Any) -> None:
+    """Open the configured engine once in the worker's main process, before any child starts, then close it.
+
+    A misconfigured engine (an unknown scheme, a malformed ``engine_plugins`` entry, a plugin target that cannot
+    be imported) would otherwise let the worker start and dead-letter every job as ``ConfigError``; here it
+    stops the worker with the reason. Celery's signal dispatch logs and swallows ``Exception``s, so the stop is
+    a ``SystemExit`` (status 2, as the ``memory-core`` CLI exits on a ``MemoryCoreError``; the message on
+    stderr). An engine that is only unavailable now is no reason to
+    refuse to start (its jobs retry): that is logged. The children open their own engine on first use (an open
+    in ``worker_process_init`` would race billiard's 4 s process start-up timeout).
+
+    Raises:
+        SystemExit: status 2, after ``memory-core worker: ConfigError: …`` on stderr.
+    """
+    from workers.stores import open_worker_engine
+
+    try:
+        engine = open_worker_engine(get_settings())
+    except ConfigError as exc:
+        log.critical("the engine is misconfigured: %s", exc)
+        print(f"memory-core worker: ConfigError: {exc}", file=sys.stderr, flush=True)
+        raise SystemExit(2) from None
+    except Exception as exc:
+        log.warning("the engine could not be opened at worker start (its jobs will retry): %s", exc)
+        return
+    try:
+        engine.close()
+    except Exception as exc:
+        log.warning("closing the start-up check's engine failed: %s", exc)
 
 
 def drain_on_start(sender: Any = None, **_: Any) -> None:
@@ -146,6 +180,7 @@ def failed(
 def _connect() -> None:
     hub: Any = signals  # Celery's signals are untyped; connect once, at import
     hub.worker_init.connect(make_folders)
+    hub.worker_init.connect(check_engine)
     hub.beat_init.connect(make_folders)
     hub.worker_ready.connect(drain_on_start)
     hub.worker_process_shutdown.connect(close_process)

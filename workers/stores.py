@@ -37,12 +37,18 @@ def open_coordination(settings: Settings, timeout_s: float | None = None) -> Coo
     return RedisCoordination(client, settings.redis_prefix, job_ttl_s, max(job_ttl_s, settings.result_expires_s))
 
 
-def open_dead_letters(settings: Settings) -> DeadLetterStore:
-    """The dead-letter store for these settings."""
+def open_dead_letters(settings: Settings, timeout_s: float | None = None) -> DeadLetterStore:
+    """The dead-letter store for these settings.
+
+    Args:
+        settings: The settings.
+        timeout_s: Redis socket timeout, seconds (hosts pass ``publish_timeout_s``); default
+            ``redis_socket_timeout_s``.
+    """
     url = redis_url_of(settings)
     if url is None:
         return SqliteDeadLetters(var_paths(settings)["coordination"], settings.dead_letter_max)
-    client = redis_client(url, settings.redis_socket_timeout_s, settings.redis_health_check_s)
+    client = redis_client(url, timeout_s or settings.redis_socket_timeout_s, settings.redis_health_check_s)
     return RedisDeadLetters(client, settings.redis_prefix, settings.dead_letter_max)
 
 

@@ -2,8 +2,8 @@
 
 | task | queue | argument |
 | --- | --- | --- |
-| ``memory.build_beliefs`` | beliefs | the ``BuildBeliefs`` JSON; ``triggered_us``, ``pending`` |
-| ``memory.ingest_brain`` | ingest | the ``IngestBrain`` JSON |
+| ``memory.build_beliefs`` | beliefs | the ``BuildBeliefs`` JSON; ``engine``, ``triggered_us``, ``pending`` |
+| ``memory.ingest_brain`` | ingest | the ``IngestBrain`` JSON; ``engine`` |
 | ``memory.build_due`` | maintenance | ``reach`` (optional, default the layout's subtree) |
 | ``memory.drain_outbox`` | maintenance | ``limit`` (optional) |
 
@@ -14,8 +14,6 @@ the same task id); a dead-lettered job raises ``DeadLettered`` so Flower shows i
 
 from __future__ import annotations
 
-import os
-import threading
 from typing import Any
 
 from celery import Task
@@ -24,29 +22,21 @@ from memory_core.settings import get_settings
 from workers.celery_app import app
 from workers.config import TASK_BUILD_BELIEFS, TASK_BUILD_DUE, TASK_DRAIN_OUTBOX, TASK_INGEST_BRAIN
 from workers.execution import DeadLettered, Delivery, Runtime, Verdict, execute
+from workers.per_process import PerProcess
 
 __all__ = ["build_beliefs", "build_due", "close_runtime", "drain_outbox", "ingest_brain", "runtime"]
 
-_runtime: tuple[int, Runtime] | None = None
-_runtime_lock = threading.Lock()
+_runtime: PerProcess[Runtime] = PerProcess(lambda: Runtime(get_settings()))
 
 
 def runtime() -> Runtime:
     """This process's ``Runtime`` (opened on first use, and again in a forked child)."""
-    global _runtime
-    with _runtime_lock:
-        if _runtime is None or _runtime[0] != os.getpid():
-            _runtime = (os.getpid(), Runtime(get_settings()))
-        return _runtime[1]
+    return _runtime.get()
 
 
 def close_runtime() -> None:
     """Close this process's ``Runtime`` (worker process shutdown)."""
-    global _runtime
-    with _runtime_lock:
-        if _runtime is not None and _runtime[0] == os.getpid():
-            _runtime[1].close()
-        _runtime = None
+    _runtime.reset(Runtime.close)
 
 
 def _run(task: Task, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:

@@ -50,7 +50,19 @@ class _GuardedDelivery:
         super()._deliver(message, queue)  # type: ignore[misc]
 
 
-class _SafeRedisChannel(kombu_redis.Channel):
+class _GuardedGet:
+    """Channel mixin: an entry that is not JSON (kombu's ``_get`` decodes it) is dead-lettered and skipped."""
+
+    def _get(self, queue: str, timeout: Any = None) -> Any:
+        try:
+            parent: Any = super()
+            return parent._get(queue)
+        except _DECODE_ERRORS as exc:
+            dead_letter_raw(_raw_of(exc), queue, f"not JSON ({exc})")
+            raise Empty() from None
+
+
+class _SafeRedisChannel(_GuardedGet, kombu_redis.Channel):
     def _connparams(self, asynchronous: bool = False) -> Any:
         # Celery 5.7's consumer, on a lost connection, calls connection.collect() (which drops the transport's
         # client) and then connection.close(), whose channel close restores unacked messages through a new
@@ -71,14 +83,6 @@ class _SafeRedisChannel(kombu_redis.Channel):
             dead_letter_raw(_raw_of(exc), None, f"not JSON ({exc})")
             return True
 
-    def _get(self, queue: str, timeout: Any = None) -> Any:
-        try:
-            parent: Any = super()
-            return parent._get(queue)
-        except _DECODE_ERRORS as exc:
-            dead_letter_raw(_raw_of(exc), queue, f"not JSON ({exc})")
-            raise Empty() from None
-
 
 class SafeRedisTransport(_GuardedDelivery, kombu_redis.Transport):
     """kombu's Redis transport; malformed entries are dead-lettered, never raised in the event loop."""
@@ -86,14 +90,8 @@ class SafeRedisTransport(_GuardedDelivery, kombu_redis.Transport):
     Channel = _SafeRedisChannel
 
 
-class _SafeFilesystemChannel(filesystem.Channel):
-    def _get(self, queue: str, timeout: Any = None) -> Any:
-        try:
-            parent: Any = super()
-            return parent._get(queue)
-        except _DECODE_ERRORS as exc:
-            dead_letter_raw(_raw_of(exc), queue, f"not JSON ({exc})")
-            raise Empty() from None
+class _SafeFilesystemChannel(_GuardedGet, filesystem.Channel):
+    pass
 
 
 class SafeFilesystemTransport(_GuardedDelivery, filesystem.Transport):

@@ -38,9 +38,12 @@ def known_schemes() -> list[str]:
 
 def _resolve(target: str) -> Callable[[str], MemoryEngine]:
     module_name, _, attr_path = target.partition(":")
-    obj: object = importlib.import_module(module_name)
-    for attr in attr_path.split("."):
-        obj = getattr(obj, attr)
+    try:
+        obj: object = importlib.import_module(module_name)
+        for attr in attr_path.split("."):
+            obj = getattr(obj, attr)
+    except (ImportError, AttributeError, ValueError) as exc:  # ValueError: an empty module name
+        raise ConfigError(f"engine target {target!r} cannot be loaded: {type(exc).__name__}: {exc}") from exc
     return cast(Callable[[str], MemoryEngine], obj)
 
 
@@ -48,7 +51,8 @@ def open_engine(url: str) -> MemoryEngine:
     """Open the engine a URL names (``reference://``, ``sqlite:///path/to/memory.db``).
 
     Raises:
-        ConfigError: a blank URL or an unknown scheme (the message lists the known ones).
+        ConfigError: a blank URL, an unknown scheme (the message lists the known ones), or a registered
+            ``module:callable`` target that cannot be imported (the message names it).
     """
     if not isinstance(url, str) or not url.strip():
         raise ConfigError("engine URL is blank")

@@ -184,3 +184,16 @@ def test_compose_has_the_services_with_the_commands_and_memory_core_variables() 
         assert "memory-data:/data" in services[name]["volumes"]
     assert "MEMORY_CORE_FLOWER_PASSWORD" in services["flower"]["environment"]
     assert "memory-data" in compose["volumes"]
+
+
+def test_an_engine_plugin_target_that_cannot_be_loaded_is_a_config_error_naming_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import memory_core.engines as engines
+
+    monkeypatch.setitem(engines._REGISTRY, "nomodule", "no_such_module_for_mc:open_it")
+    monkeypatch.setitem(engines._REGISTRY, "noattr", "memory_core.engines.reference:NoSuchEngine.from_url")
+    with pytest.raises(ConfigError, match="no_such_module_for_mc:open_it"):
+        engines.open_engine("nomodule://x")
+    with pytest.raises(ConfigError, match="memory_core.engines.reference:NoSuchEngine.from_url"):
+        engines.open_engine("noattr://x")

@@ -182,3 +182,68 @@ def test_a_long_build_keeps_its_lease(store: Coordination) -> None:
 
     flight = single_flight(store, "scope", "job-1", None, 1, slow)
     assert flight.enter is Enter.ACQUIRED and flight.results == ["built"] and not flight.lost
+
+
+# a coalesced trigger is never lost (issue 5 review, item 1) ----------------------------------------------
+def test_a_failed_follow_up_pass_leaves_the_coalesced_trigger_to_the_retry(store: Coordination) -> None:
+    t1 = store.now_us()
+    time.sleep(0.002)
+    assert store.gate_enter("s", "job-1", "a", t1, 30) is Enter.ACQUIRED
+    assert store.gate_enter("s", "job-2", "b", store.now_us(), 30) is Enter.COALESCED  # job-2 is marked done
+    assert store.gate_leave("s", "a", 30) is Leave.AGAIN  # built = job-1's first-pass start, newer than t1
+    store.gate_abort("s", "a")  # the follow-up pass raised
+    assert store.gate_enter("s", "job-1", "a2", t1, 30) is Enter.ACQUIRED  # the retry builds what job-2 asked for
+    assert store.gate_leave("s", "a2", 30) is Leave.RELEASED
+    assert store.gate_enter("s", "job-3", "c", t1, 30) is Enter.COVERED  # a completed later pass covers it now
+
+
+def test_a_follow_up_killed_before_it_completes_leaves_the_trigger_after_the_lease_runs_out(
+    store: Coordination,
+) -> None:
+    t1 = store.now_us()
+    time.sleep(0.002)
+    assert store.gate_enter("s", "job-1", "a", t1, 1) is Enter.ACQUIRED
+    assert store.gate_enter("s", "job-2", "b", store.now_us(), 1) is Enter.COALESCED
+    assert store.gate_leave("s", "a", 1) is Leave.AGAIN
+    time.sleep(1.2)  # kill -9 during the follow-up: no abort runs, the lease expires
+    assert store.gate_enter("s", "job-1", "a2", t1, 30) is Enter.ACQUIRED  # the redelivery builds
+    assert store.gate_leave("s", "a2", 30) is Leave.RELEASED
+
+
+def test_a_trigger_during_a_follow_up_pass_gets_one_more_pass(store: Coordination) -> None:
+    assert store.gate_enter("s", "job-1", "a", None, 30) is Enter.ACQUIRED
+    assert store.gate_enter("s", "job-2", "b", store.now_us(), 30) is Enter.COALESCED
+    assert store.gate_leave("s", "a", 30) is Leave.AGAIN
+    time.sleep(0.002)
+    assert store.gate_enter("s", "job-3", "c", store.now_us(), 30) is Enter.COALESCED  # during the follow-up
+    assert store.gate_leave("s", "a", 30) is Leave.AGAIN
+    assert store.gate_leave("s", "a", 30) is Leave.RELEASED
+
+
+def test_a_retry_after_a_failed_follow_up_builds_again(store: Coordination) -> None:
+    t1 = store.now_us()
+    time.sleep(0.002)
+    passes: list[str] = []
+    second_trigger: list[Enter] = []
+
+    def flaky() -> str:
+        passes.append("pass")
+        if len(passes) == 1:  # job-2 arrives while the first pass builds
+            second_trigger.append(store.gate_enter("scope", "job-2", "x", store.now_us(), 30))
+            return "first"
+        raise EngineUnavailable("the engine went away during the follow-up")
+
+    with pytest.raises(EngineUnavailable):
+        single_flight(store, "scope", "job-1", t1, 30, flaky)
+    assert second_trigger == [Enter.COALESCED] and len(passes) == 2
+
+    retry = single_flight(store, "scope", "job-1", t1, 30, lambda: "retried")
+    assert retry.enter is Enter.ACQUIRED and retry.results == ["retried"]
+
+
+def test_a_trigger_stamped_in_the_future_gets_one_follow_up_not_endless_passes(store: Coordination) -> None:
+    assert store.gate_enter("s", "job-1", "a", None, 30) is Enter.ACQUIRED
+    future = store.now_us() + 3_600_000_000  # a hand-made message: an hour ahead of the store's clock
+    assert store.gate_enter("s", "job-2", "b", future, 30) is Enter.COALESCED
+    assert store.gate_leave("s", "a", 30) is Leave.AGAIN
+    assert store.gate_leave("s", "a", 30) is Leave.RELEASED

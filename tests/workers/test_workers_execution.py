@@ -245,3 +245,63 @@ def test_backoff_is_full_jitter_under_an_exponential_cap(attempt: int) -> None:
     samples = [backoff_s(attempt, 0.5, 5.0, rng) for _ in range(200)]
     assert all(0.0 <= s <= cap for s in samples)
     assert max(samples) > cap / 2  # spread over the whole window, not pinned to one value
+
+
+def test_a_coordination_store_locked_when_opened_is_a_retry_not_an_escape(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sqlite3
+
+    import workers.local_db
+
+    monkeypatch.setattr(workers.local_db, "BUSY_TIMEOUT_S", 0.2)
+    settings = Settings(_env_file=None, var_dir=tmp_path / "var", max_retries=2)
+    SqliteCoordination(tmp_path / "var" / "coordination.db", "t", 60, 60).close()  # exists, in WAL mode
+    holder = sqlite3.connect(tmp_path / "var" / "coordination.db", isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+    try:
+        rt = Runtime(settings, engine=FlakyEngine(), letters=SqliteDeadLetters(tmp_path / "l.db", 10))
+        out = execute(rt, build_delivery("j8", Reach.subtree()), random.Random(3))
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert out.verdict is Verdict.RETRY and isinstance(out.error, EngineUnavailable)
+    assert rt.letters.count() == 0
+
+
+def test_a_job_for_another_engine_is_dead_lettered_unrun_and_requeue_restamps_it(rt: Runtime, tmp_path: Path) -> None:
+    import base64
+    import json
+
+    from workers.locks import engine_key
+    from workers.queue import JobQueue
+    from workers.requeue import requeue
+
+    engine = rt.engine
+    assert isinstance(engine, FlakyEngine)
+    converse(engine, "a", "I live in Oslo.")
+    foreign = engine_key("sqlite:///another/deployment.db")
+    out = execute(rt, build_delivery("j9", Reach.exact("agent:a"), engine=foreign))
+    assert out.verdict is Verdict.DEAD and engine.calls == []  # nothing ran against this worker's store
+    letter = rt.letters.get("j9")
+    assert letter.error == "WrongEngine" and letter.attempts == 1
+    assert f"job for engine {foreign} reached a worker of engine {rt.engine_key}" in letter.message
+
+    host = JobQueue(Settings(_env_file=None, var_dir=tmp_path / "var"), coordination=rt.coordination)
+    assert requeue(host.settings, "j9", store=rt.letters, queue=host) == "j9"  # by a host of this engine
+    (message,) = [json.loads(f.read_text()) for f in (tmp_path / "var/broker/queue").glob("*.msg")]
+    args, kwargs, _ = json.loads(base64.b64decode(message["body"]))
+    assert kwargs["engine"] == rt.engine_key == engine_key(host.settings.engine)
+    again = execute(rt, Delivery("memory.build_beliefs", "j9", tuple(args), kwargs))
+    assert again.verdict is Verdict.DONE and engine.calls == ["agent:a"]
+    host.close()
+
+
+def test_a_job_stamped_for_this_engine_or_not_stamped_runs(rt: Runtime) -> None:
+    engine = rt.engine
+    assert isinstance(engine, FlakyEngine)
+    converse(engine, "a", "I live in Oslo.")
+    assert execute(rt, build_delivery("j10", Reach.exact("agent:a"), engine=rt.engine_key)).verdict is Verdict.DONE
+    assert execute(rt, build_delivery("j11", Reach.exact("agent:a"))).verdict is Verdict.DONE  # sent by hand
+    bad = execute(rt, build_delivery("j12", Reach.exact("agent:a"), engine=7))
+    assert bad.verdict is Verdict.DEAD and rt.letters.get("j12").error == "InvalidRequest"

@@ -19,6 +19,8 @@ from memory_core.lifecycle.documents import BrainDocument
 from memory_core.lifecycle.jobs import BuildBeliefs, IngestBrain
 from memory_core.namespace import Reach
 from memory_core.settings import Settings
+from workers.locks import engine_key
+from workers.outbox import OutboxEntry
 from workers.queue import JobQueue, describe
 
 ALICE = BuildBeliefs(request={"reach": Reach.exact("agent:alice").to_dict(), "kinds": ["conversation"]})
@@ -55,7 +57,7 @@ def test_submit_publishes_the_jobs_json_under_the_returned_id(flow: Flow, lone: 
     assert msg["headers"]["id"] == job_id and msg["headers"]["task"] == "memory.ingest_brain"
     assert msg["headers"]["argsrepr"] == "ingest_brain 1 document (notion)"
     args, kwargs, _ = json.loads(base64.b64decode(msg["body"]))
-    assert args == [DOC.to_dict()] and kwargs == {}
+    assert args == [DOC.to_dict()] and kwargs == {"engine": engine_key(queue.settings.engine)}
     queue.close()
 
 
@@ -69,7 +71,8 @@ def test_identical_builds_while_one_is_queued_share_its_id(flow: Flow, lone: dic
     assert flow.client().llen(lone["queue_beliefs"]) == 2
     msg = message(flow, lone["queue_beliefs"])
     _, kwargs, _ = json.loads(base64.b64decode(msg["body"]))
-    assert set(kwargs) == {"triggered_us", "pending"} and isinstance(kwargs["triggered_us"], int)
+    assert set(kwargs) == {"triggered_us", "pending", "engine"} and isinstance(kwargs["triggered_us"], int)
+    assert kwargs["engine"] == engine_key(queue.settings.engine)  # the host's engine: no other deployment runs it
     assert len({queue.submit(DOC) for _ in range(3)}) == 3  # ingest jobs are never coalesced
     queue.close()
 
@@ -147,4 +150,112 @@ def test_without_a_broker_url_jobs_are_files_under_var_dir(tmp_path: Path) -> No
     assert len(files) == 1
     assert json.loads(files[0].read_text())["headers"]["id"] == job_id
     assert queue.submit(ALICE) == queue.submit(ALICE)  # coalesced in var_dir/coordination.db
+    queue.close()
+
+
+def test_a_backlog_and_a_hung_broker_cost_one_publish_per_breaker_window(
+    tmp_path: Path, blackhole: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = Settings(
+        _env_file=None, broker_url=f"redis://127.0.0.1:{blackhole}/0", var_dir=tmp_path, publish_timeout_s=0.3
+    )
+    queue = JobQueue(settings)
+    queue.outbox.put(OutboxEntry(id="parked", task="memory.ingest_brain", payload=DOC.to_json(), created=0.0))
+    tried: list[str] = []
+    publish = queue._publish
+
+    def counted(job: Any, job_id: str) -> str:
+        tried.append(job_id)
+        return publish(job, job_id)
+
+    monkeypatch.setattr(queue, "_publish", counted)
+    job_id = queue.submit(DOC)
+    assert tried == ["parked"]  # the drain's publish timed out and opened the breaker: the new job is parked
+    assert queue.submit(ALICE) != job_id and tried == ["parked"]  # still inside the window: no publish at all
+    assert queue.outbox.waiting() == 3
+    queue.close()
+
+
+def test_after_the_window_one_submit_probes_a_hung_broker_while_the_others_park(
+    tmp_path: Path, blackhole: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = Settings(
+        _env_file=None, broker_url=f"redis://127.0.0.1:{blackhole}/0", var_dir=tmp_path, publish_timeout_s=1.0
+    )
+    queue = JobQueue(settings)
+    tried: list[str] = []
+    publish = queue._publish
+
+    def counted(job: Any, job_id: str) -> str:
+        tried.append(job_id)
+        return publish(job, job_id)
+
+    monkeypatch.setattr(queue, "_publish", counted)
+    queue.submit(DOC)  # times out and opens the breaker for 0.5 s
+    assert len(tried) == 1
+    threading.Event().wait(0.6)  # the window is over: the next submit probes the broker
+    start = threading.Barrier(4)
+    returned: list[str] = []
+
+    def submit() -> None:
+        start.wait(10)
+        returned.append(queue.submit(DOC))
+
+    threads = [threading.Thread(target=submit) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert len(returned) == 4 and len(tried) == 2  # one probe; three submits parked without a publish
+    assert queue.outbox.waiting() == 5
+    queue.close()
+
+
+BAD_ROW = '{"job": "ingest_brain", "documents": []}'  # JSON, but never a job: documents must not be empty
+
+
+def test_a_row_that_can_never_be_published_is_dead_lettered_after_a_few_tries(tmp_path: Path) -> None:
+    from workers.outbox import MAX_FAULTS
+    from workers.stores import open_dead_letters
+
+    settings = Settings(_env_file=None, var_dir=tmp_path / "var")
+    queue = JobQueue(settings)
+    queue.outbox.put(OutboxEntry(id="bad-row", task="memory.ingest_brain", payload=BAD_ROW, created=0.0))
+    for _ in range(MAX_FAULTS - 1):
+        report = queue.drain()
+        assert report.left == 1 and report.error is not None and "InvalidRequest" in report.error
+    report = queue.drain()
+    assert report.left == 0 and report.delivered == 0
+    letter = open_dead_letters(settings).get("bad-row")
+    assert letter.error == "InvalidRequest" and letter.attempts == MAX_FAULTS
+    assert letter.task == "memory.ingest_brain" and letter.payload == json.loads(BAD_ROW)
+    assert "outbox" in letter.message and "documents" in letter.message
+
+    claims: list[str] = []
+    claim = queue.outbox.claim
+
+    def counted(token: str, limit: int = 100) -> list[OutboxEntry]:
+        claims.append(token)
+        return claim(token, limit)
+
+    queue.outbox.claim = counted  # type: ignore[method-assign]
+    queue.submit(DOC)
+    queue.submit(DOC)
+    assert claims == []  # the outbox is empty: submits no longer open a transaction on it
+    queue.close()
+
+
+def test_broker_errors_keep_rows_parked_however_often_they_fail(tmp_path: Path) -> None:
+    from workers.outbox import MAX_FAULTS
+
+    settings = Settings(_env_file=None, broker_url="redis://127.0.0.1:1/0", var_dir=tmp_path, publish_timeout_s=0.3)
+    queue = JobQueue(settings)
+    queue.outbox.put(OutboxEntry(id="bad", task="memory.ingest_brain", payload=BAD_ROW, created=0.0))
+    queue.outbox.put(OutboxEntry(id="good", task="memory.ingest_brain", payload=DOC.to_json(), created=1.0))
+    for _ in range(MAX_FAULTS + 2):
+        queue.drain()
+    rows = {row.id: row for row in queue.outbox.claim("inspect")}
+    assert set(rows) == {"good", "bad"}  # "bad" could not reach the dead letters (they live in that Redis)
+    assert rows["good"].tries == MAX_FAULTS + 2 and rows["good"].faults == 0
+    assert rows["bad"].faults >= MAX_FAULTS
     queue.close()

@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from flowkit import BIN, REPO, Flow, Proc, Spawn, wait_until
+from flowkit import BIN, REPO, Flow, Proc, Spawn, memory_core_argv, wait_until
 
 from memory_core.engines.sqlite import SQLiteEngine
 from memory_core.lifecycle.agent import AgentMemory
@@ -165,3 +165,23 @@ def test_without_redis_a_worker_runs_jobs_from_var_dir_and_survives_garbage(
     assert [letter.payload for letter in letters] == ["not a message"]
     queue.close()
     engine.close()
+
+
+@pytest.mark.parametrize(
+    ("fields", "named"),
+    [
+        ({"engine": "foo://"}, "unknown engine scheme 'foo'"),
+        ({"engine_plugins": "probe=no_such_probe_module:open_probe"}, "no_such_probe_module:open_probe"),
+    ],
+    ids=["unknown-scheme", "bad-plugin-target"],
+)
+def test_a_worker_whose_engine_cannot_be_configured_exits_at_once_with_the_reason(
+    flow: Flow, spawn: Spawn, fields: dict[str, str], named: str
+) -> None:
+    queues = dedicated(flow, "misconfigured")
+    proc = spawn("misconfigured", memory_core_argv("worker", "--concurrency", "1"), ready=None, **queues, **fields)
+    wait_until(lambda: not proc.alive(), 40, what="the misconfigured worker to exit")
+    assert proc.popen.returncode == 2  # as the memory-core CLI exits on a MemoryCoreError
+    out = proc.text()
+    assert "ConfigError" in out and named in out, out[-2000:]
+    assert "ready." not in out  # it never consumed a job (which it would have dead-lettered)

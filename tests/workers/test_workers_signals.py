@@ -22,9 +22,9 @@ def letters(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[DeadLet
     """The process's dead-letter store, server-less under a temporary var_dir."""
     monkeypatch.setenv("MEMORY_CORE_VAR_DIR", str(tmp_path / "var"))
     get_settings.cache_clear()
-    monkeypatch.setattr(workers.poison, "_store", None)
+    workers.poison._letters.reset()
     yield workers.poison.letters()
-    monkeypatch.setattr(workers.poison, "_store", None)
+    workers.poison._letters.reset()
 
 
 class Message:

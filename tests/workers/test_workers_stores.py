@@ -143,3 +143,48 @@ def test_concurrent_drainers_never_claim_the_same_row(tmp_path: Path) -> None:
     ids = [i for batch in got.values() for i in batch]
     assert sorted(ids) == [f"j{i:03d}" for i in range(200)]
     assert box.waiting() == 0 and box.prune(older_than_s=0) == 200
+
+
+def test_a_per_process_value_is_opened_once_per_process_and_again_in_a_forked_child() -> None:
+    import os
+
+    from workers.per_process import PerProcess
+
+    opened: list[object] = []
+
+    def open_one() -> object:
+        opened.append(object())
+        return opened[-1]
+
+    holder = PerProcess(open_one)
+    assert holder.get() is holder.get() and len(opened) == 1
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its own value, not the parent's copy
+        ok = holder.get() is not opened[0] and holder.get() is holder.get() and len(opened) == 2
+        os.write(write, b"1" if ok else b"0")
+        os._exit(0)
+    os.waitpid(pid, 0)
+    assert os.read(read, 1) == b"1"
+    os.close(read)
+    os.close(write)
+    closed: list[object] = []
+    holder.reset(closed.append)
+    assert closed == [opened[0]] and holder.get() is not opened[0] and len(opened) == 2
+
+
+def test_an_outbox_written_before_faults_were_counted_keeps_its_rows(tmp_path: Path) -> None:
+    import sqlite3
+
+    old = sqlite3.connect(tmp_path / "outbox.db")
+    old.executescript(
+        "CREATE TABLE outbox (id TEXT PRIMARY KEY, task TEXT NOT NULL, payload TEXT NOT NULL, created REAL NOT NULL,"
+        " tries INTEGER NOT NULL DEFAULT 0, last_error TEXT, claimed_by TEXT, claimed_at REAL, delivered_at REAL);"
+        "INSERT INTO outbox (id, task, payload, created, tries) VALUES ('kept', 'memory.ingest_brain', '{}', 1.0, 2);"
+    )
+    old.close()
+    box = Outbox(tmp_path / "outbox.db")
+    (row,) = box.claim("me")
+    assert (row.id, row.tries, row.faults) == ("kept", 2, 0)
+    box.release("kept", "me", "bad payload", fault=True)
+    assert [(e.tries, e.faults) for e in Outbox(tmp_path / "outbox.db").claim("again")] == [(3, 1)]
