@@ -18,13 +18,14 @@ from typing import Any
 from memory_core.documents import Converted, DocumentResult, Failed, Skipped, iter_documents, split_document
 from memory_core.lifecycle.documents import BrainDocument
 from memory_core.lifecycle.jobs import IngestBrain
+from memory_core.limits import MAX_STORE_MANY
 
 __all__ = ["DOCS_PER_JOB", "IngestPlan", "open_monitor", "open_queue", "plan_ingest", "submit_all"]
 
-DOCS_PER_JOB = 40
-"""Passages (brain documents) per ``IngestBrain`` job: small enough that two workers share a folder's work (the
-ten PEPs make ~440 passages, so 12 jobs), large enough that a job is not mostly overhead (storing a passage with
-its embedding is ~1 ms; a job's queue round trip a few ms). A file's passages may span two jobs."""
+DOCS_PER_JOB = MAX_STORE_MANY
+"""Passages (brain documents) per ``IngestBrain`` job: ``MAX_STORE_MANY``, one ``store_many`` per job, so a job
+is one transaction; small enough that two workers share a folder's work (the ten PEPs make ~1,100 passages, so
+12 jobs), large enough that a job is not mostly overhead. A file's passages may span two jobs."""
 
 
 @dataclass

@@ -5,6 +5,8 @@ Two beats send every tick twice (celery/celery#2856). The schedule state lives i
 
 from __future__ import annotations
 
+import typer
+
 from memory_core.cli import app
 from memory_core.cli._celery import BrokerOption, LoglevelOption, celery_app, use_options
 from memory_core.cli._common import EngineOption
@@ -17,4 +19,5 @@ def beat(loglevel: LoglevelOption = "info", engine: EngineOption = None, broker:
     """Run celery beat: build-due and outbox-drain ticks (see beat_schedule.py). Run exactly one."""
     use_options(engine, broker)
     celery = celery_app()
-    celery.start(["beat", f"--loglevel={loglevel}", f"--schedule={celery.conf.beat_schedule_filename}"])
+    code = celery.start(["beat", f"--loglevel={loglevel}", f"--schedule={celery.conf.beat_schedule_filename}"])
+    raise typer.Exit(code=int(code or 0))

@@ -38,4 +38,5 @@ def flower(
     prepare(settings)
     if settings.flower_password.get_secret_value() == DEFAULT_PASSWORD:
         err_console.print("[yellow]warning: MEMORY_CORE_FLOWER_PASSWORD is the default; set your own[/]")
-    celery_app().start(argv)
+    code = celery_app().start(argv)
+    raise typer.Exit(code=int(code or 0))

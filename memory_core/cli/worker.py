@@ -42,4 +42,5 @@ def worker(
         argv.append(f"--concurrency={concurrency}")
     if hostname:
         argv.append(f"--hostname={hostname}")
-    celery_app().worker_main(argv)
+    code = celery_app().start(argv)
+    raise typer.Exit(code=int(code or 0))
