@@ -421,6 +421,4 @@ def scopes_by_listing(engine: MemoryEngine, request: ConsolidateRequest) -> Scop
         if page.next_cursor is None:
             break
         cursor = page.next_cursor
-    return [
-        BuildScope(namespace=ns, kinds=tuple(k for k in kinds if k in held)) for ns, held in sorted(found.items())
-    ]
+    return [BuildScope(namespace=ns, kinds=tuple(k for k in kinds if k in held)) for ns, held in sorted(found.items())]

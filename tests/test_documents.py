@@ -92,9 +92,11 @@ def test_pep8_title_comes_from_its_header_and_the_body_is_kept() -> None:
     assert "Limit all lines to a maximum of 79 characters." in doc.text
     assert "Spaces are the preferred indentation method." in doc.text
     lines = doc.text.split("\n")
-    assert lines[0] == "PEP: 8"
-    assert "Author: Guido van Rossum <guido@python.org>, Barry Warsaw <barry@python.org>," in doc.text
-    assert not any(line.startswith("Title:") for line in lines)  # the title is the title, not a header line
+    assert lines[0] == "Introduction"  # the body comes first: the header says nothing about the subject
+    assert lines[-3:-1] == ["Header", ""]  # … its fields follow at the end, on one line
+    assert lines[-1].startswith("PEP: 8; Author: Guido van Rossum <guido@python.org>, Barry Warsaw <barry@python.org>,")
+    assert "; Status: Active; Type: Process; Created: 05-Jul-2001; Post-History: 05-Jul-2001, 01-Aug-2013" in lines[-1]
+    assert not any(line.startswith("Title:") or "Title: " in line for line in lines)  # the title is the title
     assert "\n\nTabs or Spaces?\n\n" in doc.text  # headings are lines of their own, underlines gone
     assert "As PEP 20 says, " in doc.text  # the :pep: role reads as text
     assert "\n\nimport os\nimport sys\n\n" in doc.text  # code blocks keep their lines
@@ -256,7 +258,14 @@ def test_unnamed_bytes_are_sniffed(data: bytes, fmt: DocumentFormat) -> None:
 def test_pep_header_sniffed_from_bytes_keeps_title_and_body() -> None:
     doc = brain_document(b"PEP: 1\nTitle: A header\nAuthor: Someone\n\nBody text.\n")
     assert doc.title == "A header"
-    assert doc.text == "PEP: 1\nAuthor: Someone\n\nBody text."
+    assert doc.text == "Body text.\n\nHeader\n\nPEP: 1; Author: Someone"
+
+
+def test_empty_header_fields_are_dropped_and_markup_in_values_is_parsed() -> None:
+    source = b"PEP: 2\nTitle: T\nBDFL-Delegate:\nReplaces: :pep:`722`\n\nOnly section\n============\n\nText.\n"
+    doc = brain_document(source)
+    assert doc.title == "T"  # the header names the title; a lone section title is not promoted in its place
+    assert doc.text == "Only section\n\nText.\n\nHeader\n\nPEP: 2; Replaces: PEP 722"
 
 
 def test_mime_overrides_the_extension() -> None:

@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from memory_core.errors import InvalidRequest
 from memory_core.eval.baseline import Bm25Baseline
 from memory_core.eval.evidence import RecallTally, covered_turns, evidence_recall, parse_evidence
 from memory_core.eval.locomo import asking_agent, run_locomo_eval
@@ -52,8 +54,8 @@ def test_questions_are_asked_of_the_speaker_they_name() -> None:
     assert asking_agent("What happened?", ["Caroline", "Melanie"]) == "caroline"
 
 
-def test_an_end_to_end_run_scores_every_question_with_evidence(tmp_path: Path) -> None:
-    sample = {
+def _mini_sample() -> dict[str, Any]:
+    return {
         "sample_id": "mini",
         "conversation": {
             "speaker_a": "Ann",
@@ -72,8 +74,11 @@ def test_an_end_to_end_run_scores_every_question_with_evidence(tmp_path: Path) -
             {"question": "Adversarial", "evidence": ["D1:1"], "category": 5},
         ],
     }
+
+
+def test_an_end_to_end_run_scores_every_question_with_evidence(tmp_path: Path) -> None:
     path = tmp_path / "mini.json"
-    path.write_text(json.dumps([sample]))
+    path.write_text(json.dumps([_mini_sample()]))
     result = run_locomo_eval(path, engine_url="reference://", ks=(1, 2))
     assert len(result.questions) == 2
     assert result.skipped_questions == 1 and result.evidence_skipped == 1
@@ -81,3 +86,20 @@ def test_an_end_to_end_run_scores_every_question_with_evidence(tmp_path: Path) -
     assert result.tallies["pack"].mean() == 1.0  # a three-turn conversation fits in any pack
     assert result.tallies["bm25@2"].mean() == 1.0
     assert result.to_dict()["methods"][0]["method"] == "pack"
+
+
+def test_a_run_with_a_brain_ingests_its_passages_into_every_sample(tmp_path: Path) -> None:
+    path = tmp_path / "mini.json"
+    path.write_text(json.dumps([_mini_sample()]))
+    brain = tmp_path / "handbook"
+    brain.mkdir()
+    text = " ".join(f"What is the name of the cat of Ann, in note {j}?" for j in range(20))
+    sections = "\n\n".join(f"## Pets {i}\n\n{text}" for i in range(4))
+    (brain / "pets.md").write_text(f"# Pets\n\n{sections}\n", encoding="utf-8")
+    result = run_locomo_eval(path, ks=(1,), brain=brain)  # a fresh SQLite file per sample
+    assert result.brain == str(brain) and result.brain_items > 1  # passages, not one document
+    assert result.to_dict()["brain_items"] == result.brain_items
+    assert len(result.questions) == 2
+    assert any(q.brain_bullets > 0 for q in result.questions)  # "cat" questions meet the pet passages
+    with pytest.raises(InvalidRequest):
+        run_locomo_eval(path, ks=(1,), brain=tmp_path / "missing")

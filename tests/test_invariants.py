@@ -123,7 +123,8 @@ def test_pre_turn_never_fails_on_an_engine_error():
 @pytest.mark.parametrize("in_prompt_from", [0, 3, 6, 8, 9])
 def test_a_pack_never_holds_the_logged_turn_nor_the_prompt_window(in_prompt_from):
     engine = ReferenceEngine()
-    memory = AgentMemory(engine, LAYOUT, "writer").with_policy({"history_limit": 12})
+    # no relevance floor: this is about which turns a pack may hold, not how relevant they are
+    memory = AgentMemory(engine, LAYOUT, "writer").with_policy({"history_limit": 12, "min_relevance": None})
     for i in range(0, 8, 2):
         memory.pre_turn(turn("t1", i, f"invoice question {i}"))
         memory.post_turn(reply("t1", i + 1, f"invoice answer {i + 1}"))

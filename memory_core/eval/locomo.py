@@ -14,11 +14,10 @@ the turns it was derived from. Category 5 (adversarial, no evidence to find) is 
 report on LoCoMo does (peers.md §3.1).
 
 With ``brain`` (``--brain DIR``), the folder's documents are also ingested into each sample's engine before
-the replay, the way the product does it: converted and split into passages (``iter_documents`` and
-``split_document``, as ``memory-core ingest`` plans them), stored by one ``IngestBrain`` job per file in
-``brain_collection("files", <folder name>)``, and the belief builds those jobs return are run too. A real host has a shared brain beside its conversations, and a pack's Brain section
-(ranked above the agent's history) competes with the evidence for the budget; ``brain_bullets`` counts the
-Brain bullets each pack kept.
+the replay, the way the product does it (``eval.brain.load_brain``: converted, split into passages, stored by
+``IngestBrain`` jobs, and the belief builds those jobs return run too). A real host has a shared brain beside
+its conversations, and a pack's Brain section (ranked above the agent's history) competes with the evidence
+for the budget; ``brain_bullets`` counts the Brain bullets each pack kept.
 """
 
 from __future__ import annotations
@@ -30,42 +29,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memory_core.documents import Converted, Failed, iter_documents, split_document
 from memory_core.engine import MemoryEngine
 from memory_core.engines import open_engine
-from memory_core.errors import InvalidRequest
 from memory_core.eval.baseline import Bm25Baseline
+from memory_core.eval.brain import BrainFiles, brain_bullets, ingest_brain, load_brain
 from memory_core.eval.evidence import RecallTally, covered_turns, evidence_recall, parse_evidence
-from memory_core.lifecycle.jobs import IngestBrain
 from memory_core.lifecycle.layout import MemoryLayout
-from memory_core.lifecycle.policy import BRAIN_HEADING, RecallPolicy
+from memory_core.lifecycle.policy import RecallPolicy
 from memory_core.lifecycle.runner import BackgroundRunner
 from memory_core.meta import ItemKind, MetaFilter
-from memory_core.namespace import Reach, sanitize_segment_id
+from memory_core.namespace import Reach
 from memory_core.query import FetchRequest
 from memory_core.recall.types import ContextPack
 from memory_core.replay.driver import Replayer, agent_id_for
 from memory_core.replay.formats import ConversationFile, load_conversations
 
-__all__ = [
-    "BRAIN_SOURCE",
-    "EVAL_CATEGORIES",
-    "BrainFiles",
-    "EvalResult",
-    "QuestionResult",
-    "asking_agent",
-    "brain_bullets",
-    "load_brain",
-    "pack_turns",
-    "run_locomo_eval",
-]
+__all__ = ["EVAL_CATEGORIES", "EvalResult", "QuestionResult", "asking_agent", "pack_turns", "run_locomo_eval"]
 
 EVAL_CATEGORIES = (1, 2, 3, 4)
 """LoCoMo categories with evidence to retrieve (5 is adversarial; peers.md §3.1)."""
 DEFAULT_KS = (5, 10, 20)
 """Top-k sizes the issue asks for."""
-BRAIN_SOURCE = "files"
-"""The brain source ``--brain`` documents are stored under (as ``memory-core ingest`` and the demo do)."""
 
 
 @dataclass
@@ -125,49 +109,6 @@ def pack_turns(pack: ContextPack, refs: dict[str, str]) -> set[str]:
     """Dialog turns a pack holds: its cited items, and the turns its beliefs were derived from."""
     derived = {hit.id: hit.derived_from for section in pack.sections for hit in section.hits if hit.derived_from}
     return covered_turns(pack.refs, refs, derived)
-
-
-def brain_bullets(pack: ContextPack) -> int:
-    """How many bullets of the pack's Brain section survived the budget (cited in ``pack.refs``)."""
-    refs = set(pack.refs)
-    return sum(1 for s in pack.sections if s.heading == BRAIN_HEADING for hit in s.hits if hit.id in refs)
-
-
-@dataclass(frozen=True)
-class BrainFiles:
-    """A folder converted for the brain: one job per file (its passages), in walk order.
-
-    Attributes:
-        folder: The folder.
-        jobs: ``IngestBrain`` jobs, one per converted file, in ``brain_collection(files, <folder name>)``.
-    """
-
-    folder: Path
-    jobs: tuple[IngestBrain, ...]
-
-    @property
-    def documents(self) -> int:
-        """Passages over all jobs."""
-        return sum(len(job.documents) for job in self.jobs)
-
-
-def load_brain(folder: Path | str) -> BrainFiles:
-    """Convert every supported file below ``folder`` and split it into passages (see the module docstring).
-
-    Raises:
-        InvalidRequest: ``field="brain"``: the folder holds no convertible file, or a file failed to convert.
-    """
-    root = Path(folder)
-    collection = sanitize_segment_id(root.resolve().name or "brain")
-    jobs: list[IngestBrain] = []
-    for result in iter_documents([root], source=BRAIN_SOURCE):
-        if isinstance(result, Failed):
-            raise InvalidRequest(f"brain: {result.error.message}", field="brain")
-        if isinstance(result, Converted):
-            jobs.append(IngestBrain(documents=tuple(split_document(result.document)), collection=collection))
-    if not jobs:
-        raise InvalidRequest(f"{root}: no document to ingest", field="brain")
-    return BrainFiles(folder=root, jobs=tuple(jobs))
 
 
 def asking_agent(question: str, speakers: Sequence[str]) -> str:
@@ -268,12 +209,7 @@ def _eval_sample(
     layout = MemoryLayout(f"ws:{agent_id_for(sample)}")
     runner = BackgroundRunner(engine, layout)
     if brain is not None:
-        builds = {}
-        for ingest in brain.jobs:
-            for follow in runner.run(ingest).follow_ups:
-                builds[follow.to_json()] = follow
-        for build in builds.values():
-            runner.run(build)
+        ingest_brain(engine, layout, brain)
     jobs: list[Any] = []
     replayer = Replayer(engine, layout, jobs.append, policy=policy)
     report = replayer.replay(conv)

@@ -92,8 +92,12 @@ COMPACTION_INSTRUCTIONS: Final = (
 """The fixed instructions of the compaction summary (reference §4.3, paraphrased)."""
 
 DEFAULT_MIN_RELEVANCE: Final = 0.5
-"""Default relevance floor of lifecycle packs, a share of the best hit's score (*memory-core*, measured on LoCoMo
-with the PEPs as brain: see ``RecallPolicy``)."""
+"""Default relevance floor of lifecycle packs: a ranked hit scoring below half the best hit the pack read is left
+out (*memory-core*). Measured on the SQLite engine (LoCoMo, 383 questions; the ten PEPs as brain): at 0.5 pack
+evidence recall is unchanged within noise (58.2% → 58.0% without a brain, 58.5% → 58.5% with it) while the
+irrelevant Brain bullets of a LoCoMo pack drop from 6.0 to 4.9; at 0.6 to 3.1, but recall without a brain falls
+to 57.1%, and at 0.7 to 1.7 with recall 56.4%. The brain check (``tests/fixtures/brain``) answers 17 of 17 at
+every floor up to 0.7."""
 
 _DEFAULT_CORE_KINDS: Final = (ItemKind.LEARNING, ItemKind.DOCUMENT)
 _WS = re.compile(r"\s+")

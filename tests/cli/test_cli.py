@@ -130,6 +130,12 @@ def test_eval_locomo_prints_the_table_and_writes_json(env: dict[str, str], tmp_p
     assert "evidence recall" in result.output and "bm25@1" in result.output
     written = json.loads(out.read_text())
     assert written["methods"][0]["method"] == "pack" and written["methods"][0]["n"] == 1
+    brain = tmp_path / "brain"
+    brain.mkdir()
+    (brain / "pets.md").write_text("# Pets\n\nLuna is a cat.\n", encoding="utf-8")
+    result = invoke(env, "eval", "locomo", str(data), "--json", str(out), "--k", "1", "--brain", str(brain))
+    assert result.exit_code == 0, result.output
+    assert "Brain bullets per pack" in result.output and json.loads(out.read_text())["brain_items"] == 1
 
 
 def test_a_malformed_setting_exits_2_naming_the_variable(env: dict[str, str]) -> None:

@@ -37,8 +37,9 @@ from memory_core.beliefs import (
 from memory_core.items import parse_item
 from memory_core.meta import ItemKind, MemoryMeta, MetaFilter
 from memory_core.query import FetchMode, Hit
-from memory_core.scoring import embed
+from memory_core.scoring import EMBED_DIM, embed
 
+from .belief_index import BeliefIndex, BeliefRows, bump_version
 from .filters import compile_filter
 from .fts import fts_matches
 from .rows import META_COLUMN_NAMES, meta_columns, now_us, ns_of_key, vec_blob
@@ -106,6 +107,8 @@ def _columns(belief: Belief) -> tuple[Any, ...]:
 
 
 def _save(conn: sqlite3.Connection, ns: str, from_kind: str, beliefs: Sequence[Belief], at_us: int) -> None:
+    if beliefs:
+        bump_version(conn)  # per-process belief indexes reload (``belief_index``)
     namespace = ns_of_key(ns)
     for belief in beliefs:
         state = json.dumps(belief.to_state(), separators=(",", ":"), ensure_ascii=False)
@@ -155,6 +158,7 @@ def _delete(conn: sqlite3.Connection, ns: str, from_kind: str, keys: Sequence[st
         ).fetchone()
         if row is None:
             continue
+        bump_version(conn)
         bid, text = int(row[0]), str(row[1])
         conn.execute("INSERT INTO beliefs_fts (beliefs_fts, rowid, text) VALUES ('delete', ?, ?)", (bid, text))
         conn.execute("DELETE FROM belief_evidence WHERE bid = ?", (bid,))
@@ -231,12 +235,15 @@ def retract(conn: sqlite3.Connection, removed_ids: Sequence[str]) -> int:
 _HIT_COLUMNS = "b.bid, b.id, b.text, b.meta, b.confidence, b.state"
 
 
-def _hits(conn: sqlite3.Connection, ranked: Sequence[tuple[int, float]]) -> list[Hit]:
+def _hits(
+    conn: sqlite3.Connection, ranked: Sequence[tuple[int, float]], cache: dict[int, Hit] | None = None
+) -> list[Hit]:
+    """The ranked beliefs as hits, best first; ``cache`` (``BeliefRows.hits``) holds and keeps built ones."""
     if not ranked:
         return []
-    scores = dict(ranked)
     rows: dict[int, Hit] = {}
-    for chunk in _chunks([bid for bid, _ in ranked]):
+    missing = [bid for bid, _ in ranked if cache is None or bid not in cache]
+    for chunk in _chunks(missing):
         for bid, hid, text, meta, conf, state in conn.execute(
             f"SELECT {_HIT_COLUMNS} FROM beliefs b WHERE b.bid IN ({_marks(len(chunk))})", chunk
         ):
@@ -245,15 +252,33 @@ def _hits(conn: sqlite3.Connection, ranked: Sequence[tuple[int, float]]) -> list
                 kind=ItemKind.LEARNING,
                 text=str(text),
                 meta=MemoryMeta.model_validate_json(meta),
-                score=scores[int(bid)],
+                score=0.0,
                 confidence=float(conf),
                 derived_from=tuple(json.loads(state)["evidence"]),
             )
-    return [rows[bid] for bid, _ in ranked if bid in rows]
+    if cache is not None:
+        cache.update(rows)
+        rows = {bid: cache[bid] for bid, _ in ranked if bid in cache}
+    return [_scored(rows[bid], score) for bid, score in ranked if bid in rows]
 
 
-def rank(conn: sqlite3.Connection, flt: MetaFilter, query: str | None, mode: FetchMode, limit: int) -> list[Hit]:
-    """Active beliefs the filter admits: ranked for ``query`` in ``mode``; else most confident, then newest."""
+def _scored(hit: Hit, score: float) -> Hit:
+    return hit.model_copy(update={"score": score})
+
+
+def rank(
+    conn: sqlite3.Connection,
+    flt: MetaFilter,
+    query: str | None,
+    mode: FetchMode,
+    limit: int,
+    index: BeliefIndex | None = None,
+) -> list[Hit]:
+    """Active beliefs the filter admits: ranked for ``query`` in ``mode``; else most confident, then newest.
+
+    With ``index`` (the engine's per-process ``BeliefIndex``), the ranking data comes from its arrays when they
+    hold the read's snapshot, else from SQL; either way the result is the same.
+    """
     where = compile_filter(flt, "b", beliefs=True)
     where.add("b.status = ?", BeliefStatus.ACTIVE.value)
     if query is None:
@@ -263,23 +288,33 @@ def rank(conn: sqlite3.Connection, flt: MetaFilter, query: str | None, mode: Fet
             (*where.params, limit),
         ).fetchall()
         return _hits(conn, [(int(r[0]), 0.0) for r in rows])
-    select = "SELECT b.bid, b.vec, coalesce(b.observed_at, b.updated_at), b.confidence FROM beliefs b"
-    rows = conn.execute(f"{select} WHERE {where.sql} ORDER BY b.bid", where.params).fetchall()
-    n = len(rows)
+    held = index.rows(conn, flt) if index is not None else None
+    if held is None:
+        held = _sql_rows(conn, where.sql, where.params)
+    n = len(held.keys)
     if n == 0:
         return []
+    keys, when, conf = held.keys, held.when_us, held.confidence
     matches = fts_matches(conn, "beliefs_fts", query, n) if mode is not FetchMode.VECTOR else None
-    keys = np.fromiter((r[0] for r in rows), dtype=np.int64, count=n)
-    vectors = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").reshape(n, -1)
-    when = np.fromiter((r[2] for r in rows), dtype=np.int64, count=n)
-    conf = np.fromiter((r[3] for r in rows), dtype=np.float64, count=n)
     empty = (keys[:0], np.zeros(0))
     cos = None
     if mode is not FetchMode.KEYWORD:
-        cos = (vectors @ query_vector(query)).astype(np.float64)
+        cos = (held.vectors @ query_vector(query)).astype(np.float64)
     cands = Candidates.build(keys, when, conf, cos, matches or empty)
     if mode is FetchMode.KEYWORD:
         keep = cands.matched
         cands = Candidates(keys[keep], when[keep], conf[keep], None, cands.lexical[keep], cands.matched[keep])
     hit_keys, scores = score(cands, mode)
-    return _hits(conn, order(hit_keys, scores, limit))
+    return _hits(conn, order(hit_keys, scores, limit), held.hits)
+
+
+def _sql_rows(conn: sqlite3.Connection, where_sql: str, params: Sequence[Any]) -> BeliefRows:
+    select = "SELECT b.bid, b.vec, coalesce(b.observed_at, b.updated_at), b.confidence FROM beliefs b"
+    rows = conn.execute(f"{select} WHERE {where_sql} ORDER BY b.bid", params).fetchall()
+    n = len(rows)
+    return BeliefRows(
+        keys=np.fromiter((r[0] for r in rows), dtype=np.int64, count=n),
+        vectors=np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").reshape(n, EMBED_DIM),
+        when_us=np.fromiter((r[2] for r in rows), dtype=np.int64, count=n),
+        confidence=np.fromiter((r[3] for r in rows), dtype=np.float64, count=n),
+    )

@@ -12,6 +12,9 @@ power-loss durability for speed; ``?busy_timeout_ms=N``). The folder is created 
 * ``consolidate`` (``on_demand``) builds beliefs incrementally per scope (``beliefs_store``); ``beliefs`` and
   ``fetch(beliefs=N)`` serve them as learning hits tagged ``belief`` with ``derived_from`` naming their items.
 * Forget and erase remove the beliefs derived only from the removed items, in the same transaction.
+* ``fetch(max_scopes=N)`` ranks the items of at most N scopes (namespaces holding admitted items): those the
+  query names first, then the most recently written by ``scopes.last_write`` (``reference.choose_scopes``,
+  reference §1.3). Beliefs are not narrowed by it.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from memory_core.consolidation import (
 )
 from memory_core.descriptor import EngineDescriptor, EngineHealth
 from memory_core.engine import AnyItem, MemoryEngine, Receipts
+from memory_core.engines.reference import choose_scopes
 from memory_core.errors import InvalidRequest, MemoryCoreError
 from memory_core.items import parse_item
 from memory_core.meta import ItemKind, MetaFilter
@@ -66,9 +70,10 @@ from memory_core.query import (
 from memory_core.scoring import embed
 
 from . import beliefs_store
+from .belief_index import BeliefIndex
 from .connection import Database, SQLiteOptions, parse_url
 from .filters import compile_filter, reach_sql
-from .index import ItemIndex
+from .index import CandidateRows, ItemIndex
 from .ranking import rank_items
 from .rows import from_us, now_us, ns_key, ns_of_key, vec_blob
 from .schema import check_version, migrate
@@ -123,6 +128,7 @@ class SQLiteEngine(MemoryEngine):
         self.path = self._db.path
         self._db.run(lambda conn: migrate(conn, self.path), write=True)
         self._index = ItemIndex()
+        self._belief_index = BeliefIndex()
         self._items: OrderedDict[int, AnyItem] = OrderedDict()
         self._items_lock = threading.Lock()
         self._drain_lock = threading.Lock()
@@ -285,6 +291,8 @@ class SQLiteEngine(MemoryEngine):
     ) -> list[tuple[int, float]]:
         self._index.refresh(conn)
         rows = self._index.candidates(conn, request.filter, snapshot)
+        if request.max_scopes is not None and len(rows):
+            rows = self._within_scopes(conn, rows, request, request.max_scopes)
         hinted = None
         if request.refers_to is not None and len(rows):
             where = compile_filter(request.filter, "i")
@@ -298,6 +306,29 @@ class SQLiteEngine(MemoryEngine):
         return rank_items(
             conn, rows, request.query, request.mode, want, self._index.size(), now_us(), hinted_keys=hinted
         )
+
+    def _within_scopes(
+        self, conn: sqlite3.Connection, rows: CandidateRows, request: FetchRequest, max_scopes: int
+    ) -> CandidateRows:
+        """The candidates inside the at most ``max_scopes`` scopes ``choose_scopes`` keeps."""
+        names = rows.namespaces()
+        distinct = sorted(set(names))
+        if len(distinct) <= max_scopes:
+            return rows
+        kinds = [k.value for k in request.filter.kinds or ItemKind.all()]
+        last: dict[Namespace, int] = {}
+        for start in range(0, len(distinct), 400):
+            chunk = distinct[start : start + 400]
+            for ns, at in conn.execute(
+                f"SELECT ns, max(last_write) FROM scopes WHERE ns IN ({', '.join('?' for _ in chunk)}) "
+                f"AND kind IN ({', '.join('?' for _ in kinds)}) GROUP BY ns",
+                (*chunk, *kinds),
+            ):
+                last[ns_of_key(str(ns))] = int(at or 0)
+        for key in distinct:
+            last.setdefault(ns_of_key(key), 0)
+        kept = {ns_key(ns) for ns in choose_scopes(request.query, last, request.filter.effective_reach(), max_scopes)}
+        return rows.subset(np.fromiter((n in kept for n in names), dtype=bool, count=len(names)))
 
     def _fetch(self, request: FetchRequest) -> FetchPage:
         state = _decode("f", request.cursor, ("o", "s"))
@@ -313,7 +344,9 @@ class SQLiteEngine(MemoryEngine):
             more = len(ranked) > offset + request.limit
             beliefs: list[Hit] = []
             if request.beliefs and state is None:
-                beliefs = beliefs_store.rank(conn, request.filter, request.query, request.mode, request.beliefs)
+                beliefs = beliefs_store.rank(
+                    conn, request.filter, request.query, request.mode, request.beliefs, self._belief_index
+                )
             return FetchPage(
                 hits=tuple(self._hits(conn, page)),
                 next_cursor=_encode("f", {"o": offset + len(page), "s": snapshot}) if more else None,
@@ -426,7 +459,11 @@ class SQLiteEngine(MemoryEngine):
 
     def _beliefs(self, request: BeliefsRequest) -> list[Hit]:
         flt = MetaFilter(reach=request.reach)
-        return self._read(lambda conn: beliefs_store.rank(conn, flt, request.query, FetchMode.HYBRID, request.limit))
+        return self._read(
+            lambda conn: beliefs_store.rank(
+                conn, flt, request.query, FetchMode.HYBRID, request.limit, self._belief_index
+            )
+        )
 
     def _scopes(self, request: ConsolidateRequest) -> list[BuildScope]:
         rows = self._read(lambda conn: self._scope_rows(conn, request))

@@ -91,6 +91,8 @@ class CandidateRows:
         view: The view the held rows come from.
         pos: Positions of the held rows in ``view``.
         extra_vectors: Vectors of the rows read from SQL (the last ``len(extra_vectors)`` keys).
+        ns_keys: The index's namespace keys by code (append-only: every code in ``view`` is below its length).
+        extra_ns: Namespace keys of the rows read from SQL.
     """
 
     keys: IntArray
@@ -99,9 +101,31 @@ class CandidateRows:
     view: IndexView
     pos: IntArray
     extra_vectors: F32Array
+    ns_keys: list[str]
+    extra_ns: tuple[str, ...] = ()
 
     def __len__(self) -> int:
         return len(self.keys)
+
+    def namespaces(self) -> list[str]:
+        """Each row's namespace key, in row order."""
+        held = self.view.ns_code[self.pos]
+        return [self.ns_keys[int(c)] for c in held] + list(self.extra_ns)
+
+    def subset(self, keep: BoolArray) -> CandidateRows:
+        """The rows where ``keep`` (one flag per row) is set, in order."""
+        held = len(self.pos)
+        extra = keep[held:]
+        return CandidateRows(
+            keys=self.keys[keep],
+            when_us=self.when_us[keep],
+            confidence=self.confidence[keep],
+            view=self.view,
+            pos=self.pos[keep[:held]],
+            extra_vectors=self.extra_vectors[extra],
+            ns_keys=self.ns_keys,
+            extra_ns=tuple(ns for ns, k in zip(self.extra_ns, extra, strict=True) if k),
+        )
 
     def cosines(self, q: F32Array) -> FloatArray:
         """Cosine of each row's stored vector with the unit query vector ``q`` (float32 products, as float64)."""
@@ -297,6 +321,8 @@ class ItemIndex:
             view=view,
             pos=pos,
             extra_vectors=np.frombuffer(b"".join(r[1] for r in extra), dtype="<f4").reshape(k, EMBED_DIM),
+            ns_keys=self._ns_keys,
+            extra_ns=tuple(str(r[4]) for r in extra),
         )
 
 

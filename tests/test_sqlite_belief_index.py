@@ -1,0 +1,163 @@
+"""The per-process belief index: ranked belief reads equal the SQL path's, and every belief write invalidates it."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from memory_core import (
+    BeliefsRequest,
+    ConsolidateRequest,
+    Conversation,
+    EraseRequest,
+    FetchMode,
+    FetchRequest,
+    ItemKind,
+    MemoryMeta,
+    MetaFilter,
+    Namespace,
+    ObservedActor,
+    Reach,
+    Role,
+    Turn,
+)
+from memory_core.engines.sqlite import SQLiteEngine, beliefs_store
+from memory_core.engines.sqlite import belief_index as belief_index_module
+from memory_core.query import Hit
+
+BUILD = ConsolidateRequest(reach=Reach.subtree())
+
+
+def said(agent: str, text: str, day: int = 8, month: int = 5) -> Conversation:
+    return Conversation(
+        turns=(Turn(role=Role.USER, text=text),),
+        meta=MemoryMeta(
+            namespace=Namespace.agent(agent),
+            agent_id=agent,
+            thread_id="t1",
+            observed_at=datetime(2023, month, day, 12, tzinfo=UTC),
+            observed_actor=ObservedActor(id=f"user:{agent}", name=agent.title()),
+        ),
+    )
+
+
+@pytest.fixture
+def engine(tmp_path: Path) -> Iterator[SQLiteEngine]:
+    with SQLiteEngine(tmp_path / "memory.db") as e:
+        yield e
+
+
+def ranked(engine: SQLiteEngine, query: str, reach: Reach | None = None) -> list[tuple[str, str, float]]:
+    hits = engine.beliefs(BeliefsRequest(reach=reach or Reach.subtree(), query=query, limit=50))
+    return [(h.id, h.text, round(h.confidence or 0.0, 6)) for h in hits]
+
+
+def by_sql(engine: SQLiteEngine, flt: MetaFilter, query: str, mode: FetchMode = FetchMode.HYBRID) -> list[Hit]:
+    return engine._db.run(lambda conn: beliefs_store.rank(conn, flt, query, mode, 50))
+
+
+def by_index(engine: SQLiteEngine, flt: MetaFilter, query: str, mode: FetchMode = FetchMode.HYBRID) -> list[Hit]:
+    return engine._db.run(lambda conn: beliefs_store.rank(conn, flt, query, mode, 50, engine._belief_index))
+
+
+def _seed(engine: SQLiteEngine) -> None:
+    engine.store_many(
+        [
+            said("ann", "I adopted a rescue dog named Max yesterday."),
+            said("ann", "My favorite color is blue."),
+            said("bob", "I volunteer at the animal shelter every weekend."),
+            said("bob", "I am training for the Berlin marathon.", day=9),
+        ]
+    )
+    engine.consolidate(BUILD)
+
+
+@pytest.mark.parametrize(
+    "flt",
+    [
+        MetaFilter(),
+        MetaFilter(reach=Reach.subtree(Namespace.agent("ann"))),
+        MetaFilter(reach=Reach.subtree(), kinds=[ItemKind.LEARNING]),
+        MetaFilter(reach=Reach.subtree(), kinds=[ItemKind.DOCUMENT]),  # admits no belief
+        MetaFilter(reach=Reach.subtree(), agent_id="bob"),  # through SQL keys
+    ],
+    ids=["all", "ann", "learnings", "documents", "sql-filter"],
+)
+@pytest.mark.parametrize("mode", FetchMode.all())
+def test_the_index_ranks_exactly_as_sql(engine: SQLiteEngine, flt: MetaFilter, mode: FetchMode) -> None:
+    _seed(engine)
+    for query in ("dog named Max", "animal shelter weekend", "marathon", "favorite color"):
+        expected = [(h.id, h.score) for h in by_sql(engine, flt, query, mode)]
+        assert [(h.id, h.score) for h in by_index(engine, flt, query, mode)] == expected
+    if flt.admits_kind(ItemKind.LEARNING) and flt.agent_id is None:
+        assert by_index(engine, flt, "dog named Max")  # not vacuous
+
+
+def test_a_build_a_supersede_a_forget_and_an_erase_are_seen_at_once(engine: SQLiteEngine) -> None:
+    blue = said("ann", "My favorite color is blue.")
+    engine.store(blue)
+    engine.consolidate(BUILD)
+    assert [t for _, t, _ in ranked(engine, "favorite color")] == ["Ann's favorite color is blue (said 8 May 2023)."]
+    green = said("ann", "My favorite color is green.", month=6)
+    engine.store(green)
+    engine.consolidate(BUILD)  # supersedes blue
+    assert [t for _, t, _ in ranked(engine, "favorite color")] == ["Ann's favorite color is green (said 8 June 2023)."]
+    engine.forget({"ids": [green.id]})  # restores blue
+    assert [t for _, t, _ in ranked(engine, "favorite color")] == ["Ann's favorite color is blue (said 8 May 2023)."]
+    a, b = said("ann", "I volunteer at the shelter."), said("ann", "I volunteer at the shelter!", day=9)
+    engine.store_many([a, b])
+    engine.consolidate(BUILD)
+    (before,) = [r for r in ranked(engine, "volunteer shelter") if "shelter" in r[1]]
+    engine.forget({"ids": [a.id]})  # shrinks the belief: a new confidence in the same row
+    (after,) = [r for r in ranked(engine, "volunteer shelter") if "shelter" in r[1]]
+    assert after[0] == before[0] and after[2] < before[2]
+    engine.erase(EraseRequest(reach=Reach.subtree(Namespace.agent("ann"))))
+    assert ranked(engine, "favorite color volunteer shelter") == []
+
+
+def test_another_process_writing_beliefs_is_seen(tmp_path: Path) -> None:
+    with SQLiteEngine(tmp_path / "m.db") as reader, SQLiteEngine(tmp_path / "m.db") as writer:
+        writer.store(said("ann", "I adopted a rescue dog named Max yesterday."))
+        assert ranked(reader, "dog") == []  # loads the (empty) index
+        writer.consolidate(BUILD)
+        assert [t for _, t, _ in ranked(reader, "dog")] == ["Ann adopted a rescue dog named Max on 7 May 2023."]
+        fetched = reader.fetch(FetchRequest(query="rescue dog", beliefs=5)).beliefs
+        assert [h.text for h in fetched] == ["Ann adopted a rescue dog named Max on 7 May 2023."]
+
+
+def test_every_belief_write_moves_the_version(engine: SQLiteEngine) -> None:
+    def version() -> int:
+        conn = sqlite3.connect(engine.path)
+        row = conn.execute("SELECT value FROM meta WHERE key = ?", (belief_index_module.VERSION_KEY,)).fetchone()
+        conn.close()
+        return int(row[0]) if row else 0
+
+    assert version() == 0
+    engine.store(said("ann", "I adopted a rescue dog named Max yesterday."))
+    assert version() == 0  # an item write is not a belief write
+    engine.consolidate(BUILD)
+    built = version()
+    assert built > 0
+    assert engine.consolidate(BUILD).built == 0 and version() == built  # nothing new: nothing written
+    engine.forget({"filter": {"reach": {"at": "", "inherit": False, "descendants": True}}})
+    assert version() > built
+
+
+def test_a_snapshot_older_than_the_index_ranks_from_sql(engine: SQLiteEngine, monkeypatch: pytest.MonkeyPatch) -> None:
+    _seed(engine)
+    flt = MetaFilter()
+    expected = [(h.id, h.score) for h in by_sql(engine, flt, "dog")]
+    assert [(h.id, h.score) for h in by_index(engine, flt, "dog")] == expected  # the index holds the newest
+    real = belief_index_module._read_version
+
+    def older(conn: sqlite3.Connection) -> tuple[str, int]:
+        instance, version = real(conn)
+        return instance, version - 1
+
+    monkeypatch.setattr(belief_index_module, "_read_version", older)
+    assert engine._db.run(lambda conn: engine._belief_index.rows(conn, flt)) is None
+    assert [(h.id, h.score) for h in by_index(engine, flt, "dog")] == expected
