@@ -218,3 +218,41 @@ def test_two_engines_on_one_file_see_each_others_writes(tmp_path: Path) -> None:
         assert [h.text for h in b.fetch(FetchRequest(query="rockets")).hits] == ["written by a about rockets"]
         b.forget({"filter": MetaFilter(reach=Reach.subtree())})
         assert a.fetch(FetchRequest(query="rockets")).hits == ()
+
+
+def test_a_read_never_waits_for_another_writer_to_index_accepted_rows(tmp_path: Path) -> None:
+    """A live-turn fetch folds pending rows in only when the write lock is free; it never waits for it."""
+    import sqlite3
+
+    from memory_core import Document, FetchRequest, MemoryMeta, WriteOptions
+    from memory_core.engines.sqlite import SQLiteEngine
+
+    path = tmp_path / "m.db"
+    engine = SQLiteEngine(path)
+    engine.store(Document.of("indexed walrus note", MemoryMeta(workspace="w")))
+    engine.store_with(Document.of("pending walrus note", MemoryMeta(workspace="w")), WriteOptions.accepted())
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another process's long build holds the write lock
+    try:
+        held = engine.fetch(FetchRequest(query="walrus", limit=10))
+        assert [h.text for h in held.hits] == ["indexed walrus note"]
+        assert engine.stats()["pending"] == 1
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    freed = engine.fetch(FetchRequest(query="walrus", limit=10))
+    assert sorted(h.text for h in freed.hits) == ["indexed walrus note", "pending walrus note"]
+    assert engine.stats()["pending"] == 0
+    engine.close()
+
+
+def test_a_build_indexes_what_live_turns_stored_accepted(tmp_path: Path) -> None:
+    from memory_core import Document, MemoryMeta, Reach, WriteOptions
+    from memory_core.engines.sqlite import SQLiteEngine
+
+    engine = SQLiteEngine(tmp_path / "m.db")
+    engine.store_with(Document.of("a turn stored accepted", MemoryMeta(namespace="agent:a")), WriteOptions.accepted())
+    assert engine.stats()["pending"] == 1
+    engine.consolidate({"reach": Reach.exact("agent:a").to_dict()})
+    assert engine.stats()["pending"] == 0
+    engine.close()

@@ -243,6 +243,38 @@ class Database:
                 delay = min(delay * 2, RETRY_CAP_S)
         raise AssertionError("unreachable")  # pragma: no cover
 
+    def try_write(self, fn: Callable[[sqlite3.Connection], _T]) -> _T | None:
+        """Run ``fn(conn)`` in a write transaction only if the write lock is free right now; else None at once.
+
+        For work that may wait for a later turn (folding accepted rows into the index on a read): it never
+        waits on another writer, so a live-turn read is never held up by a worker's long build.
+
+        Raises:
+            EngineUnavailable: the file is corrupt.
+            EngineError: any other SQLite failure.
+        """
+        conn = self.connection()
+        conn.execute("PRAGMA busy_timeout = 0")
+        try:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                if is_locked(exc):
+                    return None
+                raise
+            try:
+                out = fn(conn)
+                conn.execute("COMMIT")
+                return out
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as exc:
+            raise map_error(exc, self.path) from None
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {self.options.busy_timeout_ms}")
+
     def run(self, fn: Callable[[sqlite3.Connection], _T], *, write: bool = False) -> _T:
         """Run ``fn(conn)`` in one transaction, retried while the file is locked.
 

@@ -7,8 +7,10 @@ power-loss durability for speed; ``?busy_timeout_ms=N``). The folder is created 
   order with an opaque keyset cursor on ``seq`` (stable under concurrent writes); ``fetch`` pages a ranking
   frozen at the first page's last seq.
 * ``store_with(accepted)`` commits the row durably and leaves it pending (no embedding, no FTS row);
-  ``visible`` (and ``store``) indexes it in the same transaction and drains older pending rows. A read drains
-  the pending queue before it ranks, so an accepted item ranks from the next read on.
+  ``visible`` (and ``store``) indexes it in the same transaction and drains older pending rows, and so does
+  every ``consolidate``. A fetch folds pending rows in first only when the write lock is free at that moment
+  (``Database.try_write``): a live-turn read never waits for another process's write, and an accepted item
+  (which the contract lets lag) ranks from the first read that finds the lock free, a visible write or a build.
 * ``consolidate`` (``on_demand``) builds beliefs incrementally per scope (``beliefs_store``); ``beliefs`` and
   ``fetch(beliefs=N)`` serve them as learning hits tagged ``belief`` with ``derived_from`` naming their items.
 * Forget and erase remove the beliefs derived only from the removed items, in the same transaction.
@@ -197,22 +199,34 @@ class SQLiteEngine(MemoryEngine):
         return self._write([prepare(item, index=visible) for item in items], visible=visible)
 
     def drain_pending(self) -> int:
-        """Index every item stored ``accepted`` and not yet indexed; how many were (reads do this themselves).
+        """Index every item stored ``accepted`` and not yet indexed, waiting for the write lock; how many were.
 
         Threads of one engine drain one at a time (the others then find the queue empty), rather than racing
         for SQLite's write lock.
         """
         with self._drain_lock:
-            return self._drain()
+            return self._drain(wait=True)
 
-    def _drain(self) -> int:
+    def _fold_pending(self) -> None:
+        """Before a read: index pending rows if no other thread or process holds a lock; never wait."""
+        if self._drain_lock.acquire(blocking=False):
+            try:
+                self._drain(wait=False)
+            finally:
+                self._drain_lock.release()
+
+    def _drain(self, *, wait: bool) -> int:
         total = 0
         while True:
             rows = self._db.run(lambda conn: pending_texts(conn, _DRAIN_BATCH))
             if not rows:
                 return total
             computed = [(seq, text, vec_blob(embed(text))) for seq, text in rows]
-            total += self._db.run(partial(index_rows, rows=computed), write=True)
+            write = partial(index_rows, rows=computed)
+            done = self._db.run(write, write=True) if wait else self._db.try_write(write)
+            if done is None:
+                return total
+            total += done
             if len(rows) < _DRAIN_BATCH:
                 return total
 
@@ -332,7 +346,7 @@ class SQLiteEngine(MemoryEngine):
 
     def _fetch(self, request: FetchRequest) -> FetchPage:
         state = _decode("f", request.cursor, ("o", "s"))
-        self.drain_pending()
+        self._fold_pending()
 
         def read(conn: sqlite3.Connection) -> FetchPage:
             offset = state["o"] if state else 0
@@ -451,6 +465,7 @@ class SQLiteEngine(MemoryEngine):
         return changed
 
     def _consolidate(self, request: ConsolidateRequest) -> ConsolidateReceipt:
+        self.drain_pending()  # builds run in workers: the place to index what live turns stored accepted
         scopes = [r for r in self._read(lambda conn: self._scope_rows(conn, request)) if r[4] > 0]
         changed: set[str] = set()
         for ns, kind, _, _, _ in scopes:
