@@ -48,7 +48,9 @@ def locomo(
     ] = None,
     sample: Annotated[list[str] | None, typer.Option("--sample", help="Only these sample ids (repeatable).")] = None,
     budget: Annotated[int, typer.Option(help="Pack budget, tokens.", min=1)] = 1200,
-    k: Annotated[list[int] | None, typer.Option("--k", help="Top-k sizes (repeatable); default 5, 10, 20.")] = None,
+    k: Annotated[
+        list[int] | None, typer.Option("--k", min=1, help="Top-k sizes (repeatable); default 5, 10, 20.")
+    ] = None,
     output: Annotated[
         Path | None, typer.Option("--json", help="Write results here (default var/eval/locomo.json).")
     ] = None,

@@ -170,7 +170,9 @@ def _describe(exc: Exception) -> str:
 class AgentMemory:
     """One agent's memory in a layout: ``AgentMemory(engine, layout, agent_id)``.
 
-    Cheap to copy; ``with_policy`` and ``with_core`` return new objects.
+    Cheap to copy; ``with_policy`` and ``with_core`` return new objects. The policy starts as
+    ``RecallPolicy.from_settings()`` (the contract's defaults, with ``MEMORY_CORE_BUDGET_TOKENS`` and
+    ``MEMORY_CORE_BUILD_BELIEFS_EVERY`` applied).
 
     Args:
         engine: Any ``MemoryEngine`` (safe to call from several threads at once).
@@ -181,6 +183,7 @@ class AgentMemory:
 
     Raises:
         InvalidRequest: a blank agent id.
+        ConfigError: a malformed ``MEMORY_CORE_`` setting.
     """
 
     __slots__ = ("agent_id", "core", "engine", "executor", "layout", "node", "policy")
@@ -199,7 +202,7 @@ class AgentMemory:
         self.layout = layout
         self.agent_id = agent_id.strip()
         self.node = self.layout.conversations(self.agent_id)
-        self.policy = RecallPolicy()
+        self.policy = RecallPolicy.from_settings()
         self.core: tuple[CoreScope, ...] = ()
         self.executor = executor
 
