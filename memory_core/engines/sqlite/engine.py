@@ -21,8 +21,6 @@ power-loss durability for speed; ``?busy_timeout_ms=N``). The folder is created 
 
 from __future__ import annotations
 
-import base64
-import json
 import sqlite3
 import threading
 from collections import OrderedDict
@@ -46,7 +44,7 @@ from memory_core.consolidation import (
 from memory_core.descriptor import EngineDescriptor, EngineHealth
 from memory_core.engine import AnyItem, MemoryEngine, Receipts
 from memory_core.engines.reference import choose_scopes
-from memory_core.errors import InvalidRequest, MemoryCoreError
+from memory_core.errors import MemoryCoreError
 from memory_core.items import parse_item
 from memory_core.meta import ItemKind, MetaFilter
 from memory_core.namespace import Namespace, Reach
@@ -74,11 +72,12 @@ from memory_core.scoring import embed
 from . import beliefs_store
 from .belief_index import BeliefIndex
 from .connection import Database, SQLiteOptions, parse_url
-from .filters import compile_filter, reach_sql
+from .filters import compile_filter
 from .index import CandidateRows, ItemIndex
 from .ranking import rank_items
-from .rows import from_us, now_us, ns_key, ns_of_key, vec_blob
+from .rows import now_us, ns_key, ns_of_key, vec_blob
 from .schema import check_version, migrate
+from .scopes import build_scopes, counts, decode_cursor, encode_cursor, evidence_of, scope_rows
 from .search import hint_window
 from .writes import Prepared, delete_seqs, drain, index_rows, insert, pending_texts, prepare
 
@@ -88,26 +87,6 @@ _T = TypeVar("_T")
 _ITEM_CACHE = 4096
 """Parsed items kept per engine, by seq (items never change once stored)."""
 _DRAIN_BATCH = 1000
-
-
-def _encode(tag: str, data: dict[str, int]) -> str:
-    raw = json.dumps(data, separators=(",", ":")).encode()
-    return tag + base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def _decode(tag: str, cursor: str | None, fields: Sequence[str]) -> dict[str, int] | None:
-    if cursor is None:
-        return None
-    try:
-        if not cursor.startswith(tag):
-            raise ValueError(cursor)
-        body = cursor[len(tag) :]
-        data = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
-        if not isinstance(data, dict) or set(data) != set(fields) or not all(isinstance(v, int) for v in data.values()):
-            raise ValueError(cursor)
-        return {k: int(v) for k, v in data.items()}
-    except (ValueError, UnicodeDecodeError):
-        raise InvalidRequest(f"unknown cursor {cursor[:40]!r}", field="cursor") from None
 
 
 class SQLiteEngine(MemoryEngine):
@@ -345,7 +324,7 @@ class SQLiteEngine(MemoryEngine):
         return rows.subset(np.fromiter((n in kept for n in names), dtype=bool, count=len(names)))
 
     def _fetch(self, request: FetchRequest) -> FetchPage:
-        state = _decode("f", request.cursor, ("o", "s"))
+        state = decode_cursor("f", request.cursor, ("o", "s"))
         self._fold_pending()
 
         def read(conn: sqlite3.Connection) -> FetchPage:
@@ -363,7 +342,7 @@ class SQLiteEngine(MemoryEngine):
                 )
             return FetchPage(
                 hits=tuple(self._hits(conn, page)),
-                next_cursor=_encode("f", {"o": offset + len(page), "s": snapshot}) if more else None,
+                next_cursor=encode_cursor("f", {"o": offset + len(page), "s": snapshot}) if more else None,
                 beliefs=tuple(beliefs),
             )
 
@@ -388,7 +367,7 @@ class SQLiteEngine(MemoryEngine):
     def _listing(
         self, request: ListRequest, build: Callable[[sqlite3.Connection, list[int]], list[_T]]
     ) -> tuple[list[_T], str | None]:
-        state = _decode("l", request.cursor, ("a",))
+        state = decode_cursor("l", request.cursor, ("a",))
         after = state["a"] if state else 0
 
         def read(conn: sqlite3.Connection) -> tuple[list[_T], str | None]:
@@ -399,7 +378,7 @@ class SQLiteEngine(MemoryEngine):
             ).fetchall()
             seqs = [int(r[0]) for r in rows[: request.limit]]
             more = len(rows) > request.limit
-            return build(conn, seqs), (_encode("l", {"a": seqs[-1]}) if more and seqs else None)
+            return build(conn, seqs), (encode_cursor("l", {"a": seqs[-1]}) if more and seqs else None)
 
         return self._read(read)
 
@@ -432,20 +411,6 @@ class SQLiteEngine(MemoryEngine):
         return self._read(read)
 
     # beliefs ---------------------------------------------------------------------------------------------
-    def _scope_rows(
-        self, conn: sqlite3.Connection, request: ConsolidateRequest
-    ) -> list[tuple[str, str, int, int | None, int]]:
-        sql, params = reach_sql(request.reach, "s.ns")
-        kinds = [k.value for k in request.admitted_kinds()]
-        marks = ", ".join("?" for _ in kinds)
-        rows = conn.execute(
-            f"SELECT s.ns, s.kind, s.last_write, s.last_build, "
-            f"(SELECT count(*) FROM items i WHERE i.ns = s.ns AND i.kind = s.kind) "
-            f"FROM scopes s WHERE ({sql}) AND s.kind IN ({marks}) ORDER BY s.ns, s.kind",
-            (*params, *kinds),
-        ).fetchall()
-        return [(str(r[0]), str(r[1]), int(r[2]), None if r[3] is None else int(r[3]), int(r[4])) for r in rows]
-
     def build_scope(self, ns: Namespace, kind: ItemKind) -> set[str]:
         """Build beliefs for one scope up to its newest item, one bounded transaction at a time.
 
@@ -466,7 +431,7 @@ class SQLiteEngine(MemoryEngine):
 
     def _consolidate(self, request: ConsolidateRequest) -> ConsolidateReceipt:
         self.drain_pending()  # builds run in workers: the place to index what live turns stored accepted
-        scopes = [r for r in self._read(lambda conn: self._scope_rows(conn, request)) if r[4] > 0]
+        scopes = [r for r in self._read(partial(scope_rows, request=request)) if r[4] > 0]
         changed: set[str] = set()
         for ns, kind, _, _, _ in scopes:
             changed |= self.build_scope(ns_of_key(ns), ItemKind(kind))
@@ -481,52 +446,12 @@ class SQLiteEngine(MemoryEngine):
         )
 
     def _scopes(self, request: ConsolidateRequest) -> list[BuildScope]:
-        rows = self._read(lambda conn: self._scope_rows(conn, request))
-        by_ns: dict[str, list[tuple[str, str, int, int | None, int]]] = {}
-        for row in rows:
-            if row[4] > 0:
-                by_ns.setdefault(row[0], []).append(row)
-        out: list[BuildScope] = []
-        for ns, group in sorted(by_ns.items(), key=lambda kv: str(ns_of_key(kv[0]))):
-            builds = [g[3] for g in group]
-            out.append(
-                BuildScope(
-                    namespace=ns_of_key(ns),
-                    kinds=tuple(k for k in ItemKind.all() if k.value in {g[1] for g in group}),
-                    items=sum(g[4] for g in group),
-                    last_write=from_us(max(g[2] for g in group)),
-                    last_build=None
-                    if any(b is None for b in builds)
-                    else from_us(min(b for b in builds if b is not None)),
-                )
-            )
-        return out
+        return build_scopes(self._read(partial(scope_rows, request=request)))
 
     def belief_evidence(self, belief_ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
         """``belief id → ids of the items it was derived from`` for the beliefs named (unknown ids left out)."""
-        ids = list(dict.fromkeys(belief_ids))
-
-        def read(conn: sqlite3.Connection) -> dict[str, tuple[str, ...]]:
-            out: dict[str, tuple[str, ...]] = {}
-            for start in range(0, len(ids), 500):
-                chunk = ids[start : start + 500]
-                marks = ", ".join("?" for _ in chunk)
-                for bid, state in conn.execute(f"SELECT id, state FROM beliefs WHERE id IN ({marks})", chunk):
-                    out[str(bid)] = tuple(json.loads(state)["evidence"])
-            return out
-
-        return self._read(read)
+        return self._read(partial(evidence_of, belief_ids=belief_ids))
 
     def stats(self) -> dict[str, Any]:
         """Row counts: ``items``, ``pending``, ``beliefs`` (active) and ``superseded`` (for tests and the CLI)."""
-        queries = {
-            "items": "SELECT count(*) FROM items",
-            "pending": "SELECT count(*) FROM pending",
-            "beliefs": "SELECT count(*) FROM beliefs WHERE status = 'active'",
-            "superseded": "SELECT count(*) FROM beliefs WHERE status = 'superseded'",
-        }
-
-        def read(conn: sqlite3.Connection) -> dict[str, Any]:
-            return {name: int(conn.execute(sql).fetchone()[0]) for name, sql in queries.items()}
-
-        return self._read(read)
+        return self._read(counts)

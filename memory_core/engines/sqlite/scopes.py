@@ -1,0 +1,109 @@
+"""Scope bookkeeping reads, row counts and the opaque cursor codec of the SQLite engine.
+
+Every read function takes an open connection (the caller's read transaction) and returns plain data.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+from memory_core.consolidation import BuildScope, ConsolidateRequest
+from memory_core.errors import InvalidRequest
+from memory_core.meta import ItemKind
+
+from .filters import reach_sql
+from .rows import from_us, ns_of_key
+
+__all__ = ["ScopeRow", "build_scopes", "counts", "decode_cursor", "encode_cursor", "evidence_of", "scope_rows"]
+
+ScopeRow = tuple[str, str, int, int | None, int]
+"""``(ns key, kind, last_write µs, last_build µs or None, items held)`` of one (node, kind) scope."""
+
+_COUNTS = {
+    "items": "SELECT count(*) FROM items",
+    "pending": "SELECT count(*) FROM pending",
+    "beliefs": "SELECT count(*) FROM beliefs WHERE status = 'active'",
+    "superseded": "SELECT count(*) FROM beliefs WHERE status = 'superseded'",
+}
+
+
+def scope_rows(conn: sqlite3.Connection, request: ConsolidateRequest) -> list[ScopeRow]:
+    """Every (node, kind) scope the request's reach and kinds admit, with its write and build marks."""
+    sql, params = reach_sql(request.reach, "s.ns")
+    kinds = [k.value for k in request.admitted_kinds()]
+    marks = ", ".join("?" for _ in kinds)
+    rows = conn.execute(
+        f"SELECT s.ns, s.kind, s.last_write, s.last_build, "
+        f"(SELECT count(*) FROM items i WHERE i.ns = s.ns AND i.kind = s.kind) "
+        f"FROM scopes s WHERE ({sql}) AND s.kind IN ({marks}) ORDER BY s.ns, s.kind",
+        (*params, *kinds),
+    ).fetchall()
+    return [(str(r[0]), str(r[1]), int(r[2]), None if r[3] is None else int(r[3]), int(r[4])) for r in rows]
+
+
+def build_scopes(rows: Sequence[ScopeRow]) -> list[BuildScope]:
+    """One ``BuildScope`` per node holding items (pure): its kinds, item count, newest write, oldest build."""
+    by_ns: dict[str, list[ScopeRow]] = {}
+    for row in rows:
+        if row[4] > 0:
+            by_ns.setdefault(row[0], []).append(row)
+    out: list[BuildScope] = []
+    for ns, group in sorted(by_ns.items(), key=lambda kv: str(ns_of_key(kv[0]))):
+        builds = [g[3] for g in group]
+        out.append(
+            BuildScope(
+                namespace=ns_of_key(ns),
+                kinds=tuple(k for k in ItemKind.all() if k.value in {g[1] for g in group}),
+                items=sum(g[4] for g in group),
+                last_write=from_us(max(g[2] for g in group)),
+                last_build=None if any(b is None for b in builds) else from_us(min(b for b in builds if b is not None)),
+            )
+        )
+    return out
+
+
+def evidence_of(conn: sqlite3.Connection, belief_ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    """``belief id → ids of the items it was derived from`` (unknown ids left out)."""
+    ids = list(dict.fromkeys(belief_ids))
+    out: dict[str, tuple[str, ...]] = {}
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        marks = ", ".join("?" for _ in chunk)
+        for bid, state in conn.execute(f"SELECT id, state FROM beliefs WHERE id IN ({marks})", chunk):
+            out[str(bid)] = tuple(json.loads(state)["evidence"])
+    return out
+
+
+def counts(conn: sqlite3.Connection) -> dict[str, Any]:
+    """Row counts: ``items``, ``pending``, ``beliefs`` (active) and ``superseded``."""
+    return {name: int(conn.execute(sql).fetchone()[0]) for name, sql in _COUNTS.items()}
+
+
+def encode_cursor(tag: str, data: dict[str, int]) -> str:
+    """An opaque cursor: ``tag`` + URL-safe base64 of compact JSON."""
+    raw = json.dumps(data, separators=(",", ":")).encode()
+    return tag + base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(tag: str, cursor: str | None, fields: Sequence[str]) -> dict[str, int] | None:
+    """Read a cursor ``encode_cursor`` made with ``tag`` and exactly ``fields`` (None for no cursor).
+
+    Raises:
+        InvalidRequest: a cursor this engine did not make ("unknown cursor …", field ``cursor``).
+    """
+    if cursor is None:
+        return None
+    try:
+        if not cursor.startswith(tag):
+            raise ValueError(cursor)
+        body = cursor[len(tag) :]
+        data = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+        if not isinstance(data, dict) or set(data) != set(fields) or not all(isinstance(v, int) for v in data.values()):
+            raise ValueError(cursor)
+        return {k: int(v) for k, v in data.items()}
+    except (ValueError, UnicodeDecodeError):
+        raise InvalidRequest(f"unknown cursor {cursor[:40]!r}", field="cursor") from None
