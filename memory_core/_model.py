@@ -10,11 +10,18 @@ compatible with the TinyMemory wire (contract reference §1.4-§1.5):
 
 Malformed input, whether passed to a constructor, ``model_validate`` or ``model_validate_json``, raises
 ``InvalidRequest`` naming the first offending field instead of pydantic's ``ValidationError``.
+
+Wrong types are refused, never coerced: every int and bool field is ``StrictInt``/``StrictBool`` (and a
+learning's confidence ``StrictFloat``), so ``"7"``, ``True`` or ``5.0`` is no limit and ``"yes"`` or ``1`` no
+``inherit`` (the reference's serde refuses them too). JSON numbers and booleans parse as before, and models are
+not strict as a whole, so enums, ``Namespace`` and ``Timestamp`` keep accepting their string forms.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Annotated, Any, ClassVar, Self
 
@@ -25,13 +32,27 @@ from pydantic import (
     PlainSerializer,
     SerializationInfo,
     SerializerFunctionWrapHandler,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
     ValidationError,
     model_serializer,
 )
 
 from memory_core.errors import InvalidRequest
 
-__all__ = ["ContractModel", "Timestamp", "format_timestamp", "invalid_from", "utc"]
+__all__ = [
+    "ContractModel",
+    "StrictBool",
+    "StrictFloat",
+    "StrictInt",
+    "Timestamp",
+    "format_timestamp",
+    "invalid_from",
+    "reading_wire",
+    "utc",
+    "wire_input",
+]
 
 
 def utc(value: datetime) -> datetime:
@@ -59,6 +80,28 @@ def format_timestamp(value: datetime) -> str:
 
 Timestamp = Annotated[datetime, AfterValidator(utc), PlainSerializer(format_timestamp, return_type=str)]
 """An aware UTC datetime that serialises in chrono's RFC 3339 form (naive input is read as UTC)."""
+
+
+_WIRE: ContextVar[bool] = ContextVar("memory_core_wire_input", default=False)
+
+
+@contextmanager
+def wire_input() -> Iterator[None]:
+    """Mark the validation inside the block as reading outside input: JSON text or a JSON object (mapping).
+
+    ``model_validate``, ``model_validate_json``, ``coerce`` and ``items.parse_item`` read through it. A model whose
+    Python constructor is kinder than the wire (``Learning``) asks ``reading_wire()``.
+    """
+    token = _WIRE.set(True)
+    try:
+        yield
+    finally:
+        _WIRE.reset(token)
+
+
+def reading_wire() -> bool:
+    """True inside ``wire_input()``: the values being validated came from JSON, not from a Python constructor."""
+    return _WIRE.get()
 
 
 def _field_path(loc: tuple[int | str, ...]) -> str | None:
@@ -141,15 +184,16 @@ class ContractModel(BaseModel):
     ) -> Self:
         """Validate ``obj`` into this model, raising ``InvalidRequest`` naming the field on failure."""
         try:
-            return super().model_validate(
-                obj,
-                strict=strict,
-                extra=extra,
-                from_attributes=from_attributes,
-                context=context,
-                by_alias=by_alias,
-                by_name=by_name,
-            )
+            with wire_input():
+                return super().model_validate(
+                    obj,
+                    strict=strict,
+                    extra=extra,
+                    from_attributes=from_attributes,
+                    context=context,
+                    by_alias=by_alias,
+                    by_name=by_name,
+                )
         except ValidationError as exc:
             raise invalid_from(exc) from None
 
@@ -166,9 +210,10 @@ class ContractModel(BaseModel):
     ) -> Self:
         """Validate a JSON document into this model, raising ``InvalidRequest`` naming the field on failure."""
         try:
-            return super().model_validate_json(
-                json_data, strict=strict, extra=extra, context=context, by_alias=by_alias, by_name=by_name
-            )
+            with wire_input():
+                return super().model_validate_json(
+                    json_data, strict=strict, extra=extra, context=context, by_alias=by_alias, by_name=by_name
+                )
         except ValidationError as exc:
             raise invalid_from(exc) from None
 
@@ -190,7 +235,12 @@ class ContractModel(BaseModel):
         if isinstance(value, str | bytes | bytearray):
             text = value.decode("utf-8", "replace") if isinstance(value, bytes | bytearray) else value
             if text.lstrip().startswith("{"):
-                return cls.model_validate_json(value)
+                try:
+                    return cls.model_validate_json(value)
+                except InvalidRequest as err:  # malformed JSON names no field of its own: name the caller's
+                    if err.field is None and field is not None:
+                        raise InvalidRequest(err.reason, field=field) from err
+                    raise
             shown = text if len(text) <= 40 else text[:40] + "…"
             raise InvalidRequest(f"expected a {cls.__name__} object or JSON text, got {shown!r}", field=field)
         raise InvalidRequest(f"expected a {cls.__name__} object, got {type(value).__name__}", field=field)

@@ -5,13 +5,13 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any, ClassVar, Self
 
-from pydantic import Field, model_validator
+from pydantic import model_validator
 
-from memory_core._model import ContractModel, Timestamp
+from memory_core._model import ContractModel, StrictInt, Timestamp
 from memory_core.errors import InvalidRequest
 from memory_core.meta import ItemKind
 from memory_core.namespace import Namespace, Reach
-from memory_core.query import NonBlank
+from memory_core.query import Limit, NonBlank
 
 __all__ = [
     "BeliefsRequest",
@@ -113,8 +113,8 @@ class ConsolidateReceipt(ContractModel):
 
     status: ConsolidateStatus
     jobs: tuple[str, ...] = ()
-    scopes: int = 0
-    built: int | None = None
+    scopes: StrictInt = 0
+    built: StrictInt | None = None
 
     @classmethod
     def scheduled(cls) -> ConsolidateReceipt:
@@ -123,11 +123,14 @@ class ConsolidateReceipt(ContractModel):
 
 
 class BeliefsRequest(ContractModel):
-    """``{reach, query?, limit}``: read built beliefs; ranked for ``query``, else most confident then newest."""
+    """``{reach, query?, limit}``: read built beliefs; ranked for ``query``, else most confident then newest.
+
+    ``limit`` is a page size like every read's (1..=``MAX_PAGE_LIMIT``, ``query.Limit``).
+    """
 
     reach: Reach
     query: NonBlank | None = None
-    limit: int = Field(default=10, gt=0, le=1000)
+    limit: Limit = 10
 
 
 class BuildScope(ContractModel):
@@ -146,7 +149,7 @@ class BuildScope(ContractModel):
 
     namespace: Namespace
     kinds: tuple[ItemKind, ...] = ()
-    items: int | None = None
+    items: StrictInt | None = None
     last_write: Timestamp | None = None
     last_build: Timestamp | None = None
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from memory_core._model import ContractModel
+from memory_core._model import ContractModel, StrictBool
 from memory_core.consolidation import Consolidation
 from memory_core.errors import Unsupported
 from memory_core.query import FetchMode
@@ -22,9 +22,9 @@ class EngineDescriptor(ContractModel):
     id: str
     label: str
     description: str = ""
-    hosted: bool = False
-    needs_endpoint: bool = False
-    needs_key: bool = False
+    hosted: StrictBool = False
+    needs_endpoint: StrictBool = False
+    needs_key: StrictBool = False
     default_endpoint: str | None = None
     fetch_modes: tuple[FetchMode, ...] = ()
     consolidation: Consolidation = Consolidation.NONE

@@ -82,14 +82,19 @@ def checked_item(item: Any, field: str = "item") -> AnyItem:
     return parsed
 
 
-def validate_many(items: Iterable[Any]) -> list[AnyItem]:
+def validate_many(items: Sequence[Any]) -> list[AnyItem]:
     """Check a ``store_many`` batch: 1..=MAX_STORE_MANY items, each valid (reference §1.2 ``validate_many``).
 
+    Args:
+        items: The batch, a sequence (a list or tuple: receipts come back in its order).
+
     Raises:
-        InvalidRequest: an empty or oversized batch, or the first invalid item (named ``items.<i>…``).
+        InvalidRequest: not a sequence of items (None, a number, a string, a single item, a set), an empty or
+            oversized batch, or the first invalid item (named ``items.<i>…``).
     """
-    if isinstance(items, Mapping | str | bytes):
-        raise InvalidRequest("expected a list of items", field="items")
+    if not isinstance(items, Sequence) or isinstance(items, str | bytes | bytearray):
+        shown = "an item" if isinstance(items, Mapping) else type(items).__name__
+        raise InvalidRequest(f"expected a list of items, got {shown}", field="items")
     batch = list(items)
     if not batch:
         raise InvalidRequest("batch is empty", field="items")

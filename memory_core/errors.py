@@ -65,12 +65,15 @@ class InvalidRequest(MemoryCoreError, ValueError):
     Attributes:
         field: Dotted path of the offending field (``"limit"``, ``"filter.reach.at"``), or None when the
             request as a whole is wrong.
+        reason: What is wrong, without the field (``message`` is ``"<field>: <reason>"``); re-raise with
+            ``InvalidRequest(err.reason, field=...)`` to name the field differently without doubling it.
     """
 
     prefix = "invalid request"
 
     def __init__(self, message: str, field: str | None = None) -> None:
         self.field = field
+        self.reason = message
         super().__init__(f"{field}: {message}" if field else message)
 
     def to_dict(self) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from enum import StrEnum
 
 from pydantic import Field
 
-from memory_core._model import ContractModel
+from memory_core._model import ContractModel, StrictBool, StrictInt
 from memory_core.errors import InvalidRequest
 from memory_core.limits import DEFAULT_SCAN_LIMIT, MAX_BUCKETS, MAX_SCAN_LIMIT
 from memory_core.meta import ItemKind, MetaFilter, SourceKind
@@ -77,15 +77,15 @@ class ExploreRequest(ContractModel):
 
     facet: Facet
     filter: MetaFilter = Field(default_factory=MetaFilter)
-    limit: int = Field(default=50, gt=0, le=MAX_BUCKETS)
-    scan_limit: int = Field(default=DEFAULT_SCAN_LIMIT, gt=0, le=MAX_SCAN_LIMIT)
+    limit: StrictInt = Field(default=50, gt=0, le=MAX_BUCKETS)
+    scan_limit: StrictInt = Field(default=DEFAULT_SCAN_LIMIT, gt=0, le=MAX_SCAN_LIMIT)
 
 
 class Bucket(ContractModel):
     """``{value, count}``."""
 
     value: str
-    count: int
+    count: StrictInt
 
 
 class ExplorePage(ContractModel):
@@ -93,10 +93,10 @@ class ExplorePage(ContractModel):
 
     facet: Facet
     buckets: tuple[Bucket, ...] = ()
-    total: int = 0
-    missing: int = 0
-    more_buckets: int = 0
-    truncated: bool = False
+    total: StrictInt = 0
+    missing: StrictInt = 0
+    more_buckets: StrictInt = 0
+    truncated: StrictBool = False
 
 
 def facet_values(facet: Facet, hit: Hit) -> list[str]:

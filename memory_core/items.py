@@ -14,16 +14,18 @@ import math
 from collections.abc import Mapping
 from enum import StrEnum
 from functools import cached_property
-from typing import Annotated, Any, ClassVar, Literal, Self
+from typing import Annotated, Any, ClassVar, Final, Literal, Self
 
-from pydantic import Field, TypeAdapter, ValidationError, model_validator
+from pydantic import ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
-from memory_core._model import ContractModel, Timestamp, invalid_from
+from memory_core._model import ContractModel, StrictFloat, Timestamp, invalid_from, reading_wire, wire_input
 from memory_core.errors import InvalidRequest
 from memory_core.limits import MAX_TEXT_CHARS
 from memory_core.meta import ItemKind, MemoryMeta
 
 __all__ = [
+    "DEFAULT_LEARNING_CONFIDENCE",
+    "DEFAULT_LEARNING_KIND",
     "Conversation",
     "Document",
     "DocumentBody",
@@ -190,16 +192,50 @@ class Conversation(_Item):
         return next((t.text for t in self.turns if t.role is Role.USER), None)
 
 
+DEFAULT_LEARNING_KIND: Final = LearningKind.FACT
+"""The kind ``Learning(...)`` takes when none is given: the tool layer's ``learn`` default (reference §6.4)."""
+
+DEFAULT_LEARNING_CONFIDENCE: Final = 0.8
+"""The confidence ``Learning(...)`` takes when none is given: the tool layer's ``learn`` default (reference §6.4)."""
+
+
+_WIRE_REQUIRED: Final = ("kind", "confidence")
+"""Learning fields the wire must name although the Python constructor defaults them (reference §1.4)."""
+
+
+def _wire_required(schema: dict[str, Any]) -> None:
+    required = [name for name in schema.get("required", []) if name not in _WIRE_REQUIRED]
+    schema["required"] = [*required, *_WIRE_REQUIRED]
+
+
 class Learning(_Item):
-    """``{type: "learning", text, kind, confidence, evidence?, meta}``; confidence in 0..=1."""
+    """``{type: "learning", text, kind, confidence, evidence?, meta}``; confidence in 0..=1.
+
+    On the wire (JSON text, a mapping, ``parse_item``, ``model_validate``) ``kind`` and ``confidence`` are
+    required, as in the reference's item model (§1.4: neither is optional there), and the JSON schema says so.
+    Only the Python constructor defaults them, to what the reference's tool layer gives a ``learn`` call
+    (``DEFAULT_LEARNING_KIND``, ``DEFAULT_LEARNING_CONFIDENCE``; §6.4 ``memory.learn``), so
+    ``Learning(text="…")`` stays short. What a learning serialises always names both.
+    """
+
+    model_config = ConfigDict(json_schema_extra=_wire_required)
 
     kind_of: ClassVar[ItemKind] = ItemKind.LEARNING
     type: Literal["learning"] = "learning"
     text: str = Field(max_length=MAX_TEXT_CHARS)
-    kind: LearningKind = LearningKind.FACT
-    confidence: float = Field(default=0.8, ge=0.0, le=1.0, allow_inf_nan=False)
+    kind: LearningKind = DEFAULT_LEARNING_KIND
+    confidence: StrictFloat = Field(default=DEFAULT_LEARNING_CONFIDENCE, ge=0.0, le=1.0, allow_inf_nan=False)
     evidence: str | None = None
     meta: MemoryMeta = Field(default_factory=MemoryMeta)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _wire_names_kind_and_confidence(cls, data: Any) -> Any:
+        if isinstance(data, dict) and reading_wire():
+            for name in _WIRE_REQUIRED:
+                if name not in data:
+                    raise InvalidRequest("field required: a learning names its kind and confidence", field=name)
+        return data
 
     def render_text(self) -> str:
         """The learning's text."""
@@ -226,10 +262,11 @@ def parse_item(value: Any, field: str | None = None) -> Document | Conversation 
     if isinstance(value, Document | Conversation | Learning):
         return value
     try:
-        if isinstance(value, str | bytes | bytearray):
-            return _ITEM_ADAPTER.validate_json(value)
-        if isinstance(value, dict):
-            return _ITEM_ADAPTER.validate_python(value)
+        with wire_input():
+            if isinstance(value, str | bytes | bytearray):
+                return _ITEM_ADAPTER.validate_json(value)
+            if isinstance(value, dict):
+                return _ITEM_ADAPTER.validate_python(value)
     except ValidationError as exc:
         raise invalid_from(exc, prefix=field, union_tags=_ITEM_TAGS) from None
     raise InvalidRequest(f"expected an item object, got {type(value).__name__}", field=field)

@@ -11,7 +11,7 @@ from typing import ClassVar, Self
 
 from pydantic import Field, field_validator, model_validator
 
-from memory_core._model import ContractModel, Timestamp
+from memory_core._model import ContractModel, StrictBool, StrictInt, Timestamp
 from memory_core.errors import InvalidRequest
 from memory_core.namespace import ROOT, Namespace, Reach
 
@@ -65,8 +65,8 @@ class SourceRef(ContractModel):
 class TurnRange(ContractModel):
     """``{first, last}``: zero-based, inclusive turn indices."""
 
-    first: int = Field(ge=0)
-    last: int = Field(ge=0)
+    first: StrictInt = Field(ge=0)
+    last: StrictInt = Field(ge=0)
 
     @model_validator(mode="after")
     def _ordered(self) -> Self:
@@ -114,7 +114,7 @@ class MemoryMeta(ContractModel):
     tags: tuple[str, ...] = ()
     observed_at: Timestamp | None = None
     observed_actor: ObservedActor | None = None
-    derive: bool | None = None
+    derive: StrictBool | None = None
 
     @classmethod
     def from_source(cls, kind: SourceKind, source_id: str | None = None) -> MemoryMeta:
@@ -134,12 +134,14 @@ class MemoryMeta(ContractModel):
 def path_has_prefix(value: str, prefix: str) -> bool:
     """True when ``value`` equals ``prefix`` or lies below it on a ``/`` boundary.
 
-    ``/a/b`` admits ``/a/b/c`` but not ``/a/bc``. A trailing ``/`` on the prefix is ignored (reference §1.6).
+    ``/a/b`` admits ``/a/b/c`` but not ``/a/bc``. Trailing ``/`` on the prefix are ignored, so ``/a/b/`` is
+    ``/a/b`` and ``/`` is the empty prefix, which admits ``""`` and absolute paths but no relative path
+    (reference §1.6; ``path_prefix`` in ``meta/filter.rs``).
     """
-    p = prefix.rstrip("/")
-    if p == "":
-        return value.startswith("/") or prefix == ""
-    return value == p or value.startswith(p + "/")
+    if value == prefix:
+        return True
+    base = prefix.rstrip("/")
+    return value == base or value.startswith(base + "/")
 
 
 class MetaFilter(ContractModel):

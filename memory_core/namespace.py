@@ -16,13 +16,14 @@ from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import core_schema
 
-from memory_core._model import ContractModel
+from memory_core._model import ContractModel, StrictBool
 from memory_core.errors import InvalidRequest
 from memory_core.limits import MAX_NAMESPACE_DEPTH, MAX_SEGMENT_ID_CHARS
 
 __all__ = ["Namespace", "Reach", "SegmentKind", "fnv1a32", "sanitize_segment_id"]
 
-_ID_RE = re.compile(rf"^[A-Za-z0-9_-]{{1,{MAX_SEGMENT_ID_CHARS}}}$")
+_ID_RE = re.compile(rf"[A-Za-z0-9_-]{{1,{MAX_SEGMENT_ID_CHARS}}}")
+"""A whole segment id; always used with ``fullmatch`` (``$`` would also match before a final newline)."""
 _ILLEGAL = re.compile(r"[^A-Za-z0-9_-]")
 _SANITIZED_KEEP = 119
 """Characters kept of an illegal raw id before ``-`` and the 8-hex hash (reference §1.7)."""
@@ -55,7 +56,7 @@ def sanitize_segment_id(raw: str) -> str:
     A valid id is kept. Otherwise each illegal character becomes ``-``, the result is cut to 119 characters,
     and ``-`` plus the 8-hex FNV-1a hash of the original UTF-8 bytes is appended. An empty id becomes ``_``.
     """
-    if _ID_RE.match(raw):
+    if _ID_RE.fullmatch(raw):
         return raw
     if raw == "":
         return "_"
@@ -64,9 +65,9 @@ def sanitize_segment_id(raw: str) -> str:
 
 
 def _check_id(segment_id: str, field: str = "namespace") -> str:
-    if not _ID_RE.match(segment_id):
+    if not isinstance(segment_id, str) or not _ID_RE.fullmatch(segment_id):
         raise InvalidRequest(
-            f"segment id {segment_id[:40]!r} must be 1..={MAX_SEGMENT_ID_CHARS} characters of [A-Za-z0-9_-]",
+            f"segment id {str(segment_id)[:40]!r} must be 1..={MAX_SEGMENT_ID_CHARS} characters of [A-Za-z0-9_-]",
             field=field,
         )
     return segment_id
@@ -95,6 +96,10 @@ class Namespace:
     @classmethod
     def parse(cls, text: str) -> Namespace:
         """Parse ``kind:id/kind:id``; ``""`` and ``"root"`` are the root.
+
+        Whitespace around the whole string is trimmed first, as the reference's ``FromStr`` does
+        (``namespace/mod.rs``), so ``" team:a"`` with a final newline is ``team:a``; nothing inside it is
+        trimmed, so a blank or a line break within a path (between ``team:a`` and ``/agent:b``) is a bad id.
 
         Raises:
             InvalidRequest: a segment without ``:``, an unknown kind, a bad id, or more than 8 segments.
@@ -242,8 +247,8 @@ class Reach(ContractModel):
     """
 
     at: Namespace = ROOT
-    inherit: bool = True
-    descendants: bool = False
+    inherit: StrictBool = True
+    descendants: StrictBool = False
 
     @classmethod
     def of(cls, at: Namespace | str) -> Self:

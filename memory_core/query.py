@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import AfterValidator, Field, model_validator
 
-from memory_core._model import ContractModel, utc
+from memory_core._model import ContractModel, StrictBool, StrictInt, utc
 from memory_core.errors import InvalidRequest
 from memory_core.items import Conversation, Document, Learning, StoreItem
 from memory_core.limits import MAX_FORGET_IDS, MAX_GET_IDS, MAX_PAGE_LIMIT
@@ -34,6 +34,7 @@ __all__ = [
     "ForgetTarget",
     "GetRequest",
     "Hit",
+    "Limit",
     "ListPage",
     "ListRequest",
     "NonBlank",
@@ -53,8 +54,8 @@ def _non_blank(value: str) -> str:
 NonBlank = Annotated[str, AfterValidator(_non_blank)]
 """A string that is not empty or whitespace only."""
 
-Limit = Annotated[int, Field(gt=0, le=MAX_PAGE_LIMIT)]
-"""A page size: 1..=MAX_PAGE_LIMIT."""
+Limit = Annotated[StrictInt, Field(gt=0, le=MAX_PAGE_LIMIT)]
+"""A page size: 1..=MAX_PAGE_LIMIT, an int (``"7"``, ``True`` and ``7.0`` are refused)."""
 
 
 class FetchMode(StrEnum):
@@ -176,9 +177,9 @@ class FetchRequest(ContractModel):
     filter: MetaFilter = Field(default_factory=MetaFilter)
     limit: Limit = 10
     cursor: str | None = None
-    beliefs: int = Field(default=0, ge=0, le=MAX_PAGE_LIMIT)
+    beliefs: StrictInt = Field(default=0, ge=0, le=MAX_PAGE_LIMIT)
     refers_to: TimeHint | None = None
-    max_scopes: int | None = Field(default=None, gt=0)
+    max_scopes: StrictInt | None = Field(default=None, gt=0)
 
 
 class FetchPage(ContractModel):
@@ -248,7 +249,7 @@ class ForgetTarget(ContractModel):
 class ForgetReport(ContractModel):
     """``{forgotten}``: items actually removed."""
 
-    forgotten: int = 0
+    forgotten: StrictInt = 0
 
 
 class GetRequest(ContractModel):
@@ -262,7 +263,7 @@ class StoreReceipt(ContractModel):
     """``{id, replayed}``: ``replayed`` means the engine already held the item and wrote nothing."""
 
     id: str
-    replayed: bool = False
+    replayed: StrictBool = False
 
 
 class Exported(ContractModel):
@@ -288,7 +289,7 @@ class EraseRequest(ContractModel):
 
     reach: Reach
     kinds: tuple[ItemKind, ...] = ()
-    whole_tree: bool = False
+    whole_tree: StrictBool = False
 
     @model_validator(mode="after")
     def _interlock(self) -> Self:
@@ -306,5 +307,5 @@ class EraseRequest(ContractModel):
 class EraseReport(ContractModel):
     """``{erased_scopes, receipts}``."""
 
-    erased_scopes: int = 0
+    erased_scopes: StrictInt = 0
     receipts: tuple[str, ...] = ()

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+import memory_core.conformance.runner
 import memory_core.engines
 from memory_core import (
     Consolidation,
@@ -38,6 +39,7 @@ from memory_core.conformance.testing import assert_conforms, conformance_test
 from memory_core.engine import AnyItem, MemoryEngine
 from memory_core.engines.reference import ReferenceEngine
 from memory_core.query import (
+    ExportPage,
     FetchPage,
     FetchRequest,
     ForgetReport,
@@ -305,12 +307,49 @@ def test_cli_faults_shows_every_fault_caught_by_its_check() -> None:
     assert code == 0 and "17 of 17 faults caught" in " ".join(out.split())
 
 
+def test_cli_faults_table_keeps_one_readable_row_per_fault_at_80_columns() -> None:
+    result = cli.invoke(load_commands(), ["conformance", "--engine", "reference://", "--faults"], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    details = {r.fault: r.detail for r in run_faults(ReferenceEngine)}
+    for fault in Fault:  # the fault's name, its check and the detail's first word share the row's first line
+        opening = details[fault].split()[0]
+        row = [line for line in lines if fault.value in line]
+        assert row and FAULT_CHECKS[fault] in row[0] and "caught" in row[0] and opening in row[0], (fault, row)
+
+
 def test_cli_faults_exits_nonzero_when_a_fault_goes_uncaught(test_schemes: None) -> None:
     assert _invoke("--engine", "nofetch://")[0] == 0  # the engine itself conforms
     code, out = _invoke("--engine", "nofetch://", "--faults", "--json")
     assert code == 1
     uncaught = [r["fault"] for r in json.loads(out)["faults"] if r["caught_by"] is None]
     assert "IgnoreFetchFilter" in uncaught
+
+
+class _ExportingFaultyEngine(FaultyEngine):
+    """A wrapper that also forwards ``export``: ``NeverReplay`` is then caught by ``export`` (re-storing an exported
+    item must replay), one check before the ``replay`` check the contract names (see the ``faults`` module)."""
+
+    def _export(self, request: ListRequest) -> ExportPage:
+        return self.inner.export(request)
+
+
+def test_cli_faults_exits_nonzero_when_a_fault_is_caught_by_another_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(memory_core.conformance.runner, "FaultyEngine", _ExportingFaultyEngine)
+    code, out = _invoke("--engine", "reference://", "--faults", "--json")
+    assert code == 1, out
+    rows = {r["fault"]: r for r in json.loads(out)["faults"]}
+    assert all(r["caught_by"] is not None for r in rows.values())  # every fault is caught ...
+    never = rows[Fault.NEVER_REPLAY.value]
+    # ... but not every one by its named check
+    assert (never["caught_by"], never["expected"], never["as_named"]) == ("export", "replay", False)
+    args = ["conformance", "--engine", "reference://", "--faults"]
+    result = cli.invoke(load_commands(), args, env={"COLUMNS": "200"})
+    assert result.exit_code == 1
+    assert "16 of 17 faults caught by their named check" in " ".join(result.output.split())
+    row = next(line for line in result.output.splitlines() if Fault.NEVER_REPLAY.value in line)
+    assert "export" in row and "elsewhere" in row and "expected replay" in row
 
 
 def test_cli_unknown_scheme_prints_the_known_schemes_and_exits_2() -> None:

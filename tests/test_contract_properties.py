@@ -41,6 +41,7 @@ from memory_core import (
     GetRequest,
     HealthState,
     Hit,
+    InvalidRequest,
     ItemKind,
     Learning,
     LearningKind,
@@ -77,8 +78,18 @@ from memory_core.namespace import sanitize_segment_id
 PROPERTY = settings(max_examples=40, deadline=None)
 
 # building blocks ------------------------------------------------------------------------------------------
-segment_ids = st.text(alphabet=string.ascii_letters + string.digits + "_-", min_size=1, max_size=16)
-long_ids = st.text(alphabet=string.ascii_letters + string.digits + "_-", min_size=1, max_size=128)
+ID_CHARS = string.ascii_letters + string.digits + "_-"
+segment_ids = st.text(alphabet=ID_CHARS, min_size=1, max_size=16)
+long_ids = st.text(alphabet=ID_CHARS, min_size=1, max_size=128)
+# an otherwise valid id with one character outside the set, anywhere in it (a line end, a blank, a separator,
+# non-ASCII): the cases a `^…$` pattern lets through when the character is a final newline
+illegal_chars = st.one_of(st.sampled_from("\n\r\t \x00/:.@é"), st.characters().filter(lambda c: c not in ID_CHARS))
+near_ids = st.builds(
+    lambda head, bad, tail: head + bad + tail,
+    st.text(ID_CHARS, max_size=6),
+    illegal_chars,
+    st.text(ID_CHARS, max_size=6),
+)
 segments = st.lists(st.tuples(st.sampled_from(SegmentKind), segment_ids), max_size=8)
 namespaces = segments.map(lambda segs: Namespace(tuple(segs)))
 reaches = st.builds(Reach, at=namespaces, inherit=st.booleans(), descendants=st.booleans())
@@ -123,8 +134,14 @@ filters = st.builds(
     reach=maybe(reaches),
     workspace=maybe(words),
     folder=maybe(words),
+    file_path=maybe(words),
+    language=maybe(words),
+    repo=maybe(words),
+    commit=maybe(words),
+    url=maybe(words),
     thread_id=maybe(words),
     turns=maybe(turn_ranges()),
+    agent_id=maybe(words),
     tool_call=maybe(words),
     source_id=maybe(words),
     kinds=kind_sets,
@@ -397,11 +414,24 @@ def test_namespace_parse_of_any_valid_path_formats_back_to_it(segs: list[tuple[S
 
 
 @PROPERTY
-@given(st.text(max_size=300))
+@given(st.one_of(st.text(max_size=300), near_ids))
 def test_sanitize_always_yields_a_valid_segment_id(raw: str) -> None:
     sid = sanitize_segment_id(raw)
     assert str(Namespace.parse(f"agent:{sid}")) == f"agent:{sid}"
     assert sanitize_segment_id(raw) == sid
+    ns = Namespace.agent(raw)
+    meta = MemoryMeta(namespace=ns)
+    assert MemoryMeta.model_validate_json(meta.to_json()).namespace == ns
+
+
+@PROPERTY
+@given(near_ids, st.sampled_from(SegmentKind))
+def test_an_id_with_a_character_outside_the_set_is_refused_wherever_it_appears(bad: str, kind: SegmentKind) -> None:
+    assert sanitize_segment_id(bad) != bad
+    with pytest.raises(InvalidRequest):
+        Namespace(((kind, bad),))
+    with pytest.raises(InvalidRequest):
+        Namespace.parse(f"team:t/{kind.value}:{bad}/agent:z")
 
 
 def _shuffled(value: Any, rng: random.Random) -> Any:
@@ -440,3 +470,13 @@ def test_the_id_ignores_observation_stamps_and_tool_call_ids(
 def test_the_namespace_is_part_of_the_id(item: Document | Conversation | Learning, ns: Namespace) -> None:
     moved = item.with_meta(item.item_meta.at(ns))
     assert (moved.id == item.id) == (ns == item.item_meta.namespace)
+
+
+@PROPERTY
+@given(filters, metas, st.sampled_from(ItemKind))
+def test_a_filter_matches_exactly_when_each_of_its_set_fields_does(
+    flt: MetaFilter, meta: MemoryMeta, kind: ItemKind
+) -> None:
+    set_fields = [name for name in MetaFilter.model_fields if name != "reach" and getattr(flt, name) not in (None, ())]
+    parts = [MetaFilter(reach=flt.reach, **{name: getattr(flt, name)}) for name in set_fields]
+    assert flt.matches(kind, meta) == all(p.matches(kind, meta) for p in parts or [MetaFilter(reach=flt.reach)])

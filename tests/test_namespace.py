@@ -194,3 +194,33 @@ def test_fnv1a32_matches_the_published_vectors() -> None:
     assert fnv1a32(b"") == 0x811C9DC5
     assert fnv1a32(b"a") == 0xE40C292C
     assert fnv1a32(b"foobar") == 0xBF9CF968
+
+
+# ids end where they end: no trailing newline slips past the id rule ----------------------------------------
+@pytest.mark.parametrize("bad", ["x\n", "\nx", "x\r", "x\t", "x ", "x\x00", "é"])
+def test_a_segment_id_with_any_character_outside_the_set_is_refused(bad: str) -> None:
+    with pytest.raises(InvalidRequest) as info:
+        Namespace(((SegmentKind.AGENT, bad),))
+    assert info.value.field == "namespace"
+    with pytest.raises(InvalidRequest):
+        ROOT.child(SegmentKind.TEAM, bad)
+    with pytest.raises(InvalidRequest):
+        Namespace.parse(f"team:a/agent:{bad}/agent:y")
+
+
+def test_sanitizing_replaces_a_trailing_newline_and_the_result_survives_json() -> None:
+    raw = "bob\n"
+    assert sanitize_segment_id(raw) == f"bob--{fnv1a32(raw.encode()):08x}"
+    ns = Namespace.agent(raw)
+    assert str(ns) == f"agent:bob--{fnv1a32(raw.encode()):08x}"
+    meta = MemoryMeta().at(ns)
+    assert MemoryMeta.model_validate_json(meta.to_json()) == meta
+
+
+def test_parse_trims_the_whole_string_as_the_reference_does_but_never_inside_it() -> None:
+    # reference namespace/mod.rs: `FromStr` trims the input before splitting; segments themselves are not trimmed
+    assert Namespace.parse("  team:a/agent:b\n") == Namespace.parse("team:a/agent:b")
+    assert Namespace.parse(" root ") == ROOT
+    for inner in ("team:a /agent:b", "team:a/ agent:b", "team:a\n/agent:b"):
+        with pytest.raises(InvalidRequest):
+            Namespace.parse(inner)

@@ -132,6 +132,35 @@ def test_embed_is_a_unit_64_dimension_vector() -> None:
     assert embed("") == [0.0] * EMBED_DIM
 
 
+# Golden vectors, derived by hand from §3 (pad each word with a space on each side, hash every trigram with 32-bit
+# FNV-1a over code points, +1 at hash % 64, L2-normalise):
+#   "ab"   -> " ab" 0xde972e88 % 64 = 8,  "ab " 0x5b484f5e % 64 = 30            -> 1/sqrt(2) at 8 and 30
+#   "abc"  -> " ab" 8, "abc" 0x1a47e90b % 64 = 11, "bc " 0xb0bc5596 % 64 = 22   -> 1/sqrt(3) at 8, 11, 22
+#   "aaaa" -> " aa" 0xe1973341 % 64 = 1, "aaa" 0x3445d362 % 64 = 34 (twice), "aa " 0xf5457035 % 64 = 53
+#                                                                               -> (1, 2, 1)/sqrt(6) at 1, 34, 53
+#   "é"    -> " é " over code points 0x71c02e26 % 64 = 38 (over UTF-8 bytes it would be index 5)
+# cosine("ab", "abc") shares only index 8: (1/sqrt(2)) * (1/sqrt(3)) = 1/sqrt(6).
+GOLDEN_EMBEDDINGS = [
+    ("ab", {8: 2**-0.5, 30: 2**-0.5}),
+    ("abc", {8: 3**-0.5, 11: 3**-0.5, 22: 3**-0.5}),
+    ("aaaa", {1: 6**-0.5, 34: 2 * 6**-0.5, 53: 6**-0.5}),
+    ("é", {38: 1.0}),
+    ("AB, ab!", {8: 2**-0.5, 30: 2**-0.5}),  # tokenised to ["ab", "ab"] first: the same direction
+]
+
+
+@pytest.mark.parametrize(("text", "nonzero"), GOLDEN_EMBEDDINGS, ids=[row[0] for row in GOLDEN_EMBEDDINGS])
+def test_embed_matches_the_hand_derived_golden_vectors(text: str, nonzero: dict[int, float]) -> None:
+    vec = embed(text)
+    assert {i for i, v in enumerate(vec) if v} == set(nonzero)
+    assert all(vec[i] == pytest.approx(v, abs=1e-12) for i, v in nonzero.items())
+
+
+def test_cosine_of_two_fixed_strings_matches_the_hand_derived_value() -> None:
+    assert cosine(embed("ab"), embed("abc")) == pytest.approx(6**-0.5, abs=1e-12)
+    assert cosine(embed("ab"), embed("aaaa")) == 0.0
+
+
 def test_mode_scores_and_the_vector_threshold() -> None:
     assert VECTOR_THRESHOLD == 0.2
     assert mode_score(FetchMode.KEYWORD, 0.0, 0.9) is None

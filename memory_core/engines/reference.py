@@ -63,6 +63,8 @@ _BELIEF_CONFIDENCE = 0.5
 _WS = re.compile(r"\s+")
 _T = TypeVar("_T")
 _SENTENCE_END = re.compile(r"[.!?]")
+_CURSOR = re.compile(r"[0-9]{1,18}")
+"""A cursor: the start index as ASCII decimal digits (18 bound any offset and keep ``int`` well inside its limit)."""
 
 
 def first_sentence(text: str) -> str:
@@ -126,9 +128,14 @@ def _scoped(rows: Iterable[tuple[str, AnyItem]], query: str, flt: MetaFilter, ma
 
 
 def _offset(cursor: str | None) -> int:
+    """The start index a cursor names; only the ASCII decimals ``_page`` mints are cursors.
+
+    Raises:
+        InvalidRequest: anything else (``str.isdigit`` would pass ``"²"`` and ``"١"``, and ``int`` reads the latter).
+    """
     if cursor is None:
         return 0
-    if not cursor.isdigit():
+    if not _CURSOR.fullmatch(cursor):
         raise InvalidRequest(f"unknown cursor {cursor[:40]!r}", field="cursor")
     return int(cursor)
 
