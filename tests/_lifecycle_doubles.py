@@ -55,7 +55,8 @@ class Recording(MemoryEngine):
     """Delegates every hook to ``inner`` (a ``ReferenceEngine`` by default) and records the call first.
 
     ``fail_when(op, predicate, error)`` makes calls of ``op`` whose argument passes ``predicate`` raise ``error``.
-    ``modes`` overrides the fetch modes the descriptor declares.
+    ``modes`` overrides the fetch modes the descriptor declares. ``in_flight()`` counts hook calls that have
+    started and not yet returned (work a lifecycle call left running).
     """
 
     def __init__(
@@ -69,6 +70,7 @@ class Recording(MemoryEngine):
         self._rules: list[tuple[str, Rule]] = []
         self._lock = threading.Lock()
         self._modes = tuple(modes) if modes is not None else None
+        self._active = 0
 
     # control -------------------------------------------------------------------------------------------
     def fail_when(self, op: str, error: BaseException, predicate: Callable[[Any], bool] = lambda _: True) -> None:
@@ -86,6 +88,10 @@ class Recording(MemoryEngine):
         with self._lock:
             self.calls.clear()
 
+    def in_flight(self) -> int:
+        with self._lock:
+            return self._active
+
     def _enter(self, op: str, arg: Any, options: WriteOptions | None = None) -> None:
         with self._lock:
             self.calls.append(Call(op, arg, options))
@@ -93,6 +99,16 @@ class Recording(MemoryEngine):
             error = rule(op, arg)
             if error is not None:
                 raise error
+
+    def _run(self, op: str, arg: Any, call: Callable[[], Any], options: WriteOptions | None = None) -> Any:
+        with self._lock:
+            self._active += 1
+        try:
+            self._enter(op, arg, options)
+            return call()
+        finally:
+            with self._lock:
+                self._active -= 1
 
     # identity ------------------------------------------------------------------------------------------
     def descriptor(self) -> EngineDescriptor:
@@ -107,68 +123,53 @@ class Recording(MemoryEngine):
 
     # hooks ---------------------------------------------------------------------------------------------
     def _recall(self, request: RecallRequest) -> RecallAnswer:
-        self._enter("recall", request)
-        return self.inner._recall(request)
+        return self._run("recall", request, lambda: self.inner._recall(request))
 
     def _fetch(self, request: FetchRequest) -> FetchPage:
-        self._enter("fetch", request)
-        return self.inner._fetch(request)
+        return self._run("fetch", request, lambda: self.inner._fetch(request))
 
     def _store(self, item: AnyItem) -> StoreReceipt:
-        self._enter("store", item)
-        return self.inner._store(item)
+        return self._run("store", item, lambda: self.inner._store(item))
 
     def _store_with(self, item: AnyItem, options: WriteOptions) -> StoreReceipt:
-        self._enter("store_with", item, options)
-        return self.inner._store_with(item, options)
+        return self._run("store_with", item, lambda: self.inner._store_with(item, options), options)
 
     def _store_many(self, items: Sequence[AnyItem]) -> list[StoreReceipt]:
-        self._enter("store_many", list(items))
-        return self.inner._store_many(items)
+        return self._run("store_many", list(items), lambda: self.inner._store_many(items))
 
     def _store_many_with(self, items: Sequence[AnyItem], options: WriteOptions) -> list[StoreReceipt]:
-        self._enter("store_many_with", list(items), options)
-        return self.inner._store_many_with(items, options)
+        call = lambda: self.inner._store_many_with(items, options)  # noqa: E731
+        return self._run("store_many_with", list(items), call, options)
 
     def _forget(self, target: ForgetTarget) -> ForgetReport:
-        self._enter("forget", target)
-        return self.inner._forget(target)
+        return self._run("forget", target, lambda: self.inner._forget(target))
 
     def _forget_within(self, ids: Sequence[str], reach: Reach) -> ForgetReport:
-        self._enter("forget_within", (ids, reach))
-        return self.inner._forget_within(ids, reach)
+        return self._run("forget_within", (ids, reach), lambda: self.inner._forget_within(ids, reach))
 
     def _list(self, request: ListRequest) -> ListPage:
-        self._enter("list", request)
-        return self.inner._list(request)
+        return self._run("list", request, lambda: self.inner._list(request))
 
     def _list_preview(self, request: ListRequest) -> ListPage:
-        self._enter("list_preview", request)
-        return self.inner._list_preview(request)
+        return self._run("list_preview", request, lambda: self.inner._list_preview(request))
 
     def _export(self, request: ListRequest) -> ExportPage:
-        self._enter("export", request)
-        return self.inner._export(request)
+        return self._run("export", request, lambda: self.inner._export(request))
 
     def _erase(self, request: EraseRequest) -> EraseReport:
-        self._enter("erase", request)
-        return self.inner._erase(request)
+        return self._run("erase", request, lambda: self.inner._erase(request))
 
     def _explore(self, request: ExploreRequest) -> ExplorePage:
-        self._enter("explore", request)
-        return self.inner._explore(request)
+        return self._run("explore", request, lambda: self.inner._explore(request))
 
     def _get(self, request: GetRequest) -> list[Hit]:
-        self._enter("get", request)
-        return self.inner._get(request)
+        return self._run("get", request, lambda: self.inner._get(request))
 
     def _consolidate(self, request: ConsolidateRequest) -> ConsolidateReceipt:
-        self._enter("consolidate", request)
-        return self.inner._consolidate(request)
+        return self._run("consolidate", request, lambda: self.inner._consolidate(request))
 
     def _beliefs(self, request: BeliefsRequest) -> list[Hit]:
-        self._enter("beliefs", request)
-        return self.inner._beliefs(request)
+        return self._run("beliefs", request, lambda: self.inner._beliefs(request))
 
 
 class StartedEngine(ReferenceEngine):
@@ -188,3 +189,30 @@ def stored(engine: MemoryEngine) -> list[AnyItem]:
         if page.next_cursor is None:
             return out
         cursor = page.next_cursor
+
+
+class Rendezvous(Recording):
+    """A recording engine whose turn log and reads wait for each other, to prove they overlap.
+
+    ``store_with`` announces itself and waits for a ``fetch`` to start; each ``fetch`` announces itself and waits
+    for ``store_with`` to start. Each records whether the other arrived while it was still running. The waits end
+    after ``patience`` seconds so a sequential caller cannot hang the test; it then sees ``False``.
+    """
+
+    def __init__(self, inner: MemoryEngine | None = None, *, patience: float = 10.0) -> None:
+        super().__init__(inner)
+        self.patience = patience
+        self.log_started = threading.Event()
+        self.read_started = threading.Event()
+        self.log_saw_read: list[bool] = []
+        self.read_saw_log: list[bool] = []
+
+    def _store_with(self, item: AnyItem, options: WriteOptions) -> StoreReceipt:
+        self.log_started.set()
+        self.log_saw_read.append(self.read_started.wait(self.patience))
+        return super()._store_with(item, options)
+
+    def _fetch(self, request: FetchRequest) -> FetchPage:
+        self.read_started.set()
+        self.read_saw_log.append(self.log_started.wait(self.patience))
+        return super()._fetch(request)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from pathlib import Path
 
 import pytest
+from _data import DATA_DIR, require_data
 
 from memory_core.documents import (
     MAX_DOCUMENT_BYTES,
@@ -24,16 +26,12 @@ from memory_core.limits import MAX_TEXT_CHARS
 from memory_core.meta import MemoryMeta
 
 FIXTURES = Path(__file__).parent / "fixtures" / "documents"
-PEPS = Path(__file__).resolve().parents[2] / "shared" / "data" / "docs" / "peps"
+PEPS = DATA_DIR / "docs" / "peps"
 
 
 def needs_peps() -> None:
-    """Skip without ../shared (a bare checkout), but fail when CI=true, where it is always laid beside the repo."""
-    if PEPS.is_dir():
-        return
-    if os.environ.get("CI", "").lower() in {"1", "true", "yes"}:
-        pytest.fail(f"shared PEPs not found at {PEPS}")
-    pytest.skip(f"shared PEPs not found at {PEPS}")
+    """Skip without the shared PEPs (a bare checkout), but fail when CI=true (``_data.require_data``)."""
+    require_data("docs/peps")
 
 
 def make_pdf(pages: list[list[str]], title: str | None = None) -> bytes:
@@ -449,3 +447,38 @@ def test_walk_paths_lists_files_without_converting_and_blank_source_fails_at_onc
     with pytest.raises(InvalidRequest) as info:
         iter_documents([tmp_path], source=" ")
     assert info.value.field == "source"
+
+
+# --- terminal escapes, pypdf's log, messages for people ------------------------------------------------------
+
+
+def test_terminal_escape_sequences_are_removed_whole() -> None:
+    log = b"\x1b[1;31mERROR\x1b[0m disk full\n\x1b]0;build log\x07step \x1b[2K\x1b[1Gtwo \x1b(Bdone\n"
+    doc = brain_document(log, name="build.txt")
+    assert doc.title == "ERROR disk full"
+    assert doc.text == "ERROR disk full\nstep two done"
+    assert not re.search(r"\[[0-9;]*[A-Za-z]", doc.text)
+    # an unterminated control string loses only its introducer, never the rest of the file
+    assert brain_document(b"keep \x1b]this\nand this\n", name="a.txt").text == "keep this\nand this"
+    md = brain_document(b"# \x1b[32mGuide\x1b[0m\n\nRun \x1b[1mmake\x1b[0m first.\n", name="g.md")
+    assert (md.title, md.text) == ("Guide", "Run make first.")
+
+
+def test_a_damaged_pdf_is_refused_without_pypdf_warnings(caplog: pytest.LogCaptureFixture) -> None:
+    level = logging.getLogger("pypdf").level
+    with caplog.at_level(logging.DEBUG):
+        error = invalid_file(b"%PDF-1.7\ntruncated", "broken.pdf", name="broken.pdf")
+    assert "not a readable PDF" in str(error)
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("pypdf") and r.levelno >= logging.WARNING] == []
+    assert logging.getLogger("pypdf").level == level  # restored after the conversion
+
+
+def test_messages_say_what_the_file_looked_like_and_what_is_accepted() -> None:
+    error = str(invalid_file(b"print('x')\n", "script.py", name="script.py"))
+    assert "its content looks like plain text" in error
+    assert "accepted: Markdown (.md" in error and "PDF (.pdf)" in error and "mime" not in error
+    assert "looks like binary data" in str(invalid_file(b"\x89PNG\x00\x00", "img.png", name="img.png"))
+    assert "looks like HTML" in str(invalid_file(b"<!doctype html><p>x", "fake.pdf", name="fake.pdf"))
+    legacy = str(invalid_file(b"caf\xe9 au lait", "menu.txt", name="menu.txt"))
+    assert "legacy 8-bit encoding" in legacy and "re-encode it as UTF-8" in legacy and "mime" not in legacy
+    assert "looks like binary data" in str(invalid_file(bytes(range(1, 256)) * 4, "blob.txt", name="blob.txt"))

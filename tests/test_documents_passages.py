@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from _data import DATA_DIR, require_data
 
 from memory_core.cli._jobs import DOCS_PER_JOB, plan_ingest
 from memory_core.documents import brain_document, split_document, split_text
@@ -21,7 +22,7 @@ from memory_core.lifecycle.layout import MemoryLayout
 from memory_core.lifecycle.runner import BackgroundRunner
 from memory_core.meta import MemoryMeta
 
-PEPS = Path(__file__).resolve().parents[2] / "shared" / "data" / "docs" / "peps"
+PEPS = DATA_DIR / "docs" / "peps"
 
 
 def _para(word: str, n: int) -> str:
@@ -109,8 +110,7 @@ def test_the_split_is_deterministic() -> None:
 
 
 def test_every_pep_splits_into_bullet_sized_passages_with_its_header_last() -> None:
-    if not PEPS.is_dir():
-        pytest.skip(f"shared PEPs not found at {PEPS}")
+    require_data("docs/peps")
     doc = brain_document(PEPS / "pep-0008.rst")
     parts = split_document(doc)
     assert len(parts) > 20 and all(len(p.text) <= PASSAGE_MAX_CHARS for p in parts)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import json
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -76,7 +77,12 @@ def test_the_live_turn_never_runs_a_model():
     assert engine.of("recall") == []
 
 
-def test_the_live_turn_never_spawns_work():
+def test_the_live_turn_leaves_no_work_running():
+    """No work outlives the call: every engine call it made has returned, and every thread it started is gone.
+
+    The one kind of thread that may stay is the shared read pool's (``memory_core.recall.pool``), created once
+    per process on first use; it is idle when the call returns (no engine call is running on it).
+    """
     engine = Recording()
     seeded(engine.inner)
     memory = AgentMemory(engine, LAYOUT, "writer")
@@ -86,17 +92,29 @@ def test_the_live_turn_never_spawns_work():
         return {t for t in threads if not t.name.startswith(RECALL_POOL_PREFIX)}
 
     before = set(threading.enumerate())
-    count = threading.active_count()
     context = memory.pre_turn(turn("t1", 8, "when are invoices sent?"))
+    assert engine.in_flight() == 0  # the log and every read have returned ...
     report = memory.post_turn(reply("t1", 9, "On the first."))
+    assert engine.in_flight() == 0
     after = set(threading.enumerate())
-    assert outside_pool(after) == outside_pool(before)
-    assert threading.active_count() - len(after - outside_pool(after)) == count - len(before - outside_pool(before))
-    assert all(t.name.startswith(RECALL_POOL_PREFIX) for t in after - before)
+    assert outside_pool(after) == outside_pool(before)  # ... the per-call log thread is joined ...
+    assert all(t.name.startswith(RECALL_POOL_PREFIX) for t in after - before)  # ... only pool workers may stay
     assert context.logged is not None
-    assert report.jobs == (memory.history_build(),)  # returned as a value ...
+    assert report.jobs == (memory.history_build(),)  # slow work is returned as a value ...
     assert engine.of("consolidate") == [] and engine.of("store_many_with") == []  # ... and not run
     assert not [i for i in engine.inner.snapshot() if isinstance(i, Learning) and i.evidence]
+
+
+def test_the_live_turn_on_a_host_executor_leaves_nothing_queued_there():
+    engine = Recording()
+    seeded(engine.inner)
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="host") as pool:
+        memory = AgentMemory(engine, LAYOUT, "writer", executor=pool)
+        before = set(threading.enumerate())
+        context = memory.pre_turn(turn("t1", 0, "when are invoices sent?"))
+        assert engine.in_flight() == 0 and context.logged is not None
+        assert {t for t in set(threading.enumerate()) - before if not t.name.startswith("host")} == set()
+        assert pool.submit(lambda: "idle").result() == "idle"  # nothing of the call is left ahead in its queue
 
 
 def test_post_turn_starts_no_thread_at_all():

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from datetime import UTC, datetime
 
 import pytest
-from _lifecycle_doubles import Recording, stored
+from _lifecycle_doubles import Recording, Rendezvous, stored
 
 from memory_core.consolidation import Consolidation, WaitFor
 from memory_core.engines.reference import ReferenceEngine
@@ -75,6 +77,8 @@ def test_recall_policy_defaults_follow_reference_4_3():
     assert (policy.budget_tokens, policy.learnings_limit, policy.brain_limit) == (1200, 8, 6)
     assert (policy.history_limit, policy.team_limit, policy.build_beliefs_every) == (6, 3, 10)
     assert BRAIN_SCOPES_PER_TURN == 4
+    # the one deviation: §4.3 has no relevance floor; memory-core's default is 0.5 (DEFAULT_MIN_RELEVANCE)
+    assert policy.min_relevance == 0.5 and RecallPolicy.from_settings().min_relevance == 0.5
 
 
 def test_recall_policy_refuses_a_negative_limit_naming_the_field():
@@ -452,20 +456,143 @@ def test_the_offline_example_shows_beliefs_reaching_learnings(capsys):
 
     main()
     out = capsys.readouterr().out
-    before, after = out.split("background: running 3 queued job(s)")
-    assert "## Learnings" not in before and "job queued" in before
+    before, after = out.split("background: running 4 queued job(s)")
+    assert "## Learnings" not in before and "job queued" in before and "Learnings · " not in before
     assert "build_beliefs  done" in after
     learnings = after.split("## Learnings")[1].split("## Brain")[0]
     assert "- We are moving billing to Postgres 16 next sprint, can you plan it?" in learnings
     assert "- Billing runs on Postgres 16 in eu-west-1." in learnings
+    marked = re.findall(r"^  Learnings · belief \(tagged consolidated\): (.*)$", after, re.MULTILINE)
+    assert "Billing runs on Postgres 16 in eu-west-1." in marked
+    assert f"\n{len(marked)} Learnings bullet(s) of the last pack came from the belief builds" in after
+
+
+def test_the_offline_example_leaves_the_prompt_window_out(capsys):
+    from memory_core.examples.agent_loop import main
+
+    main()
+    out = capsys.readouterr().out
+    second = out.split("writer · w1 · turn 2:")[1].split("background: running")[0]
+    history = second.split("## This agent's history")[1].split("##")[0]
+    assert "user: We are moving billing to Postgres 16 next sprint" in history  # turn 0: out of the prompt
+    assert "Planned: the billing migration" not in second  # turn 1: still in the prompt (in_prompt_from=1)
+    assert "Who has to approve the migration plan?" not in second.split("# Memory")[1]  # the turn being logged
 
 
 def test_a_host_executor_runs_the_log_and_the_reads(engine, layout):
-    from concurrent.futures import ThreadPoolExecutor
-
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="host") as pool:
         memory = AgentMemory(engine, layout, "writer", executor=pool)
         ctx = memory.pre_turn({"thread_id": "t1", "turn_index": 0, "user_text": "refund timeline"})
     assert ctx.logged is not None and ctx.log_error is None
     assert {c.thread for c in engine.calls} == {"host_0"}
     assert len(engine.of("fetch")) == 4
+
+
+# concurrency and host executors -------------------------------------------------------------------------
+def test_pre_turn_logs_while_the_read_runs(layout):
+    """The log and the read overlap: each sees the other start while it is still running."""
+    engine = Rendezvous()
+    ctx = AgentMemory(engine, layout, "writer").pre_turn({"thread_id": "t1", "turn_index": 0, "user_text": "refunds"})
+    assert ctx.logged is not None and ctx.log_error is None
+    assert engine.log_saw_read == [True]
+    assert engine.read_saw_log and all(engine.read_saw_log)
+
+
+def test_pre_turn_on_a_shut_down_host_executor_still_logs_the_turn(engine, layout):
+    pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="host")
+    pool.shutdown()
+    ctx = AgentMemory(engine, layout, "writer", executor=pool).pre_turn(
+        {"thread_id": "t1", "turn_index": 0, "user_text": "refund timeline"}
+    )
+    assert ctx.logged is not None and ctx.log_error is None
+    (item,) = stored(engine.inner)
+    assert item.id == ctx.logged.id
+    assert len(engine.of("fetch")) == 4  # the reads ran too (in the caller)
+
+
+def test_pre_turn_inside_the_one_worker_host_executor_it_was_given_does_not_deadlock(engine, layout):
+    """The log queued behind the very call waiting for it is taken back and run in the caller."""
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="host")
+    # one section: a single read runs inline, so this pins the log's half (the reads' half is recall.pool's)
+    policy = {"brain_limit": 0, "history_limit": 0, "team_limit": 0}
+    memory = AgentMemory(engine, layout, "writer", executor=pool).with_policy(policy)
+    try:
+        running = pool.submit(memory.pre_turn, {"thread_id": "t1", "turn_index": 0, "user_text": "refunds"})
+        ctx = running.result(timeout=30)  # a guard against hanging, not a timing assertion
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)  # frees a deadlocked worker if the guard tripped
+    assert ctx.logged is not None and ctx.log_error is None
+    assert {c.thread for c in engine.of("store_with")} == {"host_0"}
+
+
+def test_a_process_pool_is_refused_as_the_host_executor(engine, layout):
+    with ProcessPoolExecutor(max_workers=1) as pool, pytest.raises(InvalidRequest) as err:
+        AgentMemory(engine, layout, "writer", executor=pool)
+    assert err.value.field == "executor"
+
+
+# bad input ----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("call", "turn", "field"),
+    [
+        ("pre_turn", {"thread_id": "t1", "turn_index": True, "user_text": "hi"}, "turn_index"),
+        ("pre_turn", {"thread_id": "t1", "turn_index": 1.0, "user_text": "hi"}, "turn_index"),
+        ("pre_turn", {"thread_id": "t1", "turn_index": "1", "user_text": "hi"}, "turn_index"),
+        (
+            "pre_turn",
+            {"thread_id": "t1", "turn_index": 0, "user_text": "hi", "in_prompt_from": False},
+            "in_prompt_from",
+        ),
+        ("pre_turn", '{"thread_id": "t1", "turn_index": true, "user_text": "hi"}', "turn_index"),
+        ("pre_turn", {"thread_id": "t1", "turn_index": 0, "user_text": "hi", "at": "2024-05-01T09:30:00"}, "at"),
+        ("pre_turn", {"thread_id": "t1", "turn_index": 0, "user_text": "hi", "at": datetime(2024, 5, 1)}, "at"),
+        ("post_turn", {"thread_id": "t1", "turn_index": True, "assistant_text": "ok"}, "turn_index"),
+        ("post_turn", {"thread_id": "t1", "turn_index": 1, "assistant_text": "ok", "at": "2024-05-01 09:30"}, "at"),
+    ],
+)
+def test_a_wrong_type_or_a_naive_time_is_refused_and_nothing_is_stored(engine, layout, call, turn, field):
+    with pytest.raises(InvalidRequest) as err:
+        getattr(AgentMemory(engine, layout, "writer"), call)(turn)
+    assert err.value.field == field
+    assert engine.calls == []
+
+
+def test_a_time_with_an_offset_is_stored_in_utc(engine, layout):
+    memory = AgentMemory(engine, layout, "writer")
+    memory.pre_turn({"thread_id": "t1", "turn_index": 0, "user_text": "hi", "at": "2024-05-01T11:30:00+02:00"})
+    memory.post_turn(PostTurn(thread_id="t1", turn_index=1, assistant_text="ok", at=AT))
+    assert [i.meta.observed_at for i in stored(engine.inner)] == [AT, AT]
+    assert PreTurn(thread_id="t", turn_index=0, user_text="x", at=AT).to_dict()["at"] == "2024-05-01T09:30:00Z"
+
+
+def test_recall_refuses_a_query_that_is_not_a_string(engine, layout):
+    with pytest.raises(InvalidRequest) as err:
+        AgentMemory(engine, layout, "writer").recall(5)  # type: ignore[arg-type]
+    assert err.value.field == "query"
+    assert engine.calls == []
+
+
+@pytest.mark.parametrize("field", ["budget_tokens", "learnings_limit", "team_limit", "build_beliefs_every"])
+def test_recall_policy_counts_are_strict_integers(field):
+    for bad in (True, 2.0, "2"):
+        with pytest.raises(InvalidRequest) as err:
+            RecallPolicy.model_validate({field: bad})
+        assert err.value.field == field
+    with pytest.raises(InvalidRequest) as err:
+        CoreScope.new("team:acme", "Company").with_limit(True)  # type: ignore[arg-type]
+    assert err.value.field == "limit"
+
+
+def test_standard_sections_refuse_a_blank_agent_id_even_without_a_history_section(layout):
+    for agent in ("", "  "):
+        with pytest.raises(InvalidRequest) as err:
+            standard_sections(layout, agent, RecallPolicy(history_limit=0))
+        assert err.value.field == "agent_id"
+
+
+def test_promote_names_the_scope_for_a_malformed_node(engine, layout):
+    memory = AgentMemory(engine, layout, "writer").with_core([CoreScope.new("team:acme", "Company")])
+    with pytest.raises(InvalidRequest) as err:
+        memory.promote("team acme", Learning(text="x"))
+    assert err.value.field == "scope" and str(err.value).count("scope:") == 1
+    assert engine.calls == []

@@ -9,7 +9,15 @@ from memory_core.consolidation import ConsolidateRequest, Consolidation, WaitFor
 from memory_core.engines.reference import ReferenceEngine
 from memory_core.errors import InvalidRequest, Unsupported
 from memory_core.items import Document
-from memory_core.lifecycle import Brain, BrainDocument, BrainSource, BuildBeliefs, MemoryLayout
+from memory_core.lifecycle import (
+    Brain,
+    BrainDocument,
+    BrainSource,
+    BuildBeliefs,
+    IngestBrain,
+    MemoryLayout,
+    parse_job,
+)
 from memory_core.limits import MAX_STORE_MANY
 from memory_core.meta import ItemKind, MemoryMeta, SourceKind, SourceRef
 from memory_core.namespace import Namespace, Reach
@@ -189,3 +197,82 @@ def test_build_targets_the_source_subtree(engine, layout):
     assert job.request.reach == Reach.subtree(f"{ROOT}/source:github")
     assert job.request.reach.admits(Namespace.parse(f"{ROOT}/source:github/project:api"))
     assert job.request.kinds == (ItemKind.DOCUMENT,)
+
+
+# a source is always named -------------------------------------------------------------------------------
+def _three_documents(engine: Recording, layout: MemoryLayout) -> None:
+    """An agent's private note, a root-level document and a brain page: what a whole-layout forget would erase."""
+    engine.inner.store(Document.of("writer's private note", MemoryMeta().at(f"{ROOT}/agent:writer")))
+    engine.inner.store(Document.of("a root document", MemoryMeta().at(ROOT)))
+    Brain(engine.inner, layout).ingest(doc("notion", "A brain page."))
+
+
+@pytest.mark.parametrize("source", [None, "", "   "])
+def test_forget_refuses_a_missing_or_blank_source_and_forgets_nothing(engine, layout, source):
+    _three_documents(engine, layout)
+    with pytest.raises(InvalidRequest) as err:
+        Brain(engine, layout).forget(source)
+    assert err.value.field == "source"
+    assert engine.of("forget") == [] and len(stored(engine.inner)) == 3
+
+
+def test_search_refuses_a_bool_limit_and_a_blank_source(engine, layout):
+    brain = Brain(engine, layout)
+    for limit in (True, 2.0, 0, 1001):
+        with pytest.raises(InvalidRequest) as err:
+            brain.search("anything", limit=limit)  # type: ignore[arg-type]
+        assert err.value.field == "limit"
+    with pytest.raises(InvalidRequest) as err:
+        brain.search("anything", source=" ")
+    assert err.value.field == "source"
+    assert engine.calls == []
+
+
+@pytest.mark.parametrize("collection", ["", "  "])
+def test_a_blank_collection_is_refused_and_nothing_is_stored(engine, layout, collection):
+    brain = Brain(engine, layout)
+    calls = [
+        lambda: layout.brain_collection("notion", collection),
+        lambda: brain.ingest(doc("notion", "A page."), collection=collection),
+        lambda: brain.ingest_with(doc("notion", "A page."), WaitFor.ACCEPTED, collection=collection),
+        lambda: brain.ingest_many([doc("notion", "A page.")], collection=collection),
+        lambda: brain.ingest_job([doc("notion", "A page.")], collection=collection),
+        lambda: IngestBrain(documents=(doc("notion", "A page."),), collection=collection),
+    ]
+    for call in calls:
+        with pytest.raises(InvalidRequest) as err:
+            call()
+        assert err.value.field == "collection"
+    assert engine.calls == []
+
+
+def test_a_source_id_is_a_slug_case_folded_or_refused():
+    assert BrainSource.parse(" Notion ").id == "notion" and BrainSource.parse("MD") == BrainSource.MARKDOWN
+    assert str(BrainSource.parse("google-drive_2")) == "google-drive_2"
+    layout = MemoryLayout(ROOT)
+    assert layout.brain("Gmail") == Namespace.parse(f"{ROOT}/source:gmail")  # the id is the node's segment
+    for bad in ("Gmail App/x", "gmail app", "a:b", "x" * 129, "ünï"):
+        with pytest.raises(InvalidRequest) as err:
+            BrainSource.parse(bad)
+        assert err.value.field == "source" and "slug" in err.value.message
+    with pytest.raises(InvalidRequest) as err:
+        BrainDocument.model_validate({"source": "Gmail App/x", "text": "x"})
+    assert err.value.field == "source"
+
+
+@pytest.mark.parametrize("source", [" ", None, 5])
+def test_a_bad_source_in_a_document_is_named_once(source):
+    with pytest.raises(InvalidRequest) as err:
+        BrainDocument.model_validate({"source": source, "text": "x"})
+    assert err.value.field == "source"
+    assert str(err.value).count("source:") == 1, str(err.value)
+
+
+def test_ingest_job_checks_every_document_and_names_the_layout_root(engine, layout):
+    job = Brain(engine, layout).ingest_job([doc("notion", "A page."), {"source": "web", "text": "B"}], collection="x")
+    assert job.root == Namespace.parse(ROOT) and job.collection == "x" and len(job.documents) == 2
+    assert parse_job(job.to_json()) == job
+    with pytest.raises(InvalidRequest) as err:
+        Brain(engine, layout).ingest_job([doc("notion", "fine"), {"source": "notion", "text": " "}])
+    assert err.value.field == "documents.1.text"
+    assert engine.calls == []  # making a job stores nothing

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from memory_core.documents.blocks import join_blocks, tidy, title_of
+from memory_core.documents.blocks import join_blocks, strip_escapes, tidy, title_of
 from memory_core.documents.detect import DocumentFormat, RawInput, decode_text, detect_format, read_input
 from memory_core.documents.html import html_to_text
 from memory_core.documents.markdown import markdown_to_text
@@ -42,8 +42,10 @@ def convert_text(source: str, fmt: DocumentFormat) -> tuple[str | None, str]:
 
     A Markdown or HTML title taken from a heading that opens the text is not repeated as the text's first
     line: ``Document.render_text()`` already shows ``# {title}`` above the body. Plain text keeps its lines
-    (only whitespace is normalised); its title is its first line.
+    (only whitespace is normalised); its title is its first line. Terminal escape sequences (``ESC[31m``) are
+    removed before any parsing, so no format sees them (``blocks.strip_escapes``).
     """
+    source = strip_escapes(source)
     if fmt is DocumentFormat.TEXT:
         text = tidy(source)
         return title_of(_first_line(text)), text

@@ -15,6 +15,10 @@ wins, then a ``charset`` the caller names, then strict UTF-8, then (HTML only) t
 declares in its first 1024 bytes, as browsers do. Anything else is refused with a message saying how to
 re-encode. Guessing (cp1252 vs latin-1 vs shift-jis) is wrong often enough on short texts that the damage
 would be stored, embedded and recalled silently; a clear error is cheap to fix at the source.
+
+Error messages speak to whoever holds the file, often a ``memory-core ingest`` user with no ``mime`` option:
+they say what the file looked like (``describe_content``) and which formats are accepted
+(``accepted_formats``), not which Python argument would force another reading.
 """
 
 from __future__ import annotations
@@ -36,7 +40,9 @@ __all__ = [
     "SUPPORTED_EXTENSIONS",
     "DocumentFormat",
     "RawInput",
+    "accepted_formats",
     "decode_text",
+    "describe_content",
     "detect_format",
     "format_for_extension",
     "read_input",
@@ -67,6 +73,11 @@ class DocumentFormat(StrEnum):
         return _MIME[self]
 
     @property
+    def label(self) -> str:
+        """The format's name for people: ``Markdown``, ``reStructuredText``, ``HTML``, ``plain text``, ``PDF``."""
+        return _LABEL[self]
+
+    @property
     def default_source(self) -> BrainSource:
         """``markdown`` for Markdown, ``pdf`` for PDF, ``files`` for the rest (reference §4.4 source ids)."""
         if self is DocumentFormat.MARKDOWN:
@@ -82,6 +93,14 @@ _MIME: Final = {
     DocumentFormat.HTML: "text/html",
     DocumentFormat.TEXT: "text/plain",
     DocumentFormat.PDF: "application/pdf",
+}
+
+_LABEL: Final = {
+    DocumentFormat.MARKDOWN: "Markdown",
+    DocumentFormat.RST: "reStructuredText",
+    DocumentFormat.HTML: "HTML",
+    DocumentFormat.TEXT: "plain text",
+    DocumentFormat.PDF: "PDF",
 }
 
 _MIME_ALIASES: Final = {
@@ -214,6 +233,25 @@ def parse_mime(mime: str) -> tuple[DocumentFormat, str | None]:
     return fmt, charset
 
 
+def accepted_formats() -> str:
+    """The accepted formats with their extensions, for error messages: ``Markdown (.md, …), …, PDF (.pdf)``."""
+    by_format: dict[DocumentFormat, list[str]] = {}
+    for extension, fmt in SUPPORTED_EXTENSIONS.items():
+        by_format.setdefault(fmt, []).append(extension)
+    return ", ".join(f"{fmt.label} ({', '.join(exts)})" for fmt, exts in by_format.items())
+
+
+def describe_content(data: bytes) -> str:
+    """What bytes look like, for an error message: ``binary data``, ``empty``, or the sniffed text format."""
+    if not data.strip():
+        return "empty"
+    head = data[:4096]
+    if not any(head.startswith(bom) for bom, _ in _BOMS) and b"\x00" in head:
+        return "binary data"
+    fmt = sniff(data)
+    return "a PDF" if fmt is DocumentFormat.PDF else fmt.label
+
+
 def format_for_extension(name: str) -> DocumentFormat | None:
     """The format a file name's extension means, or None for an unknown or missing extension."""
     return SUPPORTED_EXTENSIONS.get(Path(name).suffix.lower())
@@ -256,16 +294,19 @@ def detect_format(raw: RawInput, mime: str | None = None) -> tuple[DocumentForma
         suffix = Path(raw.name).suffix.lower()
         found = SUPPORTED_EXTENSIONS.get(suffix)
         if found is None:
-            supported = ", ".join(sorted(SUPPORTED_EXTENSIONS))
             raise InvalidRequest(
-                f"{raw.label}: unsupported file type {suffix!r} (supported: {supported}); pass mime= to force one",
+                f"{raw.label}: unsupported file type {suffix!r} (its content looks like {describe_content(raw.data)});"
+                f" accepted: {accepted_formats()}",
                 field="file",
             )
         fmt, charset = found, None
     else:
         fmt, charset = sniff(raw.data), None
     if fmt is DocumentFormat.PDF:
-        raise InvalidRequest(f"{raw.label} is not a PDF (no %PDF- header)", field="file")
+        raise InvalidRequest(
+            f"{raw.label} is not a PDF (no %PDF- header; its content looks like {describe_content(raw.data)})",
+            field="file",
+        )
     return fmt, charset
 
 
@@ -317,8 +358,21 @@ def decode_text(raw: RawInput, fmt: DocumentFormat, charset: str | None = None) 
         codec = _known_codec(declared.group(1).decode("ascii")) if declared else None
         if codec is not None and codec != "utf-8":
             return _decode(data, codec, raw.label)
+    if _mostly_text(data):
+        looks = "it looks like text in a legacy 8-bit encoding such as cp1252 or latin-1"
+        advice = "re-encode it as UTF-8, e.g. iconv -f cp1252 -t utf-8"
+    else:
+        looks, advice = "it looks like binary data", "only text documents and PDFs are accepted"
     raise InvalidRequest(
-        f"{raw.label} is not valid UTF-8 (byte 0x{data[first_bad]:02x} at offset {first_bad}); re-encode it as "
-        "UTF-8, or name its encoding with mime='text/plain; charset=<encoding>'",
+        f"{raw.label} is not valid UTF-8 (byte 0x{data[first_bad]:02x} at offset {first_bad}; {looks}): {advice}",
         field="file",
     )
+
+
+_BINARY_BYTES = re.compile(rb"[\x00-\x08\x0e-\x1a\x1c-\x1f\x7f]")
+
+
+def _mostly_text(data: bytes) -> bool:
+    """True when at most 1% of the first 4 KiB are control bytes other than whitespace and ESC (*memory-core*)."""
+    head = data[:4096]
+    return len(_BINARY_BYTES.findall(head)) * 100 <= len(head)

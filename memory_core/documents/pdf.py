@@ -7,6 +7,11 @@ dictionary's ``/Title`` when it is not blank, else the first non-blank line of t
 
 A PDF encrypted with a user password cannot be read (an empty password is tried, as viewers do). Scanned
 pages carry images, not text; a PDF with no extractable text at all is refused by the caller (no OCR here).
+
+pypdf reports the repairs it makes on damaged files ("EOF marker not found", …) as log warnings; with no logging
+configured Python prints them to standard error, where a CLI user sees them beside (or instead of) the real
+outcome. While a PDF converts, the ``pypdf`` logger is held at ``CRITICAL`` (``quiet_pypdf``): an unreadable
+file is still refused with ``InvalidRequest``, and the traceback goes to this module's debug log.
 """
 
 from __future__ import annotations
@@ -14,16 +19,45 @@ from __future__ import annotations
 import io
 import logging
 import re
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from pypdf import PdfReader
 
 from memory_core.documents.blocks import title_of
 from memory_core.errors import InvalidRequest
 
-__all__ = ["pdf_to_text"]
+__all__ = ["pdf_to_text", "quiet_pypdf"]
 
 _SPACES = re.compile(r"[ \t\u00a0]{2,}")
 _PYPDF_LOGGER = logging.getLogger("pypdf")
+_log = logging.getLogger(__name__)
+_quiet_lock = threading.Lock()
+_quiet_depth = 0
+_saved_level = logging.NOTSET
+
+
+@contextmanager
+def quiet_pypdf() -> Iterator[None]:
+    """Hold the ``pypdf`` logger (and its children, ``pypdf._reader`` …) at ``CRITICAL`` inside the block.
+
+    Reentrant and thread-safe: the level set before the first block is restored when the last one ends, so
+    conversions on several threads at once neither race nor leave pypdf silenced.
+    """
+    global _quiet_depth, _saved_level
+    with _quiet_lock:
+        if _quiet_depth == 0:
+            _saved_level = _PYPDF_LOGGER.level
+            _PYPDF_LOGGER.setLevel(logging.CRITICAL)
+        _quiet_depth += 1
+    try:
+        yield
+    finally:
+        with _quiet_lock:
+            _quiet_depth -= 1
+            if _quiet_depth == 0:
+                _PYPDF_LOGGER.setLevel(_saved_level)
 
 
 def _page_block(text: str) -> str:
@@ -45,6 +79,11 @@ def pdf_to_text(data: bytes, label: str) -> tuple[str | None, list[str]]:
     Raises:
         InvalidRequest: ``field="file"``: a PDF pypdf cannot parse, or one encrypted with a password.
     """
+    with quiet_pypdf():
+        return _extract(data, label)
+
+
+def _extract(data: bytes, label: str) -> tuple[str | None, list[str]]:
     try:
         reader = PdfReader(io.BytesIO(data))
         if reader.is_encrypted and not reader.decrypt(""):
@@ -55,6 +94,6 @@ def pdf_to_text(data: bytes, label: str) -> tuple[str | None, list[str]]:
     except InvalidRequest:
         raise
     except Exception as exc:  # pypdf raises many types on damaged files: every one means "unreadable"
-        _PYPDF_LOGGER.debug("pypdf failed on %s", label, exc_info=True)
+        _log.debug("pypdf failed on %s", label, exc_info=True)
         raise InvalidRequest(f"{label} is not a readable PDF ({type(exc).__name__}: {exc})", field="file") from None
     return title, [b for b in blocks if b.strip()]

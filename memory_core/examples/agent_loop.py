@@ -3,7 +3,9 @@
 Two agents (``writer`` and ``critic``) of team ``acme`` share a brain source (``notion``) on the in-memory
 ``ReferenceEngine``. Each turn prints the pack ``pre_turn`` read and the jobs ``post_turn`` returned; the host
 queues those jobs (here: a list) and a ``BackgroundRunner`` runs them, after which the beliefs the reference
-engine distilled reach the Learnings section of the next pack. Nothing here needs a network or a model.
+engine distilled reach the Learnings section of the next pack, each marked by its tags. The writer's second
+turn in thread ``w1`` says the prompt still holds the thread from turn 1 on (``in_prompt_from=1``): its pack
+brings back turn 0 and leaves out the rest. Nothing here needs a network or a model.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from memory_core.engines.reference import ReferenceEngine
 from memory_core.items import ToolCallRef
 from memory_core.lifecycle import (
+    LEARNINGS_HEADING,
     AgentMemory,
     BackgroundJob,
     BackgroundRunner,
@@ -21,6 +24,7 @@ from memory_core.lifecycle import (
     MemoryLayout,
     RecallPolicy,
 )
+from memory_core.limits import BELIEF_TAG, CONSOLIDATED_TAG
 from memory_core.recall.types import ContextPack
 
 __all__ = ["main"]
@@ -51,10 +55,22 @@ def _banner(title: str) -> None:
     print(f"\n{_RULE}\n{title}\n{_RULE}")
 
 
-def _show_pack(pack: ContextPack) -> None:
+_DISTILLED_TAGS = frozenset({BELIEF_TAG, CONSOLIDATED_TAG})
+"""Tags of what a belief build wrote: ``belief`` (reference §1.10) or the reference engine's ``consolidated``."""
+
+
+def _show_pack(pack: ContextPack) -> int:
+    """Print the pack, then each Learnings bullet marked by its tags; how many of them a build distilled."""
     print(pack.markdown.rstrip() or "(empty pack)")
     skipped = ", ".join(f"{s.heading} ({s.reason})" for s in pack.skipped)
     print(f"\n  [{pack.tokens} tokens, {len(pack.refs)} refs; skipped: {skipped or 'none'}]")
+    distilled = 0
+    for hit in next((s.hits for s in pack.sections if s.heading == LEARNINGS_HEADING), ()):
+        tags = sorted(_DISTILLED_TAGS.intersection(hit.meta.tags))
+        distilled += bool(tags)
+        mark = f"belief (tagged {', '.join(tags)})" if tags else "stored learning"
+        print(f"  Learnings · {mark}: {hit.text[:60]}")
+    return distilled
 
 
 def _show_jobs(jobs: tuple[BackgroundJob, ...] | list[BackgroundJob], queue: list[BackgroundJob]) -> None:
@@ -73,11 +89,17 @@ def _turn(
     reply: str,
     queue: list[BackgroundJob],
     tools: tuple[ToolCallRef, ...] = (),
-) -> None:
+    in_prompt_from: int = 0,
+) -> int:
+    """One user turn (``index``) and its reply (``index + 1``); how many Learnings bullets were beliefs."""
     at = _START + timedelta(minutes=5 * index)
     _banner(f"{memory.agent_id} · {thread} · turn {index}: {user_text}")
-    context = memory.pre_turn({"thread_id": thread, "turn_index": index, "user_text": user_text, "at": at})
-    _show_pack(context.pack)
+    if in_prompt_from:
+        print(f"(the prompt still holds {thread} from turn {in_prompt_from} on: the pack leaves those turns out)\n")
+    context = memory.pre_turn(
+        {"thread_id": thread, "turn_index": index, "user_text": user_text, "at": at, "in_prompt_from": in_prompt_from}
+    )
+    distilled = _show_pack(context.pack)
     if context.log_error:
         print(f"  log failed (the pack still came back): {context.log_error}")
     report = memory.post_turn(
@@ -91,6 +113,7 @@ def _turn(
     )
     print(f"\n  reply logged as {report.receipt.id[:12]}…")
     _show_jobs(report.jobs, queue)
+    return distilled
 
 
 def _run_queue(runner: BackgroundRunner, queue: list[BackgroundJob]) -> None:
@@ -135,10 +158,19 @@ def main() -> None:
         "Billing uses Postgres 16; finance approves refunds over 500 EUR.",
         queue,
     )
+    _turn(
+        writer,
+        "w1",
+        2,
+        "Who has to approve the migration plan?",
+        "Finance signs off; I will ask them today.",
+        queue,
+        in_prompt_from=1,
+    )
 
     _run_queue(runner, queue)
 
-    _turn(
+    distilled = _turn(
         writer,
         "w2",
         0,
@@ -146,7 +178,7 @@ def main() -> None:
         "Postgres 16, next sprint.",
         queue,
     )
-    print(f"\n{_RULE}\nLearnings above now hold the reference engine's distilled beliefs (tagged consolidated).")
+    print(f"\n{_RULE}\n{distilled} Learnings bullet(s) of the last pack came from the belief builds (see their tags).")
     print(f"{len(queue)} job(s) left in the queue for the next background run.")
 
 

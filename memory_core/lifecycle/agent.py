@@ -10,21 +10,28 @@
 | ``run_background(job)`` | the job's | — |
 
 The live turn (``pre_turn``, ``post_turn``) never waits for indexing, never runs a model (its sections are all
-fetch sections) and never starts work that outlives it: slow steps come back as ``BackgroundJob`` values.
-``pre_turn`` never fails on an engine error; a failed log is reported in ``TurnContext.log_error``.
+fetch sections) and leaves no work running when it returns: every task it submits (the turn log, each section
+read) has finished by then, and slow steps come back as ``BackgroundJob`` values. The only threads that stay
+are idle ones: the shared read pool's (``memory_core.recall.pool``, created once per process) or the host's
+executor's. ``pre_turn`` never fails on an engine error; a failed log is reported in ``TurnContext.log_error``.
+
+Inputs are checked before anything is written: integers must be integers (``True`` is not a turn index),
+timestamps must carry a timezone (the contract's ``DateTime<Utc>`` is RFC 3339 with ``Z`` or an offset,
+reference §1.4; a naive ``datetime.now()`` would otherwise be shifted silently), and a wrong type is an
+``InvalidRequest`` naming the field.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import Executor, ThreadPoolExecutor
-from contextlib import contextmanager
-from datetime import datetime
-from typing import Any, ClassVar
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
+from contextlib import ExitStack
+from datetime import UTC, datetime
+from typing import Annotated, Any, ClassVar
 
-from pydantic import Field
+from pydantic import AfterValidator, Field, PlainSerializer, StrictInt
 
-from memory_core._model import ContractModel, Timestamp
+from memory_core._model import ContractModel, format_timestamp
 from memory_core.consolidation import ConsolidateRequest, Consolidation, WriteOptions
 from memory_core.engine import MemoryEngine
 from memory_core.errors import InvalidRequest, MemoryCoreError
@@ -63,6 +70,18 @@ __all__ = [
 _LOG_WORKERS = 1
 """Threads of the per-call pool that logs the user turn while the pack is read (the read runs in the caller)."""
 
+_LogResult = tuple[StoreReceipt | None, str | None]
+
+
+def _aware_utc(value: datetime) -> datetime:
+    if value.utcoffset() is None:
+        raise ValueError("timestamp has no timezone: add Z or an offset (RFC 3339, e.g. 2024-05-01T09:30:00Z)")
+    return value.astimezone(UTC)
+
+
+AwareTimestamp = Annotated[datetime, AfterValidator(_aware_utc), PlainSerializer(format_timestamp, return_type=str)]
+"""A timestamp with a timezone, kept in UTC; naive input is refused (reference §1.4 ``DateTime<Utc>``)."""
+
 
 # requests and results ------------------------------------------------------------------------------------
 class StartSession(ContractModel):
@@ -81,15 +100,15 @@ class PreTurn(ContractModel):
         user_text: The message (non-blank).
         in_prompt_from: The first turn of this thread still in the prompt; packs leave out the thread's turns
             at or after it (0: the whole thread is in the prompt).
-        at: When the message was sent; dated bullets are led by it.
+        at: When the message was sent, with a timezone (stored in UTC); dated bullets are led by it.
         observed_actor: Who said it, when not the owner.
     """
 
     thread_id: NonBlank
-    turn_index: int = Field(ge=0)
+    turn_index: StrictInt = Field(ge=0)
     user_text: NonBlank = Field(max_length=MAX_TEXT_CHARS)
-    in_prompt_from: int = Field(default=0, ge=0)
-    at: Timestamp | None = None
+    in_prompt_from: StrictInt = Field(default=0, ge=0)
+    at: AwareTimestamp | None = None
     observed_actor: ObservedActor | None = None
 
 
@@ -99,10 +118,10 @@ class PostTurn(ContractModel):
     __omit_defaults__: ClassVar[frozenset[str]] = frozenset({"tool_calls"})
 
     thread_id: NonBlank
-    turn_index: int = Field(ge=0)
+    turn_index: StrictInt = Field(ge=0)
     assistant_text: NonBlank = Field(max_length=MAX_TEXT_CHARS)
     tool_calls: tuple[ToolCallRef, ...] = ()
-    at: Timestamp | None = None
+    at: AwareTimestamp | None = None
 
 
 class Compaction(ContractModel):
@@ -178,11 +197,16 @@ class AgentMemory:
         engine: Any ``MemoryEngine`` (safe to call from several threads at once).
         layout: The layout; the agent's node is ``layout.conversations(agent_id)``.
         agent_id: The agent (non-blank).
-        executor: A host-owned executor for the turn log and the pack's reads; None uses a per-call pool for
-            the log and ``build_pack``'s own pool for the reads.
+        executor: A host-owned thread-based executor for the turn log and the pack's reads; None uses a
+            per-call pool for the log and ``build_pack``'s own pool for the reads. A log it has not started by
+            the time the reads are done is taken back and run in the caller (so the log never deadlocks a call
+            made from inside it), and a shut-down executor is replaced by a per-call pool for the log. The
+            reads are ``recall.pool``'s: a call made from inside a one-worker executor that is also the pack's
+            executor waits on reads queued behind itself unless that pool runs unstarted reads in the caller.
 
     Raises:
-        InvalidRequest: a blank agent id.
+        InvalidRequest: a blank agent id, a layout that is not a ``MemoryLayout``, or a process-based
+            executor (the engine cannot be sent to another process).
         ConfigError: a malformed ``MEMORY_CORE_`` setting.
     """
 
@@ -198,6 +222,10 @@ class AgentMemory:
     ) -> None:
         if not isinstance(agent_id, str) or not agent_id.strip():
             raise InvalidRequest("agent id is blank", field="agent_id")
+        if not isinstance(layout, MemoryLayout):
+            raise InvalidRequest(f"expected a MemoryLayout, got {type(layout).__name__}", field="layout")
+        if isinstance(executor, ProcessPoolExecutor):
+            raise InvalidRequest("the log and reads run on threads; a process pool cannot share the engine", "executor")
         self.engine = engine
         self.layout = layout
         self.agent_id = agent_id.strip()
@@ -253,7 +281,9 @@ class AgentMemory:
         """Log the user turn (``accepted``) while reading the standard sections ranked for its text.
 
         The pack leaves out this turn (``exclude_ids``) and the thread's turns at or after ``in_prompt_from``.
-        Both the log and the read finish before this returns.
+        Both the log and the read finish before this returns. The log runs on the host's executor (or a
+        per-call thread) while the reads run; if it has not started when the reads are done (a busy executor,
+        perhaps the one running this call), it is cancelled there and run here, so waiting never deadlocks.
 
         Returns:
             ``TurnContext{pack, logged?, log_error?}``; a failed log is reported, never raised.
@@ -277,12 +307,12 @@ class AgentMemory:
             exclude_ids=(item.id,),
             exclude_thread=ThreadWindow(thread_id=req.thread_id, from_turn=req.in_prompt_from),
         )
-        with self._log_pool() as pool:
-            logging = pool.submit(self._log, item)
+        with ExitStack() as stack:
+            logging = self._start_log(item, stack)
             try:
                 pack = build_pack(self.engine, recall, executor=self.executor)
             finally:
-                logged, log_error = logging.result()
+                logged, log_error = self._finish_log(logging, item)
         return TurnContext(pack=pack, logged=logged, log_error=log_error)
 
     def post_turn(self, turn: PostTurn | Mapping[str, Any] | str) -> PostTurnReport:
@@ -342,7 +372,13 @@ class AgentMemory:
         return build_pack(self.engine, recall, executor=self.executor)
 
     def recall(self, query: str | None = None) -> ContextPack:
-        """The pre-turn read without logging: the standard sections ranked for ``query`` (blank: newest first)."""
+        """The pre-turn read without logging: the standard sections ranked for ``query`` (blank: newest first).
+
+        Raises:
+            InvalidRequest: ``field="query"``: a query that is neither a string nor None.
+        """
+        if query is not None and not isinstance(query, str):
+            raise InvalidRequest(f"expected a string or None, got {type(query).__name__}", field="query")
         return build_pack(self.engine, self._recall_request(query, self._standard()), executor=self.executor)
 
     # background ----------------------------------------------------------------------------------------
@@ -413,22 +449,38 @@ class AgentMemory:
 
     def _configured(self, scope: CoreScope | Namespace | str) -> CoreScope:
         at = scope.at if isinstance(scope, CoreScope) else scope
-        ns = at if isinstance(at, Namespace) else Namespace.parse(at)
+        try:
+            ns = at if isinstance(at, Namespace) else Namespace.parse(at)
+        except InvalidRequest as exc:
+            raise InvalidRequest(exc.message.removeprefix(f"{exc.field}: "), field="scope") from None
         for core in self.core:
             if core.at == ns:
                 return core
         raise InvalidRequest(f"{ns} is not a configured core scope", field="scope")
 
-    def _log(self, item: Conversation) -> tuple[StoreReceipt | None, str | None]:
+    def _log(self, item: Conversation) -> _LogResult:
         try:
             return self.engine.store_with(item, WriteOptions.accepted()), None
         except Exception as exc:  # pre_turn never fails on an engine error (seed 000): report it instead
             return None, _describe(exc)
 
-    @contextmanager
-    def _log_pool(self) -> Iterator[Executor]:
+    def _start_log(self, item: Conversation, stack: ExitStack) -> Future[_LogResult]:
+        """Submit the log to the host's executor, or to a per-call pool ``stack`` joins when none or shut down."""
         if self.executor is not None:
-            yield self.executor
-            return
-        with ThreadPoolExecutor(max_workers=_LOG_WORKERS, thread_name_prefix="memory-core-log") as pool:
-            yield pool
+            try:
+                return self.executor.submit(self._log, item)
+            except RuntimeError:  # the host's executor is shut down: log on a pool of our own instead
+                pass
+        pool = stack.enter_context(ThreadPoolExecutor(max_workers=_LOG_WORKERS, thread_name_prefix="memory-core-log"))
+        return pool.submit(self._log, item)
+
+    def _finish_log(self, logging: Future[_LogResult], item: Conversation) -> _LogResult:
+        """The log's outcome; a log the executor has not started is taken back and run in this thread.
+
+        Waiting for a queued task deadlocks when the executor's only free worker is this thread (``pre_turn``
+        called from inside the host's one-worker pool), and a task cancelled by ``shutdown(cancel_futures=True)``
+        never runs; ``Future.cancel`` succeeds in both cases and exactly when the task has not begun.
+        """
+        if logging.cancel():
+            return self._log(item)
+        return logging.result()

@@ -8,10 +8,15 @@
 | ``search(query, source?)`` | — | hits within one source or the whole brain |
 | ``forget(source)`` | removes the source's documents, collections included | ``ForgetReport`` |
 | ``build(source)`` | — | the ``BuildBeliefs`` job for the source |
+| ``ingest_job(docs)`` | — | an ``IngestBrain`` for the workers, placed at this layout's root |
 
 A brain document never carries an agent id and always lives at its source's node (or a collection below it),
 whatever metadata the caller passes: ``BrainDocument.into_item`` enforces it. Under an engine that declares
 ``automatic`` consolidation no ingest returns a job; ``build`` still does.
+
+A source is always named: only ``search`` reads the whole brain, and only when ``source`` is left out. None,
+a blank id or a blank collection is refused, never read as "every source" (``forget(None)`` would otherwise
+erase every document below the root).
 """
 
 from __future__ import annotations
@@ -25,8 +30,8 @@ from memory_core.engine import MemoryEngine
 from memory_core.errors import InvalidRequest, Unsupported
 from memory_core.items import Document
 from memory_core.lifecycle.documents import BrainDocument
-from memory_core.lifecycle.jobs import BuildBeliefs
-from memory_core.lifecycle.layout import BrainSource, MemoryLayout
+from memory_core.lifecycle.jobs import BuildBeliefs, IngestBrain
+from memory_core.lifecycle.layout import BrainSource, MemoryLayout, check_collection
 from memory_core.limits import MAX_PAGE_LIMIT, MAX_STORE_MANY
 from memory_core.meta import ItemKind
 from memory_core.namespace import Reach
@@ -87,7 +92,7 @@ class Brain:
             collection: Store it in ``brain_collection(source, collection)`` instead of the source's node.
 
         Raises:
-            InvalidRequest: a malformed document or blank text; nothing is stored.
+            InvalidRequest: a malformed document, blank text or a blank ``collection``; nothing is stored.
         """
         return self.ingest_with(doc, WaitFor.VISIBLE, collection=collection)
 
@@ -100,9 +105,11 @@ class Brain:
             ``Ingested{receipt, job}``; ``job`` builds the source's subtree, None under ``automatic``.
 
         Raises:
-            InvalidRequest: a malformed document, blank text or an unknown wait; nothing is stored.
+            InvalidRequest: a malformed document, blank text, an unknown wait or a blank ``collection``; nothing
+                is stored.
         """
         opts = _options(wait)
+        _check_optional_collection(collection)
         document = BrainDocument.coerce(doc, "document")
         item = document.into_item(self.layout, collection)
         receipt = self.engine.store_with(item, opts)
@@ -123,19 +130,13 @@ class Brain:
             order (none under ``automatic``).
 
         Raises:
-            InvalidRequest: no documents, or any invalid one (named ``documents.<i>…``); nothing is stored.
+            InvalidRequest: no documents, any invalid one (named ``documents.<i>…``) or a blank ``collection``;
+                nothing is stored.
         """
         opts = _options(wait)
-        if isinstance(docs, Mapping | str | bytes) or not isinstance(docs, Sequence):
-            raise InvalidRequest("expected a list of documents", field="documents")
-        if not docs:
-            raise InvalidRequest("no documents", field="documents")
-        items: list[Document] = []
-        sources: dict[BrainSource, None] = {}
-        for i, raw in enumerate(docs):
-            document, item = self._convert(raw, i, collection)
-            items.append(item)
-            sources.setdefault(document.source, None)
+        converted = self._convert_all(docs, collection)
+        items = [item for _, item in converted]
+        sources = dict.fromkeys(document.source for document, _ in converted)
         receipts: list[StoreReceipt] = []
         for start in range(0, len(items), MAX_STORE_MANY):
             receipts.extend(self.engine.store_many_with(items[start : start + MAX_STORE_MANY], opts))
@@ -145,10 +146,12 @@ class Brain:
     def forget(self, source: BrainSource | str) -> ForgetReport:
         """Forget every document of ``source``, its collections included (``[document]``, its subtree).
 
+        The source is parsed before any filter is built: None never means "the whole brain" here.
+
         Raises:
-            InvalidRequest: a blank source id.
+            InvalidRequest: ``field="source"``: None, a blank id or one that is not a slug; nothing is forgotten.
         """
-        return self.engine.forget(ForgetTarget.by_filter(self.layout.brain_filter(source)))
+        return self.engine.forget(ForgetTarget.by_filter(self.layout.brain_filter(BrainSource.parse(source))))
 
     # reads ---------------------------------------------------------------------------------------------
     def search(self, query: str, source: BrainSource | str | None = None, limit: int = 10) -> list[Hit]:
@@ -162,15 +165,17 @@ class Brain:
             limit: Most hits (1..=1000).
 
         Raises:
-            InvalidRequest: a blank query or a limit out of range.
+            InvalidRequest: a blank query, a blank source, or a limit that is not an integer (``True`` is not)
+                within range.
             Unsupported: the engine offers no fetch mode.
         """
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 0 < limit <= MAX_PAGE_LIMIT:
+            raise InvalidRequest(f"must be an integer within 1..={MAX_PAGE_LIMIT}, got {limit!r}", field="limit")
+        flt = self.layout.brain_filter(None if source is None else BrainSource.parse(source))
         mode = self.engine.descriptor().preferred_mode()
         if mode is None:
             raise Unsupported(f"engine `{self.engine.descriptor().id}` offers no fetch mode")
-        if not 0 < limit <= MAX_PAGE_LIMIT:
-            raise InvalidRequest(f"must be within 1..={MAX_PAGE_LIMIT}", field="limit")
-        request = FetchRequest(query=query, mode=mode, filter=self.layout.brain_filter(source), limit=limit)
+        request = FetchRequest(query=query, mode=mode, filter=flt, limit=limit)
         return list(self.engine.fetch(request).hits)
 
     # jobs ----------------------------------------------------------------------------------------------
@@ -185,9 +190,33 @@ class Brain:
         reach = Reach.subtree(self.layout.brain(source))
         return BuildBeliefs(request=ConsolidateRequest(reach=reach, kinds=(ItemKind.DOCUMENT,)))
 
+    def ingest_job(self, docs: Sequence[DocumentInput], *, collection: str | None = None) -> IngestBrain:
+        """The ``IngestBrain`` job that stores ``docs`` in this brain when a worker runs it.
+
+        Every document is checked as ``ingest_many`` would (so a bad one is refused here, not in the worker),
+        and the job names this layout's ``root``: a worker configured for another root still stores the
+        documents under this one.
+
+        Raises:
+            InvalidRequest: no documents, any invalid one (named ``documents.<i>…``) or a blank ``collection``.
+        """
+        converted = self._convert_all(docs, collection)
+        documents = tuple(document for document, _ in converted)
+        return IngestBrain(documents=documents, collection=collection, root=self.layout.root)
+
     # helpers -------------------------------------------------------------------------------------------
     def _automatic(self) -> bool:
         return self.engine.descriptor().consolidation is Consolidation.AUTOMATIC
+
+    def _convert_all(
+        self, docs: Sequence[DocumentInput], collection: str | None
+    ) -> list[tuple[BrainDocument, Document]]:
+        _check_optional_collection(collection)
+        if isinstance(docs, Mapping | str | bytes) or not isinstance(docs, Sequence):
+            raise InvalidRequest("expected a list of documents", field="documents")
+        if not docs:
+            raise InvalidRequest("no documents", field="documents")
+        return [self._convert(raw, i, collection) for i, raw in enumerate(docs)]
 
     def _convert(self, raw: DocumentInput, index: int, collection: str | None) -> tuple[BrainDocument, Document]:
         prefix = f"documents.{index}"
@@ -196,6 +225,12 @@ class Brain:
             return document, document.into_item(self.layout, collection)
         except InvalidRequest as exc:
             raise prefixed(exc, prefix) from None
+
+
+def _check_optional_collection(collection: object) -> None:
+    """None means the source's node; anything else must name a collection (never ``""`` for "none")."""
+    if collection is not None:
+        check_collection(collection)
 
 
 def prefixed(exc: InvalidRequest, prefix: str) -> InvalidRequest:

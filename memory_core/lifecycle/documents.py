@@ -45,12 +45,16 @@ class BrainDocument(ContractModel):
         The namespace is forced to the source's node (or its collection), the agent id removed, and a default
         source (kind agent, no id) replaced by the brain source's kind.
 
+        Args:
+            layout: The layout whose brain the document joins.
+            collection: A collection below the source's node, or None for the node itself.
+
         Raises:
-            InvalidRequest: blank text (or any other invalid document).
+            InvalidRequest: blank text, a blank ``collection`` (or any other invalid document).
         """
         if not self.text.strip():
             raise InvalidRequest("document text is blank", field="text")
-        node = layout.brain_collection(self.source, collection) if collection else layout.brain(self.source)
+        node = layout.brain(self.source) if collection is None else layout.brain_collection(self.source, collection)
         source = self.meta.source
         if source.kind is SourceKind.AGENT and source.id is None:
             source = SourceRef(kind=self.source.source_kind())

@@ -6,7 +6,10 @@
 | ``IngestBrain`` | ``{"job":"ingest_brain","documents":[{"source":"notion","title":"…","text":"…","meta":{…}}]}`` |
 
 ``JobOutcome`` is tagged ``"outcome"``: ``done``, ``started``, ``scheduled`` or ``skipped`` with a reason. No
-lifecycle call starts a thread or task that outlives it: the host queues these values.
+lifecycle call leaves work running after it returns: slow work comes back as these values, which the host
+queues. A job is self-contained: a ``BuildBeliefs`` request carries its reach (absolute namespaces), and an
+``IngestBrain`` made by ``Brain.ingest_job`` names its layout ``root``, so a worker with another configured
+root runs it as the host meant.
 """
 
 from __future__ import annotations
@@ -14,13 +17,15 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Any, ClassVar, Literal, Self
 
-from pydantic import Field, TypeAdapter, ValidationError, model_validator
+from pydantic import AfterValidator, Field, TypeAdapter, ValidationError, model_validator
 
 from memory_core._model import ContractModel, invalid_from
 from memory_core.consolidation import ConsolidateReceipt, ConsolidateRequest
 from memory_core.errors import InvalidRequest
 from memory_core.lifecycle.documents import BrainDocument
-from memory_core.query import StoreReceipt
+from memory_core.lifecycle.layout import MAX_LAYOUT_ROOT_DEPTH
+from memory_core.namespace import Namespace
+from memory_core.query import NonBlank, StoreReceipt
 
 __all__ = [
     "BackgroundJob",
@@ -44,20 +49,44 @@ class BuildBeliefs(ContractModel):
         return self.job
 
 
+def _layout_root(root: Namespace) -> Namespace:
+    if root.depth > MAX_LAYOUT_ROOT_DEPTH:
+        raise ValueError(f"layout root depth {root.depth} exceeds {MAX_LAYOUT_ROOT_DEPTH}")
+    return root
+
+
+LayoutRoot = Annotated[Namespace, AfterValidator(_layout_root)]
+"""A namespace that can be a ``MemoryLayout`` root: at most ``MAX_LAYOUT_ROOT_DEPTH`` (7) deep (reference §4.4)."""
+
+
 class IngestBrain(ContractModel):
     """Store documents in the brain (``Brain.ingest_many``).
 
-    ``collection`` (a memory-core extension, left out of JSON when unset) places the documents in
-    ``brain_collection(source, collection)`` instead of the source's node.
+    Two *memory-core* extensions, each left out of JSON when unset (so the contract's form is unchanged):
+
+    * ``collection`` places the documents in ``brain_collection(source, collection)`` instead of the source's
+      node; a blank one is refused (``field="collection"``).
+    * ``root`` is the layout root the documents belong under (``root/source:<id>``). ``Brain.ingest_job`` sets
+      it to its layout's root; unset, ``BackgroundRunner`` uses its own layout (the worker's configured root).
+      Without it a job made by a host at ``team:watch`` would be stored at whatever root the worker has.
     """
 
     job: Literal["ingest_brain"] = "ingest_brain"
     documents: tuple[BrainDocument, ...] = Field(min_length=1)
-    collection: str | None = None
+    collection: NonBlank | None = None
+    root: LayoutRoot | None = None
 
     def name(self) -> str:
         """``ingest_brain``."""
         return self.job
+
+    def placed_at(self, root: Namespace | str | None) -> IngestBrain:
+        """A copy whose documents go under the layout root ``root`` (None: the runner's own layout).
+
+        Raises:
+            InvalidRequest: ``field="root"``: a malformed namespace or one deeper than 7.
+        """
+        return IngestBrain.model_validate({**self.__dict__, "root": root})
 
 
 BackgroundJob = Annotated[BuildBeliefs | IngestBrain, Field(discriminator="job")]

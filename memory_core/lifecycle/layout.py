@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler
@@ -18,22 +19,54 @@ from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import core_schema
 
 from memory_core.errors import InvalidRequest
+from memory_core.limits import MAX_SEGMENT_ID_CHARS
 from memory_core.meta import ItemKind, MetaFilter, SourceKind
 from memory_core.namespace import ROOT, Namespace, Reach, SegmentKind, sanitize_segment_id
 
-__all__ = ["BrainSource", "MemoryLayout", "MAX_LAYOUT_ROOT_DEPTH"]
+__all__ = ["MAX_LAYOUT_ROOT_DEPTH", "BrainSource", "MemoryLayout", "check_collection", "parse_source_id"]
 
 MAX_LAYOUT_ROOT_DEPTH = 7
 """Deepest layout root, so one level remains for its children (reference §4.4)."""
 
 _FILE_SOURCES = frozenset({"files", "pdf", "markdown"})
+_SLUG = re.compile(rf"[a-z0-9_-]{{1,{MAX_SEGMENT_ID_CHARS}}}")
+
+
+def parse_source_id(raw: object) -> str:
+    """The canonical id of a brain source: ``raw`` stripped and lowercased, ``md`` read as ``markdown``.
+
+    A source id is a slug (reference §4.4 ``Other(slug)``, seed 000 "a connected app's slug"): 1..=128
+    characters of ``a-z``, ``0-9``, ``_`` and ``-``, the alphabet of the ``source:<id>`` namespace segment it
+    names (reference §1.7), so the id a document reports and the node it lives at are the same string. Case is
+    folded (``Notion`` is ``notion``); anything else (``Gmail App/x``) is refused, never rewritten.
+
+    Raises:
+        ValueError: the bare reason (no field prefix): not a string, blank, or not a slug.
+    """
+    if raw is None:
+        raise ValueError("brain source is missing")
+    if not isinstance(raw, str):
+        raise ValueError(f"expected a brain source id string, got {type(raw).__name__}")
+    sid = raw.strip().lower()
+    if not sid:
+        raise ValueError("brain source id is blank")
+    if not _SLUG.fullmatch(sid):
+        raise ValueError(
+            f"brain source id {raw[:40]!r} is not a slug: use 1..={MAX_SEGMENT_ID_CHARS} characters of a-z, 0-9, "
+            "'_' and '-'"
+        )
+    return "markdown" if sid == "md" else sid
 
 
 class BrainSource:
     """The connector a brain document came from; serialises as its id string.
 
     ``files``, ``pdf`` and ``markdown`` (``md`` parses as ``markdown``) are local files; ``notion``, ``github``
-    and ``web`` are connectors; any other slug (``gmail``) is a connected app.
+    and ``web`` are connectors; any other slug (``gmail``, ``google-drive``) is a connected app. An id is
+    stripped and lowercased and must then be a slug (see ``parse_source_id``).
+
+    Raises:
+        InvalidRequest: ``field="source"``: None, a blank id or one that is not a slug.
     """
 
     __slots__ = ("id",)
@@ -45,17 +78,17 @@ class BrainSource:
     WEB: BrainSource
 
     def __init__(self, source_id: str) -> None:
-        if not isinstance(source_id, str) or not source_id.strip():
-            raise InvalidRequest("brain source id is blank", field="source")
-        sid = source_id.strip().lower()
-        self.id = "markdown" if sid == "md" else sid
+        try:
+            self.id = parse_source_id(source_id)
+        except ValueError as exc:
+            raise InvalidRequest(str(exc), field="source") from None
 
     @classmethod
     def parse(cls, value: BrainSource | str) -> BrainSource:
         """Accept a ``BrainSource`` or its id string.
 
         Raises:
-            InvalidRequest: a blank id.
+            InvalidRequest: ``field="source"``: None, a blank id or one that is not a slug.
         """
         return value if isinstance(value, BrainSource) else cls(value)
 
@@ -77,10 +110,8 @@ class BrainSource:
 
     @classmethod
     def _validate(cls, value: Any) -> BrainSource:
-        try:
-            return cls.parse(value)
-        except InvalidRequest as exc:
-            raise ValueError(exc.message) from None
+        # a bare ValueError: pydantic names the field from its location, so the reason must not name it again
+        return value if isinstance(value, BrainSource) else cls(parse_source_id(value))
 
     @classmethod
     def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
@@ -93,7 +124,11 @@ class BrainSource:
     def __get_pydantic_json_schema__(
         cls, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
     ) -> JsonSchemaValue:
-        return {"type": "string", "description": "files, pdf, markdown, notion, github, web, or any slug"}
+        return {
+            "type": "string",
+            "pattern": f"^[A-Za-z0-9_-]{{1,{MAX_SEGMENT_ID_CHARS}}}$",
+            "description": "files, pdf, markdown, notion, github, web, or any other slug (case-insensitive)",
+        }
 
 
 BrainSource.FILES = BrainSource("files")
@@ -102,6 +137,19 @@ BrainSource.MARKDOWN = BrainSource("markdown")
 BrainSource.NOTION = BrainSource("notion")
 BrainSource.GITHUB = BrainSource("github")
 BrainSource.WEB = BrainSource("web")
+
+
+def check_collection(collection: object) -> str:
+    """A brain collection name, stripped.
+
+    Raises:
+        InvalidRequest: ``field="collection"``: not a string, or blank.
+    """
+    if not isinstance(collection, str):
+        raise InvalidRequest(f"expected a collection name, got {type(collection).__name__}", field="collection")
+    if not collection.strip():
+        raise InvalidRequest("collection is blank", field="collection")
+    return collection.strip()
 
 
 class MemoryLayout:
@@ -133,12 +181,21 @@ class MemoryLayout:
 
     # nodes ---------------------------------------------------------------------------------------------
     def brain(self, source: BrainSource | str) -> Namespace:
-        """``root/source:<id>``, the id sanitised."""
-        return self.root.child(SegmentKind.SOURCE, sanitize_segment_id(BrainSource.parse(source).id))
+        """``root/source:<id>`` (a source id is already a valid segment id, see ``parse_source_id``).
+
+        Raises:
+            InvalidRequest: ``field="source"``: None, a blank id or one that is not a slug.
+        """
+        return self.root.child(SegmentKind.SOURCE, BrainSource.parse(source).id)
 
     def brain_collection(self, source: BrainSource | str, collection: str) -> Namespace:
-        """``root/source:<id>/project:<collection>``, both sanitised."""
-        return self.brain(source).child(SegmentKind.PROJECT, sanitize_segment_id(collection))
+        """``root/source:<id>/project:<collection>``, the collection stripped and sanitised.
+
+        Raises:
+            InvalidRequest: ``field="source"`` for a bad source; ``field="collection"`` for a collection that is
+                not a string or is blank (a blank one would be sanitised to ``_`` or a hash, a node nobody named).
+        """
+        return self.brain(source).child(SegmentKind.PROJECT, sanitize_segment_id(check_collection(collection)))
 
     def conversations(self, agent_id: str) -> Namespace:
         """``root/agent:<id>``, the id sanitised.
@@ -164,7 +221,14 @@ class MemoryLayout:
 
     # filters -------------------------------------------------------------------------------------------
     def brain_filter(self, source: BrainSource | str | None = None) -> MetaFilter:
-        """Documents of one source (its subtree, collections included) or of the whole layout."""
+        """Documents of one source (its subtree, collections included) or, for None, of the whole layout.
+
+        None means every document below the root (reference §4.4 ``brain_filter(None)``): a caller that must
+        name one source (``Brain.forget``) parses it first, so a missing source never widens to everything.
+
+        Raises:
+            InvalidRequest: ``field="source"``: a blank id or one that is not a slug.
+        """
         at = self.brain(source) if source is not None else self.root
         return MetaFilter(reach=Reach.subtree(at), kinds=(ItemKind.DOCUMENT,))
 

@@ -20,9 +20,10 @@ import re
 from collections.abc import Sequence
 from typing import Final
 
-from pydantic import Field
+from pydantic import Field, StrictInt
 
 from memory_core._model import ContractModel
+from memory_core.errors import InvalidRequest
 from memory_core.items import Turn
 from memory_core.lifecycle.layout import MemoryLayout
 from memory_core.meta import ItemKind, MetaFilter
@@ -92,12 +93,15 @@ COMPACTION_INSTRUCTIONS: Final = (
 """The fixed instructions of the compaction summary (reference §4.3, paraphrased)."""
 
 DEFAULT_MIN_RELEVANCE: Final = 0.5
-"""Default relevance floor of lifecycle packs: a ranked hit scoring below half the best hit the pack read is left
-out (*memory-core*). Measured on the SQLite engine (LoCoMo, 383 questions; the ten PEPs as brain): at 0.5 pack
-evidence recall is unchanged within noise (58.2% → 58.0% without a brain, 58.5% → 58.5% with it) while the
-irrelevant Brain bullets of a LoCoMo pack drop from 6.0 to 4.9; at 0.6 to 3.1, but recall without a brain falls
-to 57.1%, and at 0.7 to 1.7 with recall 56.4%. The brain check (``tests/fixtures/brain``) answers 17 of 17 at
-every floor up to 0.7."""
+"""Default relevance floor of lifecycle packs (*memory-core*; reference §4.3 packs have none, so this is the one
+default that deviates from it): a ranked hit or belief is left out unless its score reaches half the best score
+the pack read *and* it holds at least half the share of the query's content terms that the best-covering hit
+holds (``recall.relevance``). Measured on the SQLite engine (LoCoMo, 383 questions, with and without the ten
+PEPs as brain; before → after this rule and the repeat rules of ``recall.repeats``): pack evidence recall 58.0% →
+58.2% without a brain and 58.5% → 59.5% with it, unrelated Brain bullets per pack 4.9 → 1.2, pack size 605 → 368
+and 1066 → 529 tokens. Other floors, with and without brain: 0.3 keeps 60.2% / 60.9% recall but 2.6 Brain
+bullets and 477 / 758 tokens; 0.4 gives 58.8% / 59.7% and 1.3; 0.6 drops recall to 52.4% / 55.0%. The brain
+check (``tests/fixtures/brain``) answers 17 of 17 at 0.5. None turns the floor off."""
 
 _DEFAULT_CORE_KINDS: Final = (ItemKind.LEARNING, ItemKind.DOCUMENT)
 _WS = re.compile(r"\s+")
@@ -105,6 +109,8 @@ _WS = re.compile(r"\s+")
 
 class RecallPolicy(ContractModel):
     """How much each lifecycle pack reads, and how often ``post_turn`` asks for a belief build (reference §4.3).
+
+    Counts are strict integers: ``True``, ``8.0`` or ``"8"`` is refused naming the field, never read as a number.
 
     Attributes:
         budget_tokens: Pack budget in tokens of 4 characters (1200, ``DEFAULT_TURN_BUDGET_TOKENS``).
@@ -115,16 +121,18 @@ class RecallPolicy(ContractModel):
         build_beliefs_every: ``post_turn`` returns a ``BuildBeliefs`` job every N turns, counted as
             ``turn_index + 1`` (10); None or 0 means never.
         min_relevance: The packs' relevance floor (``HolisticRecall.min_relevance``, a *memory-core*
-            extension): a ranked hit scoring below this share of the best hit the pack read is left out
-            (``DEFAULT_MIN_RELEVANCE``); None turns the floor off (reference §4.3 packs).
+            extension and the one deviation from the reference §4.3 defaults, which have no floor): a ranked
+            hit is left out when its score, or its coverage of the query's content terms, is below this share
+            of the pack's best (0.5, ``DEFAULT_MIN_RELEVANCE``, measured there); None turns the floor off, as in
+            reference §4.3 packs.
     """
 
-    budget_tokens: int = Field(default=DEFAULT_BUDGET_TOKENS, gt=0)
-    learnings_limit: int = Field(default=8, ge=0, le=MAX_SECTION_LIMIT)
-    brain_limit: int = Field(default=6, ge=0, le=MAX_SECTION_LIMIT)
-    history_limit: int = Field(default=6, ge=0, le=MAX_SECTION_LIMIT)
-    team_limit: int = Field(default=3, ge=0, le=MAX_SECTION_LIMIT)
-    build_beliefs_every: int | None = Field(default=10, ge=0)
+    budget_tokens: StrictInt = Field(default=DEFAULT_BUDGET_TOKENS, gt=0)
+    learnings_limit: StrictInt = Field(default=8, ge=0, le=MAX_SECTION_LIMIT)
+    brain_limit: StrictInt = Field(default=6, ge=0, le=MAX_SECTION_LIMIT)
+    history_limit: StrictInt = Field(default=6, ge=0, le=MAX_SECTION_LIMIT)
+    team_limit: StrictInt = Field(default=3, ge=0, le=MAX_SECTION_LIMIT)
+    build_beliefs_every: StrictInt | None = Field(default=10, ge=0)
     min_relevance: float | None = Field(default=DEFAULT_MIN_RELEVANCE, ge=0.0, le=1.0)
 
     @classmethod
@@ -158,7 +166,7 @@ class CoreScope(ContractModel):
     at: Namespace
     heading: NonBlank
     kinds: tuple[ItemKind, ...] = _DEFAULT_CORE_KINDS
-    limit: int = Field(default=6, ge=0, le=MAX_SECTION_LIMIT)
+    limit: StrictInt = Field(default=6, ge=0, le=MAX_SECTION_LIMIT)
 
     @classmethod
     def new(cls, at: Namespace | str, heading: str) -> CoreScope:
@@ -207,6 +215,8 @@ def standard_sections(
     Raises:
         InvalidRequest: a blank agent id.
     """
+    if not isinstance(agent_id, str) or not agent_id.strip():
+        raise InvalidRequest("agent id is blank", field="agent_id")  # else the team section would exclude nobody
     p = policy or RecallPolicy()
     sections: list[ScopeSection] = []
     if p.learnings_limit:

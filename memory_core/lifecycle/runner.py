@@ -4,11 +4,13 @@
 | --- | --- | --- |
 | ``BuildBeliefs`` | ``engine.consolidate(request)`` | started → started, scheduled → scheduled, completed → done |
 | ``BuildBeliefs`` | ``Unsupported(reason)`` | skipped ``{reason}``, not an error |
-| ``IngestBrain`` | ``Brain.ingest_many(documents)`` | done; the receipts, and the batch's builds as follow-ups |
+| ``IngestBrain`` | ``Brain(job.root).ingest_many(documents)`` | done; the receipts, the batch's builds as follow-ups |
 
 Any other engine error is raised to the caller (the worker decides whether to retry). Running a job twice has
 the effect of running it once: stores replay and a belief build over unchanged items rebuilds the same beliefs.
-The runner starts no thread or task; it runs in the caller's.
+The runner starts no thread or task; it runs in the caller's. A ``BuildBeliefs`` needs no layout (its request
+names absolute namespaces); an ``IngestBrain`` that names a ``root`` is stored below that root, so a worker
+configured for another root still places it where the host meant.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ class BackgroundRunner:
 
     Args:
         engine: Any ``MemoryEngine``.
-        layout: The layout ``IngestBrain`` documents are placed in.
+        layout: The layout an ``IngestBrain`` without a ``root`` is placed in (a job's ``root`` wins).
     """
 
     __slots__ = ("engine", "layout")
@@ -91,5 +93,6 @@ class BackgroundRunner:
         return JobReport(job=job, outcome=outcome_of(receipt.status), consolidation=receipt)
 
     def _ingest(self, job: IngestBrain) -> JobReport:
-        batch = Brain(self.engine, self.layout).ingest_many(job.documents, collection=job.collection)
+        layout = self.layout if job.root is None else MemoryLayout(job.root)
+        batch = Brain(self.engine, layout).ingest_many(job.documents, collection=job.collection)
         return JobReport(job=job, outcome=JobOutcome.done(), stored=batch.receipts, follow_ups=batch.jobs)
