@@ -157,3 +157,42 @@ def test_sqlite_scores_compare_across_fetches_of_one_query(tmp_path: Path) -> No
         assert [h.id for h in alone.hits] == [weak.id]
         assert alone.hits[0].score == pytest.approx(both[weak.id])  # the same score read alone
         assert both[weak.id] < 0.5 * both[strong.id]  # and far below the strong match, not ~1 as its fetch's best
+
+
+# query coverage ---------------------------------------------------------------------------------------------
+BEACH = "How often does Melanie go to the beach with her kids?"
+GO_CODE = 'case ["go", direction]:\n    go(direction)\ncase ["go"]:\n    print("Go where?")'
+BEST_TURN = "We don't go often, usually only once or twice a year, but the kids love the beach"
+
+
+def _beach_engine(*docs: tuple[str, float]) -> Scored:
+    turn = _turn(BEST_TURN)
+    return Scored(
+        {ItemKind.CONVERSATION: [(turn, 0.44)], ItemKind.DOCUMENT: [(_doc(t), s) for t, s in docs]}, beliefs=[]
+    )
+
+
+def _beach(engine: Scored, floor: float | None = 0.5) -> dict[str, list[str]]:
+    sections = (ScopeSection.fetch("Brain", DOCS, 4), ScopeSection.fetch("History", CONVS, 4))
+    return _texts(HolisticRecall(query=BEACH, sections=sections, min_relevance=floor), engine)
+
+
+def test_a_hit_scoring_well_on_function_words_alone_is_dropped() -> None:
+    # 0.34 is 0.77 of the best score, over the score bar; but the passage holds none of the question's content
+    # terms (often, melanie, beach, kid), while the best turn holds three of the four: the coverage bar is 1.5/4
+    engine = _beach_engine((GO_CODE, 0.34), ("A beach guide for kids", 0.30), ("Beach safety", 0.30))
+    assert _beach(engine) == {"Brain": ["A beach guide for kids"], "History": [BEST_TURN]}
+    assert _beach(engine, None)["Brain"] == [GO_CODE, "A beach guide for kids", "Beach safety"]
+
+
+def test_coverage_counts_only_the_text_a_bullet_shows() -> None:
+    far = "Kids and pattern matching. " + "x " * 400 + "The beach, often."
+    near = "Kids at the beach, often. " + "x " * 400
+    assert _beach(_beach_engine((far, 0.40), (near, 0.40)))["Brain"] == [near]
+
+
+def test_a_query_without_content_terms_has_no_coverage_bar() -> None:
+    engine = _beach_engine((GO_CODE, 0.34), ("Beach safety", 0.30))
+    sections = (ScopeSection.fetch("Brain", DOCS, 4),)
+    pack = build_pack(engine, HolisticRecall(query="How does it go?", sections=sections, min_relevance=0.5))
+    assert [h.text for s in pack.sections for h in s.hits] == [GO_CODE, "Beach safety"]

@@ -221,6 +221,35 @@ def test_an_item_is_listed_once_in_its_first_section():
     assert pack.markdown.count("alpha refund doc") == 1
 
 
+def test_sections_list_what_the_budget_left_in_the_markdown():
+    engine = ReferenceEngine()
+    for word in ("one", "two", "three"):
+        engine.store(Document.of(f"refund policy {word}"))
+    section = ScopeSection.fetch("Docs", DOCS, 3)
+    full = pack_of(engine, section, query="refund policy")
+    assert len(full.sections[0].hits) == 3
+    trimmed = pack_of(engine, section, query="refund policy", budget_tokens=full.tokens - 2)
+    (docs,) = trimmed.sections
+    assert [h.id for h in docs.hits] == list(trimmed.refs) == list(full.refs[:2])
+    assert all(f"- {h.text}" in trimmed.markdown for h in docs.hits)
+
+
+def test_an_answer_section_lists_its_text_as_rendered():
+    engine = ReferenceEngine()
+    engine.store(Learning(text="refunds take five days " + "and need the receipt " * 6, confidence=0.7))
+    engine.store(Document.of("refund policy doc"))
+    sections = (
+        ScopeSection.answer("Refunds", "how long do refunds take?", LEARNS, 3),
+        ScopeSection.fetch("Docs", DOCS, 3),
+    )
+    full = pack_of(engine, *sections, query="refund policy")
+    assert [s.heading for s in full.sections] == ["Refunds", "Docs"]
+    pack = pack_of(engine, *sections, query="refund policy", budget_tokens=full.tokens - 12)
+    (answer,) = pack.sections  # the Docs bullet went first, then the answer was shortened
+    assert answer.answer is not None and answer.answer.endswith("…") and f"{answer.answer}\n" in pack.markdown
+    assert [h.id for h in answer.hits] == list(pack.refs)
+
+
 def test_an_answer_citing_an_item_does_not_hide_it():
     engine = ReferenceEngine()
     engine.store(Document.of("refunds take five days"))

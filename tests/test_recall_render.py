@@ -249,3 +249,22 @@ def test_the_budget_covers_the_frontmatter():
 
 def test_an_empty_document_has_no_frontmatter():
     assert render([Section("L", Lines(()))], 1000, "Context", FM).markdown == ""
+
+
+# what each section shows after trimming ---------------------------------------------------------------------
+def test_shown_lists_what_is_left_of_each_section_in_input_order():
+    sections = [
+        Section("P", Prose(TEXT, ("p",))),
+        Section("Empty", Lines(())),
+        Section("L", Lines((Line("l1", "aaa"), Line("l2", "bbb")))),
+    ]
+    assert render(sections, 100, "T").shown == (sections[0], None, sections[2])
+    # 111 + 7 + 6 + 6 = 130 chars = 33 tokens; at 31 the last bullet goes
+    out = render(sections, 31, "T")
+    assert out.shown == (sections[0], None, Section("L", Lines((Line("l1", "aaa"),))))
+    # the lines go before any prose, then the prose shortens
+    out = render(sections, 20, "T")
+    assert out.shown[1:] == (None, None)
+    kept = out.shown[0]
+    assert kept is not None and isinstance(kept.body, Prose) and kept.body.text.endswith("…")
+    assert render(sections, 4, "T").shown == (None, None, None)

@@ -22,11 +22,8 @@ as Latest also lists ``beliefs(reach, want)`` as its own concurrent read (a fail
 learnings section's stored hits, stored first at each rank, keeping only the beliefs its filter admits.
 
 Relevance floor (*memory-core* extension, ``HolisticRecall.min_relevance``; unset by default, so reference
-§4.1 holds): after the reads and before the beliefs are folded, every hit and belief of a ranked read (a
-``fetch``, including an answer's fallback) scoring below ``min_relevance × best`` is dropped, ``best`` being the
-highest score among the ranked reads' hits and beliefs that the pack does not exclude (``exclude_ids``, the
-thread window, a section's ``exclude_agent_id``: a turn already in the prompt must not set the bar). Answer
-and latest sections are never filtered (``floor``).
+§4.1 holds): after the reads and before the beliefs are folded, ``relevance.floor`` drops the ranked reads' hits
+and beliefs that fall below the pack's score or query-coverage bar (see ``relevance``).
 
 Concurrency (``recall.pool``): the reads are submitted from the calling thread, never from inside a pool task,
 and the call waits for every future it started, so no read outlives it.
@@ -49,7 +46,9 @@ from memory_core.limits import MAX_PAGE_LIMIT
 from memory_core.meta import ItemKind
 from memory_core.namespace import ROOT, Reach
 from memory_core.query import FetchMode, FetchRequest, Hit, ListRequest, RecallRequest
+from memory_core.recall.outcomes import Answered, Failed, Gathered, Read, error_text, excluded
 from memory_core.recall.pool import run_all
+from memory_core.recall.relevance import floor
 from memory_core.recall.types import AnswerQuery, FetchQuery, HolisticRecall, ScopeSection
 
 __all__ = [
@@ -81,38 +80,6 @@ _MIN_TIME: Final = datetime.min.replace(tzinfo=UTC)
 
 # outcomes ---------------------------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
-class Answered:
-    """An answered section: the trimmed answer and its citations as hits (score or 0, no confidence)."""
-
-    text: str
-    hits: tuple[Hit, ...]
-
-
-@dataclass(slots=True)
-class Read:
-    """A ranked or latest read: the section's hits before settling, and the beliefs the read returned.
-
-    ``ranked`` is True when the hits came from ``engine.fetch`` (their scores are relevance, subject to the
-    pack's ``min_relevance``), False for a latest listing.
-    """
-
-    hits: list[Hit]
-    beliefs: list[Hit]
-    ranked: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Failed:
-    """A read that failed, and the error's text."""
-
-    reason: str
-
-
-Gathered = Answered | Read | Failed
-"""What one section's read produced."""
-
-
-@dataclass(frozen=True, slots=True)
 class _Listed:
     """A learnings section's ``beliefs()`` listing (empty when it failed)."""
 
@@ -132,11 +99,6 @@ class _Plan:
     query: str = ""
     beliefs: int = 0
     lists_beliefs: bool = False
-
-
-def error_text(exc: BaseException) -> str:
-    """The reason a skipped section reports: the error's text, or its class name when it has none."""
-    return str(exc) or type(exc).__name__
 
 
 # rules ------------------------------------------------------------------------------------------------------
@@ -167,19 +129,6 @@ def belief_budget(request: HolisticRecall) -> int:
         if is_learnings_section(section):
             return want
     return 0
-
-
-def excluded(request: HolisticRecall, section: ScopeSection, hit: Hit) -> bool:
-    """True when the pack or the section leaves ``hit`` out.
-
-    That is an id in ``exclude_ids``, a turn inside ``exclude_thread``, or (when the section sets it) a hit of
-    ``exclude_agent_id``.
-    """
-    if hit.id in request.exclude_ids:
-        return True
-    if request.exclude_thread is not None and request.exclude_thread.covers(hit):
-        return True
-    return section.exclude_agent_id is not None and hit.meta.agent_id == section.exclude_agent_id
 
 
 def newest_first(hits: Iterable[Hit]) -> list[Hit]:
@@ -261,7 +210,7 @@ def _fetch(
             max_scopes=section.max_scopes,
         )
     )
-    return Read(list(page.hits), list(page.beliefs), ranked=True)
+    return Read(list(page.hits), list(page.beliefs), ranked=True, query=query)
 
 
 def _answer(
@@ -314,40 +263,6 @@ def _list_beliefs(engine: MemoryEngine, section: ScopeSection, want: int) -> _Li
         return _Listed([])
 
 
-# relevance floor --------------------------------------------------------------------------------------------
-def floor(request: HolisticRecall, gathered: Sequence[Gathered]) -> list[Gathered]:
-    """Drop the ranked reads' hits and beliefs scoring below ``min_relevance × best`` (see the module docstring).
-
-    Args:
-        request: The pack request; nothing is dropped when its ``min_relevance`` is unset.
-        gathered: One outcome per section, in section order (beliefs not yet folded).
-
-    Returns:
-        The outcomes, ranked reads filtered (order kept), every other outcome as it was.
-    """
-    share = request.min_relevance
-    if share is None:
-        return list(gathered)
-    scores = [
-        hit.score
-        for section, outcome in zip(request.sections, gathered, strict=True)
-        if isinstance(outcome, Read) and outcome.ranked
-        for hit in (*outcome.hits, *outcome.beliefs)
-        if not excluded(request, section, hit)
-    ]
-    best = max(scores, default=0.0)
-    if best <= 0.0:
-        return list(gathered)
-    bar = share * best
-    out: list[Gathered] = []
-    for outcome in gathered:
-        if isinstance(outcome, Read) and outcome.ranked:
-            kept = [h for h in outcome.hits if h.score >= bar]
-            outcome = Read(kept, [b for b in outcome.beliefs if b.score >= bar], ranked=True)
-        out.append(outcome)
-    return out
-
-
 # beliefs ----------------------------------------------------------------------------------------------------
 def _interleave(first: Sequence[Hit], second: Sequence[Hit]) -> list[Hit]:
     out: list[Hit] = []
@@ -385,7 +300,7 @@ def fold_beliefs(request: HolisticRecall, gathered: Sequence[Gathered]) -> list[
         if merged and is_learnings_section(section):
             admitted = [b for b in merged.values() if section.filter.matches(ItemKind.LEARNING, b.meta)]
             hits = _interleave(hits, admitted)
-        out.append(Read(hits, [], outcome.ranked))
+        out.append(Read(hits, [], outcome.ranked, outcome.query))
     return out
 
 
@@ -421,6 +336,6 @@ def gather(
             position += 1
             assert isinstance(listed, _Listed)
             if isinstance(outcome, Read):
-                outcome = Read(outcome.hits, listed.beliefs, outcome.ranked)
+                outcome = Read(outcome.hits, listed.beliefs, outcome.ranked, outcome.query)
         gathered.append(outcome)
     return fold_beliefs(request, floor(request, gathered))

@@ -4,16 +4,25 @@ The sections are read concurrently (``gather``), then settled in section order a
 
 * answers pass through untouched, and an answer citing an item does not hide that item elsewhere;
 * hits are filtered by the section's kinds, ``exclude_ids``, the thread window, the ids shown by earlier
-  sections, and the section's ``exclude_agent_id``, then cut to the section's limit;
-* a section left with nothing is skipped with reason ``"empty"``, a failed one with the error's text.
+  sections, and the section's ``exclude_agent_id``; then (*memory-core*, ``repeats``) a conversation hit that
+  repeats an utterance already listed is left out; then the hits are cut to the section's limit;
+* a section left with nothing is skipped with reason ``"empty"``, a failed one with the error's text;
+* the sections are rendered within the budget; when a belief's sources are all in the rendered pack
+  (*memory-core*, ``repeats.covered_beliefs``) the belief is taken out and the pack rendered again. Taking
+  lines out never trims more, so every source stays rendered.
+
+``ContextPack.sections`` lists what the markdown shows: each section that survived the budget, with the
+bullets that survived (and an answer's text as rendered, shortened or not), so a host reading the hits reads
+what the model read; ``refs`` are the same ids in order of first citation.
 
 Only an invalid request raises (``InvalidRequest``); nothing an engine does fails a pack.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -21,11 +30,13 @@ from memory_core.engine import MemoryEngine
 from memory_core.errors import InvalidRequest
 from memory_core.query import Hit
 from memory_core.recall.bullets import bullet
-from memory_core.recall.gather import Answered, Failed, Gathered, error_text, gather
-from memory_core.recall.render import Frontmatter, Line, Lines, Prose, Section, render
+from memory_core.recall.gather import gather
+from memory_core.recall.outcomes import Answered, Failed, Gathered, error_text
+from memory_core.recall.render import Frontmatter, Line, Lines, Prose, Rendered, Section, render
+from memory_core.recall.repeats import UtteranceKey, covered_beliefs, utterance_key
 from memory_core.recall.types import ContextPack, HolisticRecall, SectionHits, Skipped
 
-__all__ = ["EMPTY_REASON", "assemble", "build_pack", "settle"]
+__all__ = ["EMPTY_REASON", "Settled", "assemble", "build_pack", "settle"]
 
 EMPTY_REASON = "empty"
 """The ``Skipped.reason`` of a section that found nothing to show (reference §4.1)."""
@@ -47,8 +58,9 @@ def build_pack(
 
     Returns:
         The pack: ``markdown`` within ``budget_tokens`` (4 characters per token), ``refs`` in order of first
-        citation, the settled ``sections`` (before budget trimming), the ``skipped`` sections with their reason
-        (``"empty"`` or the engine error's text), and the engine's id.
+        citation, the ``sections`` as rendered (a section trimmed away by the budget is not listed, a trimmed
+        one lists the bullets left), the ``skipped`` sections with their reason (``"empty"`` or the engine
+        error's text), and the engine's id.
 
     Raises:
         InvalidRequest: a zero budget, a blank title, a section with a blank heading, a zero limit or
@@ -77,23 +89,67 @@ def assemble(
     except Exception as exc:  # an engine error never fails the pack
         reason = error_text(exc)
         return ContextPack(skipped=tuple(Skipped(heading=s.heading, reason=reason) for s in request.sections))
-    gathered = gather(engine, request, descriptor.preferred_mode(), executor)
-    sections, shown, skipped = settle(request, gathered)
+    settled = settle(request, gather(engine, request, descriptor.preferred_mode(), executor))
     frontmatter = None if generated_at is None else Frontmatter(engine=descriptor.id, generated_at=generated_at)
-    rendered = render(sections, request.budget_tokens, request.title, frontmatter)
+    rendered = render(settled.sections, request.budget_tokens, request.title, frontmatter)
+    covered = covered_beliefs(settled.line_hits(), rendered.refs, settled.same_as)
+    if covered:
+        rendered = render(settled.without(covered), request.budget_tokens, request.title, frontmatter)
     return ContextPack(
         markdown=rendered.markdown,
         tokens=rendered.tokens,
         refs=rendered.refs,
-        sections=tuple(shown),
-        skipped=tuple(skipped),
+        sections=settled.shown(rendered),
+        skipped=tuple(settled.skipped),
         engine=descriptor.id,
     )
 
 
-def settle(
-    request: HolisticRecall, gathered: Sequence[Gathered]
-) -> tuple[list[Section], list[SectionHits], list[Skipped]]:
+@dataclass
+class Settled:
+    """The settled pack before rendering.
+
+    Attributes:
+        sections: The renderable sections, in section order.
+        filled: What each of ``sections`` holds (same order): its heading, answer and hits.
+        skipped: The sections left out, in section order.
+        same_as: Conversation hit id → the id of the listed hit whose utterance it repeats.
+    """
+
+    sections: list[Section] = field(default_factory=list)
+    filled: list[SectionHits] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+    same_as: dict[str, str] = field(default_factory=dict)
+
+    def line_hits(self) -> list[Hit]:
+        """The hits of the lines-sections (answers' citations excluded), in order."""
+        return [hit for s in self.filled if s.answer is None for hit in s.hits]
+
+    def without(self, ids: Collection[str]) -> list[Section]:
+        """``sections`` with the bullets of ``ids`` taken out (a section left with none renders as empty)."""
+        out: list[Section] = []
+        for section in self.sections:
+            body = section.body
+            if isinstance(body, Lines):
+                section = Section(section.heading, Lines(tuple(ln for ln in body.lines if ln.id not in ids)))
+            out.append(section)
+        return out
+
+    def shown(self, rendered: Rendered) -> tuple[SectionHits, ...]:
+        """What each section shows in ``rendered`` (whose ``shown`` is aligned with ``sections``)."""
+        out: list[SectionHits] = []
+        for filled, kept in zip(self.filled, rendered.shown, strict=True):
+            if kept is None:
+                continue
+            if isinstance(kept.body, Prose):
+                out.append(filled.model_copy(update={"answer": kept.body.text}))
+                continue
+            by_id = {hit.id: hit for hit in filled.hits}
+            out.append(SectionHits(heading=filled.heading, hits=tuple(by_id[ln.id] for ln in kept.body.lines)))
+        return tuple(out)
+
+
+def settle(request: HolisticRecall, gathered: Sequence[Gathered]) -> Settled:
     """Settle each section in order: filter, dedupe against earlier sections, cut to the limit.
 
     Args:
@@ -101,41 +157,39 @@ def settle(
         gathered: One outcome per section, in section order (beliefs already folded in).
 
     Returns:
-        The renderable sections, what each filled section showed, and the skipped sections, each in section
-        order.
+        The renderable sections with what each holds, the skipped sections, and the repeated utterances.
     """
+    out = Settled()
     shown: set[str] = set()
-    sections: list[Section] = []
-    filled: list[SectionHits] = []
-    skipped: list[Skipped] = []
+    said: dict[UtteranceKey, str] = {}
     for section, outcome in zip(request.sections, gathered, strict=True):
         heading = section.heading
         if isinstance(outcome, Failed):
-            skipped.append(Skipped(heading=heading, reason=outcome.reason))
+            out.skipped.append(Skipped(heading=heading, reason=outcome.reason))
             continue
         if isinstance(outcome, Answered):
-            sections.append(Section(heading, Prose(outcome.text, tuple(h.id for h in outcome.hits))))
-            filled.append(SectionHits(heading=heading, answer=outcome.text, hits=outcome.hits))
+            out.sections.append(Section(heading, Prose(outcome.text, tuple(h.id for h in outcome.hits))))
+            out.filled.append(SectionHits(heading=heading, answer=outcome.text, hits=outcome.hits))
             continue
-        kept = _kept(request, section.filter.kinds, section.exclude_agent_id, section.limit, outcome.hits, shown)
+        admitted = _admitted(request, section.filter.kinds, section.exclude_agent_id, outcome.hits, shown)
+        kept = _first_utterances(admitted, said, out.same_as, section.limit)
         if not kept:
-            skipped.append(Skipped(heading=heading, reason=EMPTY_REASON))
+            out.skipped.append(Skipped(heading=heading, reason=EMPTY_REASON))
             continue
         shown.update(hit.id for hit in kept)
-        sections.append(Section(heading, Lines(tuple(Line(hit.id, bullet(hit)) for hit in kept))))
-        filled.append(SectionHits(heading=heading, hits=tuple(kept)))
-    return sections, filled, skipped
+        out.sections.append(Section(heading, Lines(tuple(Line(hit.id, bullet(hit)) for hit in kept))))
+        out.filled.append(SectionHits(heading=heading, hits=tuple(kept)))
+    return out
 
 
-def _kept(
+def _admitted(
     request: HolisticRecall,
     kinds: Sequence[object],
     exclude_agent_id: str | None,
-    limit: int,
     hits: Sequence[Hit],
     shown: set[str],
 ) -> list[Hit]:
-    """The hits a section shows, in order: the reference §4.1 filters, then the cut to ``limit``."""
+    """The hits a section may show, in order: the reference §4.1 filters (not yet cut to ``limit``)."""
     window = request.exclude_thread
     kept: list[Hit] = []
     here: set[str] = set()
@@ -152,6 +206,22 @@ def _kept(
             continue
         kept.append(hit)
         here.add(hit.id)
+    return kept
+
+
+def _first_utterances(
+    hits: Sequence[Hit], said: dict[UtteranceKey, str], same_as: dict[str, str], limit: int
+) -> list[Hit]:
+    """``hits`` without the utterances already listed, cut to ``limit``; records what is listed and repeated."""
+    kept: list[Hit] = []
+    for hit in hits:
+        key = utterance_key(hit)
+        if key is not None:
+            if key in said:
+                same_as[hit.id] = said[key]
+                continue
+            said[key] = hit.id
+        kept.append(hit)
         if len(kept) == limit:
             break
     return kept

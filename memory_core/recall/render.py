@@ -136,11 +136,16 @@ class Frontmatter:
 
 @dataclass(frozen=True, slots=True)
 class Rendered:
-    """The block: ``markdown`` (``""`` when nothing is left), its ``tokens`` and the ``refs`` it cites."""
+    """The block: ``markdown`` (``""`` when nothing is left), its ``tokens`` and the ``refs`` it cites.
+
+    ``shown`` (from ``render``) holds, for each section given, what is left of it after trimming: the section
+    with the bullets that survived or its shortened prose, or None when it was empty or trimmed away.
+    """
 
     markdown: str
     tokens: int
     refs: tuple[str, ...]
+    shown: tuple[Section | None, ...] = ()
 
 
 _EMPTY = Rendered(markdown="", tokens=0, refs=())
@@ -158,47 +163,56 @@ def render(
         frontmatter: ``context.md`` frontmatter to prepend, or None for a plain pack.
 
     Returns:
-        The rendered block; ``Rendered("", 0, ())`` when no non-empty section remains. When even the title
-        alone is over budget, what is left after every section is trimmed away is returned (the empty block).
+        The rendered block, with ``shown`` aligned to ``sections``; ``Rendered("", 0, ())`` (every ``shown``
+        None) when no non-empty section remains. When even the title alone is over budget, what is left after
+        every section is trimmed away is returned (the empty block).
     """
-    work = [s for s in sections if not s.is_empty()]
+    given = list(sections)
+    work = [(i, s) for i, s in enumerate(given) if not s.is_empty()]
     while True:
-        rendered = compose(work, title, frontmatter)
-        if rendered.tokens <= budget_tokens:
-            return rendered
-        if _pop_line(work):
-            continue
-        index = _last_index(work, Prose)
-        if index is None:
-            return rendered
-        body = work[index].body
-        assert isinstance(body, Prose)
-        overflow_chars = (rendered.tokens - budget_tokens) * CHARS_PER_TOKEN
-        keep = len(body.text) - (overflow_chars + _ELLIPSIS_BYTES)
-        if keep < MIN_PROSE_CHARS:
-            del work[index]
-        else:
-            work[index] = replace(work[index], body=replace(body, text=shorten(body.text, keep)))
+        rendered = compose([s for _, s in work], title, frontmatter)
+        if rendered.tokens <= budget_tokens or not _trim(work, rendered.tokens - budget_tokens):
+            kept = dict(work)
+            return replace(rendered, shown=tuple(kept.get(i) for i in range(len(given))))
 
 
-def _last_index(sections: Sequence[Section], kind: type[Prose] | type[Lines]) -> int | None:
+def _trim(work: list[tuple[int, Section]], overflow_tokens: int) -> bool:
+    """One trimming step (reference §4.1): pop a bullet, else shorten or drop the last prose; False: nothing left."""
+    if _pop_line(work):
+        return True
+    index = _last_index(work, Prose)
+    if index is None:
+        return False
+    slot, section = work[index]
+    body = section.body
+    assert isinstance(body, Prose)
+    keep = len(body.text) - (overflow_tokens * CHARS_PER_TOKEN + _ELLIPSIS_BYTES)
+    if keep < MIN_PROSE_CHARS:
+        del work[index]
+    else:
+        work[index] = (slot, replace(section, body=replace(body, text=shorten(body.text, keep))))
+    return True
+
+
+def _last_index(sections: Sequence[tuple[int, Section]], kind: type[Prose] | type[Lines]) -> int | None:
     for i in range(len(sections) - 1, -1, -1):
-        if isinstance(sections[i].body, kind):
+        if isinstance(sections[i][1].body, kind):
             return i
     return None
 
 
-def _pop_line(sections: list[Section]) -> bool:
+def _pop_line(sections: list[tuple[int, Section]]) -> bool:
     """Drop the last bullet of the last lines-section (and the section once empty); False when none has lines."""
     index = _last_index(sections, Lines)
     if index is None:
         return False
-    body = sections[index].body
+    slot, section = sections[index]
+    body = section.body
     assert isinstance(body, Lines)
     if len(body.lines) <= 1:
         del sections[index]
     else:
-        sections[index] = replace(sections[index], body=Lines(body.lines[:-1]))
+        sections[index] = (slot, replace(section, body=Lines(body.lines[:-1])))
     return True
 
 

@@ -121,12 +121,15 @@ class HolisticRecall(ContractModel):
 
     ``min_relevance`` (a *memory-core* extension, left out of JSON when unset) is a relevance floor for the
     ranked sections: a hit or belief a fetch returned is dropped when its score is below ``min_relevance`` times
-    the best score among the hits and beliefs the pack's fetches returned (those the pack does not exclude).
-    Why: a ranked section otherwise fills its limit with whatever matched at all (in hybrid mode any text with a
-    cosine ≥ 0.2, which every long document has), and those bullets take budget from better hits in
-    lower-priority sections. It needs an engine whose fetch scores compare across fetches of one query (the
-    SQLite engine's BM25-based scores do, see ``engines.sqlite.search``). Unset (the contract's behaviour,
-    reference §4.1), nothing is dropped; answer and latest sections are never filtered.
+    the best score among the hits and beliefs the pack's fetches returned (those the pack does not exclude), or
+    when its coverage of the query's content terms is below ``min_relevance`` times the best coverage
+    (``recall.relevance``). Why: a ranked section otherwise fills its limit with whatever matched at all (in
+    hybrid mode any text with a cosine ≥ 0.2, which every long document has; in keyword mode any text holding
+    "go" or "what"), and those bullets take budget from better hits in lower-priority sections. The score bar
+    needs an engine whose fetch scores compare across fetches of one query (the SQLite engine's BM25-based
+    scores do, see ``engines.sqlite.search``); the coverage bar assumes a lexical match (an engine with real
+    embeddings can return a hit sharing no word with the query, which this bar would drop). Unset (the
+    contract's behaviour, reference §4.1), nothing is dropped; answer and latest sections are never filtered.
     """
 
     __omit_defaults__: ClassVar[frozenset[str]] = frozenset({"exclude_ids"})
@@ -142,7 +145,11 @@ class HolisticRecall(ContractModel):
 
 
 class SectionHits(ContractModel):
-    """``{heading, answer?, hits}``: what one section showed."""
+    """``{heading, answer?, hits}``: what one section showed in the rendered markdown.
+
+    ``hits`` are the section's bullets that survived the budget, in order (for an answer, every citation), and
+    ``answer`` the answer's text as rendered (ending in ``…`` when the budget shortened it).
+    """
 
     heading: str
     answer: str | None = None
@@ -157,7 +164,12 @@ class Skipped(ContractModel):
 
 
 class ContextPack(ContractModel):
-    """``{markdown, tokens, refs, sections, skipped, engine}``: the rendered block and what it cites."""
+    """``{markdown, tokens, refs, sections, skipped, engine}``: the rendered block and what it cites.
+
+    ``sections`` matches the markdown (*memory-core*: trimmed as the markdown was): a section the budget removed
+    is not listed, and every listed hit's id is in ``refs``. A section the budget removed is not in ``skipped``
+    either (that lists sections that found nothing or failed).
+    """
 
     markdown: str = ""
     tokens: int = 0

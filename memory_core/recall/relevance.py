@@ -1,0 +1,120 @@
+"""The relevance floor of ranked reads (pure; ``HolisticRecall.min_relevance``, a *memory-core* extension).
+
+Unset (the contract's behaviour, reference §4.1) nothing is dropped. Set to a share ``s``, after the reads and
+before the beliefs are folded, a hit or belief of a ranked read (a ``fetch``, including an answer's fallback)
+is kept only when it clears two bars, each ``s`` times the best value among the ranked reads' hits and beliefs
+that the pack does not exclude (``exclude_ids``, the thread window, a section's ``exclude_agent_id``: a turn
+already in the prompt must not set a bar):
+
+* **score**: ``hit.score ≥ s × best score``;
+* **coverage**: ``coverage(hit) ≥ s × best coverage``, where coverage is the share of the read's query terms
+  (``query_terms``: the words that are not function words or conversational filler, stemmed, as the belief
+  distiller reads content, ``beliefs.text.content_terms``) found in the text the hit's bullet shows
+  (``shown_text``). A read whose query has no such term has no coverage bar.
+
+Why two bars. Scores alone do not separate: the SQLite engine's keyword relevance ``bm25 / (bm25 + 20)`` plus
+the cosine's constant share compresses ratios (a passage with half the best hit's BM25 scores ~0.65 of it), and
+BM25 rewards repeating one query word. On LoCoMo with the PEPs as brain the question "How often does Melanie go
+to the beach with her kids?" scored its best turn 0.436 (beach, go, often, kids) and six passages 0.27-0.34
+(0.63-0.78 of it) that hold only ``go`` and function words (``case ["go", direction]`` in pattern-matching
+examples, "the Go team" in the GIL PEP); over 383 questions the Brain bullets shown (all unrelated to the
+chat) matched mostly ``the, to, what, a, in, go, does, has, when``, and the evidence turns matched names and
+topics. Coverage counts each content term once, so repetition and function words earn nothing, and it is read
+on the shown text, so a long document whose matching words lie past its 600-character bullet does not pass on
+words the reader never sees. Answer and latest sections are never filtered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from memory_core.beliefs.text import content_terms
+from memory_core.meta import ItemKind
+from memory_core.query import Hit
+from memory_core.recall.bullets import MAX_BULLET_CHARS, bullet
+from memory_core.recall.outcomes import Gathered, Read, excluded
+from memory_core.recall.repeats import utterance_text
+from memory_core.recall.types import HolisticRecall
+
+__all__ = ["Bar", "coverage", "floor", "query_terms", "shown_text"]
+
+
+def query_terms(query: str | None) -> frozenset[str]:
+    """The content terms of ``query`` (``beliefs.text.content_terms``); empty for None."""
+    return content_terms(query) if query else frozenset()
+
+
+def shown_text(hit: Hit) -> str:
+    """The text of the hit a reader sees: its bullet, a conversation's without the roles and the date prefix.
+
+    Returns:
+        ``bullet(hit)`` (``Title: body``, at most 600 characters plus ``…``); for a conversation its turns'
+        text (``repeats.utterance_text``) cut to 600 characters.
+    """
+    if hit.kind == ItemKind.CONVERSATION:
+        return utterance_text(hit.text)[:MAX_BULLET_CHARS]
+    return bullet(hit)
+
+
+def coverage(terms: frozenset[str], hit: Hit) -> float | None:
+    """The share of ``terms`` in the hit's shown text, in [0, 1]; None when ``terms`` is empty."""
+    if not terms:
+        return None
+    return len(terms & content_terms(shown_text(hit))) / len(terms)
+
+
+@dataclass(frozen=True, slots=True)
+class Bar:
+    """The two bars a ranked hit must clear: a score and a query coverage (0 when no read has query terms)."""
+
+    score: float
+    coverage: float
+
+    def passes(self, hit: Hit, covered: float | None) -> bool:
+        """True when ``hit.score`` and its coverage (None: no coverage bar) reach the bars."""
+        return hit.score >= self.score and (covered is None or covered >= self.coverage)
+
+
+def floor(request: HolisticRecall, gathered: Sequence[Gathered]) -> list[Gathered]:
+    """Drop the ranked reads' hits and beliefs below either bar (see the module docstring).
+
+    Args:
+        request: The pack request; nothing is dropped when its ``min_relevance`` is unset.
+        gathered: One outcome per section, in section order (beliefs not yet folded).
+
+    Returns:
+        The outcomes, ranked reads filtered (order kept), every other outcome as it was.
+    """
+    share = request.min_relevance
+    if share is None:
+        return list(gathered)
+    covered: dict[tuple[int, str], float | None] = {}
+    scores: list[float] = []
+    shares: list[float] = []
+    for position, (section, outcome) in enumerate(zip(request.sections, gathered, strict=True)):
+        if not (isinstance(outcome, Read) and outcome.ranked):
+            continue
+        terms = query_terms(outcome.query)
+        for hit in (*outcome.hits, *outcome.beliefs):
+            value = covered.setdefault((position, hit.id), coverage(terms, hit))
+            if excluded(request, section, hit):
+                continue
+            scores.append(hit.score)
+            if value is not None:
+                shares.append(value)
+    best = max(scores, default=0.0)
+    if best <= 0.0:
+        return list(gathered)
+    bar = Bar(score=share * best, coverage=share * max(shares, default=0.0))
+    out: list[Gathered] = []
+    for position, outcome in enumerate(gathered):
+        if isinstance(outcome, Read) and outcome.ranked:
+            outcome = Read(
+                [h for h in outcome.hits if bar.passes(h, covered[(position, h.id)])],
+                [b for b in outcome.beliefs if bar.passes(b, covered[(position, b.id)])],
+                ranked=True,
+                query=outcome.query,
+            )
+        out.append(outcome)
+    return out
