@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
@@ -15,10 +15,12 @@ from memory_core.beliefs import (
     extract,
     lookup,
     merge,
+    rebuild,
     resolve,
     retract,
     speaker_name,
 )
+from memory_core.beliefs.model import Statement, belief_meta, common_meta, shared_meta
 from memory_core.beliefs.text import third_person
 
 MAY_8 = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)  # a Monday
@@ -138,7 +140,7 @@ def test_a_repeated_statement_raises_confidence_and_keeps_every_source() -> None
     a = turn("I adopted a rescue dog named Max last week.")
     b = turn("I adopted a rescue dog named Max last week!", at=MAY_8)
     (belief,) = merge(extract(sources(a, b)), [])
-    assert belief.evidence == (a.id, b.id)
+    assert belief.added == (a.id, b.id) and belief.support == 2
     assert belief.confidence == confidence_for(belief.base_confidence, 2) > belief.base_confidence
 
 
@@ -173,8 +175,20 @@ def _conversation() -> list[Conversation]:
     return [turn(t, at=datetime(2023, 5, 8 + i, tzinfo=UTC)) for i, t in enumerate(lines)]
 
 
-def _snapshot(beliefs: list[Belief]) -> dict[str, tuple[str, tuple[str, ...], float, str]]:
-    return {b.key: (b.text, b.evidence, b.confidence, b.status.value) for b in beliefs}
+def _snapshot(beliefs: list[Belief]) -> dict[str, tuple[str, int, float, str]]:
+    return {b.key: (b.text, b.support, b.confidence, b.status.value) for b in beliefs}
+
+
+def _loaded(beliefs: list[Belief], statements: list[Statement]) -> list[Belief]:
+    """What an engine loads for ``statements``: by key, the active belief per subject, by anchor."""
+    want = lookup(statements)
+    return [
+        b
+        for b in beliefs
+        if b.key in want.keys
+        or (b.subject in want.subjects and b.status is BeliefStatus.ACTIVE)
+        or set(b.anchors) & want.anchors
+    ]
 
 
 @pytest.mark.parametrize("split", range(1, 8))
@@ -183,36 +197,160 @@ def test_building_in_two_increments_equals_building_once(split: int) -> None:
     once = merge(extract(items), [])
     first = merge(extract(items[:split]), [])
     statements = extract(items[split:])
-    want = lookup(statements)
-    loaded = [b for b in first if b.key in want.keys or b.subject in want.subjects or set(b.anchors) & want.anchors]
-    second = merge(statements, loaded)
+    second = merge(statements, _loaded(first, statements))
     combined = {b.key: b for b in first} | {b.key: b for b in second}
     assert _snapshot(list(combined.values())) == _snapshot(once)
+    evidence = {b.key: b.added for b in first}
+    for b in second:
+        evidence[b.key] = evidence.get(b.key, ()) + b.added
+    assert evidence == {b.key: b.added for b in once}
+
+
+def test_a_subjects_superseded_history_is_not_needed_to_merge() -> None:
+    colors = ["blue", "green", "red", "teal", "gold", "plum"]
+    items = sources(
+        *[turn(f"My favorite color is {c}.", at=datetime(2023, 5, 1 + i, tzinfo=UTC)) for i, c in enumerate(colors)]
+    )
+    history = merge(extract(items[:-1]), [])
+    active = [b for b in history if b.status is BeliefStatus.ACTIVE]
+    assert len(active) == 1 and len(history) == 5
+    statements = extract(items[-1:])
+    assert _snapshot(merge(statements, active)) == _snapshot(merge(statements, history))
+    assert [b.text for b in merge(statements, active) if b.status is BeliefStatus.ACTIVE] == [
+        "Caroline's favorite color is plum (said 6 May 2023)."
+    ]
 
 
 def test_merging_the_same_items_again_changes_nothing() -> None:
     items = sources(*_conversation())
     once = merge(extract(items), [])
-    assert merge(extract(items), once) == []
+    held = {(b.key, e) for b in once for e in b.added}
+    assert merge(extract(items), once, held) == []
 
 
 def test_retract_shrinks_deletes_and_reactivates_the_older_value() -> None:
-    blue, green, again = (
+    blue, green, again = sources(
         turn("My favorite color is blue."),
         turn("My favorite color is green.", at=datetime(2023, 6, 1, tzinfo=UTC)),
         turn("My favorite color is green!", at=datetime(2023, 6, 2, tzinfo=UTC)),
     )
-    beliefs = merge(extract(sources(blue, green, again)), [])
+    beliefs = merge(extract([blue, green, again]), [])
     green_belief = next(b for b in beliefs if "green" in b.text)
-    changed, deleted = retract([green_belief], {green.id}, [b for b in beliefs if b is not green_belief])
-    assert deleted == [] and [b.evidence for b in changed] == [(again.id,)]
-    changed, deleted = retract([green_belief], {green.id, again.id}, [b for b in beliefs if b is not green_belief])
+    blue_belief = next(b for b in beliefs if "blue" in b.text)
+    changed, deleted = retract([green_belief], {green_belief.key: [again]}, [blue_belief])
+    assert deleted == [] and [(b.support, b.source, b.status) for b in changed] == [(1, again.id, BeliefStatus.ACTIVE)]
+    assert changed[0].text == "Caroline's favorite color is green (said 2 June 2023)."
+    changed, deleted = retract([green_belief], {green_belief.key: []}, [blue_belief])
     assert deleted == [green_belief.key]
     assert [(b.text, b.status) for b in changed] == [
         ("Caroline's favorite color is blue (said 8 May 2023).", BeliefStatus.ACTIVE)
     ]
 
 
+def test_an_active_belief_that_loses_its_newest_evidence_can_yield_to_an_older_value() -> None:
+    green, blue, green_again = sources(
+        turn("My favorite color is green."),
+        turn("My favorite color is blue.", at=datetime(2023, 5, 20, tzinfo=UTC)),
+        turn("My favorite color is green!", at=datetime(2023, 6, 2, tzinfo=UTC)),
+    )
+    beliefs = {b.text[:30]: b for b in merge(extract([green, blue, green_again]), [])}
+    green_belief, blue_belief = beliefs["Caroline's favorite color is g"], beliefs["Caroline's favorite color is b"]
+    assert (green_belief.status, blue_belief.status) == (BeliefStatus.ACTIVE, BeliefStatus.SUPERSEDED)
+    changed, _ = retract([green_belief], {green_belief.key: [green]}, [blue_belief])
+    assert {b.text: b.status for b in changed} == {
+        "Caroline's favorite color is green (said 8 May 2023).": BeliefStatus.SUPERSEDED,
+        "Caroline's favorite color is blue (said 20 May 2023).": BeliefStatus.ACTIVE,
+    }
+
+
+def test_forgetting_the_statement_that_gave_the_text_rebuilds_from_the_survivors() -> None:
+    sweet = turn("I adopted a sweet rescue dog named Max yesterday.", thread_id="t1")
+    plain = turn("I adopted a rescue dog named Max yesterday!", at=MAY_8 + timedelta(hours=2), thread_id="t2")
+    first, second = sources(sweet, plain)
+    (belief,) = merge(extract([first, second]), [])
+    assert belief.support == 2 and "sweet" in belief.text and belief.meta.thread_id is None
+    rebuilt = rebuild(belief, [second])
+    (alone,) = merge(extract([second]), [])
+    assert rebuilt is not None and "sweet" not in rebuilt.text and rebuilt.key == belief.key
+    assert rebuilt.meta.thread_id == "t2" and rebuilt.observed_at == plain.meta.observed_at
+    assert (rebuilt.text, rebuilt.terms, rebuilt.anchors, rebuilt.support, rebuilt.meta, rebuilt.source) == (
+        alone.text,
+        alone.terms,
+        alone.anchors,
+        1,
+        alone.meta,
+        second.id,
+    )
+    assert rebuild(belief, []) is None
+
+
+def test_paraphrases_merge_and_a_swapped_content_word_does_not() -> None:
+    def merged(*lines: str) -> list[int]:
+        return sorted(b.support for b in merge(extract(sources(*[turn(t) for t in lines])), []))
+
+    assert merged(
+        "I adopted a rescue dog named Max yesterday.", "I adopted a sweet rescue dog named Max yesterday!"
+    ) == [2]
+    assert merged(
+        "I ran a charity race for the shelter yesterday.", "I ran a charity race for the animal shelter yesterday."
+    ) == [2]
+    assert merged(
+        "I hiked the Elk trail with my sister yesterday.", "I hiked the Fox trail with my sister yesterday."
+    ) == [1, 1]
+    assert merged("I adopted a rescue dog named Max yesterday.", "I adopted a rescue cat named Max yesterday.") == [
+        1,
+        1,
+    ]
+    assert merged("I met Anna yesterday.", "I met Anna's brother yesterday.") == [1, 1]
+
+
+def test_shared_meta_equals_folding_common_meta() -> None:
+    items = [
+        turn("I volunteer at the animal shelter every weekend.", thread_id="t1", workspace="home"),
+        turn(
+            "I volunteer at the animal shelter every weekend!",
+            at=datetime(2023, 5, 9, tzinfo=UTC),
+            thread_id="t2",
+            workspace="home",
+        ),
+        turn(
+            "I volunteer at the animal shelter every weekend.",
+            at=datetime(2023, 5, 3, tzinfo=UTC),
+            thread_id="t1",
+            workspace="home",
+        ),
+    ]
+    evidence = [(i.meta, i.meta.observed_at) for i in items]
+    folded = belief_meta(*evidence[0])
+    for meta, at in evidence[1:]:
+        folded = common_meta(folded, belief_meta(meta, at))
+    assert shared_meta(evidence) == folded
+    assert (folded.thread_id, folded.workspace, folded.observed_at) == (None, "home", datetime(2023, 5, 9, tzinfo=UTC))
+
+
+def test_a_state_written_with_its_evidence_list_still_reads() -> None:
+    (belief,) = merge(extract(sources(turn("My favorite color is teal."))), [])
+    old = belief.to_state()
+    del old["source"], old["support"]
+    old["evidence"] = ["a" * 40, "b" * 40]
+    read = Belief.from_state(old)
+    assert (read.source, read.support) == ("a" * 40, 2)
+
+
 def test_state_round_trips() -> None:
     for belief in merge(extract(sources(*_conversation())), []):
         assert Belief.from_state(belief.to_state()) == belief
+
+
+@pytest.mark.parametrize(
+    ("text", "ref"),
+    [
+        ("I left 9999 years ago", date(2024, 1, 10)),  # before year 1
+        ("I moved here 99999999999 years ago", date(2024, 1, 10)),  # a number no date can hold
+        ("we met yesterday", date(1, 1, 1)),
+        ("see you next year", date(9999, 6, 1)),
+    ],
+)
+def test_a_relative_date_outside_the_calendar_leaves_the_sentence_as_said(text: str, ref: date) -> None:
+    assert resolve(text, ref) == (text, None)
+    assert resolve("I left 3 days ago", date(2024, 1, 10))[1] == date(2024, 1, 7)

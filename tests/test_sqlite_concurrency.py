@@ -7,18 +7,23 @@ The processes are real (``subprocess``, this file run as a script); they exchang
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from _data import DATA_DIR, require_data
 
 from memory_core import (
     BeliefsRequest,
     ConsolidateRequest,
     Conversation,
+    Document,
+    EngineUnavailable,
     FetchRequest,
     ListRequest,
     MemoryMeta,
@@ -34,7 +39,7 @@ from memory_core import (
 )
 from memory_core.engines.sqlite import SQLiteEngine
 
-LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo_dev.json"
+LOCOMO = DATA_DIR / "locomo" / "locomo_dev.json"
 TURNS = 240
 BUILD = ConsolidateRequest(reach=Reach.subtree())
 
@@ -124,8 +129,8 @@ def _beliefs(engine: SQLiteEngine) -> set[tuple[str, str, float | None, tuple[st
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not LOCOMO.exists(), reason="needs ../shared/data/locomo")
 def test_two_writers_and_a_consolidator_share_one_file(tmp_path: Path) -> None:
+    require_data("locomo/locomo_dev.json")
     db = str(tmp_path / "memory.db")
     done = tmp_path / "writers-done"
     SQLiteEngine(db).close()
@@ -151,6 +156,44 @@ def test_two_writers_and_a_consolidator_share_one_file(tmp_path: Path) -> None:
         single.consolidate(BUILD)
         assert _beliefs(single) == shared
     assert len(shared) > 20
+
+
+def test_a_held_write_lock_makes_writes_unavailable_and_reads_still_answer(tmp_path: Path) -> None:
+    """Another connection holds the write lock (``BEGIN IMMEDIATE``) through every retry: each write is an
+    ``EngineUnavailable`` saying so in memory-core's words, changes nothing, and reads keep answering."""
+    path = tmp_path / "memory.db"
+    first = _doc("walrus colony on the north beach")
+    lagging = _doc("walrus pups stored accepted")
+    with SQLiteEngine(path, busy_timeout_ms=0) as engine:  # no busy wait inside SQLite: only the retry loop
+        engine.store(first)
+        engine.store_with(lagging, WriteOptions.accepted())
+        holder = sqlite3.connect(path, isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")
+        try:
+            writes: dict[str, Callable[[], object]] = {
+                "store": lambda: engine.store(_doc("second")),
+                "store_with accepted": lambda: engine.store_with(_doc("third"), WriteOptions.accepted()),
+                "store_many": lambda: engine.store_many([_doc("fourth"), _doc("fifth")]),
+                "forget": lambda: engine.forget({"ids": [first.id]}),
+                "consolidate": lambda: engine.consolidate(BUILD),
+            }
+            for name, write in writes.items():
+                with pytest.raises(EngineUnavailable) as caught:
+                    write()
+                assert str(path) in str(caught.value) and "locked by another writer" in str(caught.value), name
+                assert "database is locked" not in str(caught.value), name
+            hits = engine.fetch(FetchRequest(query="walrus colony", limit=5)).hits
+            assert [h.id for h in hits] == [first.id]  # the accepted item waits: folding it needs the lock
+            assert [h.id for h in engine.list(ListRequest()).items] == [first.id, lagging.id]
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        assert [h.id for h in engine.list(ListRequest()).items] == [first.id, lagging.id]
+        assert not engine.store(_doc("second")).replayed
+
+
+def _doc(text: str) -> Document:
+    return Document.of(text, MemoryMeta())
 
 
 if __name__ == "__main__":

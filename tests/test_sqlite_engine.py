@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import sqlite3
 from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
@@ -167,6 +168,45 @@ def test_an_unknown_cursor_is_invalid(engine: SQLiteEngine, cursor: str) -> None
         engine.fetch(FetchRequest(query="x", cursor=cursor))
     with pytest.raises(InvalidRequest, match="cursor"):
         engine.list(ListRequest(cursor=cursor))
+
+
+def _forged(tag: str, body: str) -> str:
+    return tag + base64.urlsafe_b64encode(body.encode()).decode().rstrip("=")
+
+
+@pytest.mark.parametrize(
+    ("tag", "body"),
+    [
+        ("f", '{"o":0,"s":1000000000000000000000000000000}'),  # past SQLite's 64-bit INTEGER
+        ("f", '{"o":-5,"s":10}'),
+        ("f", '{"o":true,"s":10}'),
+        ("f", '{"o":0,"s":9223372036854775808}'),  # 2**63
+        ("l", '{"a":1000000000000000000000000000000}'),
+        ("l", '{"a":-1}'),
+        ("l", '{"a":true}'),
+        ("l", '{"a":1.5}'),
+        ("l", "[" * 100_000 + "]" * 100_000),
+    ],
+)
+def test_a_tampered_cursor_is_invalid_and_loses_nothing(engine: SQLiteEngine, tag: str, body: str) -> None:
+    kept = [doc(f"alpha kept {i}") for i in range(3)]
+    engine.store_many(kept)
+    with pytest.raises(InvalidRequest) as caught:
+        if tag == "f":
+            engine.fetch(FetchRequest(query="alpha", cursor=_forged(tag, body)))
+        else:
+            engine.list(ListRequest(cursor=_forged(tag, body)))
+    assert caught.value.field == "cursor"
+    assert [h.id for h in engine.list(ListRequest()).items] == [i.id for i in kept]
+    assert len(engine.fetch(FetchRequest(query="alpha")).hits) == 3
+
+
+def test_cursor_values_up_to_sqlites_largest_integer_are_read(engine: SQLiteEngine) -> None:
+    engine.store_many([doc(f"alpha kept {i}") for i in range(3)])
+    top = 2**63 - 1
+    assert engine.list(ListRequest(cursor=_forged("l", f'{{"a":{top}}}'))).items == ()
+    assert engine.fetch(FetchRequest(query="alpha", cursor=_forged("f", f'{{"o":{top},"s":{top}}}'))).hits == ()
+    assert len(engine.fetch(FetchRequest(query="alpha", cursor=_forged("f", f'{{"o":0,"s":{top}}}'))).hits) == 3
 
 
 def test_confidence_and_recency_order_equally_relevant_items(engine: SQLiteEngine) -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import re
+import sqlite3
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,6 +26,7 @@ from memory_core import (
     TurnRange,
 )
 from memory_core.engines.sqlite import SQLiteEngine
+from memory_core.engines.sqlite.filters import compile_filter
 
 NODES = ["root", "team:t", "team:t/agent:a", "team:t/agent:a/agent:s", "team:t/agent:b", "team:t/service:x",
          "team:t/service:x/agent:c", "team:tt", "service:y"]  # fmt: skip
@@ -31,7 +34,7 @@ NODES = ["root", "team:t", "team:t/agent:a", "team:t/agent:a/agent:s", "team:t/a
 
 def _items() -> list[Document | Learning]:
     out: list[Document | Learning] = []
-    folders = [None, "/m/src", "/m/src/app", "/m/srcx", "/"]
+    folders = [None, "/m/src", "/m/src/app", "/m/srcx", "/", "", "m/src"]  # "" and a relative path: §1.6 edges
     for i, (node, folder) in enumerate(itertools.product(NODES, folders)):
         meta = MemoryMeta(
             namespace=Namespace.parse(node),
@@ -52,11 +55,21 @@ def _items() -> list[Document | Learning]:
     return out
 
 
+def _reaches(node: str) -> tuple[Reach, ...]:
+    """Ancestors (``of``), exact, subtree, and ancestors with the subtree, at ``node``."""
+    at = Namespace.parse(node)
+    return (Reach.of(node), Reach.exact(node), Reach.subtree(node), Reach(at=at, inherit=True, descendants=True))
+
+
+KIND_SETS = ((ItemKind.LEARNING,), (ItemKind.DOCUMENT, ItemKind.LEARNING))
+
+
 def _filters() -> Iterator[MetaFilter]:
     for node in NODES:
-        for reach in (Reach.of(node), Reach.exact(node), Reach.subtree(node), Reach(at=Namespace.parse(node),
-                      inherit=True, descendants=True)):  # fmt: skip
+        for reach in _reaches(node):
             yield MetaFilter(reach=reach)
+            for kinds in KIND_SETS:
+                yield MetaFilter(reach=reach, kinds=kinds)
     yield MetaFilter()
     for prefix in ("/m/src", "/m/src/", "/", "", "/m/sr", "/m/src/app"):
         yield MetaFilter(folder=prefix)
@@ -116,3 +129,25 @@ def test_sibling_and_service_sandbox_are_never_reached_from_a_subtree(
         "team:t/service:x",
         "team:t/service:x/agent:c",
     }
+
+
+@pytest.mark.parametrize("kinds", [(), *KIND_SETS], ids=lambda k: "+".join(x.value for x in k) or "any")
+@pytest.mark.parametrize("reach", _reaches("team:t/agent:a"), ids=["ancestors", "exact", "subtree", "both"])
+def test_every_reach_is_an_index_lookup_on_the_namespace_with_or_without_kinds(
+    loaded: tuple[SQLiteEngine, list[Document | Learning]], reach: Reach, kinds: tuple[ItemKind, ...]
+) -> None:
+    """Each part of the plan is a SEARCH constraining ``ns`` (equality or range), never a scan of a whole
+    table or of every namespace of a kind (sqlite.org/eqp.html)."""
+    engine, _ = loaded
+    where = compile_filter(MetaFilter(reach=reach, kinds=kinds), "i")
+    conn = sqlite3.connect(f"{engine.path.as_uri()}?mode=ro", uri=True)
+    try:
+        plan = [str(r[-1]) for r in conn.execute(f"EXPLAIN QUERY PLAN SELECT i.seq FROM items i WHERE {where.sql}",
+                                                  where.params)]  # fmt: skip
+    finally:
+        conn.close()
+    lookups = [step for step in plan if step.startswith(("SEARCH", "SCAN"))]
+    assert lookups, plan
+    for step in lookups:
+        assert step.startswith("SEARCH i USING"), plan
+        assert re.search(r"\bns[=><]\?", step), plan

@@ -12,6 +12,7 @@ import pytest
 from memory_core import ConfigError, Conflict, Document, EngineUnavailable, ListRequest, MemoryMeta
 from memory_core.engines import open_engine
 from memory_core.engines.sqlite import SQLiteEngine
+from memory_core.engines.sqlite.connection import Database, SQLiteOptions
 from memory_core.engines.sqlite.schema import SCHEMA_VERSION
 
 
@@ -19,19 +20,43 @@ def _fingerprint(path: Path) -> tuple[bytes, int]:
     return path.read_bytes(), path.stat().st_mtime_ns
 
 
+WAL_HEADER = b"SQLite format 3\x00" + b"\x10\x00\x02\x02"
+"""A header naming 4096-byte pages and WAL mode (bytes 18-19 = 2, sqlite.org/fileformat.html §1.3.4)."""
+
+
+def _trashed_after_header(folder: Path) -> bytes:
+    """A real WAL-mode memory file with everything after its 100-byte header overwritten."""
+    source = folder / "source" / "memory.db"
+    with SQLiteEngine(source) as engine:
+        engine.store(Document.of("hello there", MemoryMeta()))
+    data = bytearray(source.read_bytes())
+    assert data[18:20] == b"\x02\x02"
+    data[100:] = b"\xab" * (len(data) - 100)
+    return bytes(data)
+
+
 @pytest.mark.parametrize(
     "content",
-    [b"this is a text file, not a database\n" * 20, b"SQLite format 3\x00" + b"\xff" * 4000],
-    ids=["not-sqlite", "corrupt-sqlite"],
+    [
+        b"this is a text file, not a database\n" * 20,
+        b"SQLite format 3\x00" + b"\xff" * 4000,
+        WAL_HEADER + b"\xff" * 4076,
+        None,
+    ],
+    ids=["not-sqlite", "corrupt-sqlite", "corrupt-wal-mode-header", "wal-mode-file-trashed-after-header"],
 )
-def test_a_file_that_is_not_a_usable_database_is_refused_and_left_untouched(tmp_path: Path, content: bytes) -> None:
-    path = tmp_path / "memory.db"
-    path.write_bytes(content)
+def test_a_file_that_is_not_a_usable_database_is_refused_and_left_untouched(
+    tmp_path: Path, content: bytes | None
+) -> None:
+    folder = tmp_path / "data"
+    folder.mkdir()
+    path = folder / "memory.db"
+    path.write_bytes(_trashed_after_header(tmp_path) if content is None else content)
     before = _fingerprint(path)
     with pytest.raises(EngineUnavailable, match=str(path)):
         open_engine(f"sqlite:///{path}")
     assert _fingerprint(path) == before
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["memory.db"]
+    assert sorted(p.name for p in folder.iterdir()) == ["memory.db"]
 
 
 def test_a_directory_at_the_path_is_refused(tmp_path: Path) -> None:
@@ -147,3 +172,43 @@ def test_a_read_only_folder_is_a_clear_error(shared_dir: Path) -> None:
     folder.mkdir()
     folder.chmod(0o555)
     assert "read-only" in _open_as_unprivileged(folder / "memory.db")
+
+
+def test_a_probe_failure_while_another_process_starts_on_the_file_is_read_again(tmp_path: Path) -> None:
+    """A file at rest is probed ``immutable``; if another process opens it meanwhile, a failure of that read is
+    not trusted (its checkpoint may have changed pages under it) and the file is read again with locking."""
+    path = tmp_path / "memory.db"
+    with SQLiteEngine(path) as engine:
+        engine.store(Document.of("kept", MemoryMeta()))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["memory.db"]
+    calls: list[int] = []
+    other = sqlite3.connect(path, isolation_level=None)
+
+    def probe(conn: sqlite3.Connection) -> None:
+        calls.append(int(conn.execute("PRAGMA user_version").fetchone()[0]))
+        if len(calls) == 1:  # another process starts using the file during the first read
+            other.execute("SELECT count(*) FROM items").fetchone()
+            raise EngineUnavailable("torn read")
+
+    try:
+        db = Database(SQLiteOptions(path=path), probe=probe)
+        db.close()
+    finally:
+        other.close()
+    assert calls == [SCHEMA_VERSION, SCHEMA_VERSION]
+
+
+def test_a_probe_failure_on_a_file_at_rest_stands(tmp_path: Path) -> None:
+    path = tmp_path / "memory.db"
+    with SQLiteEngine(path):
+        pass
+    calls: list[int] = []
+
+    def probe(conn: sqlite3.Connection) -> None:
+        calls.append(1)
+        raise EngineUnavailable("bad file")
+
+    with pytest.raises(EngineUnavailable, match="bad file"):
+        Database(SQLiteOptions(path=path), probe=probe)
+    assert calls == [1]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["memory.db"]

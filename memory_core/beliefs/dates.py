@@ -35,7 +35,7 @@ _NUMBERS: Final = {
     "few": 3,
     "a few": 3,
 }
-_NUM = r"(\d+|a couple of|a couple|couple of|a few|few|an|a|one|two|three|four|five|six|seven|eight|nine|ten)"
+_NUM = r"([0-9]{1,4}|a couple of|a couple|couple of|a few|few|an|a|one|two|three|four|five|six|seven|eight|nine|ten)"
 _PATTERNS: Final = (
     ("dby", re.compile(r"\bthe day before yesterday\b", re.I)),
     ("yesterday", re.compile(r"\b(?:yesterday|last night)\b", re.I)),
@@ -132,5 +132,8 @@ def resolve(text: str, ref: date | None) -> tuple[str, date | None]:
     if best is None:
         return text, None
     _, kind, m = best
-    phrase, day = _phrase(kind, m, ref)
+    try:
+        phrase, day = _phrase(kind, m, ref)
+    except (OverflowError, ValueError):  # the day falls outside year 1..9999: leave the sentence as said
+        return text, None
     return text[: m.start()] + phrase + text[m.end() :], day

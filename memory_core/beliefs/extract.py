@@ -31,14 +31,14 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Final
 
-from memory_core.items import Conversation, Document, LearningKind, Role
+from memory_core.items import Conversation, Document, LearningKind, Role, Turn
 from memory_core.meta import MemoryMeta
 
 from .dates import format_day, resolve
 from .model import Category, SourceItem, Statement
 from .text import anchors, clean_turn_text, content_terms, sentences, stem, substantive_terms, third_person, words
 
-__all__ = ["extract", "speaker_name"]
+__all__ = ["extract", "said_at", "speaker_name"]
 
 MAX_TEXT: Final = 400
 """Longest belief text, in characters."""
@@ -121,6 +121,11 @@ def speaker_name(meta: MemoryMeta) -> str:
     if not raw:
         return "The user"
     return raw[:1].upper() + raw[1:] if raw.islower() else raw
+
+
+def said_at(turn: Turn, meta: MemoryMeta) -> datetime | None:
+    """When a conversation turn's statements were said: the turn's own time, else the item's."""
+    return turn.at or meta.observed_at
 
 
 def _value(text: str) -> str:
@@ -227,7 +232,7 @@ def _from_conversation(src: SourceItem, item: Conversation) -> list[Statement]:
     for turn in item.turns:
         if turn.role is not Role.USER:
             continue
-        observed = turn.at or meta.observed_at
+        observed = said_at(turn, meta)
         for sentence in sentences(clean_turn_text(turn.text)):
             st = _conversation_statement(sentence, name, src, meta, observed)
             if st is not None and st.key not in seen:

@@ -1,24 +1,26 @@
 """Merging new statements into a scope's beliefs (pure).
 
-``merge(statements, existing)`` applies statements one at a time, in write order (``seq``), to the beliefs
-they touch, and returns every belief it created or changed, in its new state. ``lookup(statements)`` names the
-existing beliefs it may touch, so an engine loads only those (by key, subject and anchor) and a build's cost
-follows the new items, not the scope's size.
+``merge(statements, existing, held)`` applies statements one at a time, in write order (``seq``), to the
+beliefs they touch, and returns every belief it created or changed, in its new state. ``lookup(statements)``
+names the existing beliefs it may touch, so an engine loads only those and a build's cost follows the new
+items, not the scope's size or a subject's history.
 
 For each statement:
 
-1. A belief with the same ``key`` gains it as evidence (confidence rises, ``confidence_for``).
+1. A belief with the same ``key`` gains it as evidence (confidence rises, ``confidence_for``), unless that item
+   already supports it.
 2. Else, a *free* statement (one whose subject is its own key: events, plans, key sentences) joins a
-   near-duplicate: a free belief of the same speaker and category among the ``ANCHOR_WINDOW`` most recently
-   created beliefs holding one of its anchors, whose content terms overlap by Jaccard ≥ ``NEAR_DUPLICATE`` and
-   whose resolved day (if both have one) is the same. The best overlap wins, ties by key. The window keeps a
-   lookup's size independent of how many beliefs a scope holds.
+   near-duplicate (``near_duplicate``) among the ``ANCHOR_WINDOW`` most recently created beliefs holding one of
+   its anchors; the best overlap wins, ties by key. The window keeps a lookup's size independent of how many
+   beliefs a scope holds.
 3. Else it starts a new belief.
 
-Then, among the beliefs of that subject, the newest (by ``observed_at``, then write order) is active and the
-others are superseded (kept, not served). Because statements apply in ``seq`` order and the lookup covers
-every belief a statement could touch, building a scope in several increments gives the same beliefs as
-building it once.
+Then the newest belief of that subject (``Belief.newness``, then key) is active and the others are superseded
+(kept, not served). A belief's newness only grows as it gains evidence, so the newest is always either the
+subject's active belief or the one that just changed: only those two are compared, and an engine loads a
+subject's active belief, never its superseded history. Because statements apply in ``seq`` order and the
+lookup covers every belief a statement could touch, building a scope in several increments gives the same
+beliefs as building it once.
 """
 
 from __future__ import annotations
@@ -30,10 +32,14 @@ from typing import Final
 
 from .model import Belief, BeliefStatus, Statement
 
-__all__ = ["ANCHOR_WINDOW", "NEAR_DUPLICATE", "Lookup", "lookup", "merge", "retract"]
+__all__ = ["ANCHOR_WINDOW", "MIN_SHARED_TERMS", "NEAR_DUPLICATE", "Lookup", "lookup", "merge", "near_duplicate"]
 
 NEAR_DUPLICATE: Final = 0.6
 """Least Jaccard overlap of content terms for two free statements to be one belief (memory-core's rule)."""
+MIN_SHARED_TERMS: Final = 4
+"""Least number of content terms two near-duplicates share: below it one added word is too much of the text
+(``I met Anna yesterday`` / ``I met Anna's brother yesterday`` share three, a date word among them), so short
+statements merge only by key (memory-core's rule)."""
 ANCHOR_WINDOW: Final = 12
 """Beliefs per anchor a statement is compared with: the most recently created (by ``(first_seq, key)``)."""
 
@@ -42,8 +48,8 @@ ANCHOR_WINDOW: Final = 12
 class Lookup:
     """Which existing beliefs a batch may touch.
 
-    Those with one of ``keys`` or ``subjects``, and per anchor the newest ``ANCHOR_WINDOW`` free beliefs (by
-    ``(first_seq, key)``).
+    Those with one of ``keys`` (any status), the *active* belief of each of ``subjects``, and per anchor the
+    newest ``ANCHOR_WINDOW`` free beliefs (by ``(first_seq, key)``).
     """
 
     keys: frozenset[str]
@@ -52,7 +58,7 @@ class Lookup:
 
 
 def lookup(statements: Iterable[Statement]) -> Lookup:
-    """The keys, subjects and anchors of ``statements`` (an engine loads beliefs matching any of them)."""
+    """The keys, subjects and anchors of ``statements`` (an engine loads the beliefs ``Lookup`` describes)."""
     keys: set[str] = set()
     subjects: set[str] = set()
     anchor_set: set[str] = set()
@@ -70,21 +76,47 @@ def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     return len(a & b) / len(a | b)
 
 
-class _Scope:
-    """The beliefs of one scope while a merge runs, indexed by key, subject and anchor."""
+def near_duplicate(belief: Belief, st: Statement) -> float | None:
+    """How well free statement ``st`` matches free ``belief`` as a near-duplicate, or None when it does not.
 
-    def __init__(self, existing: Iterable[Belief]) -> None:
+    Same speaker and category, the same resolved day when both have one, and content terms where one set
+    *contains* the other, sharing at least ``MIN_SHARED_TERMS`` terms with Jaccard overlap at least
+    ``NEAR_DUPLICATE``. A statement that only adds words (``a sweet rescue dog``) restates the belief; one that
+    swaps a word (``the Elk trail`` / ``the Fox trail``, ``a rescue dog`` / ``a rescue cat``) says something
+    else, however much else it shares. Returns the overlap (higher is better).
+    """
+    if not (belief.free and st.free) or belief.speaker != st.speaker or belief.category != st.category:
+        return None
+    if belief.day is not None and st.day is not None and belief.day != st.day:
+        return None
+    a, b = belief.terms, st.terms
+    if not (a <= b or b <= a) or len(a & b) < MIN_SHARED_TERMS:
+        return None
+    score = _jaccard(a, b)
+    return score if score >= NEAR_DUPLICATE else None
+
+
+class _Scope:
+    """The beliefs of one scope while a merge runs: by key, the active one per subject, and by anchor."""
+
+    def __init__(self, existing: Iterable[Belief], held: Iterable[tuple[str, str]]) -> None:
         self.by_key: dict[str, Belief] = {}
-        self.by_subject: dict[str, set[str]] = {}
+        self.active: dict[str, str] = {}
         self.by_anchor: dict[str, list[tuple[int, str]]] = {}
+        self.held: set[tuple[str, str]] = set(held)
         self.changed: set[str] = set()
         for belief in existing:
+            if belief.added:
+                belief = replace(belief, added=())  # evidence gained by an earlier merge is already recorded
             self._index(belief)
+            if belief.status is BeliefStatus.ACTIVE:
+                current = self.active.get(belief.subject)
+                if current is None or _order(belief) > _order(self.by_key[current]):
+                    self.active[belief.subject] = belief.key
 
     def _index(self, belief: Belief) -> None:
         known = belief.key in self.by_key
         self.by_key[belief.key] = belief
-        self.by_subject.setdefault(belief.subject, set()).add(belief.key)
         if belief.free and not known:
             for anchor in belief.anchors:
                 insort(self.by_anchor.setdefault(anchor, []), (belief.first_seq, belief.key))
@@ -94,48 +126,51 @@ class _Scope:
             self.changed.add(belief.key)
         self._index(belief)
 
-    def remove(self, key: str) -> None:
-        belief = self.by_key.pop(key)
-        self.by_subject.get(belief.subject, set()).discard(key)
-        for anchor in belief.anchors:
-            entries = self.by_anchor.get(anchor, [])
-            if (belief.first_seq, key) in entries:
-                entries.remove((belief.first_seq, key))
-        self.changed.discard(key)
-
     def near_duplicate(self, st: Statement) -> Belief | None:
         best: tuple[float, str] | None = None
         candidates = {key for a in st.anchors for _, key in self.by_anchor.get(a, [])[-ANCHOR_WINDOW:]}
         for key in sorted(candidates):
-            belief = self.by_key[key]
-            if belief.speaker != st.speaker or belief.category != st.category or not belief.free:
-                continue
-            if belief.day is not None and st.day is not None and belief.day != st.day:
-                continue
-            score = _jaccard(belief.terms, st.terms)
-            if score >= NEAR_DUPLICATE and (best is None or (-score, key) < (-best[0], best[1])):
+            score = near_duplicate(self.by_key[key], st)
+            if score is not None and (best is None or (-score, key) < (-best[0], best[1])):
                 best = (score, key)
         return self.by_key[best[1]] if best is not None else None
 
-    def settle(self, subject: str) -> None:
-        members = [self.by_key[k] for k in sorted(self.by_subject.get(subject, ()))]
-        if not members:
-            return
-        newest = max(members, key=lambda b: (b.recency(), b.key))
-        for belief in members:
-            status = BeliefStatus.ACTIVE if belief is newest else BeliefStatus.SUPERSEDED
-            if belief.status is not status:
-                self.put(replace(belief, status=status))
+    def settle(self, belief: Belief) -> None:
+        """``belief`` just gained evidence or was created: make the newer of it and its subject's active one active."""
+        current_key = self.active.get(belief.subject)
+        if current_key is not None and current_key != belief.key:
+            current = self.by_key[current_key]
+            if _order(current) > _order(belief):
+                self._set(belief, BeliefStatus.SUPERSEDED)
+                return
+            self._set(current, BeliefStatus.SUPERSEDED)
+        self.active[belief.subject] = belief.key
+        self._set(belief, BeliefStatus.ACTIVE)
+
+    def _set(self, belief: Belief, status: BeliefStatus) -> None:
+        if belief.status is not status:
+            self.put(replace(belief, status=status))
 
 
-def merge(statements: Sequence[Statement], existing: Iterable[Belief]) -> list[Belief]:
+def _order(belief: Belief) -> tuple[tuple[bool, object, int], str]:
+    return (belief.newness(), belief.key)
+
+
+def merge(
+    statements: Sequence[Statement], existing: Iterable[Belief], held: Collection[tuple[str, str]] = ()
+) -> list[Belief]:
     """Apply ``statements`` to ``existing`` beliefs; return the beliefs created or changed, sorted by key.
+
+    Each returned belief's ``added`` names the evidence it gained here (what an engine appends).
 
     Args:
         statements: New statements (any order; they are applied by ``seq``, then their order in the list).
-        existing: The scope's beliefs that ``lookup(statements)`` matches (more is harmless, fewer is not).
+        existing: The scope's beliefs that ``lookup(statements)`` describes (more is harmless, fewer is not: in
+            particular the active belief of every subject named).
+        held: ``(belief key, item id)`` pairs already recorded as evidence among the statements' items, so a
+            statement merged before is not counted twice (empty when the items are new).
     """
-    scope = _Scope(existing)
+    scope = _Scope(existing, held)
     ordered = sorted(enumerate(statements), key=lambda pair: (pair[1].seq, pair[0]))
     for _, st in ordered:
         target = scope.by_key.get(st.key)
@@ -143,44 +178,11 @@ def merge(statements: Sequence[Statement], existing: Iterable[Belief]) -> list[B
             target = scope.near_duplicate(st)
         if target is None:
             belief = Belief.from_statement(st)
-        elif st.evidence in target.evidence:
+        elif (target.key, st.evidence) in scope.held:
             continue
         else:
             belief = target.with_evidence(st)
+        scope.held.add((belief.key, st.evidence))
         scope.put(belief)
-        scope.settle(belief.subject)
+        scope.settle(scope.by_key[belief.key])
     return [scope.by_key[k] for k in sorted(scope.changed)]
-
-
-def retract(
-    affected: Sequence[Belief], removed: Collection[str], siblings: Iterable[Belief] = ()
-) -> tuple[list[Belief], list[str]]:
-    """Take removed items out of the beliefs derived from them (provenance on forget and erase).
-
-    A belief left with no evidence is deleted; one with other evidence stays, its evidence shrunk and its
-    confidence recomputed. If a deleted belief was the active one of its subject, the newest survivor among
-    ``siblings`` (the subject's other beliefs) becomes active again.
-
-    Args:
-        affected: Beliefs holding at least one removed id.
-        removed: The removed item ids.
-        siblings: The other beliefs of the affected subjects.
-
-    Returns:
-        ``(changed, deleted)``: the surviving beliefs whose state changed (sorted by key), and the deleted keys.
-    """
-    gone = set(removed)
-    scope = _Scope([*affected, *siblings])
-    deleted: list[str] = []
-    subjects: set[str] = set()
-    for belief in affected:
-        subjects.add(belief.subject)
-        remaining = tuple(e for e in belief.evidence if e not in gone)
-        if not remaining:
-            scope.remove(belief.key)
-            deleted.append(belief.key)
-        elif remaining != belief.evidence:
-            scope.put(replace(belief, evidence=remaining))
-    for subject in sorted(subjects):
-        scope.settle(subject)
-    return [scope.by_key[k] for k in sorted(scope.changed)], sorted(deleted)

@@ -9,8 +9,9 @@ grows with the number of distinct items a belief was derived from (``confidence_
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, replace
-from datetime import date, datetime
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, date, datetime
 from enum import StrEnum
 from typing import Any, Final
 
@@ -28,12 +29,14 @@ __all__ = [
     "belief_id",
     "common_meta",
     "confidence_for",
+    "shared_meta",
 ]
 
 REPEAT_FACTOR: Final = 0.6
 """Each further piece of evidence keeps this share of the remaining doubt (memory-core's rule)."""
 MAX_CONFIDENCE: Final = 0.99
 """Confidence never reaches certainty."""
+_NEVER: Final = datetime.min.replace(tzinfo=UTC)
 
 
 class Category(StrEnum):
@@ -164,19 +167,53 @@ def common_meta(a: MemoryMeta, b: MemoryMeta) -> MemoryMeta:
     return a.model_copy(update=update)
 
 
+def shared_meta(evidence: Sequence[tuple[MemoryMeta, datetime | None]]) -> MemoryMeta:
+    """The belief metadata of evidence ``(item meta, time said)`` in write order, in one pass.
+
+    Equal to folding ``common_meta`` over ``belief_meta`` of each, left to right (one copy instead of two per
+    item, for rebuilding a belief with many sources).
+
+    Raises:
+        ValueError: ``evidence`` is empty.
+    """
+    if not evidence:
+        raise ValueError("no evidence")
+    first = evidence[0][0]
+    differ = {
+        name for name in _SHARED_FIELDS for meta, _ in evidence[1:] if getattr(meta, name) != getattr(first, name)
+    }
+    update: dict[str, Any] = dict.fromkeys(differ)
+    if any(meta.source != first.source for meta, _ in evidence[1:]):
+        update["source"] = SourceRef(kind=first.source.kind)
+    update.update(tags=(BELIEF_TAG,), derive=None, observed_at=_newest_time(*(at for _, at in evidence)))
+    return first.model_copy(update=update)
+
+
+def _newest_time(*times: datetime | None) -> datetime | None:
+    known = [t for t in times if t is not None]
+    return max(known) if known else None
+
+
 @dataclass(frozen=True)
 class Belief:
-    """What a build keeps: a statement plus every item that supports it.
+    """What a build keeps: the statement that reads for it, plus how many items support it.
+
+    The ids of the supporting items are not held in the value (a belief repeated ten thousand times would copy
+    them on every merge): an engine keeps them one row each (``belief_evidence`` in SQLite) and appends
+    ``added`` after a merge. ``support`` counts them.
 
     Attributes:
-        key, subject, text, kind, category, base_confidence, terms, anchors, speaker, day: As the first
-            ``Statement`` that created it.
-        evidence: Ids of the items it was derived from, in arrival order (distinct).
-        first_seq: The seq of the item that created it (creation order, for the near-duplicate window).
+        key, subject, text, kind, category, base_confidence, terms, anchors, speaker, day: As the statement
+            that supplies its text (``source``): the first of its evidence in write order.
+        source: Id of the item whose statement supplies the text.
+        first_seq: The seq of that item (creation order, for the near-duplicate window).
         last_seq: The largest seq among its evidence.
         observed_at: The latest ``observed_at`` among its evidence.
         meta: What its evidence shares (``common_meta``), tagged ``belief``.
+        support: How many distinct items it was derived from (at least 1).
         status: Active or superseded.
+        added: Evidence ids this value gained in the merge that produced it, in write order; ``()`` for a
+            value read back from an engine. Not part of the stored state, nor of equality.
     """
 
     key: str
@@ -189,17 +226,19 @@ class Belief:
     anchors: tuple[str, ...]
     speaker: str
     day: date | None
-    evidence: tuple[str, ...]
+    source: str
     first_seq: int
     last_seq: int
     observed_at: datetime | None
     meta: MemoryMeta
+    support: int = 1
     status: BeliefStatus = BeliefStatus.ACTIVE
+    added: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def confidence(self) -> float:
-        """``confidence_for(base_confidence, len(evidence))``."""
-        return confidence_for(self.base_confidence, len(self.evidence))
+        """``confidence_for(base_confidence, support)``."""
+        return confidence_for(self.base_confidence, self.support)
 
     @property
     def free(self) -> bool:
@@ -220,30 +259,51 @@ class Belief:
             anchors=st.anchors,
             speaker=st.speaker,
             day=st.day,
-            evidence=(st.evidence,),
+            source=st.evidence,
             first_seq=st.seq,
             last_seq=st.seq,
             observed_at=st.observed_at,
             meta=belief_meta(st.meta, st.observed_at),
+            added=(st.evidence,),
         )
 
     def with_evidence(self, st: Statement) -> Belief:
-        """This belief with one more supporting statement (its text and key stay)."""
-        times = [t for t in (self.observed_at, st.observed_at) if t is not None]
+        """This belief with one more supporting statement (its text and key stay); O(1) in its support."""
         return replace(
             self,
-            evidence=(*self.evidence, st.evidence),
+            support=self.support + 1,
+            added=(*self.added, st.evidence),
             last_seq=max(self.last_seq, st.seq),
-            observed_at=max(times) if times else None,
+            observed_at=_newest_time(self.observed_at, st.observed_at),
             meta=common_meta(self.meta, belief_meta(st.meta, st.observed_at)),
         )
 
-    def recency(self) -> tuple[float, int]:
-        """Sort key for "newest": observed time (undated first), then write order."""
-        return (self.observed_at.timestamp() if self.observed_at is not None else float("-inf"), self.last_seq)
+    def with_text_of(self, st: Statement) -> Belief:
+        """This belief reading as ``st`` (after the item that supplied its text was removed); key and status stay."""
+        return replace(
+            self,
+            text=st.text,
+            kind=st.kind,
+            category=st.category,
+            base_confidence=st.base_confidence,
+            terms=st.terms,
+            anchors=st.anchors,
+            speaker=st.speaker,
+            day=st.day,
+            source=st.evidence,
+            first_seq=st.seq,
+        )
+
+    def newness(self) -> tuple[bool, datetime, int]:
+        """Sort key for "newest": dated after undated, then observed time, then write order.
+
+        An engine that picks the newest in SQL orders by ``observed_at IS NOT NULL, observed_at, last_seq``
+        (then ``key``) to match.
+        """
+        return (self.observed_at is not None, self.observed_at or _NEVER, self.last_seq)
 
     def to_state(self) -> dict[str, Any]:
-        """The JSON form an engine stores to rebuild this value (``from_state``)."""
+        """The JSON form an engine stores to rebuild this value (``from_state``); bounded in size."""
         return {
             "key": self.key,
             "subject": self.subject,
@@ -255,17 +315,23 @@ class Belief:
             "anchors": list(self.anchors),
             "speaker": self.speaker,
             "day": self.day.isoformat() if self.day else None,
-            "evidence": list(self.evidence),
+            "source": self.source,
             "first_seq": self.first_seq,
             "last_seq": self.last_seq,
             "observed_at": self.observed_at.isoformat() if self.observed_at else None,
             "meta": self.meta.to_dict(),
+            "support": self.support,
             "status": self.status.value,
         }
 
     @classmethod
     def from_state(cls, data: dict[str, Any]) -> Belief:
-        """The value ``to_state`` described."""
+        """The value ``to_state`` described (``added`` empty).
+
+        A state written before ``source``/``support`` existed holds the whole ``evidence`` list instead; its
+        first id is the source and its length the support.
+        """
+        legacy: list[str] = data.get("evidence") or []
         return cls(
             key=data["key"],
             subject=data["subject"],
@@ -277,10 +343,11 @@ class Belief:
             anchors=tuple(data["anchors"]),
             speaker=data["speaker"],
             day=date.fromisoformat(data["day"]) if data.get("day") else None,
-            evidence=tuple(data["evidence"]),
+            source=str(data["source"] if "source" in data else legacy[0]),
             first_seq=int(data["first_seq"]),
             last_seq=int(data["last_seq"]),
             observed_at=datetime.fromisoformat(data["observed_at"]) if data.get("observed_at") else None,
             meta=MemoryMeta.model_validate(data["meta"]),
+            support=int(data["support"] if "support" in data else len(legacy)),
             status=BeliefStatus(data["status"]),
         )

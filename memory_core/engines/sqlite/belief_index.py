@@ -1,4 +1,8 @@
-"""A per-process copy of the active beliefs' ranking data, so a ranked read does not re-read every vector.
+"""Belief reads: ranking, evidence, and a per-process copy of the active beliefs' ranking data.
+
+``rank`` serves ``beliefs()`` and ``fetch(beliefs=N)``; ``evidence_of`` names each belief's items. The copy
+(``BeliefIndex``) exists so a ranked read does not re-read every vector. A belief's ``derived_from`` is its
+``belief_evidence`` rows joined to ``items``, in write order (``seq``).
 
 Every ranked read of a pack asks for beliefs (``FetchRequest.beliefs``; a lifecycle pack's four fetch sections
 all do), and ranking them needs every admitted active belief's vector, time and confidence. Read from SQL that is
@@ -29,22 +33,25 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections import OrderedDict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
 
-from memory_core.meta import ItemKind, MetaFilter
+from memory_core.beliefs import BeliefStatus
+from memory_core.meta import ItemKind, MemoryMeta, MetaFilter
 from memory_core.namespace import Namespace, Reach
-from memory_core.query import Hit
+from memory_core.query import FetchMode, Hit
 from memory_core.scoring import EMBED_DIM
 
 from .filters import compile_filter
+from .fts import fts_matches
 from .rows import ns_of_key
-from .search import FloatArray, IntArray
+from .search import Candidates, FloatArray, IntArray, order, query_vector, score
 
-__all__ = ["VERSION_KEY", "BeliefIndex", "BeliefRows", "bump_version"]
+__all__ = ["VERSION_KEY", "BeliefIndex", "BeliefRows", "bump_version", "evidence_of", "rank"]
 
 VERSION_KEY: Final = "beliefs_version"
 """The ``meta`` key counting belief writes."""
@@ -174,4 +181,130 @@ class BeliefIndex:
 def _select(loaded: _Loaded, mask: BoolArray) -> BeliefRows:
     return BeliefRows(
         loaded.keys[mask], loaded.vectors[mask], loaded.when_us[mask], loaded.confidence[mask], loaded.hits
+    )
+
+
+_BATCH: Final = 400
+"""Most ids bound in one ``IN (…)`` list."""
+
+
+def _chunks(values: Sequence[Any], size: int = _BATCH) -> Iterable[list[Any]]:
+    for start in range(0, len(values), size):
+        yield list(values[start : start + size])
+
+
+def _marks(n: int) -> str:
+    return ", ".join("?" for _ in range(n))
+
+
+def _evidence(conn: sqlite3.Connection, bids: Sequence[int]) -> dict[int, tuple[str, ...]]:
+    """``bid → ids of the items it was derived from``, in write order."""
+    out: dict[int, list[str]] = {}
+    for chunk in _chunks(list(bids)):
+        for bid, item_id in conn.execute(
+            "SELECT e.bid, i.id FROM belief_evidence e JOIN items i ON i.id = e.item_id "
+            f"WHERE e.bid IN ({_marks(len(chunk))}) ORDER BY e.bid, i.seq",
+            chunk,
+        ):
+            out.setdefault(int(bid), []).append(str(item_id))
+    return {bid: tuple(ids) for bid, ids in out.items()}
+
+
+def evidence_of(conn: sqlite3.Connection, belief_ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    """``belief id → ids of the items it was derived from`` in write order (unknown ids left out)."""
+    by_bid: dict[int, str] = {}
+    for chunk in _chunks(list(dict.fromkeys(belief_ids))):
+        for bid, hid in conn.execute(f"SELECT bid, id FROM beliefs WHERE id IN ({_marks(len(chunk))})", chunk):
+            by_bid[int(bid)] = str(hid)
+    evidence = _evidence(conn, sorted(by_bid))
+    return {hid: evidence.get(bid, ()) for bid, hid in by_bid.items()}
+
+
+# reads --------------------------------------------------------------------------------------------------
+_HIT_COLUMNS = "b.bid, b.id, b.text, b.meta, b.confidence"
+
+
+def _hits(
+    conn: sqlite3.Connection, ranked: Sequence[tuple[int, float]], cache: dict[int, Hit] | None = None
+) -> list[Hit]:
+    """The ranked beliefs as hits, best first; ``cache`` (``BeliefRows.hits``) holds and keeps built ones."""
+    if not ranked:
+        return []
+    rows: dict[int, Hit] = {}
+    missing = [bid for bid, _ in ranked if cache is None or bid not in cache]
+    evidence = _evidence(conn, missing)
+    for chunk in _chunks(missing):
+        for bid, hid, text, meta, conf in conn.execute(
+            f"SELECT {_HIT_COLUMNS} FROM beliefs b WHERE b.bid IN ({_marks(len(chunk))})", chunk
+        ):
+            rows[int(bid)] = Hit.model_construct(
+                id=str(hid),
+                kind=ItemKind.LEARNING,
+                text=str(text),
+                meta=MemoryMeta.model_validate_json(meta),
+                score=0.0,
+                confidence=float(conf),
+                derived_from=evidence.get(int(bid), ()),
+            )
+    if cache is not None:
+        cache.update(rows)
+        rows = {bid: cache[bid] for bid, _ in ranked if bid in cache}
+    return [_scored(rows[bid], score) for bid, score in ranked if bid in rows]
+
+
+def _scored(hit: Hit, score: float) -> Hit:
+    return hit.model_copy(update={"score": score})
+
+
+def rank(
+    conn: sqlite3.Connection,
+    flt: MetaFilter,
+    query: str | None,
+    mode: FetchMode,
+    limit: int,
+    index: BeliefIndex | None = None,
+) -> list[Hit]:
+    """Active beliefs the filter admits: ranked for ``query`` in ``mode``; else most confident, then newest.
+
+    With ``index`` (the engine's per-process ``BeliefIndex``), the ranking data comes from its arrays when they
+    hold the read's snapshot, else from SQL; either way the result is the same.
+    """
+    where = compile_filter(flt, "b", beliefs=True)
+    where.add("b.status = ?", BeliefStatus.ACTIVE.value)
+    if query is None:
+        rows = conn.execute(
+            f"SELECT b.bid FROM beliefs b WHERE {where.sql} "
+            "ORDER BY b.confidence DESC, coalesce(b.observed_at, b.updated_at) DESC, b.bid LIMIT ?",
+            (*where.params, limit),
+        ).fetchall()
+        return _hits(conn, [(int(r[0]), 0.0) for r in rows])
+    held = index.rows(conn, flt) if index is not None else None
+    if held is None:
+        held = _sql_rows(conn, where.sql, where.params)
+    n = len(held.keys)
+    if n == 0:
+        return []
+    keys, when, conf = held.keys, held.when_us, held.confidence
+    matches = fts_matches(conn, "beliefs_fts", query, n) if mode is not FetchMode.VECTOR else None
+    empty = (keys[:0], np.zeros(0))
+    cos = None
+    if mode is not FetchMode.KEYWORD:
+        cos = (held.vectors @ query_vector(query)).astype(np.float64)
+    cands = Candidates.build(keys, when, conf, cos, matches or empty)
+    if mode is FetchMode.KEYWORD:
+        keep = cands.matched
+        cands = Candidates(keys[keep], when[keep], conf[keep], None, cands.lexical[keep], cands.matched[keep])
+    hit_keys, scores = score(cands, mode)
+    return _hits(conn, order(hit_keys, scores, limit), held.hits)
+
+
+def _sql_rows(conn: sqlite3.Connection, where_sql: str, params: Sequence[Any]) -> BeliefRows:
+    select = "SELECT b.bid, b.vec, coalesce(b.observed_at, b.updated_at), b.confidence FROM beliefs b"
+    rows = conn.execute(f"{select} WHERE {where_sql} ORDER BY b.bid", params).fetchall()
+    n = len(rows)
+    return BeliefRows(
+        keys=np.fromiter((r[0] for r in rows), dtype=np.int64, count=n),
+        vectors=np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").reshape(n, EMBED_DIM),
+        when_us=np.fromiter((r[2] for r in rows), dtype=np.int64, count=n),
+        confidence=np.fromiter((r[3] for r in rows), dtype=np.float64, count=n),
     )

@@ -1,24 +1,34 @@
-"""Beliefs in SQLite: the incremental build per scope, provenance on delete, and belief reads.
+"""Beliefs in SQLite: the incremental build per scope and provenance on delete (reads: ``belief_index``).
 
-A *scope* is ``(ns, kind)``; ``scopes.built_seq`` is its watermark. A build step, inside ``BEGIN IMMEDIATE``,
-re-reads the watermark, reads at most ``BUILD_CHUNK`` items of that scope written after it (an index range on
-``(ns, kind, seq)``), runs the pure distiller (``memory_core.beliefs``: extract, lookup, merge), loads only the
-beliefs the lookup names (by key, subject and anchor), saves what changed, and moves the watermark. So a
-build's cost follows the new items, a build with nothing new is one indexed read, and two builds racing (two
-processes) serialise on the write lock: the second finds the watermark moved and does nothing.
+A *scope* is ``(ns, kind)``; ``scopes.built_seq`` is its watermark. ``build_scope`` builds one scope in rounds:
 
-Beliefs live in ``beliefs`` (never listed, fetched or forgotten as items), with ``belief_evidence`` (belief →
-item ids), ``belief_anchors`` and ``beliefs_fts``.
+1. a read transaction takes at most ``BUILD_CHUNK`` items of the scope written after the watermark (an index
+   range on ``(ns, kind, seq)``), and the pure distiller extracts their statements outside any lock;
+2. write transactions (``BEGIN IMMEDIATE``) each re-read the watermark (if another build moved it, the round
+   starts again from the new mark), then, ``MERGE_BATCH`` items at a time, load only the beliefs those
+   statements can touch (by key, the *active* belief of each subject, the newest ``ANCHOR_WINDOW`` per
+   anchor), merge, save, and move the watermark; a transaction commits once it has held the write lock
+   ``LOCK_BUDGET_S``, so a live turn's write never waits long behind a build.
+
+So a build's cost follows the new items, not the scope's size or a subject's history; a build with nothing
+new reads one index entry per scope and takes no lock; two builds racing serialise on the write lock and give
+the beliefs of one.
+
+Beliefs live in ``beliefs`` (never listed, fetched or forgotten as items). A belief's state (JSON) is bounded:
+its evidence is one ``belief_evidence`` row per item (appending is one insert; ``derived_from`` lists them in
+write order by joining ``items``), with ``belief_anchors`` and ``beliefs_fts`` beside. On forget or erase
+(``retract``, in the deleting transaction) the beliefs that lost evidence are rebuilt from their surviving
+items (``memory_core.beliefs.retract``): text, FTS row, vector and anchors follow a new text.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from collections.abc import Iterable, Sequence
+from functools import partial
 from typing import Any, Final
-
-import numpy as np
 
 from memory_core.beliefs import (
     ANCHOR_WINDOW,
@@ -26,6 +36,7 @@ from memory_core.beliefs import (
     BeliefStatus,
     Lookup,
     SourceItem,
+    Statement,
     belief_id,
     extract,
     lookup,
@@ -35,23 +46,46 @@ from memory_core.beliefs import (
     retract as retract_beliefs,
 )
 from memory_core.items import parse_item
-from memory_core.meta import ItemKind, MemoryMeta, MetaFilter
-from memory_core.query import FetchMode, Hit
-from memory_core.scoring import EMBED_DIM, embed
+from memory_core.meta import ItemKind
+from memory_core.namespace import Reach
+from memory_core.scoring import embed
 
-from .belief_index import BeliefIndex, BeliefRows, bump_version
-from .filters import compile_filter
-from .fts import fts_matches
+from .belief_index import bump_version, evidence_of, rank
+from .connection import Database
+from .filters import reach_sql
 from .rows import META_COLUMN_NAMES, meta_columns, now_us, ns_of_key, vec_blob
-from .search import Candidates, order, query_vector, score
 
-__all__ = ["BUILD_CHUNK", "build_step", "rank", "retract"]
+__all__ = [
+    "BUILD_CHUNK",
+    "LOCK_BUDGET_S",
+    "LOCK_GAP_S",
+    "MERGE_BATCH",
+    "build_scope",
+    "build_step",
+    "evidence_of",
+    "rank",
+    "retract",
+    "scopes_to_build",
+]
 
 BUILD_CHUNK: Final = 500
-"""Most items one build transaction reads (bounds how long the write lock is held)."""
+"""Most items one round reads and extracts (outside the write lock)."""
+MERGE_BATCH: Final = 50
+"""Items merged and saved between two looks at the clock inside a build transaction."""
+LOCK_BUDGET_S: Final = 0.05
+"""A build transaction commits once it has held the write lock this long, seconds (memory-core choice: a live
+``store_with(accepted)`` waits at most about this long behind a build; each commit costs one WAL sync)."""
+LOCK_GAP_S: Final = 0.03
+"""Pause between two write transactions of a build, seconds. A writer waiting for the lock sleeps in SQLite's
+busy handler and retries after 1, 2, 5, 10, 15, 20, 25, 25, 25, 50, 50, 100 ms (``sqliteDefaultBusyCallback``
+in sqlite3.c): a gap longer than its 25 ms steps lets it in rather than starving it while the build re-takes
+the lock at once (memory-core choice)."""
 SOURCE_KINDS: Final = (ItemKind.DOCUMENT.value, ItemKind.CONVERSATION.value)
 """Item kinds beliefs are built from (learnings are never a source, reference §3)."""
 _BATCH: Final = 400
+_NEWEST: Final = "observed_at DESC, last_seq DESC, key DESC"
+"""SQL order of a subject's members, newest first, as ``Belief.newness`` then key (NULL, undated, sorts
+lowest: sqlite.org/datatype3.html §4.1)."""
 
 _BELIEF_COLUMNS = (
     "id", "ns", "from_kind", "key", "subject", "status", "text", "learning_kind", "confidence", "state", "meta",
@@ -63,6 +97,10 @@ _UPDATE = (
     + ", ".join(f"{c} = ?" for c in META_COLUMN_NAMES)
     + ", last_seq = ?, updated_at = ? WHERE bid = ?"
 )
+_Row = tuple[int, str, str]
+"""One item read for a round: ``(seq, id, its JSON)``."""
+_Group = tuple[int, str, list[Statement]]
+"""One item of a round after extraction: ``(seq, id, its statements)``."""
 
 
 def _chunks(values: Sequence[Any], size: int = _BATCH) -> Iterable[list[Any]]:
@@ -74,6 +112,7 @@ def _marks(n: int) -> str:
     return ", ".join("?" for _ in range(n))
 
 
+# loading ------------------------------------------------------------------------------------------------
 def _load(conn: sqlite3.Connection, ns: str, from_kind: str, where: str, values: Sequence[Any]) -> dict[int, Belief]:
     out: dict[int, Belief] = {}
     for chunk in _chunks(values):
@@ -85,9 +124,10 @@ def _load(conn: sqlite3.Connection, ns: str, from_kind: str, where: str, values:
 
 
 def _candidates(conn: sqlite3.Connection, ns: str, from_kind: str, want: Lookup) -> dict[int, Belief]:
-    """The beliefs ``want`` names: by key, by subject, and the newest ``ANCHOR_WINDOW`` per anchor."""
+    """The beliefs ``want`` names: by key, the active one per subject, and the newest ``ANCHOR_WINDOW`` per anchor."""
     found = _load(conn, ns, from_kind, "key IN ({marks})", sorted(want.keys))
-    found.update(_load(conn, ns, from_kind, "subject IN ({marks})", sorted(want.subjects)))
+    active = f"subject IN ({{marks}}) AND status = '{BeliefStatus.ACTIVE.value}'"
+    found.update(_load(conn, ns, from_kind, active, sorted(want.subjects)))
     bids: set[int] = set()
     for anchor in sorted(want.anchors):
         bids.update(
@@ -102,52 +142,83 @@ def _candidates(conn: sqlite3.Connection, ns: str, from_kind: str, want: Lookup)
     return found
 
 
-def _columns(belief: Belief) -> tuple[Any, ...]:
-    return meta_columns(belief.meta)
+def _held(conn: sqlite3.Connection, ns: str, from_kind: str, item_ids: Sequence[str]) -> set[tuple[str, str]]:
+    """``(belief key, item id)`` pairs already recorded for these items (empty unless they were built before)."""
+    out: set[tuple[str, str]] = set()
+    for chunk in _chunks(list(item_ids)):
+        out.update(
+            (str(key), str(item))
+            for key, item in conn.execute(
+                # CROSS JOIN keeps the evidence index as the outer loop (sqlite.org/optoverview.html §7)
+                "SELECT b.key, e.item_id FROM belief_evidence e CROSS JOIN beliefs b ON b.bid = e.bid "
+                f"WHERE e.item_id IN ({_marks(len(chunk))}) AND b.ns = ? AND b.from_kind = ?",
+                (*chunk, ns, from_kind),
+            )
+        )
+    return out
+
+
+# saving -------------------------------------------------------------------------------------------------
+def _insert(conn: sqlite3.Connection, ns: str, from_kind: str, belief: Belief, state: str, at_us: int) -> int:
+    cur = conn.execute(
+        _INSERT,
+        (
+            belief_id(ns_of_key(ns), from_kind, belief.key), ns, from_kind, belief.key, belief.subject,
+            belief.status.value, belief.text, belief.kind.value, belief.confidence, state, belief.meta.to_json(),
+            *meta_columns(belief.meta), belief.last_seq, at_us, vec_blob(embed(belief.text)),
+        ),
+    )  # fmt: skip
+    bid = int(cur.lastrowid or 0)
+    conn.execute("INSERT INTO beliefs_fts (rowid, text) VALUES (?, ?)", (bid, belief.text))
+    _put_anchors(conn, ns, from_kind, bid, belief)
+    return bid
+
+
+def _put_anchors(conn: sqlite3.Connection, ns: str, from_kind: str, bid: int, belief: Belief) -> None:
+    if belief.free:
+        conn.executemany(
+            "INSERT OR IGNORE INTO belief_anchors (ns, from_kind, anchor, first_seq, key, bid) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            [(ns, from_kind, a, belief.first_seq, belief.key, bid) for a in belief.anchors],
+        )
+
+
+def _update(conn: sqlite3.Connection, ns: str, from_kind: str, bid: int, old: Belief, new: Belief, state: str) -> None:
+    conn.execute(
+        _UPDATE,
+        (
+            new.status.value, new.confidence, state, new.meta.to_json(), *meta_columns(new.meta), new.last_seq,
+            now_us(), bid,
+        ),
+    )  # fmt: skip
+    if new.text != old.text:  # a rebuild after its text's item was forgotten
+        conn.execute(
+            "UPDATE beliefs SET text = ?, learning_kind = ?, vec = ? WHERE bid = ?",
+            (new.text, new.kind.value, vec_blob(embed(new.text)), bid),
+        )
+        conn.execute("INSERT INTO beliefs_fts (beliefs_fts, rowid, text) VALUES ('delete', ?, ?)", (bid, old.text))
+        conn.execute("INSERT INTO beliefs_fts (rowid, text) VALUES (?, ?)", (bid, new.text))
+    if (new.anchors, new.first_seq) != (old.anchors, old.first_seq):
+        conn.execute("DELETE FROM belief_anchors WHERE bid = ?", (bid,))
+        _put_anchors(conn, ns, from_kind, bid, new)
 
 
 def _save(conn: sqlite3.Connection, ns: str, from_kind: str, beliefs: Sequence[Belief], at_us: int) -> None:
+    """Insert or update ``beliefs`` and append the evidence each gained (``Belief.added``)."""
     if beliefs:
         bump_version(conn)  # per-process belief indexes reload (``belief_index``)
-    namespace = ns_of_key(ns)
     for belief in beliefs:
         state = json.dumps(belief.to_state(), separators=(",", ":"), ensure_ascii=False)
-        meta = belief.meta.to_json()
         row = conn.execute(
             "SELECT bid, state FROM beliefs WHERE ns = ? AND from_kind = ? AND key = ?", (ns, from_kind, belief.key)
         ).fetchone()
         if row is None:
-            bid_cur = conn.execute(
-                _INSERT,
-                (
-                    belief_id(namespace, from_kind, belief.key), ns, from_kind, belief.key, belief.subject,
-                    belief.status.value, belief.text, belief.kind.value, belief.confidence, state, meta,
-                    *_columns(belief), belief.last_seq, at_us, vec_blob(embed(belief.text)),
-                ),
-            )  # fmt: skip
-            bid = int(bid_cur.lastrowid or 0)
-            conn.execute("INSERT INTO beliefs_fts (rowid, text) VALUES (?, ?)", (bid, belief.text))
-            conn.executemany(
-                "INSERT OR IGNORE INTO belief_anchors (ns, from_kind, anchor, first_seq, key, bid) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                [(ns, from_kind, a, belief.first_seq, belief.key, bid) for a in belief.anchors] if belief.free else [],
-            )
-            old: tuple[str, ...] = ()
+            bid = _insert(conn, ns, from_kind, belief, state, at_us)
         else:
             bid = int(row[0])
-            old = tuple(json.loads(row[1])["evidence"])
-            conn.execute(
-                _UPDATE,
-                (belief.status.value, belief.confidence, state, meta, *_columns(belief), belief.last_seq, at_us, bid),
-            )
-        gone = set(old) - set(belief.evidence)
-        if gone:
-            conn.execute(
-                f"DELETE FROM belief_evidence WHERE bid = ? AND item_id IN ({_marks(len(gone))})", (bid, *sorted(gone))
-            )
+            _update(conn, ns, from_kind, bid, Belief.from_state(json.loads(row[1])), belief, state)
         conn.executemany(
-            "INSERT OR IGNORE INTO belief_evidence (bid, item_id) VALUES (?, ?)",
-            [(bid, e) for e in belief.evidence if e not in old],
+            "INSERT OR IGNORE INTO belief_evidence (bid, item_id) VALUES (?, ?)", [(bid, e) for e in belief.added]
         )
 
 
@@ -166,155 +237,191 @@ def _delete(conn: sqlite3.Connection, ns: str, from_kind: str, keys: Sequence[st
         conn.execute("DELETE FROM beliefs WHERE bid = ?", (bid,))
 
 
-def build_step(
-    conn: sqlite3.Connection, ns: str, kind: str, at_us: int, chunk: int = BUILD_CHUNK
-) -> tuple[set[str], bool]:
-    """One build transaction for scope ``(ns, kind)``: read past the watermark, merge, save, move the mark.
+# building -----------------------------------------------------------------------------------------------
+def scopes_to_build(conn: sqlite3.Connection, reach: Reach, kinds: Sequence[str]) -> list[tuple[str, str, bool]]:
+    """``(ns key, kind, due)`` for every scope the reach and kinds admit that holds items, in order.
 
-    Returns:
-        ``(changed, more)``: ids of the beliefs created or changed, and whether items remain past the new mark.
+    ``due`` is True when items were written past its watermark. Two index probes per scope, no lock.
     """
+    sql, params = reach_sql(reach, "s.ns")
+    rows = conn.execute(
+        "SELECT s.ns, s.kind, EXISTS (SELECT 1 FROM items i WHERE i.ns = s.ns AND i.kind = s.kind "
+        "AND i.seq > s.built_seq) FROM scopes s "
+        f"WHERE ({sql}) AND s.kind IN ({_marks(len(kinds))}) "
+        "AND EXISTS (SELECT 1 FROM items i WHERE i.ns = s.ns AND i.kind = s.kind) ORDER BY s.ns, s.kind",
+        (*params, *kinds),
+    ).fetchall()
+    return [(str(ns), str(kind), bool(due)) for ns, kind, due in rows]
+
+
+def _read_round(conn: sqlite3.Connection, ns: str, kind: str, chunk: int) -> tuple[int | None, list[_Row], bool]:
+    """The watermark (None: no such scope), the next ``chunk`` items past it, and whether more remain."""
     mark = conn.execute("SELECT built_seq FROM scopes WHERE ns = ? AND kind = ?", (ns, kind)).fetchone()
     if mark is None:
-        return set(), False
+        return None, [], False
     rows = conn.execute(
         "SELECT i.seq, i.id, b.item FROM items i JOIN bodies b ON b.seq = i.seq "
         "WHERE i.ns = ? AND i.kind = ? AND i.seq > ? ORDER BY i.seq LIMIT ?",
         (ns, kind, int(mark[0]), chunk + 1),
     ).fetchall()
     more = len(rows) > chunk
-    rows = rows[:chunk]
-    if not rows:
-        return set(), False
-    sources = [SourceItem(seq=int(seq), id=str(item_id), item=parse_item(body)) for seq, item_id, body in rows]
-    statements = extract(sources)
-    changed: list[Belief] = []
-    if statements:
-        want = lookup(statements)
-        existing = _candidates(conn, ns, kind, want)
-        changed = merge(statements, existing.values())
-        _save(conn, ns, kind, changed, at_us)
-    conn.execute(
-        "UPDATE scopes SET built_seq = ?, last_build = max(?, last_write) WHERE ns = ? AND kind = ?",
-        (int(rows[-1][0]), at_us, ns, kind),
-    )
+    return int(mark[0]), [(int(seq), str(item_id), str(body)) for seq, item_id, body in rows[:chunk]], more
+
+
+def _statements(rows: Sequence[_Row]) -> list[_Group]:
+    """Parse and extract (pure, run outside the write lock)."""
+    sources = [SourceItem(seq=seq, id=item_id, item=parse_item(body)) for seq, item_id, body in rows]
+    by_seq: dict[int, list[Statement]] = {}
+    for st in extract(sources):
+        by_seq.setdefault(st.seq, []).append(st)
+    return [(src.seq, src.id, by_seq.get(src.seq, [])) for src in sources]
+
+
+def _write_round(
+    conn: sqlite3.Connection, ns: str, kind: str, mark: int, groups: Sequence[_Group], budget_s: float
+) -> tuple[set[str], int] | None:
+    """Merge ``groups`` from the start while the lock budget lasts; ``(changed ids, items done)``.
+
+    None when the watermark is no longer ``mark`` (another build got there first).
+    """
+    started = time.monotonic()
+    row = conn.execute("SELECT built_seq FROM scopes WHERE ns = ? AND kind = ?", (ns, kind)).fetchone()
+    if row is None or int(row[0]) != mark:
+        return None
     namespace = ns_of_key(ns)
-    return {belief_id(namespace, kind, b.key) for b in changed}, more
+    changed: set[str] = set()
+    done = 0
+    while done < len(groups):
+        batch = groups[done : done + MERGE_BATCH]
+        seqs = [seq for seq, _, sts in batch if sts]
+        present = (
+            {int(r[0]) for r in conn.execute(f"SELECT seq FROM items WHERE seq IN ({_marks(len(seqs))})", seqs)}
+            if seqs
+            else set()
+        )
+        statements = [st for seq, _, sts in batch if seq in present for st in sts]  # a forgotten item adds nothing
+        if statements:
+            existing = _candidates(conn, ns, kind, lookup(statements))
+            held = _held(conn, ns, kind, sorted({st.evidence for st in statements}))
+            beliefs = merge(statements, existing.values(), held)
+            _save(conn, ns, kind, beliefs, now_us())
+            changed.update(belief_id(namespace, kind, b.key) for b in beliefs)
+        done += len(batch)
+        last = batch[-1][0]
+        conn.execute(
+            "UPDATE scopes SET built_seq = ?, last_build = CASE WHEN EXISTS (SELECT 1 FROM items i WHERE "
+            "i.ns = scopes.ns AND i.kind = scopes.kind AND i.seq > ?) THEN last_build ELSE max(?, last_write) END "
+            "WHERE ns = ? AND kind = ?",
+            (last, last, now_us(), ns, kind),
+        )
+        if time.monotonic() - started >= budget_s:
+            break
+    return changed, done
+
+
+def build_scope(
+    db: Database,
+    ns: str,
+    kind: str,
+    *,
+    chunk: int = BUILD_CHUNK,
+    budget_s: float = LOCK_BUDGET_S,
+    gap_s: float = LOCK_GAP_S,
+) -> set[str]:
+    """Build scope ``(ns key, kind)`` up to its newest item (module docstring); ids of beliefs created or changed.
+
+    Args:
+        db: The engine's database.
+        ns: The scope's namespace key (``rows.ns_key``).
+        kind: The scope's item kind.
+        chunk: Most items read and extracted per round.
+        budget_s: A write transaction commits once it has held the lock this long, seconds.
+        gap_s: Pause between two write transactions of one round, seconds (``LOCK_GAP_S``).
+
+    Raises:
+        EngineUnavailable: the file stayed locked (``Database.run``).
+    """
+    changed: set[str] = set()
+    while True:
+        mark, rows, more = db.run(partial(_read_round, ns=ns, kind=kind, chunk=chunk))
+        if mark is None or not rows:
+            return changed
+        groups = _statements(rows)
+        done = 0
+        while done < len(groups):
+            step = partial(_write_round, ns=ns, kind=kind, mark=mark, groups=groups[done:], budget_s=budget_s)
+            result = db.run(step, write=True)
+            if result is None:
+                break  # another build moved the watermark: read again from it
+            ids, n = result
+            changed |= ids
+            done += n
+            mark = groups[done - 1][0]
+            if done < len(groups):
+                time.sleep(gap_s)  # let a waiting writer in before taking the lock again
+        else:
+            if not more:
+                return changed
+
+
+def build_step(
+    conn: sqlite3.Connection, ns: str, kind: str, at_us: int, chunk: int = BUILD_CHUNK
+) -> tuple[set[str], bool]:
+    """One whole build round inside the caller's write transaction (``build_scope`` keeps extraction outside it).
+
+    Returns:
+        ``(changed, more)``: ids of the beliefs created or changed, and whether items remain past the new mark.
+    """
+    del at_us  # build times are taken as each batch commits
+    mark, rows, more = _read_round(conn, ns, kind, chunk)
+    if mark is None or not rows:
+        return set(), False
+    result = _write_round(conn, ns, kind, mark, _statements(rows), float("inf"))
+    return (result[0] if result else set()), more
 
 
 def retract(conn: sqlite3.Connection, removed_ids: Sequence[str]) -> int:
-    """Shrink or delete the beliefs derived from ``removed_ids`` (in the caller's transaction).
+    """Rebuild or delete the beliefs derived from ``removed_ids``, in the caller's transaction.
+
+    Called after the items are deleted: each affected belief is rebuilt from the evidence rows left
+    (``memory_core.beliefs.rebuild``), and a subject whose active belief was touched re-picks its newest member.
 
     Returns:
         How many beliefs were deleted.
     """
+    removed = list(dict.fromkeys(removed_ids))
     affected: dict[tuple[str, str], dict[int, Belief]] = {}
-    for chunk in _chunks(list(dict.fromkeys(removed_ids))):
+    for chunk in _chunks(removed):
         for bid, ns, from_kind, state in conn.execute(
             "SELECT b.bid, b.ns, b.from_kind, b.state FROM beliefs b WHERE b.bid IN "
             f"(SELECT bid FROM belief_evidence WHERE item_id IN ({_marks(len(chunk))}))",
             chunk,
         ):
             affected.setdefault((str(ns), str(from_kind)), {})[int(bid)] = Belief.from_state(json.loads(state))
+        conn.execute(f"DELETE FROM belief_evidence WHERE item_id IN ({_marks(len(chunk))})", chunk)
     deleted = 0
     for (ns, from_kind), beliefs in sorted(affected.items()):
-        subjects = {b.subject for b in beliefs.values()}
-        siblings = {
-            bid: b
-            for bid, b in _load(conn, ns, from_kind, "subject IN ({marks})", sorted(subjects)).items()
-            if bid not in beliefs
-        }
-        changed, gone = retract_beliefs(list(beliefs.values()), removed_ids, siblings.values())
+        survivors = {b.key: _survivors(conn, bid) for bid, b in beliefs.items()}
+        others: list[Belief] = []
+        for subject in sorted({b.subject for b in beliefs.values() if b.status is BeliefStatus.ACTIVE}):
+            row = conn.execute(
+                "SELECT state FROM beliefs WHERE ns = ? AND from_kind = ? AND subject = ? AND status = ? "
+                f"AND bid NOT IN ({_marks(len(beliefs))}) ORDER BY {_NEWEST} LIMIT 1",
+                (ns, from_kind, subject, BeliefStatus.SUPERSEDED.value, *beliefs),
+            ).fetchone()
+            if row is not None:
+                others.append(Belief.from_state(json.loads(row[0])))
+        changed, gone = retract_beliefs(list(beliefs.values()), survivors, others)
         _delete(conn, ns, from_kind, gone)
         _save(conn, ns, from_kind, changed, now_us())
         deleted += len(gone)
     return deleted
 
 
-# reads --------------------------------------------------------------------------------------------------
-_HIT_COLUMNS = "b.bid, b.id, b.text, b.meta, b.confidence, b.state"
-
-
-def _hits(
-    conn: sqlite3.Connection, ranked: Sequence[tuple[int, float]], cache: dict[int, Hit] | None = None
-) -> list[Hit]:
-    """The ranked beliefs as hits, best first; ``cache`` (``BeliefRows.hits``) holds and keeps built ones."""
-    if not ranked:
-        return []
-    rows: dict[int, Hit] = {}
-    missing = [bid for bid, _ in ranked if cache is None or bid not in cache]
-    for chunk in _chunks(missing):
-        for bid, hid, text, meta, conf, state in conn.execute(
-            f"SELECT {_HIT_COLUMNS} FROM beliefs b WHERE b.bid IN ({_marks(len(chunk))})", chunk
-        ):
-            rows[int(bid)] = Hit.model_construct(
-                id=str(hid),
-                kind=ItemKind.LEARNING,
-                text=str(text),
-                meta=MemoryMeta.model_validate_json(meta),
-                score=0.0,
-                confidence=float(conf),
-                derived_from=tuple(json.loads(state)["evidence"]),
-            )
-    if cache is not None:
-        cache.update(rows)
-        rows = {bid: cache[bid] for bid, _ in ranked if bid in cache}
-    return [_scored(rows[bid], score) for bid, score in ranked if bid in rows]
-
-
-def _scored(hit: Hit, score: float) -> Hit:
-    return hit.model_copy(update={"score": score})
-
-
-def rank(
-    conn: sqlite3.Connection,
-    flt: MetaFilter,
-    query: str | None,
-    mode: FetchMode,
-    limit: int,
-    index: BeliefIndex | None = None,
-) -> list[Hit]:
-    """Active beliefs the filter admits: ranked for ``query`` in ``mode``; else most confident, then newest.
-
-    With ``index`` (the engine's per-process ``BeliefIndex``), the ranking data comes from its arrays when they
-    hold the read's snapshot, else from SQL; either way the result is the same.
-    """
-    where = compile_filter(flt, "b", beliefs=True)
-    where.add("b.status = ?", BeliefStatus.ACTIVE.value)
-    if query is None:
-        rows = conn.execute(
-            f"SELECT b.bid FROM beliefs b WHERE {where.sql} "
-            "ORDER BY b.confidence DESC, coalesce(b.observed_at, b.updated_at) DESC, b.bid LIMIT ?",
-            (*where.params, limit),
-        ).fetchall()
-        return _hits(conn, [(int(r[0]), 0.0) for r in rows])
-    held = index.rows(conn, flt) if index is not None else None
-    if held is None:
-        held = _sql_rows(conn, where.sql, where.params)
-    n = len(held.keys)
-    if n == 0:
-        return []
-    keys, when, conf = held.keys, held.when_us, held.confidence
-    matches = fts_matches(conn, "beliefs_fts", query, n) if mode is not FetchMode.VECTOR else None
-    empty = (keys[:0], np.zeros(0))
-    cos = None
-    if mode is not FetchMode.KEYWORD:
-        cos = (held.vectors @ query_vector(query)).astype(np.float64)
-    cands = Candidates.build(keys, when, conf, cos, matches or empty)
-    if mode is FetchMode.KEYWORD:
-        keep = cands.matched
-        cands = Candidates(keys[keep], when[keep], conf[keep], None, cands.lexical[keep], cands.matched[keep])
-    hit_keys, scores = score(cands, mode)
-    return _hits(conn, order(hit_keys, scores, limit), held.hits)
-
-
-def _sql_rows(conn: sqlite3.Connection, where_sql: str, params: Sequence[Any]) -> BeliefRows:
-    select = "SELECT b.bid, b.vec, coalesce(b.observed_at, b.updated_at), b.confidence FROM beliefs b"
-    rows = conn.execute(f"{select} WHERE {where_sql} ORDER BY b.bid", params).fetchall()
-    n = len(rows)
-    return BeliefRows(
-        keys=np.fromiter((r[0] for r in rows), dtype=np.int64, count=n),
-        vectors=np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").reshape(n, EMBED_DIM),
-        when_us=np.fromiter((r[2] for r in rows), dtype=np.int64, count=n),
-        confidence=np.fromiter((r[3] for r in rows), dtype=np.float64, count=n),
-    )
+def _survivors(conn: sqlite3.Connection, bid: int) -> list[SourceItem]:
+    rows = conn.execute(
+        "SELECT i.seq, i.id, b.item FROM belief_evidence e JOIN items i ON i.id = e.item_id "
+        "JOIN bodies b ON b.seq = i.seq WHERE e.bid = ? ORDER BY i.seq",
+        (bid,),
+    ).fetchall()
+    return [SourceItem(seq=int(seq), id=str(item_id), item=parse_item(body)) for seq, item_id, body in rows]

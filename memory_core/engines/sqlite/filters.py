@@ -5,10 +5,11 @@ Every field of the filter (contract reference §1.6) becomes an index-friendly p
 | field | SQL |
 | --- | --- |
 | ``reach`` | ``ns = at``; ancestors ``ns IN (…)``; subtree: ``ns`` in ``[at, at[:-1] + '0')``, no ``service:`` below |
+| ``kinds`` with ``reach`` | ``kind IN (…)`` inside each reach term: one ``(kind, ns)`` index lookup per term |
 | exact fields | ``col = ?`` |
 | ``folder``, ``file_path`` | ``col = p OR col`` in ``[p + '/', p + '0')`` (a prefix on a ``/`` boundary) |
 | ``turns`` | ``turn_first = ? AND turn_last = ?`` |
-| ``kinds``, ``sources`` | ``IN (…)`` |
+| ``sources`` | ``IN (…)`` |
 | ``tags_any`` | ``EXISTS`` in ``item_tags`` (beliefs carry exactly the ``belief`` tag) |
 | observed window | ``observed_at >= after AND observed_at < before`` (NULL never matches) |
 
@@ -17,6 +18,7 @@ The result must agree with ``MetaFilter.matches`` row for row; ``tests/test_sqli
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,33 +55,64 @@ def _placeholders(n: int) -> str:
     return ", ".join("?" for _ in range(n))
 
 
-def reach_sql(reach: Reach, col: str) -> tuple[str, list[Any]]:
-    """The predicate for ``reach.admits(ns)`` on the namespace-key column ``col``."""
+def _reach_terms(reach: Reach, col: str) -> list[tuple[str, list[Any]]]:
+    """``reach.admits(ns)`` on ``col`` as disjoint OR terms, each one index lookup on ``col``.
+
+    Exact and ancestor nodes are one ``col IN (…)`` (the node itself included); a subtree is one range
+    ``[at, at[:-1] + '0')`` that includes the node itself, so a reach needs at most two terms (ancestors,
+    subtree), never an OR inside a range.
+    """
     at = ns_key(reach.at)
-    ors = [f"{col} = ?"]
-    params: list[Any] = [at]
-    if reach.inherit and not reach.at.is_root:
-        ancestors = [ns_key(n) for n in reach.at.ancestors_and_self()[:-1]]
-        ors.append(f"{col} IN ({_placeholders(len(ancestors))})")
-        params.extend(ancestors)
-    if reach.descendants:
-        if at == "":
-            ors.append(f"instr({col}, 'service:') = 0")
-        else:
-            ors.append(f"({col} > ? AND {col} < ? AND instr(substr({col}, {len(at) + 1}), 'service:') = 0)")
-            params.extend([at, at[:-1] + "0"])
-    return " OR ".join(ors), params
+    above = [ns_key(n) for n in reach.at.ancestors_and_self()[:-1]] if reach.inherit else []
+    if not reach.descendants:
+        nodes = [*above, at]
+        return [(f"{col} = ?" if len(nodes) == 1 else f"{col} IN ({_placeholders(len(nodes))})", nodes)]
+    if at == "":
+        subtree: tuple[str, list[Any]] = (f"instr({col}, 'service:') = 0", [])
+    else:
+        subtree = (
+            f"{col} >= ? AND {col} < ? AND instr(substr({col}, {len(at) + 1}), 'service:') = 0",
+            [at, at[:-1] + "0"],
+        )
+    if not above:
+        return [subtree]
+    return [(f"{col} = ?" if len(above) == 1 else f"{col} IN ({_placeholders(len(above))})", above), subtree]
+
+
+def reach_sql(
+    reach: Reach, col: str, *, kinds: Sequence[str] = (), kind_col: str | None = None
+) -> tuple[str, list[Any]]:
+    """The predicate for ``reach.admits(ns)`` on the namespace-key column ``col`` (and ``kind_col IN kinds``).
+
+    With ``kinds`` the kind test is repeated inside each OR term, so SQLite serves every term from one
+    ``(kind, ns)`` index lookup (an equality or a range on ``ns``) rather than scanning every namespace of
+    the kind (sqlite.org/optoverview.html §3, §8: a term must constrain the index's columns by itself).
+
+    Returns:
+        The SQL text and its parameters, in order.
+
+    Raises:
+        ValueError: ``kinds`` without ``kind_col`` (a programming error).
+    """
+    terms = _reach_terms(reach, col)
+    if kinds:
+        if kind_col is None:
+            raise ValueError("reach_sql: kinds need kind_col")
+        test = f"{kind_col} IN ({_placeholders(len(kinds))})"
+        terms = [(f"{test} AND {sql}", [*kinds, *params]) for sql, params in terms]
+    if len(terms) == 1:
+        return terms[0]
+    return " OR ".join(f"({sql})" for sql, _ in terms), [p for _, params in terms for p in params]
 
 
 def _prefix(where: Where, col: str, prefix: str) -> None:
+    """``meta.path_has_prefix`` in SQL: the prefix itself, or its ``/``-trimmed base and what lies below it.
+
+    The range ``[base + "/", base + "0")`` holds exactly the strings starting ``base/`` ("0" follows "/"), so
+    an index on the column serves it; an empty base (``""`` or ``"/"``) admits ``""`` and absolute paths only.
+    """
     p = prefix.rstrip("/")
-    if p == "":
-        if prefix != "":
-            where.add(f"{col} >= '/' AND {col} < '0'")
-        else:
-            where.add(f"{col} IS NOT NULL")
-        return
-    where.add(f"{col} = ? OR ({col} >= ? AND {col} < ?)", p, p + "/", p + "0")
+    where.add(f"{col} = ? OR {col} = ? OR ({col} >= ? AND {col} < ?)", prefix, p, p + "/", p + "0")
 
 
 def compile_filter(flt: MetaFilter, alias: str, *, beliefs: bool = False) -> Where:
@@ -97,9 +130,8 @@ def compile_filter(flt: MetaFilter, alias: str, *, beliefs: bool = False) -> Whe
             where.add(_FALSE)
         if flt.tags_any and BELIEF_TAG not in flt.tags_any:
             where.add(_FALSE)
-    elif flt.kinds:
-        where.add(f"{a}.kind IN ({_placeholders(len(flt.kinds))})", *(k.value for k in flt.kinds))
-    sql, params = reach_sql(flt.effective_reach(), f"{a}.ns")
+    kinds = [k.value for k in flt.kinds] if flt.kinds and not beliefs else []
+    sql, params = reach_sql(flt.effective_reach(), f"{a}.ns", kinds=kinds, kind_col=f"{a}.kind")
     where.add(sql, *params)
     for name, col in (
         ("workspace", "workspace"),

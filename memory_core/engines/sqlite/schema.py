@@ -173,7 +173,15 @@ def _v1(conn: sqlite3.Connection) -> None:
     conn.execute("INSERT INTO meta (key, value) VALUES ('instance', ?)", (uuid.uuid4().hex,))
 
 
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1,)
+def _v2(conn: sqlite3.Connection) -> None:
+    """A subject's active belief, and its newest superseded one, by index (``beliefs_store``: build, retract)."""
+    conn.execute(
+        "CREATE INDEX beliefs_subject_newest ON beliefs(ns, from_kind, subject, status, observed_at, last_seq, key)"
+    )
+    conn.execute("DROP INDEX beliefs_subject")  # a prefix of the new one
+
+
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2)
 """``MIGRATIONS[i]`` upgrades version ``i`` to ``i + 1``; append, never edit, to change the schema."""
 
 SCHEMA_VERSION = len(MIGRATIONS)

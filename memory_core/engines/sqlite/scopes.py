@@ -18,10 +18,21 @@ from memory_core.meta import ItemKind
 from .filters import reach_sql
 from .rows import from_us, ns_of_key
 
-__all__ = ["ScopeRow", "build_scopes", "counts", "decode_cursor", "encode_cursor", "evidence_of", "scope_rows"]
+__all__ = [
+    "CURSOR_VALUE_BOUND",
+    "ScopeRow",
+    "build_scopes",
+    "counts",
+    "decode_cursor",
+    "encode_cursor",
+    "scope_rows",
+]
 
 ScopeRow = tuple[str, str, int, int | None, int]
 """``(ns key, kind, last_write µs, last_build µs or None, items held)`` of one (node, kind) scope."""
+
+CURSOR_VALUE_BOUND = 2**63
+"""Cursor values are below this: SQLite's INTEGER is a signed 64-bit value (sqlite.org/datatype3.html §2)."""
 
 _COUNTS = {
     "items": "SELECT count(*) FROM items",
@@ -33,14 +44,13 @@ _COUNTS = {
 
 def scope_rows(conn: sqlite3.Connection, request: ConsolidateRequest) -> list[ScopeRow]:
     """Every (node, kind) scope the request's reach and kinds admit, with its write and build marks."""
-    sql, params = reach_sql(request.reach, "s.ns")
     kinds = [k.value for k in request.admitted_kinds()]
-    marks = ", ".join("?" for _ in kinds)
+    sql, params = reach_sql(request.reach, "s.ns", kinds=kinds, kind_col="s.kind")
     rows = conn.execute(
         f"SELECT s.ns, s.kind, s.last_write, s.last_build, "
         f"(SELECT count(*) FROM items i WHERE i.ns = s.ns AND i.kind = s.kind) "
-        f"FROM scopes s WHERE ({sql}) AND s.kind IN ({marks}) ORDER BY s.ns, s.kind",
-        (*params, *kinds),
+        f"FROM scopes s WHERE {sql} ORDER BY s.ns, s.kind",
+        params,
     ).fetchall()
     return [(str(r[0]), str(r[1]), int(r[2]), None if r[3] is None else int(r[3]), int(r[4])) for r in rows]
 
@@ -66,18 +76,6 @@ def build_scopes(rows: Sequence[ScopeRow]) -> list[BuildScope]:
     return out
 
 
-def evidence_of(conn: sqlite3.Connection, belief_ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
-    """``belief id → ids of the items it was derived from`` (unknown ids left out)."""
-    ids = list(dict.fromkeys(belief_ids))
-    out: dict[str, tuple[str, ...]] = {}
-    for start in range(0, len(ids), 500):
-        chunk = ids[start : start + 500]
-        marks = ", ".join("?" for _ in chunk)
-        for bid, state in conn.execute(f"SELECT id, state FROM beliefs WHERE id IN ({marks})", chunk):
-            out[str(bid)] = tuple(json.loads(state)["evidence"])
-    return out
-
-
 def counts(conn: sqlite3.Connection) -> dict[str, Any]:
     """Row counts: ``items``, ``pending``, ``beliefs`` (active) and ``superseded``."""
     return {name: int(conn.execute(sql).fetchone()[0]) for name, sql in _COUNTS.items()}
@@ -89,11 +87,20 @@ def encode_cursor(tag: str, data: dict[str, int]) -> str:
     return tag + base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
+def _cursor_value(v: object) -> bool:
+    """True for a value ``encode_cursor`` can have written: an int (not a bool) SQLite can bind."""
+    return type(v) is int and 0 <= v < CURSOR_VALUE_BOUND
+
+
 def decode_cursor(tag: str, cursor: str | None, fields: Sequence[str]) -> dict[str, int] | None:
     """Read a cursor ``encode_cursor`` made with ``tag`` and exactly ``fields`` (None for no cursor).
 
+    Every value must be an ``int`` (``true`` is refused, though Python counts it one) in
+    ``[0, CURSOR_VALUE_BOUND)``: seqs and offsets are never negative, and SQLite binds only 64-bit integers.
+
     Raises:
-        InvalidRequest: a cursor this engine did not make ("unknown cursor …", field ``cursor``).
+        InvalidRequest: a cursor this engine did not make, or one edited out of range ("unknown cursor …",
+            field ``cursor``).
     """
     if cursor is None:
         return None
@@ -102,8 +109,8 @@ def decode_cursor(tag: str, cursor: str | None, fields: Sequence[str]) -> dict[s
             raise ValueError(cursor)
         body = cursor[len(tag) :]
         data = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
-        if not isinstance(data, dict) or set(data) != set(fields) or not all(isinstance(v, int) for v in data.values()):
+        if not isinstance(data, dict) or set(data) != set(fields) or not all(map(_cursor_value, data.values())):
             raise ValueError(cursor)
-        return {k: int(v) for k, v in data.items()}
-    except (ValueError, UnicodeDecodeError):
+        return {str(k): int(v) for k, v in data.items()}
+    except (ValueError, RecursionError):  # binascii.Error, JSONDecodeError, UnicodeDecodeError are ValueErrors
         raise InvalidRequest(f"unknown cursor {cursor[:40]!r}", field="cursor") from None
