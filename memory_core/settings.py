@@ -8,13 +8,72 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, ValidationError
+from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from memory_core.errors import ConfigError
 
-__all__ = ["Settings", "get_settings"]
+__all__ = ["BROKER_SCHEMES", "RESULT_SCHEMES", "Settings", "check_url", "get_settings"]
+
+BROKER_SCHEMES = ("redis", "rediss", "filesystem")
+"""Broker URL schemes the job flow runs on (``workers.config``: Redis, or the server-less transport)."""
+RESULT_SCHEMES = ("redis", "rediss", "file")
+"""Result backend URL schemes (``workers.config.result_backend_url`` picks one of them when unset)."""
+_ENCODE_HINT = "a password holding / # ? or % must be URL-encoded (%2F %23 %3F %25)"
+
+
+def _check_redis_url(url: str) -> None:
+    parts = urlsplit(url)
+    if parts.fragment or "#" in url:
+        raise ValueError(f"'#' ends the URL early: {_ENCODE_HINT}")
+    try:
+        port = parts.port
+    except ValueError:
+        raise ValueError(f"the port is not a number in 1-65535 ({_ENCODE_HINT})") from None
+    if not parts.hostname:
+        raise ValueError(f"no host: expected redis://[:password@]host[:port][/db] ({_ENCODE_HINT})")
+    if port == 0:
+        raise ValueError("the port is not a number in 1-65535")
+    db = parts.path.lstrip("/")
+    if db and not db.isdigit():
+        raise ValueError(f"the database {db!r} is not a number: expected redis://host:port/0 ({_ENCODE_HINT})")
+
+
+def check_url(url: str | None, schemes: tuple[str, ...]) -> str | None:
+    """``url`` if the job flow can use it, None when blank; the rule behind ``broker_url``/``result_backend``.
+
+    ``redis://`` and ``rediss://`` URLs must name a host, and may give a numeric port (1-65535) and a numeric
+    database (``redis://[:password@]host[:port][/db]``, redis-py's URL format); a password holding ``/ # ?``
+    must be URL-encoded, or it splits the URL. ``filesystem://`` (the server-less broker) takes no host or path:
+    its folders live under ``var_dir``. ``file:///abs/path`` is a result folder.
+
+    Args:
+        url: The configured URL, or None.
+        schemes: The schemes accepted (``BROKER_SCHEMES`` or ``RESULT_SCHEMES``).
+
+    Returns:
+        The URL (``filesystem://`` normalised to lower case), or None for a blank value.
+
+    Raises:
+        ValueError: naming what is wrong (pydantic reports it under the setting's variable).
+    """
+    if url is None or not url.strip():
+        return None
+    url = url.strip()
+    scheme = urlsplit(url).scheme.lower()
+    if scheme not in schemes:
+        raise ValueError(f"scheme {scheme or '(none)'!r} is not one of {', '.join(schemes)}")
+    if scheme in {"redis", "rediss"}:
+        _check_redis_url(url)
+    elif scheme == "filesystem":
+        if url.lower() != "filesystem://":
+            raise ValueError("the server-less broker is plain filesystem:// (its folders live under var_dir)")
+        return "filesystem://"
+    elif scheme == "file" and not urlsplit(url).path.startswith("/"):
+        raise ValueError("expected file:///absolute/folder")
+    return url
 
 
 class Settings(BaseSettings):
@@ -25,8 +84,11 @@ class Settings(BaseSettings):
         var_dir: Folder for local state (SQLite file, outbox, server-less broker).
         data_dir: Folder holding the sample data the demo and benchmarks read (``locomo/locomo_dev.json``,
             ``docs/peps/``); the team's shared checkout by default.
-        broker_url: Celery broker URL; None uses the server-less transport under ``var_dir``.
-        result_backend: Celery result backend URL; None picks one to match the broker.
+        broker_url: Celery broker URL (``redis://[:password@]host[:port][/db]``, ``rediss://…``); None (or
+            blank) uses the server-less transport under ``var_dir``. Checked by ``check_url``: a malformed URL is a
+            ``ConfigError`` naming ``MEMORY_CORE_BROKER_URL``; a password holding ``/ # ?`` must be URL-encoded.
+        result_backend: Celery result backend URL (``redis://``, ``rediss://``, ``file:///folder``); None picks one
+            to match the broker.
         queue_beliefs / queue_ingest / queue_maintenance: Celery queue names.
         task_time_limit_s / task_soft_time_limit_s: hard and soft task limits, seconds.
         visibility_timeout_s: Redis redelivery timeout, seconds; must exceed the hard limit.
@@ -47,6 +109,9 @@ class Settings(BaseSettings):
             timeout (kombu's ``unacked_restore_interval`` × ``unacked_restore_throttle``; kombu's default ~100).
         result_expires_s: Seconds a job's stored result is kept (Celery ``result_expires``; 0 is refused).
         lock_ttl_s: Lease of a scope's build lock, seconds; a running build extends it every third of it.
+        build_min_interval_s: Least time between the starts of two builds of one scope, seconds (0: no minimum).
+            Triggers that arrive sooner fold into one follow-up build delivered when the interval ends, so a burst
+            of triggers shorter than this gives at most two builds however fast a build is (issue 5 §4).
         outbox_drain_interval_s: How often beat drains the local outbox, seconds.
         dead_letter_max: Dead letters kept; the oldest are dropped past it.
     """
@@ -87,8 +152,19 @@ class Settings(BaseSettings):
     redelivery_sweep_s: int = Field(default=100, gt=0)
     result_expires_s: int = Field(default=86400, gt=0)
     lock_ttl_s: int = Field(default=60, gt=0)
+    build_min_interval_s: float = Field(default=1.0, ge=0)
     outbox_drain_interval_s: float = Field(default=60.0, gt=0)
     dead_letter_max: int = Field(default=10000, gt=0)
+
+    @field_validator("broker_url")
+    @classmethod
+    def _broker_url(cls, value: str | None) -> str | None:
+        return check_url(value, BROKER_SCHEMES)
+
+    @field_validator("result_backend")
+    @classmethod
+    def _result_backend(cls, value: str | None) -> str | None:
+        return check_url(value, RESULT_SCHEMES)
 
 
 @lru_cache(maxsize=1)
@@ -103,4 +179,5 @@ def get_settings() -> Settings:
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
         name = "_".join(str(p) for p in first.get("loc", ())).upper() or "SETTINGS"
-        raise ConfigError(f"MEMORY_CORE_{name}: {first.get('msg', 'invalid value')}") from None
+        message = str(first.get("msg", "invalid value")).removeprefix("Value error, ")
+        raise ConfigError(f"MEMORY_CORE_{name}: {message}") from None

@@ -43,6 +43,7 @@ __all__ = [
     "is_redis_url",
     "queue_for",
     "redis_url_of",
+    "resolve_queues",
     "restore_sweep",
     "result_backend_url",
     "var_paths",
@@ -129,13 +130,44 @@ def queue_for(settings: Settings, task_name: str) -> str:
         raise ConfigError(f"no queue for task {task_name!r}") from None
 
 
+def resolve_queues(settings: Settings, spec: str | None) -> tuple[list[str], list[str]]:
+    """The queue names a worker consumes for ``--queues spec``, and the names that match no queue.
+
+    Each comma-separated entry is a configured queue name (``Settings.queue_beliefs`` …, taken as is) or one of
+    the logical names ``beliefs``, ``ingest``, ``maintenance`` (mapped to the configured name), so the README's
+    ``--queues beliefs,maintenance`` consumes ``MEMORY_CORE_QUEUE_BELIEFS=nc-beliefs`` too. Any other entry is
+    kept (it may be a queue of another app) and returned in the second list so the caller can warn: no task of
+    this app is routed there. None or blank means every configured queue.
+
+    Returns:
+        (names in order without duplicates, unknown entries).
+    """
+    configured = {"beliefs": settings.queue_beliefs, "ingest": settings.queue_ingest}
+    configured["maintenance"] = settings.queue_maintenance
+    entries = [e.strip() for e in (spec or "").split(",") if e.strip()] or list(configured.values())
+    names: list[str] = []
+    unknown: list[str] = []
+    for entry in entries:
+        if entry in configured.values():
+            name = entry
+        elif entry in configured:
+            name = configured[entry]
+        else:
+            name = entry
+            unknown.append(entry)
+        if name not in names:
+            names.append(name)
+    return names, unknown
+
+
 def check_timeouts(settings: Settings) -> None:
     """Refuse time settings that would run a job twice or never.
 
     Rules [1.5-1.7]: soft limit < hard limit < visibility timeout (else a running task is redelivered to a
     second worker); ``retry_backoff_max_s`` < visibility timeout (a retry is an ETA message, redelivered
     in a loop past it); ``lock_ttl_s`` <= visibility timeout (a dead holder's lease ends before its message
-    comes back).
+    comes back); ``build_min_interval_s`` + hard limit < visibility timeout (a deferred follow-up build is an
+    ETA message of up to that countdown, held unacked by a worker until it has run).
 
     Raises:
         ConfigError: naming the setting that breaks a rule.
@@ -149,6 +181,11 @@ def check_timeouts(settings: Settings) -> None:
         raise ConfigError(f"retry_backoff_max_s ({settings.retry_backoff_max_s}) must be below visibility_timeout_s")
     if settings.lock_ttl_s > vis:
         raise ConfigError(f"lock_ttl_s ({settings.lock_ttl_s}) must not exceed visibility_timeout_s ({vis})")
+    if settings.build_min_interval_s + hard >= vis:
+        raise ConfigError(
+            f"build_min_interval_s ({settings.build_min_interval_s}) plus task_time_limit_s ({hard}) must stay below "
+            f"visibility_timeout_s ({vis})"
+        )
 
 
 def restore_sweep(period_s: int) -> tuple[int, int]:

@@ -8,7 +8,7 @@ stamp and a worker's build start compare without clock skew.
 | state | operations | purpose |
 | --- | --- | --- |
 | pending mark per (engine, job) | ``claim_pending``, ``clear_pending`` | triggers while a build is queued collapse |
-| scope gate: lock + dirty + built | ``gate_enter/extend/leave/abort`` | single flight per scope, one follow-up |
+| scope gate: lock, dirty, built, later | ``gate_enter/extend/leave/abort`` | single flight, one follow-up |
 | per-job marks | ``count_attempt``, ``add_progress``, ``mark_done``, … | attempts, resumable scopes, twin drop |
 
 The scope gate's three marks: ``lock`` (``token|task_id|started_us`` of the pass running now), ``built`` (the
@@ -19,6 +19,13 @@ by a pass that started after it and completed (``gate_leave``), never when a pas
 out, the next trigger of the scope, such as the holder's own retry, still builds. Without that, a trigger
 coalesced into a follow-up pass that never completed would be lost: ``built`` already names the first pass,
 so the holder's retry would find itself "covered" (issue 5, review item 1).
+
+A minimum interval between the starts of two passes of one scope (``gap_us``, ``Settings.build_min_interval_s``)
+makes "a burst of triggers gives at most two builds" hold however fast a build is: a pass that would start
+sooner is deferred. The deferred job takes the scope's ``later`` mark (its job id: the one follow-up slot) and
+is delivered again when the interval ends; every trigger meanwhile finds the mark and coalesces into it (raising
+the dirty mark, so nothing is lost if the follow-up never comes: the mark expires one lease after the interval).
+So a burst within one interval gives the pass that started first and, at most, one follow-up at its end.
 
 Every failure to reach the store raises ``EngineUnavailable`` (retryable), like an engine outage.
 """
@@ -35,7 +42,18 @@ from pathlib import Path
 
 from workers.local_db import LocalDb
 
-__all__ = ["Coordination", "Enter", "Leave", "Pending", "SqliteCoordination", "lock_value", "split_lock"]
+__all__ = [
+    "Coordination",
+    "Enter",
+    "Entered",
+    "Leave",
+    "Left",
+    "Pending",
+    "SqliteCoordination",
+    "later_ttl_s",
+    "lock_value",
+    "split_lock",
+]
 
 
 class Enter(StrEnum):
@@ -48,6 +66,9 @@ class Enter(StrEnum):
     COVERED = "covered"
     """A build that started after this trigger is running or has finished, and no recorded trigger waits; nothing
     to do."""
+    DEFERRED = "deferred"
+    """The scope's last pass started less than the minimum interval ago: the caller holds the follow-up slot and
+    comes back after ``Entered.wait_us``."""
 
 
 class Leave(StrEnum):
@@ -59,6 +80,25 @@ class Leave(StrEnum):
     """A trigger came in during the pass; the caller keeps the lock and builds once more."""
     LOST = "lost"
     """The lease ended and someone else holds (or may hold) the lock."""
+    DEFERRED = "deferred"
+    """A trigger came in during the pass, which started less than the minimum interval ago: the lock is released
+    and the caller holds the follow-up slot, to build again after ``Left.wait_us``."""
+
+
+@dataclass(frozen=True)
+class Entered:
+    """The answer of ``gate_enter``: the decision, and for ``deferred`` the microseconds until the interval ends."""
+
+    enter: Enter
+    wait_us: int = 0
+
+
+@dataclass(frozen=True)
+class Left:
+    """The answer of ``gate_leave``: the decision, and for ``deferred`` the microseconds until the interval ends."""
+
+    leave: Leave
+    wait_us: int = 0
 
 
 @dataclass(frozen=True)
@@ -79,6 +119,15 @@ class Pending:
 def lock_value(token: str, task_id: str, started_us: int) -> str:
     """``token|task_id|started_us``: a lock's owner, its job, and when its current pass started."""
     return f"{token}|{task_id}|{started_us}"
+
+
+def later_ttl_s(gap_us: int, ttl_s: int) -> float:
+    """How long a follow-up slot (``later`` mark) lives: the interval plus one lease, seconds.
+
+    If the deferred job never comes back (its worker killed while holding the countdown message), the slot
+    frees itself like a dead holder's lock, and the next trigger builds.
+    """
+    return gap_us / 1_000_000 + ttl_s
 
 
 def split_lock(value: str) -> tuple[str, str, int]:
@@ -123,8 +172,10 @@ class Coordination:
         raise NotImplementedError
 
     # scope gate (worker side) --------------------------------------------------------------------------
-    def gate_enter(self, scope: str, task_id: str, token: str, stamp_us: int | None, ttl_s: int) -> Enter:
-        """Take the scope's lock, or coalesce into the running build, or find the trigger covered.
+    def gate_enter(
+        self, scope: str, task_id: str, token: str, stamp_us: int | None, ttl_s: int, gap_us: int = 0
+    ) -> Entered:
+        """Take the scope's lock, or coalesce into the running build, or find the trigger covered, or defer.
 
         A lock held by an earlier delivery of the same ``task_id`` is taken over: that delivery is dead
         (a child killed and requeued, or redelivered after the visibility timeout, which exceeds the hard
@@ -133,6 +184,11 @@ class Coordination:
         "Covered" needs a running pass that started after ``stamp_us``, or, with the lock free, a completed
         pass that did and no dirty mark. Acquiring leaves the dirty mark: only ``gate_leave`` after a pass
         that started later clears it, so a pass that dies before completing loses no trigger.
+
+        With ``gap_us`` > 0 and the lock free: while another job holds the follow-up slot (``later``), the
+        trigger coalesces into it; else, when the last completed pass started less than ``gap_us`` ago, the
+        caller takes the slot and the answer is ``deferred`` with the wait (the caller's job comes back then);
+        a caller holding the slot when the interval has passed frees it and acquires.
         """
         raise NotImplementedError
 
@@ -140,11 +196,13 @@ class Coordination:
         """Extend the lease if ``token`` still owns it."""
         raise NotImplementedError
 
-    def gate_leave(self, scope: str, token: str, ttl_s: int) -> Leave:
+    def gate_leave(self, scope: str, token: str, ttl_s: int, gap_us: int = 0) -> Left:
         """After a successful pass: record it as built, then release, or keep the lock for one more pass.
 
         One more pass (``again``) when the dirty mark is at or after this pass's start (a trigger came in
         meanwhile); the mark stays until that follow-up completes. Otherwise the mark, if any, is cleared.
+        When that pass would start less than ``gap_us`` after this one started, the lock is released instead
+        and the caller takes the follow-up slot: ``deferred``, with the wait.
         """
         raise NotImplementedError
 
@@ -158,6 +216,14 @@ class Coordination:
     # per-job marks -------------------------------------------------------------------------------------
     def count_attempt(self, job_id: str) -> int:
         """Count one more start of ``job_id`` (retries and redeliveries alike) and return the count."""
+        raise NotImplementedError
+
+    def attempts(self, job_id: str) -> int:
+        """How many starts of ``job_id`` were counted (0 when none)."""
+        raise NotImplementedError
+
+    def forgive_attempt(self, job_id: str) -> None:
+        """Take back the last counted start (a delivery that only deferred its build ran nothing)."""
         raise NotImplementedError
 
     def add_progress(self, job_id: str, unit: str) -> None:
@@ -252,25 +318,43 @@ class SqliteCoordination(Coordination):
             if current is not None and current.rsplit("|", 1)[0] == job_id:
                 self._del(db, k)
 
-    def gate_enter(self, scope: str, task_id: str, token: str, stamp_us: int | None, ttl_s: int) -> Enter:
+    def _gate(self, scope: str) -> tuple[str, str, str, str]:
+        lock, dirty, built, later = (self.key("gate", scope, part) for part in ("lock", "dirty", "built", "later"))
+        return lock, dirty, built, later
+
+    def gate_enter(
+        self, scope: str, task_id: str, token: str, stamp_us: int | None, ttl_s: int, gap_us: int = 0
+    ) -> Entered:
         """See ``Coordination.gate_enter``."""
-        lock, dirty, built = (self.key("gate", scope, part) for part in ("lock", "dirty", "built"))
+        lock, dirty, built, later = self._gate(scope)
         with self._tx() as db:
             now = self.now_us()
+            mark = now if stamp_us is None else min(stamp_us, now)
             current = self._get(db, lock)
             if current is not None:
                 _, holder, started = split_lock(current)
                 if holder != task_id:
                     if stamp_us is not None and stamp_us < started:
-                        return Enter.COVERED
-                    self._raise_dirty(db, dirty, now if stamp_us is None else min(stamp_us, now))
-                    return Enter.COALESCED
-            elif self._get(db, dirty) is None:
+                        return Entered(Enter.COVERED)
+                    self._raise_dirty(db, dirty, mark)
+                    return Entered(Enter.COALESCED)
+            else:
+                slot = self._get(db, later)
+                if slot is not None and slot != task_id:
+                    self._raise_dirty(db, dirty, mark)
+                    return Entered(Enter.COALESCED)
                 last = self._get(db, built)
-                if stamp_us is not None and last is not None and stamp_us < int(last):
-                    return Enter.COVERED
+                if slot is None and self._get(db, dirty) is None:
+                    if stamp_us is not None and last is not None and stamp_us < int(last):
+                        return Entered(Enter.COVERED)
+                if gap_us > 0 and last is not None and now < int(last) + gap_us:
+                    self._set(db, later, task_id, later_ttl_s(gap_us, ttl_s))
+                    self._raise_dirty(db, dirty, mark)
+                    return Entered(Enter.DEFERRED, int(last) + gap_us - now)
+                if slot is not None:
+                    self._del(db, later)
             self._set(db, lock, lock_value(token, task_id, now), ttl_s)
-            return Enter.ACQUIRED
+            return Entered(Enter.ACQUIRED)
 
     def gate_extend(self, scope: str, token: str, ttl_s: int) -> bool:
         """See ``Coordination.gate_extend``."""
@@ -282,24 +366,29 @@ class SqliteCoordination(Coordination):
             self._set(db, lock, current, ttl_s)
             return True
 
-    def gate_leave(self, scope: str, token: str, ttl_s: int) -> Leave:
+    def gate_leave(self, scope: str, token: str, ttl_s: int, gap_us: int = 0) -> Left:
         """See ``Coordination.gate_leave``."""
-        lock, dirty, built = (self.key("gate", scope, part) for part in ("lock", "dirty", "built"))
+        lock, dirty, built, later = self._gate(scope)
         with self._tx() as db:
             current = self._get(db, lock)
             if current is None or split_lock(current)[0] != token:
-                return Leave.LOST
+                return Left(Leave.LOST)
             _, task_id, started = split_lock(current)
             last = self._get(db, built)
             if last is None or int(last) < started:
                 self._set(db, built, str(started), self.keep_s)
             need = self._get(db, dirty)
             if need is not None and int(need) >= started:
-                self._set(db, lock, lock_value(token, task_id, self.now_us()), ttl_s)
-                return Leave.AGAIN
+                now = self.now_us()
+                if gap_us > 0 and now < started + gap_us:
+                    self._set(db, later, task_id, later_ttl_s(gap_us, ttl_s))
+                    self._del(db, lock)
+                    return Left(Leave.DEFERRED, started + gap_us - now)
+                self._set(db, lock, lock_value(token, task_id, now), ttl_s)
+                return Left(Leave.AGAIN)
             self._del(db, dirty)
             self._del(db, lock)
-            return Leave.RELEASED
+            return Left(Leave.RELEASED)
 
     def gate_abort(self, scope: str, token: str) -> None:
         """See ``Coordination.gate_abort``."""
@@ -317,6 +406,19 @@ class SqliteCoordination(Coordination):
             count = int(self._get(db, k) or 0) + 1
             self._set(db, k, str(count), self.job_ttl_s)
             return count
+
+    def attempts(self, job_id: str) -> int:
+        """See ``Coordination.attempts``."""
+        with self._tx() as db:
+            return int(self._get(db, self.key("job", job_id, "attempts")) or 0)
+
+    def forgive_attempt(self, job_id: str) -> None:
+        """See ``Coordination.forgive_attempt``."""
+        k = self.key("job", job_id, "attempts")
+        with self._tx() as db:
+            count = int(self._get(db, k) or 0)
+            if count > 0:
+                self._set(db, k, str(count - 1), self.job_ttl_s)
 
     def add_progress(self, job_id: str, unit: str) -> None:
         """See ``Coordination.add_progress``."""

@@ -22,7 +22,7 @@ from typing import Any, cast
 import redis
 
 from memory_core._model import ContractModel, Timestamp
-from memory_core.errors import EngineUnavailable, NotFound
+from memory_core.errors import EngineUnavailable, InvalidRequest, NotFound
 from workers.local_db import LocalDb
 
 __all__ = ["MAX_PAYLOAD_CHARS", "DeadLetter", "DeadLetterStore", "RedisDeadLetters", "SqliteDeadLetters", "payload_of"]
@@ -32,7 +32,7 @@ MAX_PAYLOAD_CHARS = 1_000_000
 
 
 class DeadLetter(ContractModel):
-    """``{id, task?, queue?, payload, error, message, attempts, at, truncated?}``.
+    """``{id, task?, queue?, payload, error, message, attempts, at, truncated?, engine?}``.
 
     Attributes:
         id: The job id (the Celery task id); requeue reuses it.
@@ -41,9 +41,11 @@ class DeadLetter(ContractModel):
         payload: The job JSON object, or the raw text when it was not a JSON object.
         error: The error class (``InvalidRequest``, ``EngineUnavailable``, ``ContentDisallowed``, …).
         message: The error message.
-        attempts: How many times the job was started.
+        attempts: How many times the job was started (the coordination store's count; 0 when it never started).
         at: When it was dead-lettered (UTC).
         truncated: True when the raw payload was cut at ``MAX_PAYLOAD_CHARS``.
+        engine: The engine key the job was submitted for (its ``engine`` keyword argument), when it had one;
+            ``requeue`` submits it for that engine again.
     """
 
     id: str
@@ -55,6 +57,7 @@ class DeadLetter(ContractModel):
     attempts: int = 0
     at: Timestamp
     truncated: bool = False
+    engine: str | None = None
 
     @classmethod
     def of(
@@ -67,6 +70,7 @@ class DeadLetter(ContractModel):
         queue: str | None = None,
         attempts: int = 0,
         message: str | None = None,
+        engine: str | None = None,
     ) -> DeadLetter:
         """A dead letter for ``job_id`` now; ``error`` is an exception or an error name."""
         name = error if isinstance(error, str) else type(error).__name__
@@ -82,11 +86,14 @@ class DeadLetter(ContractModel):
             attempts=attempts,
             at=datetime.now(UTC),
             truncated=truncated,
+            engine=engine,
         )
 
 
 Letters = list[DeadLetter]
 """A list of dead letters (an alias: ``DeadLetterStore.list`` shadows the builtin inside the class)."""
+Ids = list[str]
+"""A list of letter ids (an alias, for the same reason)."""
 
 
 def payload_of(payload: Any) -> tuple[Any, bool]:
@@ -120,6 +127,32 @@ class DeadLetterStore:
             NotFound: no dead letter has that id.
         """
         raise NotImplementedError
+
+    def ids(self) -> Ids:
+        """Every kept letter's id (at most ``dead_letter_max``), newest first."""
+        raise NotImplementedError
+
+    def resolve(self, ref: str) -> str:
+        """The id of the letter ``ref`` names: its whole id, or a prefix only one kept id starts with.
+
+        ``dead-letters list`` shows ids in full, but an operator types the first 8 characters (as with git).
+
+        Raises:
+            NotFound: no letter has that id or prefix.
+            InvalidRequest: the prefix is blank, or several letters start with it (naming a few of them).
+        """
+        if not ref.strip():
+            raise InvalidRequest("must not be blank", field="id")
+        ids = self.ids()
+        if ref in ids:
+            return ref
+        matches = [i for i in ids if i.startswith(ref)]
+        if not matches:
+            raise NotFound(f"no dead letter {ref!r}")
+        if len(matches) > 1:
+            shown = ", ".join(matches[:3]) + (", …" if len(matches) > 3 else "")
+            raise InvalidRequest(f"{ref!r} starts {len(matches)} dead letters ({shown}); give more of it", field="id")
+        return matches[0]
 
     def delete(self, letter_id: str) -> bool:
         """Drop one letter; False when there was none."""
@@ -179,6 +212,10 @@ class RedisDeadLetters(DeadLetterStore):
             return []
         raw = cast(list[str | None], self._call(self.client.mget, [self._item(i) for i in ids]))
         return [DeadLetter.model_validate_json(r) for r in raw if r is not None]
+
+    def ids(self) -> Ids:
+        """See ``DeadLetterStore.ids``."""
+        return [str(i) for i in cast(Ids, self._call(self.client.zrevrange, self.index, 0, -1))]
 
     def get(self, letter_id: str) -> DeadLetter:
         """See ``DeadLetterStore.get``."""
@@ -250,6 +287,10 @@ class SqliteDeadLetters(DeadLetterStore):
         """See ``DeadLetterStore.list``."""
         rows = self._run("SELECT letter FROM dead_letters ORDER BY at DESC LIMIT ? OFFSET ?", (limit, offset))
         return [DeadLetter.model_validate_json(r[0]) for r in rows.fetchall()]
+
+    def ids(self) -> Ids:
+        """See ``DeadLetterStore.ids``."""
+        return [str(r[0]) for r in self._run("SELECT id FROM dead_letters ORDER BY at DESC").fetchall()]
 
     def get(self, letter_id: str) -> DeadLetter:
         """See ``DeadLetterStore.get``."""

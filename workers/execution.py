@@ -3,7 +3,8 @@
 ```
 clear the pending mark ─► twin of a finished job? drop ─► count the attempt ─► over the cap? dead letter
     ─► parse (malformed → dead letter at once) ─► another engine's job? dead letter, unrun
-    ─► run ─► done (mark it) | transient → retry with backoff
+    ─► run ─► done (mark it) | a scope too soon after its last build → defer: come back when the interval ends
+                             | transient → retry with backoff
                              | anything else → dead letter
 ```
 
@@ -18,6 +19,9 @@ another process is transient, so the delivery is retried on Celery's own count).
   seconds (https://aws.amazon.com/blogs/architecture/exponential-backoff-and-jitter/).
 * ``build_beliefs`` runs one ``consolidate`` per scope the job's reach admits (``engine.scopes``), each under
   its own single-flight lock, each recorded when done, so a failing scope never redoes the others.
+* A scope whose last build started less than ``Settings.build_min_interval_s`` ago is deferred
+  (``workers.locks``): the delivery ends as ``defer`` and the task is sent again with that countdown (well below
+  the visibility timeout: ``workers.config.check_timeouts``). Its attempt is given back, since nothing ran.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ from workers.queue import JobQueue
 __all__ = [
     "TRANSIENT",
     "DeadLettered",
+    "Deferred",
     "Delivery",
     "Outcome",
     "Runtime",
@@ -80,6 +85,17 @@ class WrongEngine(Exception):
     Two deployments that share a Redis and its default queue names take each other's jobs; running one would
     apply it to the wrong store.
     """
+
+
+class Deferred(Exception):
+    """Raised by ``run_build`` when a scope must wait for its minimum interval; ``wait_s`` until it may build.
+
+    The scopes built before it are recorded as progress, so the next delivery builds only the deferred ones.
+    """
+
+    def __init__(self, wait_s: float) -> None:
+        super().__init__(f"a scope may build again in {wait_s:.3f}s")
+        self.wait_s = wait_s
 
 
 class DeadLettered(Exception):
@@ -117,6 +133,7 @@ class Verdict(StrEnum):
     DONE = "done"
     DUPLICATE = "duplicate"
     RETRY = "retry"
+    DEFER = "defer"
     DEAD = "dead"
 
 
@@ -280,10 +297,15 @@ def _scope_report(scope: BuildScope, flight: Flight[JobReport]) -> dict[str, Any
 
 
 def run_build(rt: Runtime, d: Delivery, job: BuildBeliefs) -> dict[str, Any]:
-    """One ``consolidate`` per scope under ``job.request``, each single flight, resuming after a retry."""
+    """One ``consolidate`` per scope under ``job.request``, each single flight, resuming after a retry.
+
+    Raises:
+        Deferred: a scope must wait for ``build_min_interval_s`` (the others are done and recorded).
+    """
     stamp = d.kwargs.get("triggered_us")
     done_before = rt.coordination.progress(d.job_id)
     scopes: list[dict[str, Any]] = []
+    waits: list[float] = []
     runner = rt.runner
     for scope in rt.engine.scopes(job.request):
         unit = scope_key(rt.engine_key, scope)
@@ -294,9 +316,16 @@ def run_build(rt: Runtime, d: Delivery, job: BuildBeliefs) -> dict[str, Any]:
         def one_pass(s: BuildScope = scope) -> JobReport:
             return runner.run(BuildBeliefs(request=s.request()))
 
-        flight = single_flight(rt.coordination, unit, d.job_id, stamp, rt.settings.lock_ttl_s, one_pass)
+        flight = single_flight(
+            rt.coordination, unit, d.job_id, stamp, rt.settings.lock_ttl_s, one_pass, rt.settings.build_min_interval_s
+        )
+        if flight.deferred:
+            waits.append(flight.wait_s)
+            continue
         rt.coordination.add_progress(d.job_id, unit)
         scopes.append(_scope_report(scope, flight))
+    if waits:
+        raise Deferred(max(waits))
     return {"job": job.name(), "scopes": scopes}
 
 
@@ -352,8 +381,16 @@ def _dispatch(rt: Runtime, d: Delivery) -> dict[str, Any]:
 # the flow --------------------------------------------------------------------------------------------------
 def _dead(rt: Runtime, d: Delivery, error: BaseException | str, attempts: int, message: str | None = None) -> Outcome:
     payload: Any = d.args[0] if len(d.args) == 1 else {"args": list(d.args), "kwargs": dict(d.kwargs)}
+    engine = d.kwargs.get("engine")
     letter = DeadLetter.of(
-        d.job_id, error, payload=payload, task=d.task, queue=d.queue, attempts=attempts, message=message
+        d.job_id,
+        error,
+        payload=payload,
+        task=d.task,
+        queue=d.queue,
+        attempts=attempts,
+        message=message,
+        engine=engine if isinstance(engine, str) else None,
     )
     try:
         rt.letters.put(letter)
@@ -399,6 +436,13 @@ def execute(rt: Runtime, d: Delivery, rng: random.Random | None = None) -> Outco
         return _dead(rt, d, "GaveUp", attempts, message)
     try:
         result = _dispatch(rt, d)
+    except Deferred as exc:
+        try:
+            coordination.forgive_attempt(d.job_id)  # nothing ran: a deferral is not an attempt
+        except Exception as forgive_exc:  # the count stays one high; the cap still leaves room for retries
+            log.warning("job %s: could not take back the deferred attempt: %s", d.job_id, forgive_exc)
+        log.info("job %s: deferred %.3fs (build_min_interval_s)", d.job_id, exc.wait_s)
+        return Outcome(Verdict.DEFER, countdown=exc.wait_s)
     except (InvalidRequest, WrongEngine) as exc:
         return _dead(rt, d, exc, attempts)
     except TRANSIENT as exc:

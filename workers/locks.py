@@ -1,13 +1,15 @@
 """Single flight and coalescing per (engine, scope), on a ``Coordination`` store.
 
 A build of one scope runs under that scope's lock (owner token, compare-and-delete release, a lease extended
-every third of its TTL while the build runs). A trigger that finds the lock taken either raises the scope's
-dirty mark, so the holder runs exactly one more pass when it leaves (the follow-up), or, when the running pass
-started after the trigger was stamped, does nothing: that pass already reads what the trigger was about. The
-dirty mark stays until a pass that started after it completes, so a follow-up that fails or is killed leaves it
-for the next trigger of the scope (the holder's retry or redelivery), which then builds instead of being
-"covered". On the submit side, identical triggers while a job is still queued collapse into that job
-(``pending_key``).
+every third of its TTL while the build runs), and no sooner than ``gap_s`` (``Settings.build_min_interval_s``)
+after the scope's last pass started: a trigger that comes sooner, or a follow-up pass that would, is deferred
+(``Flight.wait_s``) and the caller's job is delivered again when the interval ends (``workers.coordination``).
+A trigger that finds the lock taken either raises the scope's dirty mark, so the holder runs exactly one more
+pass when it leaves (the follow-up), or, when the running pass started after the trigger was stamped, does
+nothing: that pass already reads what the trigger was about. The dirty mark stays until a pass that started
+after it completes, so a follow-up that fails or is killed leaves it for the next trigger of the scope (the
+holder's retry or redelivery), which then builds instead of being "covered". On the submit side, identical
+triggers while a job is still queued collapse into that job (``pending_key``).
 
 Source: reference ``celery-reliability.md`` §2.4 (lock + pending flag, N triggers → at most one extra run),
 https://redis.io/topics/distlock (token, compare-and-delete), Kleppmann 2016 (a lease is not a mutex: the
@@ -95,14 +97,23 @@ class Flight(Generic[T]):
     """What one trigger of one scope did.
 
     Attributes:
-        enter: ``acquired`` (this caller built), ``coalesced`` (the running build goes again) or ``covered``.
+        enter: ``acquired`` (this caller built), ``coalesced`` (the running build goes again), ``covered`` or
+            ``deferred`` (too soon after the last pass: come back after ``wait_s``).
         results: One entry per pass built by this caller: the first, then each follow-up.
         lost: True when the lease ended before the caller left (another build may have overlapped).
+        wait_s: Seconds until this caller's scope may build again, when a pass was deferred (on entry, or a
+            follow-up when leaving); 0 otherwise. The caller must come back then (its job holds the follow-up).
     """
 
     enter: Enter
     results: list[T] = field(default_factory=list)
     lost: bool = False
+    wait_s: float = 0.0
+
+    @property
+    def deferred(self) -> bool:
+        """True when this caller owes the scope a pass after ``wait_s``."""
+        return self.wait_s > 0 or self.enter is Enter.DEFERRED
 
 
 def single_flight(
@@ -112,6 +123,7 @@ def single_flight(
     stamp_us: int | None,
     ttl_s: int,
     build: Callable[[], T],
+    gap_s: float = 0.0,
 ) -> Flight[T]:
     """Run ``build`` under the scope's lock, passing again once per burst of triggers that came in meanwhile.
 
@@ -122,6 +134,7 @@ def single_flight(
         stamp_us: When the trigger was stamped (store clock), or None to always count as new.
         ttl_s: The lease, seconds.
         build: One pass; its result is kept in ``Flight.results``.
+        gap_s: Least seconds between the starts of two passes of the scope (0: none).
 
     Returns:
         The ``Flight``; no pass runs unless ``enter`` is ``acquired``.
@@ -131,15 +144,17 @@ def single_flight(
         Exception: whatever ``build`` raises; the lock is released first, the dirty mark kept (and raised).
     """
     token = secrets.token_hex(8)
-    enter = coordination.gate_enter(scope, task_id, token, stamp_us, ttl_s)
-    flight: Flight[T] = Flight(enter)
-    if enter is not Enter.ACQUIRED:
+    gap_us = int(gap_s * 1_000_000)
+    entered = coordination.gate_enter(scope, task_id, token, stamp_us, ttl_s, gap_us)
+    flight: Flight[T] = Flight(entered.enter, wait_s=entered.wait_us / 1_000_000)
+    if entered.enter is not Enter.ACQUIRED:
         return flight
     with Lease(coordination, scope, token, ttl_s) as lease:
         try:
             while True:
                 flight.results.append(build())
-                leave = coordination.gate_leave(scope, token, ttl_s)
+                left = coordination.gate_leave(scope, token, ttl_s, gap_us)
+                leave = left.leave
                 if leave is not Leave.AGAIN:
                     break
         except BaseException:
@@ -149,4 +164,6 @@ def single_flight(
                 log.warning("scope %s: release after a failed build failed: %s", scope, exc)
             raise
     flight.lost = leave is Leave.LOST or lease.lost
+    if leave is Leave.DEFERRED:
+        flight.wait_s = max(left.wait_us / 1_000_000, 0.001)
     return flight

@@ -4,29 +4,64 @@ Reads the result backend (Redis, or ``file://`` under ``var_dir`` without a serv
 (Redis lists, or message files of the server-less transport) and, for running jobs, asks the workers over
 Celery's remote control. Used by ``memory-core demo`` to wait for the jobs it queued and by ``memory-core
 status``.
+
+Every read is bounded: ``probe`` asks the broker once (one Redis ``PING`` within ``timeout_s``, TLS handshake
+included) and says why it does not answer; the app publishes remote-control requests with the host's
+bounded settings (``workers.config.host_config``: no reconnect loop), so an unreachable or blackholed broker
+costs ``status`` about one timeout instead of Celery's connection retries. ``outbox_waiting`` counts the jobs
+this machine parked while the broker was away (they are published on the next submit, worker start or beat).
 """
 
 from __future__ import annotations
 
+import ssl
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 import redis
 from celery import Celery
 from celery.result import AsyncResult
 
 from memory_core.settings import Settings, get_settings
-from workers.config import broker_url, celery_config, is_redis_url, var_paths
+from workers.config import broker_url, host_config, is_redis_url, result_backend_url, var_paths
 from workers.transport import prepare
 
-__all__ = ["FINISHED", "JobMonitor", "JobState", "WaitReport"]
+__all__ = ["FINISHED", "BrokerProbe", "JobMonitor", "JobState", "WaitReport", "redact"]
 
 FINISHED = frozenset({"SUCCESS", "FAILURE", "REVOKED"})
 """Celery states after which a job will not run again by itself."""
 _PRIORITY_SEP = "\x06\x16"
 """kombu's separator of a Redis queue's priority sub-lists (``priority_steps``)."""
+
+
+def redact(url: str) -> str:
+    """``url`` without its credentials (``redis://:***@host:6379/0``), for printing."""
+    parts = urlsplit(url)
+    if parts.password is None and parts.username is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f":***@{host}" + (f":{parts.port}" if parts.port else "")
+    return parts._replace(netloc=netloc).geturl()
+
+
+@dataclass(frozen=True)
+class BrokerProbe:
+    """Whether the broker answered one bounded probe, and why not.
+
+    Attributes:
+        url: The broker URL without credentials (``filesystem://`` for the server-less transport).
+        reachable: True when it answered within the timeout.
+        reason: Why not (``ConnectionError: … Connection refused``, ``TimeoutError: … timed out``), else None.
+        seconds: How long the probe took.
+    """
+
+    url: str
+    reachable: bool
+    reason: str | None
+    seconds: float
 
 
 @dataclass(frozen=True)
@@ -64,7 +99,9 @@ class JobMonitor:
         self.settings = settings or get_settings()
         prepare(self.settings)
         self.app = Celery("memory-core-monitor", set_as_current=False)
-        self.app.conf.update(celery_config(self.settings))
+        conf = host_config(self.settings)  # bounded publishes (remote control), no reconnect loop
+        conf["result_backend"] = result_backend_url(self.settings)
+        self.app.conf.update(conf)
 
     def close(self) -> None:
         """Release connections."""
@@ -123,18 +160,78 @@ class JobMonitor:
                 report.failed.append(seen)
         return report
 
-    def queue_depths(self) -> dict[str, int]:
-        """Messages waiting per queue (``beliefs``, ``ingest``, ``maintenance``); -1 when unreadable."""
+    def _redis(self, url: str, timeout_s: float) -> redis.Redis[str]:
+        options: dict[str, Any] = {}
+        if urlsplit(url).scheme.lower() == "rediss" and "ssl_cert_reqs" not in url:
+            options["ssl_cert_reqs"] = ssl.CERT_REQUIRED
+        return redis.Redis.from_url(
+            url,
+            decode_responses=True,
+            socket_timeout=timeout_s,
+            socket_connect_timeout=timeout_s,
+            retry_on_timeout=False,
+            **options,
+        )
+
+    def probe(self, timeout_s: float = 1.0) -> BrokerProbe:
+        """Ask the broker once, within ``timeout_s`` seconds (connect, TLS and reply); never raises.
+
+        Args:
+            timeout_s: Bound on the probe, seconds.
+
+        Returns:
+            A ``BrokerProbe``; the server-less transport is reachable when its queue folder exists.
+        """
+        url = broker_url(self.settings)
+        start = time.monotonic()
+        if not is_redis_url(url):
+            folder = var_paths(self.settings)["broker_queue"]
+            ok = folder.is_dir()
+            reason = None if ok else f"the server-less queue folder {folder} does not exist"
+            return BrokerProbe(url, ok, reason, time.monotonic() - start)
+        try:
+            client = self._redis(url, timeout_s)
+            try:
+                client.ping()
+            finally:
+                client.close()
+        except (redis.RedisError, OSError) as exc:
+            reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            return BrokerProbe(redact(url), False, reason, time.monotonic() - start)
+        return BrokerProbe(redact(url), True, None, time.monotonic() - start)
+
+    def outbox_waiting(self) -> int | None:
+        """Jobs parked in this machine's outbox (``var_dir/outbox.db``), 0 when there is none; None if unreadable."""
+        path = var_paths(self.settings)["outbox"]
+        if not path.exists():
+            return 0
+        from workers.outbox import Outbox
+
+        try:
+            outbox = Outbox(path)
+            try:
+                return outbox.waiting()
+            finally:
+                outbox.close()
+        except Exception:  # a locked or damaged file: shown as unknown
+            return None
+
+    def queue_depths(self, timeout_s: float = 2.0) -> dict[str, int]:
+        """Messages waiting per queue (``beliefs``, ``ingest``, ``maintenance``); -1 when unreadable.
+
+        Args:
+            timeout_s: Bound on each Redis connect and read, seconds.
+        """
         names = (self.settings.queue_beliefs, self.settings.queue_ingest, self.settings.queue_maintenance)
         url = broker_url(self.settings)
         if is_redis_url(url):
             try:
-                client: redis.Redis[str] = redis.Redis.from_url(url, decode_responses=True, socket_timeout=2.0)
+                client = self._redis(url, timeout_s)
                 try:
                     return {n: sum(int(client.llen(k)) for k in self._redis_keys(client, n)) for n in names}
                 finally:
                     client.close()
-            except redis.RedisError:
+            except (redis.RedisError, OSError):
                 return dict.fromkeys(names, -1)
         folder = var_paths(self.settings)["broker_queue"]
         files = [p.name for p in folder.glob("*.msg")] if folder.exists() else []

@@ -2,27 +2,53 @@
 
 kombu decodes each raw queue entry with ``json.loads`` inside the worker's event loop; an entry that is not
 JSON, or JSON that is not a message envelope, raises there and stops the whole worker ("Unrecoverable
-error: JSONDecodeError", verified on kombu 5.7 by pushing text onto the queue list). The guarded transports
-(``workers.transport``) check each entry with ``envelope_problem`` and hand the bad ones to
-``dead_letter_raw`` instead. Envelopes that are well formed but name an unknown task, carry a foreign content
-type or cannot be decoded reach Celery, which rejects them; ``workers.signals`` dead-letters those.
+error: JSONDecodeError", verified on kombu 5.7 by pushing text onto the queue list; an entry nested 100,000
+levels deep raises ``RecursionError`` the same way). The guarded transports (``workers.transport``) check each
+entry with ``envelope_problem`` and hand the bad ones to ``dead_letter_raw`` instead. Envelopes that are well
+formed but cannot become a task request (a body of JSON ``null``, a junk ``timelimit`` header) are refused by
+the consumer (``workers.consumer``, through ``refuse``); those that name an unknown task or carry a foreign
+content type reach Celery, which rejects them; ``workers.signals`` dead-letters those.
+
+Every letter written here gets a unique id when the message has no string task id (``letter_id``), so two
+such letters never replace each other, and the attempts the coordination store counted for the job
+(``attempts_of``), 0 when it never started.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import json
 import logging
-import os
+import uuid
 from typing import Any
 
 from memory_core.settings import get_settings
+from workers.coordination import Coordination
 from workers.dead_letters import DeadLetter, DeadLetterStore
 from workers.per_process import PerProcess
 
-__all__ = ["dead_letter", "dead_letter_raw", "envelope_problem", "letters"]
+__all__ = [
+    "BODY_ENCODINGS",
+    "attempts_of",
+    "dead_letter",
+    "dead_letter_raw",
+    "envelope_problem",
+    "header_problem",
+    "letter_id",
+    "letters",
+    "message_payload",
+    "refuse",
+]
 
 log = logging.getLogger(__name__)
+
+BODY_ENCODINGS = frozenset({"base64"})
+"""``properties.body_encoding`` codecs of kombu's virtual channel (``Channel.codecs``, looked up as given; a blank
+value or ``utf-8`` in any case means the body is plain text: ``Channel.decode_body`` in
+``kombu/transport/virtual/base.py``); any other value makes ``Message()`` raise ``AttributeError``."""
+MAX_ID_CHARS = 255
+"""Longest message id kept as a letter id; a longer one is replaced by a generated id (it names no job)."""
 
 
 def _open_letters() -> DeadLetterStore:
@@ -31,12 +57,39 @@ def _open_letters() -> DeadLetterStore:
     return open_dead_letters(get_settings())
 
 
+def _open_coordination() -> Coordination:
+    from workers.stores import open_coordination
+
+    return open_coordination(get_settings())
+
+
 _letters: PerProcess[DeadLetterStore] = PerProcess(_open_letters)
+_coordination: PerProcess[Coordination] = PerProcess(_open_coordination)
 
 
 def letters() -> DeadLetterStore:
     """This process's dead-letter store (opened from settings on first use, again after a fork)."""
     return _letters.get()
+
+
+def letter_id(candidate: Any, kind: str) -> str:
+    """``candidate`` when it is a usable job id (a non-blank string), else ``<kind>-<32 hex digits>``.
+
+    A message without a task id must not share a fixed id ("unknown", "undecodable") with every other one:
+    a dead letter replaces the one with its id.
+    """
+    if isinstance(candidate, str) and candidate.strip() and len(candidate) <= MAX_ID_CHARS:
+        return candidate
+    return f"{kind}-{uuid.uuid4().hex}"
+
+
+def attempts_of(job_id: str) -> int:
+    """How many times the flow started ``job_id`` (the coordination store's count); 0 if unknown or unreadable."""
+    try:
+        return _coordination.get().attempts(job_id)
+    except Exception as exc:  # a letter is still written; the count is only unknown
+        log.warning("attempts of %s unknown: %s", job_id, exc)
+        return 0
 
 
 def dead_letter(letter: DeadLetter) -> None:
@@ -48,12 +101,84 @@ def dead_letter(letter: DeadLetter) -> None:
         log.critical("dead-letter store unreachable (%s); letter: %s", exc, letter.to_json())
 
 
+def headers_of(message: Any) -> dict[str, Any]:
+    """A kombu message's headers, or ``{}`` when they are not an object."""
+    headers = getattr(message, "headers", None)
+    return headers if isinstance(headers, dict) else {}
+
+
+def queue_of(message: Any) -> str | None:
+    """The queue (routing key) a kombu message came from, when known."""
+    info = getattr(message, "delivery_info", None)
+    key = info.get("routing_key") if isinstance(info, dict) else None
+    return key if isinstance(key, str) else None
+
+
+def message_payload(message: Any) -> Any:
+    """A message's payload for its dead letter: the job JSON when the body is ``[[job], {…}, {…}]``."""
+    body = getattr(message, "body", None)
+    if isinstance(body, bytes | bytearray):
+        body = bytes(body).decode("utf-8", errors="replace")
+    if getattr(message, "content_type", None) == "application/json" and isinstance(body, str):
+        try:
+            decoded = json.loads(body)
+        except (ValueError, RecursionError):
+            return body
+        if isinstance(decoded, list) and decoded and isinstance(decoded[0], list) and len(decoded[0]) == 1:
+            return decoded[0][0]
+        return decoded
+    return body
+
+
+def message_engine(message: Any) -> str | None:
+    """The ``engine`` keyword argument of a task message body ``[args, {"engine": …}, embed]``, if any."""
+    body = getattr(message, "body", None)
+    if getattr(message, "content_type", None) != "application/json" or not isinstance(body, str | bytes):
+        return None
+    try:
+        decoded = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    kwargs = decoded[1] if isinstance(decoded, list) and len(decoded) > 1 else None
+    engine = kwargs.get("engine") if isinstance(kwargs, dict) else None
+    return engine if isinstance(engine, str) else None
+
+
+def refuse(message: Any, exc: BaseException | str, *, message_text: str | None = None) -> DeadLetter:
+    """Dead-letter a kombu message that reached the consumer but cannot become a task request.
+
+    Args:
+        message: The kombu ``Message``.
+        exc: Why (the exception raised while building the request, or an error name).
+        message_text: The letter's message (default: ``not a task message: <exc>``).
+
+    Returns:
+        The letter written (or logged, when no store answers).
+    """
+    headers = headers_of(message)
+    jid = letter_id(headers.get("id"), "refused")
+    task = headers.get("task") if isinstance(headers.get("task"), str) else None
+    letter = DeadLetter.of(
+        jid,
+        exc,
+        payload=message_payload(message),
+        task=task,
+        queue=queue_of(message),
+        attempts=attempts_of(jid),
+        message=message_text if message_text is not None else f"not a task message: {exc}",
+        engine=message_engine(message),
+    )
+    dead_letter(letter)
+    return letter
+
+
 def envelope_problem(message: Any) -> str | None:
     """Why a decoded queue entry is not a kombu message envelope, or None when it is one.
 
     Checks what kombu's virtual ``Message`` and Celery's consumer read without guarding: an object with a
     ``properties`` object holding a ``delivery_tag``; optional ``headers``/``delivery_info`` objects; string
-    ``content-type``/``content-encoding``; a base64 ``body`` that decodes; and a task message's string ``id``.
+    ``content-type``/``content-encoding``; a ``body_encoding`` kombu can decode (``BODY_ENCODINGS``); a base64
+    ``body`` that decodes; and a task message's string ``id``.
     """
     if not isinstance(message, dict):
         return f"the entry is a JSON {type(message).__name__}, not a message object"
@@ -68,10 +193,13 @@ def envelope_problem(message: Any) -> str | None:
     for field in ("content-type", "content-encoding"):
         if message.get(field) is not None and not isinstance(message.get(field), str):
             return f"{field} is not a string"
+    encoding = props.get("body_encoding")
+    if encoding and not (isinstance(encoding, str) and (encoding in BODY_ENCODINGS or encoding.lower() == "utf-8")):
+        return f"properties.body_encoding {encoding!r} is neither base64 nor utf-8"
     body = message.get("body")
     if body is not None and not isinstance(body, str):
         return "body is not a string"
-    if body and props.get("body_encoding") == "base64":
+    if body and encoding == "base64":
         try:
             base64.b64decode(body)
         except (binascii.Error, ValueError):
@@ -81,17 +209,40 @@ def envelope_problem(message: Any) -> str | None:
     return None
 
 
+def header_problem(headers: Any) -> str | None:
+    """Why a task message's headers would break the worker after Celery accepted them, or None.
+
+    Celery 5.7 copies ``timelimit`` unchecked (``Request.__init__``) and billiard converts it only when the pool
+    starts the job, inside the event loop, outside any guard: a ``timelimit`` of ``"xx"`` unpacks into
+    ``("x", "x")`` and ``float("x")`` stops the worker ("Unrecoverable error", issue 5 audit). It must be absent,
+    or ``[hard, soft]`` with each a non-negative number or null (``celery/app/amqp.py`` writes it so).
+    """
+    if not isinstance(headers, dict):
+        return None
+    limits = headers.get("timelimit")
+    if not limits:
+        return None
+    if not isinstance(limits, list | tuple) or len(limits) != 2:
+        return f"headers.timelimit {limits!r} is not [hard, soft]"
+    for value in limits:
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or value < 0):
+            return f"headers.timelimit {limits!r} is not [hard, soft] in seconds"
+    return None
+
+
 def dead_letter_raw(raw: Any, queue: str | None, reason: str) -> None:
     """Dead-letter a queue entry that never reached Celery (kept as text when it is not JSON)."""
     headers = raw.get("headers") if isinstance(raw, dict) else None
-    job_id = headers.get("id") if isinstance(headers, dict) and isinstance(headers.get("id"), str) else None
+    job_id = headers.get("id") if isinstance(headers, dict) else None
     task = headers.get("task") if isinstance(headers, dict) and isinstance(headers.get("task"), str) else None
+    jid = letter_id(job_id, "raw")
     letter = DeadLetter.of(
-        job_id or f"raw-{os.urandom(8).hex()}",
+        jid,
         "MalformedMessage",
         payload=raw,
         task=task,
         queue=queue,
+        attempts=attempts_of(jid) if jid == job_id else 0,
         message=f"not a message: {reason}",
     )
     dead_letter(letter)

@@ -22,8 +22,12 @@ submit(job) ─► [outbox not empty?] drain ─► BuildBeliefs: pending mark (
 * A parked row that fails to publish for a reason other than the broker (a payload that is not a job) is tried
   ``outbox.MAX_FAULTS`` times, then moved to the dead letters with its error and tries; broker errors never
   count against a row.
-* A malformed job raises ``InvalidRequest`` (a host bug, nothing is stored); only if the outbox file itself
-  cannot be written does ``EngineUnavailable`` escape, since the job could then not be kept.
+* A malformed job, or a ``job_id`` that is not a non-blank string of at most ``MAX_JOB_ID_CHARS``, raises
+  ``InvalidRequest`` (a host bug, nothing is stored); only if the outbox file itself cannot be written does
+  ``EngineUnavailable`` escape, since the job could then not be kept.
+* ``send`` is ``submit`` saying what happened (``Submitted``: published, coalesced into a queued build, or
+  parked in the outbox); ``publish`` is the operator's path (``dead-letters requeue``): publish now, for a given
+  engine key, or raise, never parking.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ import kombu.exceptions
 import redis
 from celery import Celery
 
-from memory_core.errors import EngineUnavailable
+from memory_core.errors import EngineUnavailable, InvalidRequest
 from memory_core.lifecycle.jobs import BuildBeliefs, IngestBrain, parse_job
 from memory_core.namespace import Reach
 from memory_core.settings import Settings, get_settings
@@ -52,7 +56,18 @@ from workers.outbox import MAX_FAULTS, Outbox, OutboxEntry
 from workers.stores import open_coordination, open_dead_letters, open_outbox
 from workers.transport import prepare
 
-__all__ = ["BROKER_ERRORS", "DrainReport", "JobQueue", "describe", "describe_reach", "new_job_id", "task_of"]
+__all__ = [
+    "BROKER_ERRORS",
+    "MAX_JOB_ID_CHARS",
+    "DrainReport",
+    "JobQueue",
+    "Submitted",
+    "check_job_id",
+    "describe",
+    "describe_reach",
+    "new_job_id",
+    "task_of",
+]
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +81,10 @@ BROKER_ERRORS: tuple[type[BaseException], ...] = (
     OSError,
 )
 """What counts as "the broker (or the coordination store) is unreachable" on the submit path."""
+
+MAX_JOB_ID_CHARS = 255
+"""Longest job id ``submit`` accepts: it is the Celery task id, a message header and part of Redis keys
+(``P:job:<id>:attempts``); a UUID is 36 characters."""
 
 _CIRCUIT_MIN_S = 0.5
 _CIRCUIT_MAX_S = 15.0
@@ -92,6 +111,23 @@ def new_job_id() -> str:
     return str(uuid.uuid4())
 
 
+def check_job_id(job_id: object) -> str:
+    """``job_id`` if it can name a job: a string of 1-``MAX_JOB_ID_CHARS`` characters, not blank, no control ones.
+
+    Raises:
+        InvalidRequest: ``field="job_id"`` otherwise (an int or an object would be published as a header id).
+    """
+    if not isinstance(job_id, str):
+        raise InvalidRequest(f"must be a string, not {type(job_id).__name__}", field="job_id")
+    if not job_id.strip():
+        raise InvalidRequest("must not be blank", field="job_id")
+    if len(job_id) > MAX_JOB_ID_CHARS:
+        raise InvalidRequest(f"must be at most {MAX_JOB_ID_CHARS} characters, got {len(job_id)}", field="job_id")
+    if any(ord(c) < 32 or ord(c) == 127 for c in job_id):
+        raise InvalidRequest("must not contain control characters", field="job_id")
+    return job_id
+
+
 def task_of(job: BuildBeliefs | IngestBrain) -> str:
     """The task that runs a job: ``memory.build_beliefs`` or ``memory.ingest_brain``."""
     return TASK_BUILD_BELIEFS if isinstance(job, BuildBeliefs) else TASK_INGEST_BRAIN
@@ -114,6 +150,20 @@ def describe(job: BuildBeliefs | IngestBrain) -> str:
     sources = ", ".join(sorted({d.source.id for d in job.documents}))
     n = len(job.documents)
     return f"ingest_brain {n} document{'s' if n != 1 else ''} ({sources})"
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """What one ``send`` did.
+
+    Attributes:
+        id: The job id serving the job (this job's, or the queued identical build's when coalesced).
+        state: ``published`` (on the broker now), ``coalesced`` (an identical build is still queued: its id) or
+            ``parked`` (the broker is unreachable: in the local outbox, published later under ``id``).
+    """
+
+    id: str
+    state: str
 
 
 @dataclass(frozen=True)
@@ -172,11 +222,20 @@ class JobQueue:
             The job id: this job's, or, for a ``BuildBeliefs`` identical to one still queued, that job's.
 
         Raises:
-            InvalidRequest: a malformed job (nothing is queued).
+            InvalidRequest: a malformed job, or a ``job_id`` that ``check_job_id`` refuses (nothing is queued).
             EngineUnavailable: the broker is unreachable AND the outbox cannot be written.
         """
+        return self.send(job, job_id=job_id).id
+
+    def send(self, job: BuildBeliefs | IngestBrain | dict[str, Any] | str, *, job_id: str | None = None) -> Submitted:
+        """``submit``, saying whether the job was published, coalesced or parked (see ``Submitted``).
+
+        Raises:
+            InvalidRequest: as ``submit``.
+            EngineUnavailable: as ``submit``.
+        """
         parsed = parse_job(job)
-        jid = job_id or new_job_id()
+        jid = new_job_id() if job_id is None else check_job_id(job_id)
         trips = self._may_publish()
         if trips is not None:
             if self._outbox_may_hold:
@@ -188,9 +247,29 @@ class JobQueue:
                     self._trip(exc)
                 else:
                     self._reset()
-                    return served
+                    return Submitted(served, "published" if served == jid else "coalesced")
         self._park(parsed, jid)
-        return jid
+        return Submitted(jid, "parked")
+
+    def publish(self, job: BuildBeliefs | IngestBrain, job_id: str, *, engine: str | None = None) -> str:
+        """Publish ``job`` now under ``job_id`` for ``engine`` (an ``engine_key``; default this host's), or raise.
+
+        The operator's path (``dead-letters requeue``): nothing is parked, so a requeue while Redis is down fails
+        and the letter stays, instead of waiting in this machine's outbox.
+
+        Returns:
+            The job id serving it (``job_id``, or a queued identical build's).
+
+        Raises:
+            InvalidRequest: a ``job_id`` that ``check_job_id`` refuses.
+            EngineUnavailable: the broker (or the coordination store) is unreachable.
+        """
+        try:
+            return self._publish(job, check_job_id(job_id), engine)
+        except EngineUnavailable:
+            raise
+        except BROKER_ERRORS as exc:
+            raise EngineUnavailable(f"broker: {_error_text(exc)}") from None
 
     def drain(self, limit: int = 1000) -> DrainReport:
         """Publish parked jobs, oldest first, until the outbox is empty, ``limit`` rows, or a failure.
@@ -251,12 +330,13 @@ class JobQueue:
         return max(1, int(min(self.settings.visibility_timeout_s, self.settings.build_due_interval_s)))
 
     # internals -----------------------------------------------------------------------------------------
-    def _publish(self, job: BuildBeliefs | IngestBrain, job_id: str) -> str:
+    def _publish(self, job: BuildBeliefs | IngestBrain, job_id: str, engine: str | None = None) -> str:
         task = task_of(job)
-        kwargs: dict[str, Any] = {"engine": self.engine}
+        stamp = engine or self.engine
+        kwargs: dict[str, Any] = {"engine": stamp}
         key = None
         if isinstance(job, BuildBeliefs):
-            key = pending_key(self.engine, job)
+            key = pending_key(stamp, job)
             pending = self.coordination.claim_pending(key, job_id, self.pending_ttl_s)
             if not pending.fresh:
                 return pending.job_id

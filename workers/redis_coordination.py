@@ -9,7 +9,7 @@ microsecond times (~1.8e15) compare exactly; they are built and stored as string
 numbers.
 
 Keys (``P`` = ``Settings.redis_prefix``; ``{h}`` a hash tag so a scope's keys share a cluster slot):
-``P:pending:<key>``, ``P:gate:{h}:lock|dirty|built``, ``P:job:<id>:attempts|progress|done``.
+``P:pending:<key>``, ``P:gate:{h}:lock|dirty|built|later``, ``P:job:<id>:attempts|progress|done``.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import redis
 from redis.commands.core import Script
 
 from memory_core.errors import EngineUnavailable
-from workers.coordination import Coordination, Enter, Leave, Pending
+from workers.coordination import Coordination, Enter, Entered, Leave, Left, Pending, later_ttl_s
 
 __all__ = ["RedisCoordination", "redis_client"]
 
@@ -61,22 +61,37 @@ _ENTER = (
     _PRELUDE
     + """
 local stamp = tonumber(ARGV[3])
+local gap = tonumber(ARGV[6])
+local now = now_us()
+local mark = now
+if stamp and stamp < tonumber(now) then mark = ARGV[3] end
 local cur = redis.call('GET', KEYS[1])
 if cur then
   local tok, tid, started = string.match(cur, '^([^|]*)|(.*)|(%d+)$')
   if tid ~= ARGV[2] then
-    if stamp and stamp < tonumber(started) then return 'covered' end
-    local mark = now_us()
-    if stamp and stamp < tonumber(mark) then mark = ARGV[3] end
+    if stamp and stamp < tonumber(started) then return {'covered', 0} end
     raise_dirty(KEYS[2], mark, ARGV[5])
-    return 'coalesced'
+    return {'coalesced', 0}
   end
-elseif not redis.call('GET', KEYS[2]) then
+else
+  local slot = redis.call('GET', KEYS[4])
+  if slot and slot ~= ARGV[2] then
+    raise_dirty(KEYS[2], mark, ARGV[5])
+    return {'coalesced', 0}
+  end
   local last = redis.call('GET', KEYS[3])
-  if stamp and last and stamp < tonumber(last) then return 'covered' end
+  if (not slot) and (not redis.call('GET', KEYS[2])) then
+    if stamp and last and stamp < tonumber(last) then return {'covered', 0} end
+  end
+  if gap > 0 and last and tonumber(now) < tonumber(last) + gap then
+    redis.call('SET', KEYS[4], ARGV[2], 'PX', ARGV[7])
+    raise_dirty(KEYS[2], mark, ARGV[5])
+    return {'deferred', tonumber(last) + gap - tonumber(now)}
+  end
+  if slot then redis.call('DEL', KEYS[4]) end
 end
-redis.call('SET', KEYS[1], ARGV[1] .. '|' .. ARGV[2] .. '|' .. now_us(), 'PX', ARGV[4])
-return 'acquired'
+redis.call('SET', KEYS[1], ARGV[1] .. '|' .. ARGV[2] .. '|' .. now, 'PX', ARGV[4])
+return {'acquired', 0}
 """
 )
 
@@ -93,18 +108,25 @@ _LEAVE = (
     _PRELUDE
     + """
 local cur = redis.call('GET', KEYS[1])
-if not cur then return 'lost' end
+if not cur then return {'lost', 0} end
 local tok, tid, started = string.match(cur, '^([^|]*)|(.*)|(%d+)$')
-if tok ~= ARGV[1] then return 'lost' end
+if tok ~= ARGV[1] then return {'lost', 0} end
 local last = redis.call('GET', KEYS[3])
 if (not last) or tonumber(last) < tonumber(started) then redis.call('SET', KEYS[3], started, 'PX', ARGV[3]) end
 local need = redis.call('GET', KEYS[2])
 if need and tonumber(need) >= tonumber(started) then
-  redis.call('SET', KEYS[1], tok .. '|' .. tid .. '|' .. now_us(), 'PX', ARGV[2])
-  return 'again'
+  local now = now_us()
+  local gap = tonumber(ARGV[4])
+  if gap > 0 and tonumber(now) < tonumber(started) + gap then
+    redis.call('SET', KEYS[4], tid, 'PX', ARGV[5])
+    redis.call('DEL', KEYS[1])
+    return {'deferred', tonumber(started) + gap - tonumber(now)}
+  end
+  redis.call('SET', KEYS[1], tok .. '|' .. tid .. '|' .. now, 'PX', ARGV[2])
+  return {'again', 0}
 end
 redis.call('DEL', KEYS[2], KEYS[1])
-return 'released'
+return {'released', 0}
 """
 )
 
@@ -122,6 +144,13 @@ end
 return 0
 """
 )
+
+
+_FORGIVE = """
+local n = tonumber(redis.call('GET', KEYS[1]) or '0')
+if n > 0 then redis.call('DECR', KEYS[1]) end
+return 0
+"""
 
 
 def redis_client(url: str, timeout_s: float, health_check_s: int) -> redis.Redis[str]:
@@ -153,6 +182,7 @@ class RedisCoordination(Coordination):
         self._extend: Script = client.register_script(_EXTEND)
         self._leave: Script = client.register_script(_LEAVE)
         self._abort: Script = client.register_script(_ABORT)
+        self._forgive: Script = client.register_script(_FORGIVE)
 
     @contextmanager
     def _reachable(self) -> Iterator[None]:
@@ -163,7 +193,7 @@ class RedisCoordination(Coordination):
 
     def _gate_keys(self, scope: str) -> list[str]:
         tag = "{" + scope + "}"
-        return [self.key("gate", tag, part) for part in ("lock", "dirty", "built")]
+        return [self.key("gate", tag, part) for part in ("lock", "dirty", "built", "later")]
 
     def now_us(self) -> int:
         """Redis ``TIME`` in microseconds."""
@@ -182,25 +212,29 @@ class RedisCoordination(Coordination):
         with self._reachable():
             self._clear(keys=[self.key("pending", key)], args=[job_id])
 
-    def gate_enter(self, scope: str, task_id: str, token: str, stamp_us: int | None, ttl_s: int) -> Enter:
+    def gate_enter(
+        self, scope: str, task_id: str, token: str, stamp_us: int | None, ttl_s: int, gap_us: int = 0
+    ) -> Entered:
         """See ``Coordination.gate_enter``."""
         stamp = "" if stamp_us is None else str(stamp_us)
+        later_ms = int(later_ttl_s(gap_us, ttl_s) * 1000)
+        args = [token, task_id, stamp, ttl_s * 1000, self.keep_s * 1000, int(gap_us), later_ms]
         with self._reachable():
-            got = self._enter(
-                keys=self._gate_keys(scope), args=[token, task_id, stamp, ttl_s * 1000, self.keep_s * 1000]
-            )
-        return Enter(str(got))
+            got = cast(list[Any], self._enter(keys=self._gate_keys(scope), args=args))
+        return Entered(Enter(str(got[0])), int(got[1]))
 
     def gate_extend(self, scope: str, token: str, ttl_s: int) -> bool:
         """See ``Coordination.gate_extend``."""
         with self._reachable():
             return bool(int(cast(int, self._extend(keys=self._gate_keys(scope)[:1], args=[token, ttl_s * 1000]))))
 
-    def gate_leave(self, scope: str, token: str, ttl_s: int) -> Leave:
+    def gate_leave(self, scope: str, token: str, ttl_s: int, gap_us: int = 0) -> Left:
         """See ``Coordination.gate_leave``."""
+        later_ms = int(later_ttl_s(gap_us, ttl_s) * 1000)
+        args = [token, ttl_s * 1000, self.keep_s * 1000, int(gap_us), later_ms]
         with self._reachable():
-            got = self._leave(keys=self._gate_keys(scope), args=[token, ttl_s * 1000, self.keep_s * 1000])
-        return Leave(str(got))
+            got = cast(list[Any], self._leave(keys=self._gate_keys(scope), args=args))
+        return Left(Leave(str(got[0])), int(got[1]))
 
     def gate_abort(self, scope: str, token: str) -> None:
         """See ``Coordination.gate_abort``."""
@@ -216,6 +250,16 @@ class RedisCoordination(Coordination):
             pipe.expire(key, self.job_ttl_s)
             count, _ = pipe.execute()
         return int(count)
+
+    def attempts(self, job_id: str) -> int:
+        """See ``Coordination.attempts``."""
+        with self._reachable():
+            return int(self.client.get(self.key("job", job_id, "attempts")) or 0)
+
+    def forgive_attempt(self, job_id: str) -> None:
+        """See ``Coordination.forgive_attempt``."""
+        with self._reachable():
+            self._forgive(keys=[self.key("job", job_id, "attempts")])
 
     def add_progress(self, job_id: str, unit: str) -> None:
         """See ``Coordination.add_progress``."""

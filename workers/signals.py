@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 from typing import Any
@@ -24,37 +23,11 @@ from memory_core.errors import ConfigError
 from memory_core.settings import get_settings
 from workers.dead_letters import DeadLetter
 from workers.execution import DeadLettered
-from workers.poison import dead_letter
+from workers.poison import attempts_of, dead_letter, headers_of, letter_id, message_engine, message_payload, queue_of
 
-__all__ = ["check_engine", "message_payload"]
+__all__ = ["check_engine", "message_payload"]  # message_payload lives in workers.poison; kept importable here
 
 log = logging.getLogger(__name__)
-
-
-def message_payload(message: Any) -> Any:
-    """A rejected message's payload for its dead letter: the job JSON when the body is ``[[job], {…}, {…}]``."""
-    body = getattr(message, "body", None)
-    if isinstance(body, bytes | bytearray):
-        body = bytes(body).decode("utf-8", errors="replace")
-    if getattr(message, "content_type", None) == "application/json" and isinstance(body, str):
-        try:
-            decoded = json.loads(body)
-        except ValueError:
-            return body
-        if isinstance(decoded, list) and decoded and isinstance(decoded[0], list) and len(decoded[0]) == 1:
-            return decoded[0][0]
-        return decoded
-    return body
-
-
-def _headers(message: Any) -> dict[str, Any]:
-    headers = getattr(message, "headers", None)
-    return headers if isinstance(headers, dict) else {}
-
-
-def _queue(message: Any) -> str | None:
-    info = getattr(message, "delivery_info", None)
-    return info.get("routing_key") if isinstance(info, dict) else None
 
 
 def make_folders(**_: Any) -> None:
@@ -124,29 +97,35 @@ def unknown_task(
     sender: Any = None, message: Any = None, exc: Any = None, name: Any = None, id: Any = None, **_: Any
 ) -> None:
     """Dead-letter a message for a task this worker does not have."""
+    jid = letter_id(id if isinstance(id, str) else headers_of(message).get("id"), "unknown")
     dead_letter(
         DeadLetter.of(
-            str(id or _headers(message).get("id") or "unknown"),
+            jid,
             "NotRegistered",
             payload=message_payload(message),
             task=str(name) if name else None,
-            queue=_queue(message),
+            queue=queue_of(message),
+            attempts=attempts_of(jid),
             message=f"no task named {name!r}",
+            engine=message_engine(message),
         )
     )
 
 
 def rejected(sender: Any = None, message: Any = None, exc: BaseException | None = None, **_: Any) -> None:
     """Dead-letter a message Celery rejected before running it."""
-    headers = _headers(message)
+    headers = headers_of(message)
+    jid = letter_id(headers.get("id"), "rejected")
     dead_letter(
         DeadLetter.of(
-            str(headers.get("id") or "unknown"),
+            jid,
             exc if exc is not None else "Rejected",
             payload=message_payload(message),
-            task=headers.get("task"),
-            queue=_queue(message),
+            task=headers.get("task") if isinstance(headers.get("task"), str) else None,
+            queue=queue_of(message),
+            attempts=attempts_of(jid),
             message=str(exc) if exc is not None else "not a task message",
+            engine=message_engine(message),
         )
     )
 
@@ -166,13 +145,21 @@ def failed(
         call_args = list(args) if isinstance(args, list | tuple) else []
     except Exception:  # the arguments of an undecodable body raise when read
         call_args = []
-    payload: Any = call_args[0] if len(call_args) == 1 else {"args": call_args, "kwargs": kwargs or {}}
+    try:
+        call_kwargs = dict(kwargs) if isinstance(kwargs, dict) else {}
+    except Exception:
+        call_kwargs = {}
+    payload: Any = call_args[0] if len(call_args) == 1 else {"args": call_args, "kwargs": call_kwargs}
+    engine = call_kwargs.get("engine")
+    jid = letter_id(task_id, "failed")
     dead_letter(
         DeadLetter.of(
-            str(task_id or "unknown"),
+            jid,
             exception if exception is not None else "Failed",
             payload=payload,
             task=getattr(sender, "name", None),
+            attempts=attempts_of(jid),
+            engine=engine if isinstance(engine, str) else None,
         )
     )
 

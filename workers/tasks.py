@@ -8,8 +8,9 @@
 | ``memory.drain_outbox`` | maintenance | ``limit`` (optional) |
 
 Each takes ``*args, **kwargs`` so a message of the wrong shape reaches ``execute`` (and the dead letters)
-instead of failing inside Celery's call. A retry raises Celery's ``Retry`` (a new message with a countdown,
-the same task id); a dead-lettered job raises ``DeadLettered`` so Flower shows it failed.
+instead of failing inside Celery's call. A retry, and a build deferred to its scope's minimum interval, raise
+Celery's ``Retry`` (a new message with a countdown, the same task id); a dead-lettered job raises
+``DeadLettered`` so Flower shows it failed.
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ def _run(task: Task, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str,
     outcome = execute(runtime(), delivery)
     if outcome.verdict is Verdict.RETRY:
         raise task.retry(countdown=outcome.countdown, exc=outcome.error, max_retries=None)
+    if outcome.verdict is Verdict.DEFER:  # a scope's minimum interval: the same job again when it ends
+        raise task.retry(countdown=outcome.countdown, max_retries=None)
     if outcome.verdict is Verdict.DEAD:
         letter = outcome.letter
         raise DeadLettered(f"{letter.error}: {letter.message}" if letter else "dead-lettered")

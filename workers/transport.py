@@ -22,21 +22,32 @@ import redis
 from kombu.transport import filesystem
 from kombu.transport import redis as kombu_redis
 
+from memory_core.errors import ConfigError
 from memory_core.settings import Settings
-from workers.config import broker_url, var_paths
+from workers.config import broker_url, result_backend_url, var_paths
 from workers.poison import dead_letter_raw, envelope_problem
 
 __all__ = ["SafeFilesystemTransport", "SafeRedisTransport", "prepare"]
 
-_DECODE_ERRORS = (json.JSONDecodeError, UnicodeDecodeError)
+_DECODE_ERRORS = (ValueError, RecursionError)
+"""What kombu's ``json.loads`` of a queue entry raises on a bad entry: ``JSONDecodeError`` and
+``UnicodeDecodeError`` (both ``ValueError``s), and ``RecursionError`` for JSON nested deeper than the decoder's
+recursion limit (an entry ``[[[…]]]`` 100,000 levels deep, issue 5 audit)."""
 
 
 def _raw_of(exc: BaseException) -> Any:
+    """The entry's text when the error carries it (a ``RecursionError`` does not: the letter says so)."""
     if isinstance(exc, json.JSONDecodeError):
         return exc.doc
     if isinstance(exc, UnicodeDecodeError):
         return exc.object
-    return repr(exc)
+    return None
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, RecursionError):
+        return "not JSON: nested deeper than the decoder's recursion limit (RecursionError; the entry was not kept)"
+    return f"not JSON ({type(exc).__name__}: {exc})"
 
 
 class _GuardedDelivery:
@@ -58,7 +69,7 @@ class _GuardedGet:
             parent: Any = super()
             return parent._get(queue)
         except _DECODE_ERRORS as exc:
-            dead_letter_raw(_raw_of(exc), queue, f"not JSON ({exc})")
+            dead_letter_raw(_raw_of(exc), queue, _why(exc))
             raise Empty() from None
 
 
@@ -80,7 +91,7 @@ class _SafeRedisChannel(_GuardedGet, kombu_redis.Channel):
             parent: Any = super()
             return bool(parent._brpop_read(**options))
         except _DECODE_ERRORS as exc:
-            dead_letter_raw(_raw_of(exc), None, f"not JSON ({exc})")
+            dead_letter_raw(_raw_of(exc), None, _why(exc))
             return True
 
 
@@ -101,9 +112,22 @@ class SafeFilesystemTransport(_GuardedDelivery, filesystem.Transport):
 
 
 def prepare(settings: Settings) -> None:
-    """Create the server-less folders under ``var_dir`` (kombu requires them to exist); no-op for Redis."""
-    if broker_url(settings) != "filesystem://":
-        return
+    """Create the local folders: ``var_dir`` always (outbox, beat schedule), the server-less ones without Redis.
+
+    Raises:
+        ConfigError: a folder cannot be created (``var_dir`` is a file, or not writable), naming
+            ``MEMORY_CORE_VAR_DIR``; otherwise a worker would stop later with Celery's "Unrecoverable error".
+    """
     paths = var_paths(settings)
-    for key in ("broker_queue", "broker_control", "broker_processed", "results"):
-        paths[key].mkdir(parents=True, exist_ok=True)
+    keys = ["var"]
+    if broker_url(settings) == "filesystem://":
+        keys += ["broker_queue", "broker_control", "broker_processed"]
+        if result_backend_url(settings).startswith("file://"):
+            keys.append("results")
+    for key in keys:
+        try:
+            paths[key].mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(
+                f"MEMORY_CORE_VAR_DIR: cannot create {paths[key]}: {exc.strerror or type(exc).__name__}"
+            ) from None

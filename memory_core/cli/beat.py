@@ -8,8 +8,9 @@ from __future__ import annotations
 import typer
 
 from memory_core.cli import app
-from memory_core.cli._celery import BrokerOption, LoglevelOption, celery_app, use_options
+from memory_core.cli._celery import BrokerOption, LoglevelOption, celery_app, run_celery, use_options
 from memory_core.cli._common import EngineOption
+from memory_core.settings import get_settings
 
 __all__ = ["beat"]
 
@@ -18,6 +19,8 @@ __all__ = ["beat"]
 def beat(loglevel: LoglevelOption = "info", engine: EngineOption = None, broker: BrokerOption = None) -> None:
     """Run celery beat: build-due and outbox-drain ticks (see beat_schedule.py). Run exactly one."""
     use_options(engine, broker)
-    celery = celery_app()
-    code = celery.start(["beat", f"--loglevel={loglevel}", f"--schedule={celery.conf.beat_schedule_filename}"])
-    raise typer.Exit(code=int(code or 0))
+    from workers.transport import prepare
+
+    prepare(get_settings())
+    schedule = celery_app().conf.beat_schedule_filename
+    raise typer.Exit(code=run_celery(["beat", f"--loglevel={loglevel}", f"--schedule={schedule}"]))

@@ -3,11 +3,17 @@
 ```
 memory-core dead-letters list [--limit 50]     # newest first: id, task, error, attempts, when
 memory-core dead-letters show ID               # the whole letter as JSON (payload included)
-memory-core dead-letters requeue ID            # submit the job again under the same id; drops the letter
+memory-core dead-letters requeue ID            # publish the job again under the same id; drops the letter
+memory-core dead-letters requeue ID --engine URL   # ... for another engine than the one it was submitted for
 memory-core dead-letters purge [--yes]         # drop them all
 ```
 
-Exit codes: 0 done, 1 nothing to do (unknown id, a payload that is not a job), 2 the store is unreachable.
+``ID`` may be a prefix only one letter's id starts with (``901cdb17``); ids are listed whole, on one line.
+A requeued job keeps the engine it was submitted for (the letter's), whatever ``MEMORY_CORE_ENGINE`` this
+shell has; ``--engine`` retargets it deliberately.
+
+Exit codes: 0 done, 1 nothing to do (unknown or ambiguous id, a payload that is not a job), 2 the store or the
+broker is unreachable.
 """
 
 from __future__ import annotations
@@ -50,7 +56,8 @@ def list_letters(
     except EngineUnavailable as exc:
         raise fail(str(exc)) from None
     table = Table(title=f"dead letters: {total}")
-    for column in ("id", "task", "error", "attempts", "at", "message"):
+    table.add_column("id", no_wrap=True)  # whole, on one line: it is what show and requeue take
+    for column in ("task", "error", "attempts", "at", "message"):
         table.add_column(column, overflow="fold")
     for letter in letters:
         table.add_row(
@@ -66,13 +73,15 @@ def list_letters(
 
 @dead_letters_app.command("show")
 def show(
-    letter_id: Annotated[str, typer.Argument(help="The dead letter's id (the job id).")], broker: BrokerOption = None
+    letter_id: Annotated[str, typer.Argument(help="The dead letter's id (the job id), or a unique prefix.")],
+    broker: BrokerOption = None,
 ) -> None:
     """Print one dead letter as JSON."""
     use_options(broker=broker)
     try:
-        letter = _store().get(letter_id)
-    except NotFound as exc:
+        store = _store()
+        letter = store.get(store.resolve(letter_id))
+    except (NotFound, InvalidRequest) as exc:
         raise fail(str(exc), code=1) from None
     except EngineUnavailable as exc:
         raise fail(str(exc)) from None
@@ -81,14 +90,21 @@ def show(
 
 @dead_letters_app.command("requeue")
 def requeue(
-    letter_id: Annotated[str, typer.Argument(help="The dead letter's id (the job id).")], broker: BrokerOption = None
+    letter_id: Annotated[str, typer.Argument(help="The dead letter's id (the job id), or a unique prefix.")],
+    engine: Annotated[
+        str | None,
+        typer.Option(
+            "--engine", "-e", help="Run it against this engine URL instead; default: the engine it was submitted for."
+        ),
+    ] = None,
+    broker: BrokerOption = None,
 ) -> None:
-    """Submit the letter's job again under the same id, then drop the letter."""
+    """Publish the letter's job again under the same id (for the engine it was submitted for), drop the letter."""
     use_options(broker=broker)
     from workers.requeue import requeue as requeue_letter
 
     try:
-        job_id = requeue_letter(get_settings(), letter_id)
+        job_id = requeue_letter(get_settings(), letter_id, engine=engine)
     except (NotFound, InvalidRequest) as exc:
         raise fail(str(exc), code=1) from None
     except EngineUnavailable as exc:

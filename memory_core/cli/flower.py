@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from memory_core.cli import app
-from memory_core.cli._celery import BrokerOption, celery_app, use_options
+from memory_core.cli._celery import BrokerOption, run_celery, use_options
 from memory_core.cli._common import EngineOption, err_console, fail
 from memory_core.settings import get_settings
 
@@ -38,5 +38,4 @@ def flower(
     prepare(settings)
     if settings.flower_password.get_secret_value() == DEFAULT_PASSWORD:
         err_console.print("[yellow]warning: MEMORY_CORE_FLOWER_PASSWORD is the default; set your own[/]")
-    code = celery_app().start(argv)
-    raise typer.Exit(code=int(code or 0))
+    raise typer.Exit(code=run_celery(argv))

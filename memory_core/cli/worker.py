@@ -5,6 +5,11 @@ memory-core worker                                   # every queue: beliefs, ing
 memory-core worker --queues beliefs,maintenance -c 2 # the belief builders (compose: worker-beliefs)
 memory-core worker --queues ingest                   # the brain ingester (compose: worker-ingest)
 ```
+
+``--queues`` takes the logical names ``beliefs``, ``ingest``, ``maintenance`` (mapped to the configured
+``MEMORY_CORE_QUEUE_*`` names) or the configured names themselves; any other name is consumed as given, with a
+warning (no job of this app is routed there). Exit status: Celery's (1 after an unrecoverable error), 2 for a
+configuration error.
 """
 
 from __future__ import annotations
@@ -14,8 +19,8 @@ from typing import Annotated
 import typer
 
 from memory_core.cli import app
-from memory_core.cli._celery import BrokerOption, LoglevelOption, celery_app, use_options
-from memory_core.cli._common import EngineOption
+from memory_core.cli._celery import BrokerOption, LoglevelOption, run_celery, use_options
+from memory_core.cli._common import EngineOption, err_console
 from memory_core.settings import get_settings
 
 __all__ = ["worker"]
@@ -24,7 +29,10 @@ __all__ = ["worker"]
 @app.command()
 def worker(
     queues: Annotated[
-        str | None, typer.Option("--queues", "-Q", help="Comma-separated queues; default: all three.")
+        str | None,
+        typer.Option(
+            "--queues", "-Q", help="Comma-separated: beliefs, ingest, maintenance (or configured names); default all."
+        ),
     ] = None,
     concurrency: Annotated[int | None, typer.Option("--concurrency", "-c", min=1, help="Pool processes.")] = None,
     hostname: Annotated[str | None, typer.Option("--hostname", "-n", help="Node name (name@host).")] = None,
@@ -35,12 +43,21 @@ def worker(
 ) -> None:
     """Run a worker consuming the job queues until stopped (SIGTERM: warm shutdown)."""
     use_options(engine, broker)
+    from workers.config import resolve_queues
+    from workers.transport import prepare
+
     settings = get_settings()
-    names = queues or ",".join((settings.queue_beliefs, settings.queue_ingest, settings.queue_maintenance))
-    argv = ["worker", f"--queues={names}", f"--loglevel={loglevel}", f"--pool={pool}"]
+    names, unknown = resolve_queues(settings, queues)
+    for name in unknown:
+        err_console.print(
+            f"[yellow]warning: queue {name!r} is none of beliefs ({settings.queue_beliefs}), ingest "
+            f"({settings.queue_ingest}), maintenance ({settings.queue_maintenance}); no job is routed there[/]",
+            soft_wrap=True,
+        )
+    prepare(settings)
+    argv = ["worker", f"--queues={','.join(names)}", f"--loglevel={loglevel}", f"--pool={pool}"]
     if concurrency:
         argv.append(f"--concurrency={concurrency}")
     if hostname:
         argv.append(f"--hostname={hostname}")
-    code = celery_app().start(argv)
-    raise typer.Exit(code=int(code or 0))
+    raise typer.Exit(code=run_celery(argv))

@@ -7,7 +7,6 @@ end. Worker subprocesses run in their own process group and are always stopped (
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import uuid
 from collections.abc import Callable, Iterator
@@ -16,7 +15,19 @@ from typing import Any
 
 import pytest
 import redis
-from flowkit import FAST, WORKERS_DB, Flow, Proc, Spawn, cleanup, memory_core_argv, pings, root_conftest, wait_until
+from flowkit import (
+    FAST,
+    WORKERS_DB,
+    Flow,
+    Proc,
+    Spawn,
+    cleanup,
+    memory_core_argv,
+    pings,
+    require_program,
+    root_conftest,
+    wait_until,
+)
 
 
 @pytest.fixture(scope="session")
@@ -85,13 +96,13 @@ def session_worker(flow: Flow, tmp_path_factory: pytest.TempPathFactory) -> Iter
 
 
 @pytest.fixture
-def redis_server(tmp_path: Path) -> Iterator[Callable[[], Any]]:
+def redis_server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[], Any]]:
     """A throwaway ``redis-server`` on a free port (never the shared 6379): ``make() -> handle``.
 
-    The handle has ``url``, ``stop()`` (SHUTDOWN NOSAVE) and ``start()`` (same port again).
+    The handle has ``url``, ``stop()`` (SHUTDOWN NOSAVE) and ``start()`` (same port again). Without a
+    ``redis-server`` binary the test skips, and fails when CI=true (``require_program``).
     """
-    if shutil.which("redis-server") is None:
-        pytest.skip("redis-server is not installed")
+    require_program(request.config, "redis-server")
     servers: list[Any] = []
 
     class Throwaway:

@@ -9,6 +9,7 @@ Timings are shrunk (visibility 12 s, hard limit 8 s, sweep 2 s) so redelivery te
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -39,6 +40,7 @@ FAST: dict[str, Any] = {
     "retry_backoff_s": 0.2,
     "retry_backoff_max_s": 1.0,
     "publish_timeout_s": 1.0,
+    "result_expires_s": 600,  # results of a test run are gone in 10 min, not Celery's day (also cleaned at the end)
     "redis_socket_timeout_s": 5.0,
     "flower_user": "tester",
     "flower_password": "s3cret-flower",
@@ -64,6 +66,16 @@ def root_conftest(config: pytest.Config) -> Any:
         if path and Path(path).resolve() == ROOT_CONFTEST:
             return plugin
     raise RuntimeError("tests/conftest.py is not loaded")
+
+
+def require_program(config: pytest.Config, program: str) -> None:
+    """Skip when ``program`` is not on PATH, unless CI=true, where that is a failure (as ``require_service``)."""
+    if shutil.which(program) is not None:
+        return
+    message = f"{program} is not installed"
+    if root_conftest(config).CI:
+        pytest.fail(f"{message} (CI=true: a missing service fails the run)")
+    pytest.skip(message)
 
 
 @dataclass
@@ -108,13 +120,36 @@ class Flow:
 
 
 def cleanup(url: str, uid: str) -> None:
-    """Delete the session's keys, queue lists and kombu bindings (results expire on their own)."""
+    """Delete the session's keys, queue lists, kombu bindings and job results.
+
+    Results (``celery-task-meta-<id>``) carry no session prefix; ``result_extended`` stores the queue and the
+    worker's name in each, and every queue and worker of a session names its ``uid``. Results of other
+    sessions sharing db 14 are left alone (they expire after ``result_expires_s``).
+    """
     client = redis.Redis.from_url(url, decode_responses=True)
     for pattern in (f"mc-{uid}*", f"{uid}-*", f"_kombu.binding.{uid}-*", f"_kombu.binding_permanent.{uid}-*"):
         keys = list(client.scan_iter(match=pattern, count=500))
         if keys:
             client.delete(*keys)
+    results = list(client.scan_iter(match="celery-task-meta-*", count=1000))
+    for start in range(0, len(results), 500):
+        batch = results[start : start + 500]
+        mine = [key for key, raw in zip(batch, client.mget(batch), strict=True) if raw and _of_session(raw, uid)]
+        if mine:
+            client.delete(*mine)
     client.close()
+
+
+def _of_session(raw: str, uid: str) -> bool:
+    import json
+
+    try:
+        meta = json.loads(raw)
+    except ValueError:
+        return False
+    if not isinstance(meta, dict):
+        return False
+    return str(meta.get("queue") or "").startswith(f"{uid}-") or uid in str(meta.get("worker") or "")
 
 
 class Proc:
@@ -203,3 +238,50 @@ def pings(client: redis.Redis[bytes]) -> bool:
         return bool(client.ping())
     except redis.RedisError:
         return False
+
+
+def envelope(
+    queue: str, body: str, *, headers: dict[str, Any] | None = None, properties: dict[str, Any] | None = None
+) -> str:
+    """A raw kombu queue entry (what a producer LPUSHes, or writes as a server-less message file)."""
+    import base64
+    import json
+    import uuid
+
+    props = {"delivery_tag": str(uuid.uuid4()), "body_encoding": "base64", "priority": 0}
+    props["delivery_info"] = {"exchange": "", "routing_key": queue}
+    return json.dumps(
+        {
+            "body": base64.b64encode(body.encode()).decode(),
+            "content-type": "application/json",
+            "content-encoding": "utf-8",
+            "headers": headers or {"task": "memory.ingest_brain", "id": str(uuid.uuid4()), "lang": "py"},
+            "properties": {**props, **(properties or {})},
+        }
+    )
+
+
+def crash_shapes(queue: str) -> dict[str, tuple[str | None, str]]:
+    """The raw entries that stopped a worker with "Unrecoverable error" (issue 5 audit): label → (job id, entry).
+
+    The job id is the one in the entry's headers (its dead letter's id), None for the entry that has none.
+    """
+    import json
+    import uuid
+
+    def ids(**extra: Any) -> dict[str, Any]:
+        return {"task": "memory.ingest_brain", "id": str(uuid.uuid4()), "lang": "py", **extra}
+
+    job = {"job": "ingest_brain", "documents": []}
+    shapes: dict[str, tuple[dict[str, Any] | None, str, dict[str, Any] | None]] = {
+        "body null": (ids(), "null", None),
+        "body object": (ids(), '{"a": 1}', None),
+        "body_encoding rot13": (ids(), "x", {"body_encoding": "rot13"}),
+        "timelimit xx": (ids(timelimit="xx", argsrepr="", kwargsrepr=""), json.dumps([[job], {}, {}]), None),
+    }
+    out: dict[str, tuple[str | None, str]] = {
+        label: (str(h["id"]) if h else None, envelope(queue, body, headers=h, properties=p))
+        for label, (h, body, p) in shapes.items()
+    }
+    out["nested 100k deep"] = (None, "[" * 100_000 + "]" * 100_000)
+    return out

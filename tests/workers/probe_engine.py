@@ -8,6 +8,9 @@ records ``{"event": "start"|"end", "ns", "pid", "t"}`` on the Redis list ``<p>:e
 * ``<p>:hold`` (while it exists): every build waits before building: a long build without sleeps;
 * ``<p>:fail`` (a count, decremented by each build): while it was positive, the build raises
   ``EngineUnavailable`` (a locked or unreachable engine: the worker retries with backoff).
+
+``<p>:freeze:<ns>`` and ``<p>:fail:<ns>`` do the same for builds of namespace ``<ns>`` only, so a build of
+another scope still running from an earlier test (an ingest's follow-up) cannot take a test's switch.
 """
 
 from __future__ import annotations
@@ -36,18 +39,22 @@ class ProbeEngine(SQLiteEngine):
 
     def _consolidate(self, request: ConsolidateRequest) -> ConsolidateReceipt:
         self._event("start", request)
-        if self._redis.getdel(f"{self._prefix}:freeze") is not None:
+        ns = str(request.reach.at)
+        if any(self._redis.getdel(f"{self._prefix}:freeze{k}") is not None for k in (f":{ns}", "")):
             self._redis.rpush(f"{self._prefix}:frozen", os.getpid())
             while True:  # until killed
                 time.sleep(0.5)
         while self._redis.exists(f"{self._prefix}:hold"):
             time.sleep(0.02)
-        if self._redis.exists(f"{self._prefix}:fail") and int(self._redis.decr(f"{self._prefix}:fail")) >= 0:
+        if any(self._failing(f"{self._prefix}:fail{k}") for k in (f":{ns}", "")):
             self._event("unavailable", request)
             raise EngineUnavailable("probe: the engine is unavailable")
         receipt = super()._consolidate(request)
         self._event("end", request)
         return receipt
+
+    def _failing(self, key: str) -> bool:
+        return bool(self._redis.exists(key)) and int(self._redis.decr(key)) >= 0
 
 
 def open_probe(url: str) -> ProbeEngine:

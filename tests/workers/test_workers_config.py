@@ -197,3 +197,71 @@ def test_an_engine_plugin_target_that_cannot_be_loaded_is_a_config_error_naming_
         engines.open_engine("nomodule://x")
     with pytest.raises(ConfigError, match="memory_core.engines.reference:NoSuchEngine.from_url"):
         engines.open_engine("noattr://x")
+
+
+@pytest.mark.parametrize(
+    ("url", "named"),
+    [
+        ("redis:/127.0.0.1", "no host"),
+        ("http://127.0.0.1:6379/9", "scheme 'http' is not one of redis, rediss, filesystem"),
+        ("redis://:pa/ss@redis:6379/0", "must be URL-encoded"),  # an unencoded / in the password
+        ("redis://:pa#ss@redis:6379/0", "must be URL-encoded"),  # an unencoded # in the password
+        ("redis://redis:6379/zero", "database 'zero' is not a number"),
+        ("redis://redis:port/0", "port is not a number"),
+        ("filesystem:///elsewhere", "plain filesystem://"),
+    ],
+)
+def test_a_broker_url_the_flow_cannot_use_is_a_config_error_naming_the_variable(
+    url: str, named: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memory_core.settings import get_settings
+
+    monkeypatch.setenv("MEMORY_CORE_BROKER_URL", url)
+    get_settings.cache_clear()
+    with pytest.raises(ConfigError, match="MEMORY_CORE_BROKER_URL") as caught:
+        get_settings()
+    assert named in str(caught.value)
+    assert "pa/ss" not in str(caught.value) and "pa#ss" not in str(caught.value)  # no password in the message
+
+
+def test_usable_broker_and_result_urls_are_kept_and_blank_means_server_less() -> None:
+    assert settings(broker_url="redis://:p%2Fw@redis:6379/0").broker_url == "redis://:p%2Fw@redis:6379/0"
+    assert settings(broker_url="rediss://redis.example:6380/1").broker_url == "rediss://redis.example:6380/1"
+    assert settings(broker_url="redis://:p@ss@redis").broker_url == "redis://:p@ss@redis"  # @ splits on the last
+    assert settings(broker_url="FILESYSTEM://").broker_url == "filesystem://"
+    assert settings(broker_url="  ").broker_url is None
+    assert settings(result_backend="file:///srv/results").result_backend == "file:///srv/results"
+    with pytest.raises(ValueError, match="result_backend"):
+        settings(result_backend="rpc://")
+
+
+def test_queue_names_map_logical_names_to_the_configured_ones_and_report_strangers() -> None:
+    from workers.config import resolve_queues
+
+    s = settings(queue_beliefs="nc-beliefs", queue_ingest="nc-ingest", queue_maintenance="nc-maintenance")
+    assert resolve_queues(s, "beliefs,maintenance") == (["nc-beliefs", "nc-maintenance"], [])
+    assert resolve_queues(s, "nc-ingest, beliefs") == (["nc-ingest", "nc-beliefs"], [])
+    assert resolve_queues(s, None) == (["nc-beliefs", "nc-ingest", "nc-maintenance"], [])
+    assert resolve_queues(s, "ingest,nc-ingest,celery") == (["nc-ingest", "celery"], ["celery"])
+    swapped = settings(queue_beliefs="ingest", queue_ingest="x-ingest")  # a configured name wins over a logical one
+    assert resolve_queues(swapped, "ingest") == (["ingest"], [])
+
+
+def test_a_minimum_build_interval_whose_countdown_could_outlast_the_visibility_timeout_is_refused() -> None:
+    check_timeouts(settings(build_min_interval_s=1.0))
+    with pytest.raises(ConfigError, match="build_min_interval_s"):
+        check_timeouts(settings(visibility_timeout_s=700, task_time_limit_s=600, build_min_interval_s=100.0))
+
+
+def test_a_missing_program_skips_locally_but_fails_under_ci(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from flowkit import require_program, root_conftest
+
+    root = root_conftest(request.config)
+    monkeypatch.setattr(root, "CI", False)
+    with pytest.raises(pytest.skip.Exception):
+        require_program(request.config, "no-such-program-for-memory-core")
+    monkeypatch.setattr(root, "CI", True)
+    with pytest.raises(pytest.fail.Exception, match="CI=true"):
+        require_program(request.config, "no-such-program-for-memory-core")

@@ -42,51 +42,51 @@ def test_lock_values_round_trip_even_with_bars_in_the_job_id() -> None:
 
 
 def test_one_trigger_acquires_and_leaves_with_the_lock_released(store: Coordination) -> None:
-    assert store.gate_enter("s", "job-1", "t1", None, 30) is Enter.ACQUIRED
+    assert store.gate_enter("s", "job-1", "t1", None, 30).enter is Enter.ACQUIRED
     assert store.gate_extend("s", "t1", 30)
-    assert store.gate_leave("s", "t1", 30) is Leave.RELEASED
-    assert store.gate_enter("s", "job-2", "t2", None, 30) is Enter.ACQUIRED
+    assert store.gate_leave("s", "t1", 30).leave is Leave.RELEASED
+    assert store.gate_enter("s", "job-2", "t2", None, 30).enter is Enter.ACQUIRED
 
 
 def test_a_trigger_during_a_build_coalesces_into_exactly_one_follow_up(store: Coordination) -> None:
-    assert store.gate_enter("s", "job-1", "t1", None, 30) is Enter.ACQUIRED
+    assert store.gate_enter("s", "job-1", "t1", None, 30).enter is Enter.ACQUIRED
     for i in range(5):
-        assert store.gate_enter("s", f"job-{i + 2}", f"t{i + 2}", store.now_us(), 30) is Enter.COALESCED
-    assert store.gate_leave("s", "t1", 30) is Leave.AGAIN  # one follow-up for the five
-    assert store.gate_leave("s", "t1", 30) is Leave.RELEASED
+        assert store.gate_enter("s", f"job-{i + 2}", f"t{i + 2}", store.now_us(), 30).enter is Enter.COALESCED
+    assert store.gate_leave("s", "t1", 30).leave is Leave.AGAIN  # one follow-up for the five
+    assert store.gate_leave("s", "t1", 30).leave is Leave.RELEASED
 
 
 def test_a_trigger_stamped_before_the_running_pass_started_is_covered(store: Coordination) -> None:
     stamp = store.now_us()
     time.sleep(0.002)
-    assert store.gate_enter("s", "job-1", "t1", None, 30) is Enter.ACQUIRED
-    assert store.gate_enter("s", "job-2", "t2", stamp, 30) is Enter.COVERED  # the running pass reads its writes
-    assert store.gate_leave("s", "t1", 30) is Leave.RELEASED
-    assert store.gate_enter("s", "job-3", "t3", stamp, 30) is Enter.COVERED  # the finished pass did too
-    assert store.gate_enter("s", "job-4", "t4", store.now_us(), 30) is Enter.ACQUIRED
+    assert store.gate_enter("s", "job-1", "t1", None, 30).enter is Enter.ACQUIRED
+    assert store.gate_enter("s", "job-2", "t2", stamp, 30).enter is Enter.COVERED  # the running pass reads its writes
+    assert store.gate_leave("s", "t1", 30).leave is Leave.RELEASED
+    assert store.gate_enter("s", "job-3", "t3", stamp, 30).enter is Enter.COVERED  # the finished pass did too
+    assert store.gate_enter("s", "job-4", "t4", store.now_us(), 30).enter is Enter.ACQUIRED
 
 
 def test_a_lock_left_by_an_earlier_delivery_of_the_same_job_is_taken_over(store: Coordination) -> None:
-    assert store.gate_enter("s", "job-1", "dead-token", None, 30) is Enter.ACQUIRED
-    assert store.gate_enter("s", "job-1", "new-token", None, 30) is Enter.ACQUIRED
+    assert store.gate_enter("s", "job-1", "dead-token", None, 30).enter is Enter.ACQUIRED
+    assert store.gate_enter("s", "job-1", "new-token", None, 30).enter is Enter.ACQUIRED
     assert not store.gate_extend("s", "dead-token", 30)  # the dead holder's lease is gone
-    assert store.gate_leave("s", "dead-token", 30) is Leave.LOST
-    assert store.gate_leave("s", "new-token", 30) is Leave.RELEASED
+    assert store.gate_leave("s", "dead-token", 30).leave is Leave.LOST
+    assert store.gate_leave("s", "new-token", 30).leave is Leave.RELEASED
 
 
 def test_release_is_compare_and_delete(store: Coordination) -> None:
-    assert store.gate_enter("s", "job-1", "t1", None, 30) is Enter.ACQUIRED
+    assert store.gate_enter("s", "job-1", "t1", None, 30).enter is Enter.ACQUIRED
     store.gate_abort("s", "someone-else")
-    assert store.gate_enter("s", "job-2", "t2", None, 30) is Enter.COALESCED
+    assert store.gate_enter("s", "job-2", "t2", None, 30).enter is Enter.COALESCED
     store.gate_abort("s", "t1")  # a failed pass releases; the dirty flag stays for the next build
-    assert store.gate_enter("s", "job-3", "t3", None, 30) is Enter.ACQUIRED
+    assert store.gate_enter("s", "job-3", "t3", None, 30).enter is Enter.ACQUIRED
 
 
 def test_a_lease_that_ran_out_frees_the_scope(store: Coordination) -> None:
-    assert store.gate_enter("s", "job-1", "t1", None, 1) is Enter.ACQUIRED
+    assert store.gate_enter("s", "job-1", "t1", None, 1).enter is Enter.ACQUIRED
     time.sleep(1.2)
-    assert store.gate_enter("s", "job-2", "t2", None, 30) is Enter.ACQUIRED
-    assert store.gate_leave("s", "t1", 30) is Leave.LOST
+    assert store.gate_enter("s", "job-2", "t2", None, 30).enter is Enter.ACQUIRED
+    assert store.gate_leave("s", "t1", 30).leave is Leave.LOST
 
 
 def test_pending_marks_collapse_identical_triggers_until_the_job_starts(store: Coordination) -> None:
@@ -172,7 +172,7 @@ def test_a_failing_build_releases_the_lock_and_raises(store: Coordination) -> No
 
     with pytest.raises(EngineUnavailable):
         single_flight(store, "scope", "job-1", None, 30, boom)
-    assert store.gate_enter("scope", "job-2", "t", None, 30) is Enter.ACQUIRED
+    assert store.gate_enter("scope", "job-2", "t", None, 30).enter is Enter.ACQUIRED
 
 
 def test_a_long_build_keeps_its_lease(store: Coordination) -> None:
@@ -188,13 +188,13 @@ def test_a_long_build_keeps_its_lease(store: Coordination) -> None:
 def test_a_failed_follow_up_pass_leaves_the_coalesced_trigger_to_the_retry(store: Coordination) -> None:
     t1 = store.now_us()
     time.sleep(0.002)
-    assert store.gate_enter("s", "job-1", "a", t1, 30) is Enter.ACQUIRED
-    assert store.gate_enter("s", "job-2", "b", store.now_us(), 30) is Enter.COALESCED  # job-2 is marked done
-    assert store.gate_leave("s", "a", 30) is Leave.AGAIN  # built = job-1's first-pass start, newer than t1
+    assert store.gate_enter("s", "job-1", "a", t1, 30).enter is Enter.ACQUIRED
+    assert store.gate_enter("s", "job-2", "b", store.now_us(), 30).enter is Enter.COALESCED  # job-2 is marked done
+    assert store.gate_leave("s", "a", 30).leave is Leave.AGAIN  # built = job-1's first-pass start, newer than t1
     store.gate_abort("s", "a")  # the follow-up pass raised
-    assert store.gate_enter("s", "job-1", "a2", t1, 30) is Enter.ACQUIRED  # the retry builds what job-2 asked for
-    assert store.gate_leave("s", "a2", 30) is Leave.RELEASED
-    assert store.gate_enter("s", "job-3", "c", t1, 30) is Enter.COVERED  # a completed later pass covers it now
+    assert store.gate_enter("s", "job-1", "a2", t1, 30).enter is Enter.ACQUIRED  # the retry builds what job-2 asked for
+    assert store.gate_leave("s", "a2", 30).leave is Leave.RELEASED
+    assert store.gate_enter("s", "job-3", "c", t1, 30).enter is Enter.COVERED  # a completed later pass covers it now
 
 
 def test_a_follow_up_killed_before_it_completes_leaves_the_trigger_after_the_lease_runs_out(
@@ -202,22 +202,22 @@ def test_a_follow_up_killed_before_it_completes_leaves_the_trigger_after_the_lea
 ) -> None:
     t1 = store.now_us()
     time.sleep(0.002)
-    assert store.gate_enter("s", "job-1", "a", t1, 1) is Enter.ACQUIRED
-    assert store.gate_enter("s", "job-2", "b", store.now_us(), 1) is Enter.COALESCED
-    assert store.gate_leave("s", "a", 1) is Leave.AGAIN
+    assert store.gate_enter("s", "job-1", "a", t1, 1).enter is Enter.ACQUIRED
+    assert store.gate_enter("s", "job-2", "b", store.now_us(), 1).enter is Enter.COALESCED
+    assert store.gate_leave("s", "a", 1).leave is Leave.AGAIN
     time.sleep(1.2)  # kill -9 during the follow-up: no abort runs, the lease expires
-    assert store.gate_enter("s", "job-1", "a2", t1, 30) is Enter.ACQUIRED  # the redelivery builds
-    assert store.gate_leave("s", "a2", 30) is Leave.RELEASED
+    assert store.gate_enter("s", "job-1", "a2", t1, 30).enter is Enter.ACQUIRED  # the redelivery builds
+    assert store.gate_leave("s", "a2", 30).leave is Leave.RELEASED
 
 
 def test_a_trigger_during_a_follow_up_pass_gets_one_more_pass(store: Coordination) -> None:
-    assert store.gate_enter("s", "job-1", "a", None, 30) is Enter.ACQUIRED
-    assert store.gate_enter("s", "job-2", "b", store.now_us(), 30) is Enter.COALESCED
-    assert store.gate_leave("s", "a", 30) is Leave.AGAIN
+    assert store.gate_enter("s", "job-1", "a", None, 30).enter is Enter.ACQUIRED
+    assert store.gate_enter("s", "job-2", "b", store.now_us(), 30).enter is Enter.COALESCED
+    assert store.gate_leave("s", "a", 30).leave is Leave.AGAIN
     time.sleep(0.002)
-    assert store.gate_enter("s", "job-3", "c", store.now_us(), 30) is Enter.COALESCED  # during the follow-up
-    assert store.gate_leave("s", "a", 30) is Leave.AGAIN
-    assert store.gate_leave("s", "a", 30) is Leave.RELEASED
+    assert store.gate_enter("s", "job-3", "c", store.now_us(), 30).enter is Enter.COALESCED  # during the follow-up
+    assert store.gate_leave("s", "a", 30).leave is Leave.AGAIN
+    assert store.gate_leave("s", "a", 30).leave is Leave.RELEASED
 
 
 def test_a_retry_after_a_failed_follow_up_builds_again(store: Coordination) -> None:
@@ -229,7 +229,7 @@ def test_a_retry_after_a_failed_follow_up_builds_again(store: Coordination) -> N
     def flaky() -> str:
         passes.append("pass")
         if len(passes) == 1:  # job-2 arrives while the first pass builds
-            second_trigger.append(store.gate_enter("scope", "job-2", "x", store.now_us(), 30))
+            second_trigger.append(store.gate_enter("scope", "job-2", "x", store.now_us(), 30).enter)
             return "first"
         raise EngineUnavailable("the engine went away during the follow-up")
 
@@ -242,8 +242,89 @@ def test_a_retry_after_a_failed_follow_up_builds_again(store: Coordination) -> N
 
 
 def test_a_trigger_stamped_in_the_future_gets_one_follow_up_not_endless_passes(store: Coordination) -> None:
-    assert store.gate_enter("s", "job-1", "a", None, 30) is Enter.ACQUIRED
+    assert store.gate_enter("s", "job-1", "a", None, 30).enter is Enter.ACQUIRED
     future = store.now_us() + 3_600_000_000  # a hand-made message: an hour ahead of the store's clock
-    assert store.gate_enter("s", "job-2", "b", future, 30) is Enter.COALESCED
-    assert store.gate_leave("s", "a", 30) is Leave.AGAIN
-    assert store.gate_leave("s", "a", 30) is Leave.RELEASED
+    assert store.gate_enter("s", "job-2", "b", future, 30).enter is Enter.COALESCED
+    assert store.gate_leave("s", "a", 30).leave is Leave.AGAIN
+    assert store.gate_leave("s", "a", 30).leave is Leave.RELEASED
+
+
+# a minimum interval between the starts of two passes of a scope (issue 5 §4 with fast builds) ---------------
+GAP_US = 400_000  # 0.4 s
+
+
+def test_a_trigger_too_soon_after_a_pass_is_deferred_and_the_others_fold_into_it(store: Coordination) -> None:
+    assert store.gate_enter("s", "job-1", "a", None, 30, GAP_US).enter is Enter.ACQUIRED
+    assert store.gate_leave("s", "a", 30, GAP_US).leave is Leave.RELEASED
+    deferred = store.gate_enter("s", "job-2", "b", store.now_us(), 30, GAP_US)
+    assert deferred.enter is Enter.DEFERRED and 0 < deferred.wait_us <= GAP_US
+    for i in range(3, 8):  # every trigger while job-2 holds the follow-up slot folds into it
+        assert store.gate_enter("s", f"job-{i}", f"t{i}", store.now_us(), 30, GAP_US).enter is Enter.COALESCED
+    again = store.gate_enter("s", "job-2", "b2", None, 30, GAP_US)  # job-2 back too early (a fast timer)
+    assert again.enter is Enter.DEFERRED and again.wait_us <= deferred.wait_us
+    time.sleep(deferred.wait_us / 1_000_000)
+    assert store.gate_enter("s", "job-2", "b3", None, 30, GAP_US).enter is Enter.ACQUIRED
+    assert store.gate_leave("s", "b3", 30, GAP_US).leave is Leave.RELEASED  # it started after all five
+    assert store.gate_enter("s", "job-3", "c", store.now_us() - GAP_US * 2, 30, GAP_US).enter is Enter.COVERED
+
+
+def test_a_follow_up_pass_too_soon_after_the_first_is_deferred_with_the_lock_released(store: Coordination) -> None:
+    assert store.gate_enter("s", "job-1", "a", None, 30, GAP_US).enter is Enter.ACQUIRED
+    assert store.gate_enter("s", "job-2", "b", store.now_us(), 30, GAP_US).enter is Enter.COALESCED
+    left = store.gate_leave("s", "a", 30, GAP_US)
+    assert left.leave is Leave.DEFERRED and 0 < left.wait_us <= GAP_US
+    assert store.gate_enter("s", "job-3", "c", store.now_us(), 30, GAP_US).enter is Enter.COALESCED  # into job-1's
+    time.sleep(left.wait_us / 1_000_000)
+    assert store.gate_enter("s", "job-1", "a2", None, 30, GAP_US).enter is Enter.ACQUIRED  # job-1 comes back
+    assert store.gate_leave("s", "a2", 30, GAP_US).leave is Leave.RELEASED
+
+
+def test_a_follow_up_slot_whose_job_never_comes_back_frees_itself_and_keeps_the_triggers(
+    store: Coordination,
+) -> None:
+    assert store.gate_enter("s", "job-1", "a", None, 1, GAP_US).enter is Enter.ACQUIRED
+    assert store.gate_leave("s", "a", 1, GAP_US).leave is Leave.RELEASED
+    assert store.gate_enter("s", "job-2", "b", store.now_us(), 1, GAP_US).enter is Enter.DEFERRED  # then killed
+    stamp = store.now_us()
+    assert store.gate_enter("s", "job-3", "c", stamp, 1, GAP_US).enter is Enter.COALESCED
+    time.sleep(GAP_US / 1_000_000 + 1.1)  # the slot lives the interval plus one lease
+    assert store.gate_enter("s", "job-4", "d", stamp, 1, GAP_US).enter is Enter.ACQUIRED  # not "covered"
+
+
+def test_fast_builds_triggered_from_many_threads_within_the_interval_build_at_most_twice(
+    store: Coordination,
+) -> None:
+    lock = threading.Lock()
+    running = overlaps = passes = 0
+    pending: list[tuple[int, float]] = []  # (job, wait) of deferred deliveries, re-run like Celery's countdown
+
+    def build() -> None:
+        nonlocal running, overlaps, passes
+        with lock:
+            running += 1
+            passes += 1
+            overlaps += running > 1
+        with lock:
+            running -= 1
+
+    def deliver(i: int, stamp: int) -> None:
+        flight = single_flight(store, "scope", f"job-{i}", stamp, 30, build, gap_s=GAP_US / 1_000_000)
+        if flight.deferred:
+            with lock:
+                pending.append((i, flight.wait_s))
+
+    stamps: list[tuple[int, int]] = []
+    threads = []
+    for i in range(40):
+        stamps.append((i, store.now_us()))
+        threads.append(threading.Thread(target=deliver, args=stamps[-1]))
+        threads[-1].start()
+        time.sleep(0.005)  # spread over ~0.2 s, within the interval
+    for t in threads:
+        t.join(10)
+    while pending:
+        job, wait = pending.pop()
+        time.sleep(wait)
+        deliver(job, dict(stamps)[job])
+    assert overlaps == 0
+    assert passes <= 2

@@ -79,7 +79,9 @@ def converse(engine: ReferenceEngine, agent: str, text: str) -> None:
 
 @pytest.fixture
 def rt(tmp_path: Path) -> Runtime:
-    settings = Settings(_env_file=None, max_retries=2, retry_backoff_s=1.0, retry_backoff_max_s=3.0)
+    settings = Settings(
+        _env_file=None, max_retries=2, retry_backoff_s=1.0, retry_backoff_max_s=3.0, build_min_interval_s=0
+    )  # no minimum interval here: the tests below build one scope several times in a row
     engine = FlakyEngine()
     return Runtime(
         settings,
@@ -269,10 +271,22 @@ def test_a_coordination_store_locked_when_opened_is_a_retry_not_an_escape(
     assert rt.letters.count() == 0
 
 
-def test_a_job_for_another_engine_is_dead_lettered_unrun_and_requeue_restamps_it(rt: Runtime, tmp_path: Path) -> None:
+def _published(tmp_path: Path) -> list[tuple[list[Any], dict[str, Any]]]:
+    """(args, kwargs) of every message the server-less broker holds, then removes them."""
     import base64
     import json
 
+    out = []
+    for path in sorted((tmp_path / "var/broker/queue").glob("*.msg")):
+        args, kwargs, _ = json.loads(base64.b64decode(json.loads(path.read_text())["body"]))
+        out.append((args, kwargs))
+        path.unlink()
+    return out
+
+
+def test_a_job_for_another_engine_is_dead_lettered_unrun_and_requeue_keeps_its_engine(
+    rt: Runtime, tmp_path: Path
+) -> None:
     from workers.locks import engine_key
     from workers.queue import JobQueue
     from workers.requeue import requeue
@@ -284,16 +298,44 @@ def test_a_job_for_another_engine_is_dead_lettered_unrun_and_requeue_restamps_it
     out = execute(rt, build_delivery("j9", Reach.exact("agent:a"), engine=foreign))
     assert out.verdict is Verdict.DEAD and engine.calls == []  # nothing ran against this worker's store
     letter = rt.letters.get("j9")
-    assert letter.error == "WrongEngine" and letter.attempts == 1
+    assert letter.error == "WrongEngine" and letter.attempts == 1 and letter.engine == foreign
     assert f"job for engine {foreign} reached a worker of engine {rt.engine_key}" in letter.message
 
+    # a shell of this engine requeues it: the job still names the engine it was submitted for
     host = JobQueue(Settings(_env_file=None, var_dir=tmp_path / "var"), coordination=rt.coordination)
-    assert requeue(host.settings, "j9", store=rt.letters, queue=host) == "j9"  # by a host of this engine
-    (message,) = [json.loads(f.read_text()) for f in (tmp_path / "var/broker/queue").glob("*.msg")]
-    args, kwargs, _ = json.loads(base64.b64decode(message["body"]))
-    assert kwargs["engine"] == rt.engine_key == engine_key(host.settings.engine)
-    again = execute(rt, Delivery("memory.build_beliefs", "j9", tuple(args), kwargs))
-    assert again.verdict is Verdict.DONE and engine.calls == ["agent:a"]
+    assert requeue(host.settings, "j9", store=rt.letters, queue=host) == "j9"
+    ((args, kwargs),) = _published(tmp_path)
+    assert kwargs["engine"] == foreign != engine_key(host.settings.engine)
+    assert execute(rt, Delivery("memory.build_beliefs", "j9", tuple(args), kwargs)).verdict is Verdict.DEAD
+    assert engine.calls == []  # never run against the wrong store
+
+    # --engine retargets it deliberately
+    assert requeue(host.settings, "j9", engine=rt.settings.engine, store=rt.letters, queue=host) == "j9"
+    ((args, kwargs),) = _published(tmp_path)
+    assert kwargs["engine"] == rt.engine_key
+    assert execute(rt, Delivery("memory.build_beliefs", "j9", tuple(args), kwargs)).verdict is Verdict.DONE
+    assert engine.calls == ["agent:a"]
+    host.close()
+
+
+def test_a_requeued_job_that_fails_again_at_once_keeps_its_new_letter(rt: Runtime, tmp_path: Path) -> None:
+    from workers.dead_letters import DeadLetter
+    from workers.queue import JobQueue
+    from workers.requeue import requeue
+
+    class FastFailingWorker(JobQueue):
+        """Publishing is followed at once by the worker dead-lettering the job again (a fast consumer)."""
+
+        def _publish(self, job: Any, job_id: str, engine: str | None = None) -> str:
+            served = super()._publish(job, job_id, engine)
+            rt.letters.put(DeadLetter.of(job_id, "InvalidRequest", payload=job.to_dict(), message="failed again"))
+            return served
+
+    job = IngestBrain(documents=(BrainDocument.new("web", "Requeued.", title="r"),))
+    rt.letters.put(DeadLetter.of("j20", "EngineUnavailable", payload=job.to_dict(), message="first failure"))
+    host = FastFailingWorker(Settings(_env_file=None, var_dir=tmp_path / "var"), coordination=rt.coordination)
+    requeue(host.settings, "j2", store=rt.letters, queue=host)  # a unique prefix of the id
+    assert rt.letters.get("j20").message == "failed again"  # the second failure is not deleted by the requeue
     host.close()
 
 
@@ -305,3 +347,23 @@ def test_a_job_stamped_for_this_engine_or_not_stamped_runs(rt: Runtime) -> None:
     assert execute(rt, build_delivery("j11", Reach.exact("agent:a"))).verdict is Verdict.DONE  # sent by hand
     bad = execute(rt, build_delivery("j12", Reach.exact("agent:a"), engine=7))
     assert bad.verdict is Verdict.DEAD and rt.letters.get("j12").error == "InvalidRequest"
+
+
+def test_a_build_too_soon_after_the_last_one_is_deferred_to_the_intervals_end_without_using_an_attempt(
+    rt: Runtime,
+) -> None:
+    rt.settings = rt.settings.model_copy(update={"build_min_interval_s": 30.0})
+    engine = rt.engine
+    assert isinstance(engine, FlakyEngine)
+    converse(engine, "a", "I live in Oslo.")
+    converse(engine, "b", "I play the cello.")
+    assert execute(rt, build_delivery("j30", Reach.exact("agent:a"))).verdict is Verdict.DONE
+    converse(engine, "a", "I moved to Bergen.")
+    later = execute(rt, build_delivery("j31", Reach.subtree()))  # agent:a built a moment ago; agent:b never
+    assert later.verdict is Verdict.DEFER and later.countdown is not None and 25 < later.countdown <= 30
+    assert engine.calls == ["agent:a", "agent:b"]  # b built now, a deferred
+    assert rt.coordination.attempts("j31") == 0  # nothing of a ran: the deferral is not an attempt
+    other = execute(rt, build_delivery("j40", Reach.exact("agent:a"), triggered_us=rt.coordination.now_us()))
+    assert other.verdict is Verdict.DONE and other.result is not None
+    assert [x["enter"] for x in other.result["scopes"]] == ["coalesced"]  # folded into j31's follow-up
+    assert engine.calls == ["agent:a", "agent:b"]

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import redis
-from flowkit import Flow, Proc, Spawn, celery_worker_argv, wait_until
+from flowkit import Flow, Proc, Spawn, celery_worker_argv, crash_shapes, wait_until
 
 from memory_core.engines.sqlite import SQLiteEngine
 from memory_core.lifecycle.agent import AgentMemory
@@ -89,10 +89,19 @@ def test_a_post_turn_job_runs_on_a_worker_and_its_beliefs_reach_the_next_pack(fl
     assert len(ids) == 1  # turn index 1 completes the period of 2
 
     wait_until(lambda: done(flow, *ids), 30, what="the build job")
+    ttl = wait_until(
+        lambda: flow.client().ttl(f"celery-task-meta-{ids[0]}") > 0 and flow.client().ttl(f"celery-task-meta-{ids[0]}"),
+        10,
+        what="the job's stored result",
+    )
+    assert ttl <= flow.fields["result_expires_s"]  # test results do not linger for a day
     found = beliefs(engine, "alice-e2e")
     assert any("Lisbon" in text for _, text, _ in found)
 
-    pack = mem.pre_turn({"thread_id": "t2", "turn_index": 0, "user_text": "Where do I live?"}).pack
+    # A belief gives way to its source turn when the pack shows that turn (recall.repeats), so the next pack
+    # reads learnings only: what a host sees once the turn itself has left the history window.
+    learnings_only = mem.with_policy({"history_limit": 0, "team_limit": 0})
+    pack = learnings_only.pre_turn({"thread_id": "t2", "turn_index": 0, "user_text": "Where do I live?"}).pack
     learnings = pack.markdown.split("## Learnings", 1)[1].split("\n## ", 1)[0]
     assert any(text in learnings for _, text, _ in found)
     queue.close()
@@ -127,6 +136,48 @@ def test_100_triggers_for_one_scope_give_at_most_two_builds_never_two_at_once(fl
     assert running == 0
     assert beliefs(engine, "bob-burst")
     queue.close()
+    engine.close()
+
+
+def test_100_parallel_triggers_spread_over_a_second_against_fast_builds_give_at_most_two_builds(
+    flow: Flow, session_worker: Proc
+) -> None:
+    """Builds far shorter than the burst: without a minimum interval each finished build let the next trigger in."""
+    import threading
+
+    engine = SQLiteEngine(flow.db_path)
+    mem = converse(engine, "hana-spread")
+    job = mem.history_build()
+    settings = flow.settings()
+    assert settings.build_min_interval_s == 1.0  # the default the README states
+    ids: list[str] = []
+    lock = threading.Lock()
+
+    def host(n: int) -> None:  # one host process's thread: 25 triggers over ~0.9 s
+        queue = JobQueue(settings)
+        for _ in range(25):
+            job_id = queue.submit(job)
+            with lock:
+                ids.append(job_id)
+            time.sleep(0.036)
+        queue.close()
+
+    threads = [threading.Thread(target=host, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert len(ids) == 100
+    wait_until(lambda: done(flow, *set(ids)), 60, what="every trigger's job")
+
+    events = sorted((e for e in flow.events() if e["ns"] == "agent:hana-spread"), key=lambda e: e["t"])
+    starts = [e for e in events if e["event"] == "start"]
+    assert 1 <= len(starts) <= 2, events
+    running = 0
+    for event in events:
+        running += 1 if event["event"] == "start" else -1
+        assert running <= 1, f"two builds of one scope at once: {events}"
+    assert beliefs(engine, "hana-spread")
     engine.close()
 
 
@@ -198,12 +249,46 @@ def test_poison_payloads_are_dead_lettered_the_worker_keeps_serving_and_requeue_
     engine.close()
 
 
+def test_entries_that_used_to_crash_a_worker_are_dead_lettered_acked_and_the_worker_keeps_serving(
+    flow: Flow, session_worker: Proc
+) -> None:
+    """Each shape the audit found stopped the worker ("Unrecoverable error"), three of them in a crash loop."""
+    settings = flow.settings()
+    client = flow.client()
+    letters = open_dead_letters(settings)
+    before = {letter.id for letter in letters.list(1000)}
+    shapes = crash_shapes(settings.queue_ingest)
+    for _, raw in shapes.values():
+        client.lpush(settings.queue_ingest, raw)
+    queue = JobQueue(settings)
+    good = queue.submit(IngestBrain(documents=(BrainDocument.new("web", "Served after the crash shapes.", title="c"),)))
+
+    wait_until(lambda: done(flow, good), 40, what="the good job after the crash shapes")
+    assert session_worker.alive() and "Unrecoverable error" not in session_worker.text()
+    wait_until(lambda: len({x.id for x in letters.list(1000)} - before) >= len(shapes), 10, what="five letters")
+    fresh = {x.id: x for x in letters.list(1000) if x.id not in before}
+    for label, (job_id, _) in shapes.items():
+        if job_id is not None:
+            assert job_id in fresh, f"{label}: no dead letter under its id"
+    assert fresh[shapes["body null"][0] or ""].error == "TypeError"
+    assert fresh[shapes["body object"][0] or ""].error == "ValueError"
+    timelimit = fresh[shapes["timelimit xx"][0] or ""]
+    assert timelimit.error == "MalformedMessage" and "timelimit" in timelimit.message
+    rot13 = fresh[shapes["body_encoding rot13"][0] or ""]
+    assert rot13.error == "MalformedMessage" and "rot13" in rot13.message
+    assert any(x.error == "MalformedMessage" and "RecursionError" in x.message for x in fresh.values())
+    ids = [j for j, _ in shapes.values() if j]  # acked: none waits in Redis's unacked hash to kill the next worker
+    assert not [raw for raw in client.hvals("unacked") if any(j in raw for j in ids)]
+    assert client.llen(settings.queue_ingest) == 0
+    queue.close()
+
+
 def test_an_unavailable_engine_is_retried_with_backoff_until_the_build_succeeds(
     flow: Flow, session_worker: Proc
 ) -> None:
     engine = SQLiteEngine(flow.db_path)
     mem = converse(engine, "gina-retry")
-    flow.client().set(f"{flow.prefix}:probe:fail", "2")  # the next two builds raise EngineUnavailable
+    flow.client().set(f"{flow.prefix}:probe:fail:agent:gina-retry", "2")  # its next two builds raise
     queue = JobQueue(flow.settings())
     job_id = queue.submit(mem.history_build())
     wait_until(lambda: done(flow, job_id), 40, what="the retried build")
@@ -231,7 +316,7 @@ def test_kill9_of_the_pool_child_mid_build_requeues_at_once_and_gives_the_undist
     expected = undisturbed(flow, tmp_path, mem.history_build(), "carol-child")
     assert expected
     worker = spawn("victim-child", celery_worker_argv(flow, "victim-child"), **fields)
-    flow.client().set(f"{flow.prefix}:probe:freeze", "1")
+    flow.client().set(f"{flow.prefix}:probe:freeze:agent:carol-child", "1")
     queue = JobQueue(flow.settings(**fields))
     job_id = queue.submit(mem.history_build())
 
@@ -256,7 +341,7 @@ def test_kill9_of_the_whole_worker_mid_build_redelivers_after_the_visibility_tim
     mem = converse(engine, "dora-main")
     expected = undisturbed(flow, tmp_path, mem.history_build(), "dora-main")
     victim = spawn("victim-main", celery_worker_argv(flow, "victim-main", queues=queues["queue_beliefs"]), **queues)
-    flow.client().set(f"{flow.prefix}:probe:freeze", "1")
+    flow.client().set(f"{flow.prefix}:probe:freeze:agent:dora-main", "1")
     queue = JobQueue(flow.settings(**queues))
     job_id = queue.submit(mem.history_build())
 

@@ -86,6 +86,39 @@ def test_a_malformed_job_raises_and_nothing_is_kept(tmp_path: Path) -> None:
     queue.close()
 
 
+@pytest.mark.parametrize(
+    ("job_id", "says"),
+    [(5, "must be a string, not int"), ({"a": 1}, "must be a string, not dict"), ("  ", "must not be blank")]
+    + [("x" * 256, "at most 255"), ("a\nb", "control characters")],
+)
+def test_a_job_id_that_cannot_name_a_job_is_refused_and_nothing_is_kept(tmp_path: Path, job_id: Any, says: str) -> None:
+    settings = Settings(_env_file=None, broker_url="redis://127.0.0.1:1/0", var_dir=tmp_path)
+    queue = JobQueue(settings)
+    with pytest.raises(InvalidRequest, match=says) as caught:
+        queue.submit(DOC, job_id=job_id)
+    assert caught.value.field == "job_id"
+    assert queue.outbox.waiting() == 0  # refused before the broker is tried or the job parked
+    queue.close()
+
+
+def test_send_says_whether_a_job_was_parked(tmp_path: Path) -> None:
+    settings = Settings(_env_file=None, broker_url="redis://127.0.0.1:1/0", var_dir=tmp_path, publish_timeout_s=0.5)
+    queue = JobQueue(settings)
+    sent = queue.send(DOC, job_id="parked-one")
+    assert (sent.id, sent.state) == ("parked-one", "parked")
+    queue.close()
+
+
+@pytest.mark.redis
+def test_send_says_published_then_coalesced_for_an_identical_queued_build(flow: Flow, lone: dict[str, Any]) -> None:
+    queue = JobQueue(flow.settings(**lone))
+    job = BuildBeliefs(request={"reach": Reach.exact(f"agent:send-{uuid.uuid4().hex[:6]}").to_dict()})
+    first = queue.send(job)
+    again = queue.send(job)
+    assert first.state == "published" and (again.id, again.state) == (first.id, "coalesced")
+    queue.close()
+
+
 def test_an_unreachable_broker_parks_the_job_under_the_same_id(tmp_path: Path) -> None:
     settings = Settings(_env_file=None, broker_url="redis://127.0.0.1:1/0", var_dir=tmp_path, publish_timeout_s=0.5)
     queue = JobQueue(settings)

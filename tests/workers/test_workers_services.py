@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from flowkit import BIN, REPO, Flow, Proc, Spawn, memory_core_argv, wait_until
+from flowkit import BIN, REPO, Flow, Proc, Spawn, crash_shapes, memory_core_argv, wait_until
 
 from memory_core.engines.sqlite import SQLiteEngine
 from memory_core.lifecycle.agent import AgentMemory
@@ -54,15 +54,9 @@ def free_port() -> int:
 
 
 def test_the_compose_workers_ingest_on_one_queue_and_build_on_the_other(flow: Flow, spawn: Spawn) -> None:
-    queues = dedicated(flow, "compose")
-    spawn("worker-ingest", compose_command("worker-ingest", **{"ingest": queues["queue_ingest"]}), **queues)
-    spawn(
-        "worker-beliefs",
-        compose_command(
-            "worker-beliefs", **{"beliefs,maintenance": f"{queues['queue_beliefs']},{queues['queue_maintenance']}"}
-        ),
-        **queues,
-    )
+    queues = dedicated(flow, "compose")  # custom MEMORY_CORE_QUEUE_* names; compose's --queues stays logical
+    spawn("worker-ingest", compose_command("worker-ingest"), **queues)
+    spawn("worker-beliefs", compose_command("worker-beliefs"), **queues)
     engine = SQLiteEngine(flow.db_path)
     queue = JobQueue(flow.settings(**queues))
     doc = BrainDocument.new("compose", "Compose runs one worker per queue. Beat runs alone.", title="Compose notes")
@@ -155,6 +149,9 @@ def test_without_redis_a_worker_runs_jobs_from_var_dir_and_survives_garbage(
     spawn("serverless", [str(BIN / "memory-core"), "worker", "--concurrency", "1"], **fields)
     queue_dir = tmp_path / "var/broker/queue"
     (queue_dir / f"0000_garbage.{settings.queue_ingest}.msg").write_text("not a message")
+    shapes = crash_shapes(settings.queue_ingest)  # each stopped a server-less worker too (issue 5 audit)
+    for n, (_, raw) in enumerate(shapes.values()):
+        (queue_dir / f"000{n + 1}_shape.{settings.queue_ingest}.msg").write_text(raw)
     engine = SQLiteEngine(tmp_path / "m.db")
     queue = JobQueue(settings)
     doc = BrainDocument.new("local", "The demo needs no server. Files carry the jobs.", title="server-less")
@@ -162,7 +159,9 @@ def test_without_redis_a_worker_runs_jobs_from_var_dir_and_survives_garbage(
     wait_until(lambda: "The demo needs no server" in brain_text(engine, "local"), 40, what="the server-less ingest")
     wait_until(lambda: brain_beliefs(engine, "local"), 40, what="the server-less follow-up build")
     letters = open_dead_letters(settings).list()
-    assert [letter.payload for letter in letters] == ["not a message"]
+    assert "not a message" in [letter.payload for letter in letters]
+    assert len(letters) == 1 + len(shapes)
+    assert {j for j, _ in shapes.values() if j} <= {letter.id for letter in letters}
     queue.close()
     engine.close()
 
@@ -185,3 +184,20 @@ def test_a_worker_whose_engine_cannot_be_configured_exits_at_once_with_the_reaso
     out = proc.text()
     assert "ConfigError" in out and named in out, out[-2000:]
     assert "ready." not in out  # it never consumed a job (which it would have dead-lettered)
+
+
+def test_a_worker_stopped_by_an_unrecoverable_error_exits_non_zero_like_celery(
+    flow: Flow, spawn: Spawn, tmp_path: Path
+) -> None:
+    """Celery.start() dropped click's status: ``memory-core worker`` exited 0 where ``celery … worker`` exits 1."""
+    fields: dict[str, Any] = {
+        "broker_url": None,
+        "var_dir": str(tmp_path / "var"),
+        "engine": f"sqlite:///{tmp_path / 'm.db'}",
+        "result_backend": f"file://{tmp_path / 'no-such-folder'}",  # Celery's file backend refuses to start
+    }
+    proc = spawn("unrecoverable", memory_core_argv("worker", "--concurrency", "1"), ready=None, **fields)
+    wait_until(lambda: not proc.alive(), 60, what="the worker to stop")
+    out = proc.text()
+    assert "Unrecoverable error" in out, out[-2000:]
+    assert proc.popen.returncode == 1

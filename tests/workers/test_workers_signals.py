@@ -23,8 +23,10 @@ def letters(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[DeadLet
     monkeypatch.setenv("MEMORY_CORE_VAR_DIR", str(tmp_path / "var"))
     get_settings.cache_clear()
     workers.poison._letters.reset()
+    workers.poison._coordination.reset()
     yield workers.poison.letters()
     workers.poison._letters.reset()
+    workers.poison._coordination.reset(lambda c: c.close())
 
 
 class Message:
@@ -60,6 +62,23 @@ def test_unknown_and_rejected_messages_keep_their_job_payload(letters: DeadLette
     assert letters.get("u1").error == "NotRegistered" and letters.get("u1").payload == JOB
     assert letters.get("u1").queue == "ingest"
     assert letters.get("r1").error == "Rejected" and isinstance(letters.get("r1").payload, str)
+
+
+def test_letters_from_signal_handlers_record_the_attempts_counted_and_the_engine(letters: DeadLetterStore) -> None:
+    coordination = workers.poison._coordination.get()
+    for _ in range(3):
+        coordination.count_attempt("t3")  # the flow started it three times; the third hit the hard limit
+    failed(sender=Task(), task_id="t3", exception=TimeLimitExceeded(600), args=[JOB], kwargs={"engine": "e" * 16})
+    assert letters.get("t3").attempts == 3 and letters.get("t3").engine == "e" * 16
+    body = json.dumps([[JOB], {"engine": "f" * 16}, {}]).encode()
+    unknown_task(message=Message(body, {"id": "u2", "task": "memory.nope"}), name="memory.nope", id="u2")
+    assert letters.get("u2").attempts == 0 and letters.get("u2").engine == "f" * 16
+
+
+def test_rejected_messages_without_an_id_each_keep_their_own_letter(letters: DeadLetterStore) -> None:
+    rejected(message=Message(b"one", {}, "application/x-yaml"))
+    rejected(message=Message(b"two", {}, "application/x-yaml"))
+    assert sorted(x.payload for x in letters.list()) == ["one", "two"]
 
 
 def test_message_payloads_are_decoded_only_when_json() -> None:

@@ -83,12 +83,44 @@ GOOD = {
         (lambda m: {**m, "body": "abc"}, "base64"),
         (lambda m: {**m, "headers": {"task": "memory.build_beliefs"}}, "headers.id"),
         (lambda m: {**m, "properties": {**m["properties"], "delivery_info": 5}}, "delivery_info"),
+        (lambda m: {**m, "properties": {**m["properties"], "body_encoding": "rot13"}}, "body_encoding"),
+        (lambda m: {**m, "properties": {**m["properties"], "body_encoding": "BASE64"}}, "body_encoding"),
     ],
 )
 def test_envelopes_kombu_would_crash_on_are_named(change: Any, problem: str) -> None:
     assert envelope_problem(GOOD) is None
     found = envelope_problem(change(GOOD))
     assert found is not None and problem in found
+
+
+def test_a_plain_text_body_encoding_is_a_valid_envelope() -> None:
+    plain = {**GOOD, "body": "[[{}], {}, {}]", "properties": {**GOOD["properties"], "body_encoding": "UTF-8"}}
+    assert envelope_problem(plain) is None
+
+
+def test_a_letter_is_found_by_its_id_or_a_prefix_only_it_has(letters: DeadLetterStore) -> None:
+    letters.put(letter("901cdb17-aaaa"))
+    letters.put(letter("901cdb17-bbbb"))
+    letters.put(letter("77f0"))
+    assert letters.resolve("77f0") == "77f0"
+    assert letters.resolve("901cdb17-b") == "901cdb17-bbbb"
+    with pytest.raises(InvalidRequest, match="starts 2 dead letters"):
+        letters.resolve("901cdb17")
+    with pytest.raises(NotFound, match="no dead letter 'zz'"):
+        letters.resolve("zz")
+
+
+def test_a_letter_keeps_the_engine_its_job_was_submitted_for(letters: DeadLetterStore) -> None:
+    letters.put(DeadLetter.of("e1", "WrongEngine", payload={"job": "x"}, engine="0123456789abcdef"))
+    assert letters.get("e1").engine == "0123456789abcdef"
+
+
+def test_letters_for_messages_without_an_id_never_replace_each_other() -> None:
+    from workers.poison import letter_id
+
+    made = {letter_id(None, "raw"), letter_id(None, "raw"), letter_id(5, "raw"), letter_id("  ", "raw")}
+    assert len(made) == 4 and all(i.startswith("raw-") for i in made)
+    assert letter_id("job-7", "raw") == "job-7"
 
 
 def entry(job_id: str, created: float | None = None) -> OutboxEntry:
@@ -188,3 +220,24 @@ def test_an_outbox_written_before_faults_were_counted_keeps_its_rows(tmp_path: P
     assert (row.id, row.tries, row.faults) == ("kept", 2, 0)
     box.release("kept", "me", "bad payload", fault=True)
     assert [(e.tries, e.faults) for e in Outbox(tmp_path / "outbox.db").claim("again")] == [(3, 1)]
+
+
+@pytest.mark.redis
+def test_the_session_cleanup_deletes_its_own_job_results_and_no_one_elses(workers_redis: str) -> None:
+    import json
+
+    import redis
+    from flowkit import cleanup
+
+    client = redis.Redis.from_url(workers_redis, decode_responses=True)
+    mine, theirs = uuid.uuid4().hex[:8], uuid.uuid4().hex[:8]
+    keys = {f"celery-task-meta-{uuid.uuid4()}": tag for tag in (mine, mine, theirs)}
+    for key, tag in keys.items():
+        client.set(key, json.dumps({"status": "SUCCESS", "queue": f"{tag}-beliefs", "worker": "w@h"}), ex=60)
+    by_worker = f"celery-task-meta-{uuid.uuid4()}"
+    client.set(by_worker, json.dumps({"status": "SUCCESS", "queue": None, "worker": f"main-{mine}@h"}), ex=60)
+    cleanup(workers_redis, mine)
+    left = {key for key in [*keys, by_worker] if client.exists(key)}
+    assert left == {key for key, tag in keys.items() if tag == theirs}
+    client.delete(*left)
+    client.close()
