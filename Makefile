@@ -27,4 +27,4 @@ bench: $(STAMP)
 	$(PY) -m bench.run $(if $(QUICK),--quick,)
 
 clean:  # keeps var/memory.db and the outbox (your data); removes the demo's state and the caches
-	rm -rf $(VENV) var/demo .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) var/demo var/demo.lock .pytest_cache .mypy_cache .ruff_cache

@@ -13,6 +13,7 @@ measured in the same run:
 from __future__ import annotations
 
 import argparse
+import tempfile
 from pathlib import Path
 
 from bench.common import Row, machine, print_table
@@ -28,14 +29,25 @@ from memory_core.timing import percentile
 __all__ = ["run"]
 
 
+QUICK_SAMPLE = "conv-30"
+"""The conversation ``--quick`` evaluates, and the one every run replays for the latency rows."""
+
+
 def _locomo() -> Path:
-    return get_settings().data_dir / "locomo" / "locomo_dev.json"
+    path = get_settings().data_dir / "locomo" / "locomo_dev.json"
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"LoCoMo data not found: {path} (set MEMORY_CORE_DATA_DIR to the folder holding locomo/)"
+        )
+    return path
 
 
 def _recall_rows(samples: list[str] | None) -> list[Row]:
     result = run_locomo_eval(_locomo(), samples=samples)
     n = len(result.questions)
-    setup = f"LoCoMo {'+'.join(samples) if samples else 'all 3'}, {n} questions"
+    setup = (
+        f"LoCoMo {'+'.join(samples) if samples else f'all {len({q.sample for q in result.questions})}'}, {n} questions"
+    )
     rows = [
         Row(
             "evidence recall, pack (1200 tok)",
@@ -64,8 +76,6 @@ def _replay_rows(sample: str) -> list[Row]:
     conv = load_conversations(_locomo(), "locomo", [sample])
     timings: dict[str, list[float]] = {}
     for name in ("sqlite", "reference"):
-        import tempfile
-
         with tempfile.TemporaryDirectory(prefix="locomo-bench-") as tmp:
             engine = SQLiteEngine(Path(tmp) / "m.db") if name == "sqlite" else ReferenceEngine()
             report = Replayer(engine, MemoryLayout(), lambda job: None).replay(conv)
@@ -85,10 +95,13 @@ def _replay_rows(sample: str) -> list[Row]:
     ]
 
 
-def run(quick: bool = False) -> list[Row]:
-    """Every main-job row (``quick``: one conversation)."""
-    samples = ["conv-30"] if quick else None
-    return [*_recall_rows(samples), *_replay_rows("conv-30")]
+def run(quick: bool = False, sample: str = QUICK_SAMPLE) -> list[Row]:
+    """Every main-job row (``quick``: only ``sample`` is evaluated; it is always the one replayed for latency).
+
+    Raises:
+        FileNotFoundError: no LoCoMo file under ``MEMORY_CORE_DATA_DIR``.
+    """
+    return [*_recall_rows([sample] if quick else None), *_replay_rows(sample)]
 
 
 if __name__ == "__main__":

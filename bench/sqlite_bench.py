@@ -1,6 +1,7 @@
 """SQLite engine benchmarks: ``pre_turn`` latency by store size, accepted vs visible writes, incremental builds.
 
-Run ``python -m bench.sqlite_bench`` (full: 1k/10k/100k turns, a few minutes) or ``--quick`` (seconds).
+Run ``python -m bench.sqlite_bench`` (full: 1k/10k/100k turns, a few minutes) or ``--quick`` (seconds). The
+turns and questions come from ``<MEMORY_CORE_DATA_DIR>/locomo/locomo_dev.json`` (default ``../shared/data``).
 
 * ``pre_turn`` p50/p99 (ms): ``AgentMemory.pre_turn`` (log the user turn ``accepted`` + read the standard
   sections) with N stored turns: LoCoMo's three conversations replicated across agents (each replica is a new
@@ -20,6 +21,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
@@ -32,14 +34,50 @@ from memory_core.lifecycle.agent import AgentMemory, turn_item
 from memory_core.lifecycle.layout import MemoryLayout
 from memory_core.meta import ObservedActor
 from memory_core.replay.formats import ReplayTurn, parse_locomo
+from memory_core.settings import get_settings
 
-LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo_dev.json"
+
+@dataclass(frozen=True)
+class Sizes:
+    """How big each benchmark runs.
+
+    Attributes:
+        pre_turn: Stored turns at which ``pre_turn`` is timed (the first is the growth baseline).
+        reference: Those sizes at which the reference engine is timed too.
+        calls: ``pre_turn`` calls timed per size.
+        store_calls: ``store_with`` calls timed per durability.
+        store_held: Turns held while ``store_with`` is timed.
+        build: (small, large) scopes the 100-new-turn build is timed in.
+        build_new: New turns per build.
+    """
+
+    pre_turn: tuple[int, ...]
+    reference: frozenset[int]
+    calls: int
+    store_calls: int
+    store_held: int
+    build: tuple[int, int]
+    build_new: int = 100
+
+
+FULL = Sizes((1_000, 10_000, 100_000), frozenset({1_000, 10_000}), 100, 400, 1_000, (1_000, 100_000))
+QUICK = Sizes((1_000, 3_000), frozenset({1_000}), 20, 100, 1_000, (1_000, 10_000))
+
+
+def locomo_path() -> Path:
+    """The LoCoMo file the benchmarks read (``MEMORY_CORE_DATA_DIR``, see the module docstring)."""
+    return get_settings().data_dir / "locomo" / "locomo_dev.json"
 
 
 def _locomo() -> tuple[list[ReplayTurn], list[str]]:
-    data = json.loads(LOCOMO.read_text())
+    path = locomo_path()
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"LoCoMo data not found: {path} (set MEMORY_CORE_DATA_DIR to the folder holding locomo/)"
+        )
+    data = json.loads(path.read_text())
     parsed = parse_locomo(data)
-    questions = [str(q["question"]) for sample in data for q in sample["qa"]]
+    questions = [str(q["question"]) for sample in data for q in sample["qa"] if isinstance(q, dict) and "question" in q]
     return parsed.turns, questions
 
 
@@ -73,8 +111,8 @@ def _fill(engine: MemoryEngine, items: Iterator[Conversation]) -> None:
         engine.store_many(batch)
 
 
-def _pre_turn_ms(engine: MemoryEngine, questions: list[str], calls: int) -> list[float]:
-    memory = AgentMemory(engine, MemoryLayout(), "caroline-0")
+def _pre_turn_ms(engine: MemoryEngine, questions: list[str], calls: int, agent: str) -> list[float]:
+    memory = AgentMemory(engine, MemoryLayout(), agent)
     samples: list[float] = []
     for i in range(calls):
         start = time.perf_counter()
@@ -83,11 +121,10 @@ def _pre_turn_ms(engine: MemoryEngine, questions: list[str], calls: int) -> list
     return samples
 
 
-def _pre_turn_rows(tmp: Path, quick: bool) -> list[Row]:
+def _pre_turn_rows(tmp: Path, size: Sizes) -> list[Row]:
     turns, questions = _locomo()
-    sizes = [1_000, 3_000] if quick else [1_000, 10_000, 100_000]
-    reference_sizes = {1_000} if quick else {1_000, 10_000}
-    calls = 20 if quick else 100
+    sizes, reference_sizes, calls = list(size.pre_turn), size.reference, size.calls
+    agent = f"{turns[0].speaker.lower()}-0"  # the first replica's first speaker: an agent holding turns
     rows: list[Row] = []
     smallest: float | None = None
     engine = SQLiteEngine(tmp / "pre_turn.db", synchronous="normal")
@@ -95,13 +132,13 @@ def _pre_turn_rows(tmp: Path, quick: bool) -> list[Row]:
     for size in sizes:
         _fill(engine, (t for i, t in enumerate(_turns(turns, size)) if i >= held))
         held = size
-        _pre_turn_ms(engine, questions, 3)  # warm the caches (vectors, parsed items)
-        ours = _pre_turn_ms(engine, questions, calls)
+        _pre_turn_ms(engine, questions, 3, agent)  # warm the caches (vectors, parsed items)
+        ours = _pre_turn_ms(engine, questions, calls, agent)
         base: list[float] | None = None
         if size in reference_sizes:
             reference = ReferenceEngine()
             _fill(reference, _turns(turns, size))
-            base = _pre_turn_ms(reference, questions, max(5, calls // (size // 1000)))
+            base = _pre_turn_ms(reference, questions, max(5, calls // max(1, size // 1000)), agent)
         for q in (50, 99):
             value = percentile(ours, q)
             baseline: float | None
@@ -116,11 +153,11 @@ def _pre_turn_rows(tmp: Path, quick: bool) -> list[Row]:
     return rows
 
 
-def _store_rows(tmp: Path, quick: bool) -> list[Row]:
+def _store_rows(tmp: Path, size: Sizes) -> list[Row]:
     turns, _ = _locomo()
-    calls = 100 if quick else 400
+    calls = size.store_calls
     engine = SQLiteEngine(tmp / "store.db")
-    _fill(engine, _turns(turns, 1_000))
+    _fill(engine, _turns(turns, size.store_held))
     out: dict[str, list[float]] = {}
     for wait, opts in (("accepted", WriteOptions.accepted()), ("visible", WriteOptions.visible())):
         samples: list[float] = []
@@ -132,19 +169,19 @@ def _store_rows(tmp: Path, quick: bool) -> list[Row]:
         engine.drain_pending()
     engine.close()
     return [
-        Row(f"store_with p{q}", "sqlite accepted, 1k held", percentile(out["accepted"], q), "ms",
+        Row(f"store_with p{q}", f"sqlite accepted, {size.store_held:,} held", percentile(out["accepted"], q), "ms",
             percentile(out["visible"], q), "store_with visible", "synchronous=full")
         for q in (50, 99)
     ]  # fmt: skip
 
 
-def _build_ms(tmp: Path, name: str, held: int, turns: list[ReplayTurn]) -> tuple[float, int]:
+def _build_ms(tmp: Path, name: str, held: int, turns: list[ReplayTurn], new: int) -> tuple[float, int]:
     node = Namespace.agent("scope")
     engine = SQLiteEngine(tmp / f"{name}.db", synchronous="normal")
     _fill(engine, _turns(turns, held, node=node))
     request = ConsolidateRequest(reach=Reach.exact(node))
     engine.consolidate(request)
-    _fill(engine, _turns(turns, 100, node=node, tag="new"))
+    _fill(engine, _turns(turns, new, node=node, tag="new"))
     start = time.perf_counter()
     receipt = engine.consolidate(request)
     elapsed = (time.perf_counter() - start) * 1000
@@ -152,22 +189,27 @@ def _build_ms(tmp: Path, name: str, held: int, turns: list[ReplayTurn]) -> tuple
     return elapsed, receipt.built or 0
 
 
-def _build_rows(tmp: Path, quick: bool) -> list[Row]:
+def _build_rows(tmp: Path, size: Sizes) -> list[Row]:
     turns, _ = _locomo()
-    small, large = (1_000, 10_000) if quick else (1_000, 100_000)
-    base, _ = _build_ms(tmp, "build-small", small, turns)
-    value, built = _build_ms(tmp, "build-large", large, turns)
+    small, large = size.build
+    base, _ = _build_ms(tmp, "build-small", small, turns, size.build_new)
+    value, built = _build_ms(tmp, "build-large", large, turns, size.build_new)
     return [
-        Row("consolidate 100 new turns", f"scope holding {large:,}", value, "ms", base,
+        Row(f"consolidate {size.build_new} new turns", f"scope holding {large:,}", value, "ms", base,
             f"scope holding {small:,}", f"{built} beliefs built or changed")
     ]  # fmt: skip
 
 
-def run(quick: bool = False) -> list[Row]:
-    """Every SQLite benchmark row (``quick``: small sizes, seconds)."""
+def run(quick: bool = False, sizes: Sizes | None = None) -> list[Row]:
+    """Every SQLite benchmark row (``quick``: ``QUICK`` sizes, seconds; ``sizes`` overrides both).
+
+    Raises:
+        FileNotFoundError: no LoCoMo file under ``MEMORY_CORE_DATA_DIR``.
+    """
+    size = sizes or (QUICK if quick else FULL)
     tmp = Path(tempfile.mkdtemp(prefix="sqlite-bench-"))
     try:
-        return [*_pre_turn_rows(tmp, quick), *_store_rows(tmp, quick), *_build_rows(tmp, quick)]
+        return [*_pre_turn_rows(tmp, size), *_store_rows(tmp, size), *_build_rows(tmp, size)]
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

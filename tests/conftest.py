@@ -1,14 +1,17 @@
-"""Shared fixtures: environment hygiene and service checks (skip on a laptop, fail when CI=true)."""
+"""Shared fixtures: environment hygiene, service checks and the real data (skip on a laptop, fail when CI=true)."""
 
 from __future__ import annotations
 
 import os
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from _data import CI, DATA_DIR, TINY_DATA_DIR, require_data
 
-CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+__all__ = ["CI", "DATA_DIR", "REDIS_HOST", "REDIS_PORT", "TINY_DATA_DIR", "require_data", "require_service"]
+
 REDIS_HOST = "127.0.0.1"
 REDIS_PORT = 6379
 
@@ -29,6 +32,18 @@ def require_service(name: str, host: str, port: int) -> None:
     if CI:
         pytest.fail(f"{message} (CI=true: a missing service fails the run)")
     pytest.skip(message)
+
+
+@pytest.fixture
+def data_dir() -> Path:
+    """The real data folder (see ``require_data``): skips on a laptop without it, fails when CI=true."""
+    return require_data()
+
+
+@pytest.fixture
+def tiny_data_dir() -> Path:
+    """``TINY_DATA_DIR``: a folder laid out like the real data, for cheap end-to-end runs."""
+    return TINY_DATA_DIR
 
 
 @pytest.fixture(autouse=True)

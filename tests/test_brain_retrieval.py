@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
+from _data import DATA_DIR, require_data
 
 from memory_core.engines.sqlite import SQLiteEngine
 from memory_core.eval.brain import (
@@ -29,16 +29,14 @@ from memory_core.recall.types import ContextPack, SectionHits
 from memory_core.replay import ConversationFile, load_conversations
 from memory_core.replay.driver import Replayer
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+SHARED = DATA_DIR
 QUESTIONS = Path(__file__).parent / "fixtures" / "brain" / "pep_questions.json"
 ANSWERED_FLOOR = 16
 """Of the 17 questions; 17 measured (a margin of one for ranking ties that move with the replay's clock)."""
 
 
 def _needs_shared() -> None:
-    if (SHARED / "docs" / "peps").is_dir() and (SHARED / "locomo" / "locomo_dev.json").is_file():
-        return
-    pytest.skip(f"shared data not found at {SHARED}")
+    require_data()  # skips on a laptop without the data, fails when CI=true
 
 
 def test_pep_numbers_come_from_file_names() -> None:

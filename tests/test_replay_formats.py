@@ -131,7 +131,8 @@ def test_chatgpt_export_must_be_a_list_of_conversations() -> None:
 
 def test_load_detects_each_format(tmp_path: Path) -> None:
     (tmp_path / "a.jsonl").write_text('{"thread": "t", "role": "user", "content": "x"}\n')
-    (tmp_path / "conversations.json").write_text(json.dumps([{"mapping": {}, "current_node": None}]))
+    mapping = {"u": _node("u", None, "user", "hello")}
+    (tmp_path / "conversations.json").write_text(json.dumps([{"mapping": mapping, "current_node": "u"}]))
     (tmp_path / "locomo.json").write_text(json.dumps([LOCOMO]))
     assert load_conversations(tmp_path / "a.jsonl").format == "jsonl"
     assert load_conversations(tmp_path / "conversations.json").format == "chatgpt"
@@ -146,3 +147,105 @@ def test_load_names_a_missing_or_broken_file(tmp_path: Path) -> None:
     with pytest.raises(InvalidRequest) as err:
         load_conversations(tmp_path / "broken.json")
     assert "broken.json" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("at", "why"),
+    [
+        ("1e20", "seconds past the year 9999 (OverflowError before)"),
+        ("-1e20", "seconds before the year 1"),
+        ("true", "a boolean (read as 1970-01-01T00:00:01 before)"),
+        ("[1]", "neither text nor a number"),
+        ('"0001-01-01T00:00:00+01:00"', "text whose UTC time is before the year 1"),
+    ],
+)
+def test_a_jsonl_time_out_of_range_or_of_the_wrong_type_is_refused_naming_the_line(at: str, why: str) -> None:
+    line = f'{{"thread": "t", "role": "user", "content": "x", "at": {at}}}'
+    with pytest.raises(InvalidRequest) as err:
+        parse_jsonl([line])
+    assert err.value.field == "line 1.at", why
+
+
+def test_chatgpt_create_time_is_each_turns_time_and_the_users_name_its_speaker() -> None:
+    mapping = {
+        "u1": _node("u1", None, "user", "I am planning a trip to Kyoto", t=1_700_000_000.5),
+        "a1": _node("a1", "u1", "assistant", "Lovely in April", t=1_700_000_060),
+    }
+    mapping["u1"]["message"]["author"]["name"] = "Priya"
+    parsed = parse_chatgpt_export([{"id": "c-9", "mapping": mapping, "current_node": "a1"}])
+    assert [t.at for t in parsed.turns] == [
+        datetime(2023, 11, 14, 22, 13, 20, 500000, tzinfo=UTC),
+        datetime(2023, 11, 14, 22, 14, 20, tzinfo=UTC),
+    ]
+    assert [t.speaker for t in parsed.turns] == ["Priya", "assistant"]
+    assert {t.thread_id for t in parsed.turns} == {"c-9"}
+
+
+def test_a_chatgpt_create_time_out_of_range_is_refused_naming_the_node() -> None:
+    mapping = {"u1": _node("u1", None, "user", "hello", t=1e30)}
+    with pytest.raises(InvalidRequest) as err:
+        parse_chatgpt_export([{"mapping": mapping, "current_node": "u1"}])
+    assert err.value.field == "conversations.0.mapping.u1.message.create_time"
+
+
+def test_chatgpt_nodes_of_the_wrong_shape_are_refused_or_skipped_never_crash() -> None:
+    with pytest.raises(InvalidRequest) as err:
+        parse_chatgpt_export([{"mapping": {"u1": "not a node"}, "current_node": "u1"}])
+    assert err.value.field == "conversations.0.mapping.u1"
+    with pytest.raises(InvalidRequest) as err:
+        parse_chatgpt_export([{"mapping": ["u1"], "current_node": "u1"}])
+    assert err.value.field == "conversations.0.mapping"
+    odd = {
+        "a": {"parent": None, "message": {"author": "user", "content": {"parts": ["x"]}}},
+        "b": {"parent": "a", "message": {"author": {"role": "user"}, "content": "just text"}},
+        "c": {"parent": "b", "message": {"author": {"role": "user"}, "content": {"parts": "not a list"}}},
+        "d": {"parent": "c", "message": {"author": {"role": "user"}, "content": {"parts": ["kept"]}}},
+    }
+    parsed = parse_chatgpt_export([{"mapping": odd, "current_node": "d"}])
+    assert [t.text for t in parsed.turns] == ["kept"]
+
+
+def test_a_locomo_turn_that_is_not_an_object_is_refused_naming_its_place() -> None:
+    bad = json.loads(json.dumps(LOCOMO))
+    bad["conversation"]["session_1"][1] = "Bo: Nice!"
+    with pytest.raises(InvalidRequest) as err:
+        parse_locomo([LOCOMO, bad])
+    assert err.value.field == "samples.1.session_1.1"
+    bad["conversation"]["session_1"][1] = {"speaker": "Bo", "text": "ok"}
+    bad["conversation"]["session_1_date_time"] = "sometime"
+    with pytest.raises(InvalidRequest) as err:
+        parse_locomo([bad])
+    assert err.value.field == "samples.0.session_1_date_time"
+    bad["conversation"]["session_1_date_time"] = "1:56 pm on 8 May, 2023"
+    bad["qa"] = {"question": "not a list"}
+    with pytest.raises(InvalidRequest) as err:
+        parse_locomo([bad])
+    assert err.value.field == "samples.0.qa"
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("empty.jsonl", "\n\n"),
+        ("conversations.json", json.dumps([{"mapping": {}, "current_node": None}])),
+        ("locomo.json", json.dumps([{"sample_id": "s", "conversation": {"session_1": [{"text": " "}]}}])),
+    ],
+)
+def test_a_file_with_no_turn_to_replay_is_refused(tmp_path: Path, name: str, text: str) -> None:
+    (tmp_path / name).write_text(text)
+    with pytest.raises(InvalidRequest) as err:
+        load_conversations(tmp_path / name)
+    assert err.value.field == "file"
+    assert f"{name} holds no turn to replay" in str(err.value)
+
+
+def test_a_file_error_names_the_file_once_and_keeps_the_field(tmp_path: Path) -> None:
+    (tmp_path / "thread.jsonl").write_text('{"role": "user", "content": "x"}\n')
+    with pytest.raises(InvalidRequest) as err:
+        load_conversations(tmp_path / "thread.jsonl")
+    assert str(err.value) == "invalid request: thread.jsonl: line 1.thread: thread is missing or blank"
+    assert err.value.field == "line 1.thread"
+    (tmp_path / "broken.jsonl").write_text("not json\n")
+    with pytest.raises(InvalidRequest) as err:
+        load_conversations(tmp_path / "broken.jsonl")
+    assert str(err.value).startswith("invalid request: broken.jsonl: line 1: not JSON")

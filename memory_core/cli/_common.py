@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -14,7 +16,17 @@ from memory_core.errors import MemoryCoreError
 from memory_core.lifecycle.layout import MemoryLayout
 from memory_core.settings import get_settings
 
-__all__ = ["EngineOption", "RootOption", "console", "err_console", "fail", "layout_for", "open_engine_or_exit"]
+__all__ = [
+    "EngineOption",
+    "JobTally",
+    "RootOption",
+    "console",
+    "err_console",
+    "fail",
+    "layout_for",
+    "open_engine_or_exit",
+    "plural",
+]
 
 console = Console(highlight=False)
 """Standard output."""
@@ -22,17 +34,20 @@ err_console = Console(stderr=True, highlight=False)
 """Standard error."""
 
 EngineOption = Annotated[
-    str | None, typer.Option("--engine", "-e", help="Engine URL; default: the MEMORY_CORE_ENGINE setting.")
+    str | None,
+    typer.Option("--engine", "-e", metavar="URL", help="Engine URL; default: the MEMORY_CORE_ENGINE setting."),
 ]
 RootOption = Annotated[
     str | None,
-    typer.Option("--root", help="Layout root namespace (root, team:acme); default: MEMORY_CORE_LAYOUT_ROOT."),
+    typer.Option(
+        "--root", metavar="NAMESPACE", help="Layout root namespace (root, team:acme); default: MEMORY_CORE_LAYOUT_ROOT."
+    ),
 ]
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:
-    """Print ``message`` in red on standard error and return the ``typer.Exit`` to raise."""
-    err_console.print(f"[bold red]{escape(message)}[/]")
+    """Print ``message`` in red on standard error (one line, never wrapped) and return the ``typer.Exit`` to raise."""
+    err_console.print(f"[bold red]{escape(message)}[/]", soft_wrap=True)
     return typer.Exit(code=code)
 
 
@@ -51,3 +66,59 @@ def layout_for(root: str | None) -> MemoryLayout:
         return MemoryLayout(root or get_settings().layout_root)
     except MemoryCoreError as exc:
         raise fail(str(exc)) from None
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``"1 job"``, ``"2 jobs"`` (``many`` when the plural is not ``word + "s"``)."""
+    return f"{n} {word if n == 1 else (many or word + 's')}"
+
+
+@dataclass
+class JobTally:
+    """Jobs handed to a ``workers.queue.JobQueue``, counted so a command's output can explain its numbers.
+
+    ``JobQueue.send`` says what became of each job: ``published``, ``coalesced`` (a ``BuildBeliefs`` identical
+    to one still queued shares that job's id: the triggers fold into one build) or ``parked`` (the broker did
+    not answer: the job waits in the local outbox). ``submitted`` counts calls, ``ids`` the distinct ids.
+
+    Args:
+        queue: A ``JobQueue`` (anything with ``send(job)`` returning ``.id`` and ``.state``).
+    """
+
+    queue: Any
+    submitted: int = 0
+    ids: list[str] = field(default_factory=list)
+    parked: int = 0
+
+    def submit(self, job: Any) -> str:
+        """Submit one job; its id (an earlier job's when it folded into it)."""
+        sent = self.queue.send(job)
+        self.submitted += 1
+        if sent.id not in self.ids:
+            self.ids.append(sent.id)
+            self.parked += sent.state == "parked"
+        return str(sent.id)
+
+    def submit_all(self, jobs: Sequence[Any]) -> list[str]:
+        """Submit every job in order; the ids."""
+        return [self.submit(job) for job in jobs]
+
+    def describe(self, noun: str) -> str:
+        """What happened, in words (``noun`` singular, e.g. ``"ingest_brain job"``).
+
+        ``"12 ingest_brain jobs queued"``; ``"113 build_beliefs jobs submitted, 9 queued (a build identical to
+        one still waiting shares its job)"``; ``"12 ingest_brain jobs submitted, 0 queued, 12 parked in the outbox
+        (the broker did not answer; …)"``.
+        """
+        distinct, parked = len(self.ids), self.parked
+        if self.submitted == distinct and not parked:
+            return f"{plural(distinct, noun)} queued"
+        text = f"{plural(self.submitted, noun)} submitted, {distinct - parked} queued"
+        if self.submitted != distinct:
+            text += " (a build identical to one still waiting shares its job)"
+        if parked:
+            text += (
+                f", {parked} parked in the outbox (the broker did not answer; they are sent by a later submit once "
+                "it answers, by a worker when it starts, or by beat)"
+            )
+        return text

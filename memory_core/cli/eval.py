@@ -14,10 +14,12 @@ from rich.table import Table
 from memory_core.cli import app
 from memory_core.cli._common import console, fail
 from memory_core.errors import MemoryCoreError
+from memory_core.eval.brain import load_brain
 from memory_core.eval.locomo import EVAL_CATEGORIES, EvalResult, QuestionResult, run_locomo_eval
+from memory_core.replay import load_conversations
 from memory_core.settings import get_settings
 
-__all__ = ["eval_app", "locomo", "result_table"]
+__all__ = ["eval_app", "locomo", "question_summary", "result_table"]
 
 eval_app = typer.Typer(help="Retrieval evaluations on real data.", no_args_is_help=True)
 app.add_typer(eval_app, name="eval")
@@ -40,24 +42,38 @@ def result_table(result: EvalResult) -> Table:
     return table
 
 
+def question_summary(result: EvalResult) -> str:
+    """One line: turns, questions scored, skipped by reason, category 5 left out, evidence strings repaired."""
+    reasons = ", ".join(f"{n} {why}" for why, n in sorted(result.skip_reasons.items())) or "none"
+    return (
+        f"{result.turns} turns replayed, {result.items} turn items; {len(result.questions)} questions scored; "
+        f"skipped {result.skipped_questions} ({reasons}); {result.left_out} of category 5 left out (adversarial); "
+        f"evidence strings repaired {result.evidence_repaired}, unreadable {result.evidence_skipped}."
+    )
+
+
 @eval_app.command()
 def locomo(
     file: Annotated[Path, typer.Argument(help="A LoCoMo JSON file (e.g. ../shared/data/locomo/locomo_dev.json).")],
     engine: Annotated[
-        str | None, typer.Option("--engine", "-e", help="Engine URL; default: a fresh SQLite file per sample.")
+        str | None,
+        typer.Option("--engine", "-e", metavar="URL", help="Engine URL; default: a fresh SQLite file per sample."),
     ] = None,
-    sample: Annotated[list[str] | None, typer.Option("--sample", help="Only these sample ids (repeatable).")] = None,
-    budget: Annotated[int, typer.Option(help="Pack budget, tokens.", min=1)] = 1200,
+    sample: Annotated[
+        list[str] | None, typer.Option("--sample", metavar="ID", help="Only these sample ids (repeatable).")
+    ] = None,
+    budget: Annotated[int, typer.Option(metavar="TOKENS", help="Pack budget, tokens.", min=1)] = 1200,
     k: Annotated[
-        list[int] | None, typer.Option("--k", min=1, help="Top-k sizes (repeatable); default 5, 10, 20.")
+        list[int] | None, typer.Option("--k", metavar="K", min=1, help="Top-k sizes (repeatable); default 5, 10, 20.")
     ] = None,
     output: Annotated[
-        Path | None, typer.Option("--json", help="Write results here (default var/eval/locomo.json).")
+        Path | None, typer.Option("--json", metavar="FILE", help="Write results here (default var/eval/locomo.json).")
     ] = None,
     brain: Annotated[
         Path | None,
         typer.Option(
             "--brain",
+            metavar="DIR",
             help="A folder of documents (e.g. ../shared/data/docs/peps) ingested into each sample's brain first.",
         ),
     ] = None,
@@ -65,10 +81,15 @@ def locomo(
     """Evidence recall of the pre_turn pack and of top-k fetches on LoCoMo, beside BM25.
 
     Each conversation is replayed; then, per question of categories 1-4, the share of its evidence turns held
-    by the pack and by top-k fetches is measured, beside a BM25 baseline over the same turns. With ``--brain``
+    by the pack and by top-k fetches is measured, beside a BM25 baseline over the same turns. With --brain
     the folder's documents share the engine, as a host's brain does, and compete for the pack's budget.
     """
     ks = tuple(k) if k else (5, 10, 20)
+    try:  # read the inputs before any progress bar, so a bad file is one clear error and no stray bar
+        data = load_conversations(file, "locomo", sample)
+        files = load_brain(brain) if brain is not None else None
+    except MemoryCoreError as exc:
+        raise fail(str(exc)) from None
     with Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
     ) as progress:
@@ -82,23 +103,18 @@ def locomo(
 
         try:
             result = run_locomo_eval(
-                file,
+                data,
                 engine_url=engine,
-                samples=sample,
                 budget_tokens=budget,
                 ks=ks,
                 on_question=on_question,
                 on_sample=on_sample,
-                brain=brain,
+                brain=files,
             )
         except MemoryCoreError as exc:
             raise fail(str(exc)) from None
     console.print(result_table(result))
-    console.print(
-        f"{result.turns} turns replayed, {result.items} turn items; {len(result.questions)} questions scored, "
-        f"{result.skipped_questions} without readable evidence skipped; evidence strings repaired "
-        f"{result.evidence_repaired}, unreadable {result.evidence_skipped}."
-    )
+    console.print(question_summary(result), soft_wrap=True)
     if result.brain is not None and result.questions:
         mean = sum(q.brain_bullets for q in result.questions) / len(result.questions)
         console.print(
@@ -108,4 +124,4 @@ def locomo(
     target = output or get_settings().var_dir / "eval" / "locomo.json"
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(json.dumps(result.to_dict(), indent=2, default=str), encoding="utf-8")
-    console.print(f"results written to {target}")
+    console.print(f"results written to {target}", soft_wrap=True)

@@ -2,7 +2,8 @@
 
 Every file is converted before anything is queued, so a folder's unreadable files are reported (and skipped)
 without storing half a folder by accident; the jobs then go through ``JobQueue.submit`` (to the workers, or to
-the outbox when the broker is down).
+the outbox when the broker is down). Each job names its layout root (``--root``, default the
+``MEMORY_CORE_LAYOUT_ROOT`` setting), so the workers store the passages there whatever root they run with.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from memory_core.cli import app
 from memory_core.cli._celery import BrokerOption, use_options
-from memory_core.cli._common import EngineOption, console, fail
-from memory_core.cli._jobs import open_queue, plan_ingest, submit_all
+from memory_core.cli._common import EngineOption, JobTally, RootOption, console, fail, layout_for, plural
+from memory_core.cli._jobs import DOCS_PER_JOB, open_queue, plan_ingest
 from memory_core.documents import DocumentResult, walk_paths
 from memory_core.errors import MemoryCoreError
 
@@ -28,14 +29,21 @@ __all__ = ["ingest"]
 def ingest(
     paths: Annotated[list[Path], typer.Argument(help="Files and folders (folders are walked, sorted).")],
     source: Annotated[
-        str | None, typer.Option(help="Brain source (files, pdf, markdown, notion, any slug); default by format.")
+        str | None,
+        typer.Option(
+            metavar="SOURCE", help="Brain source (files, pdf, markdown, notion, any slug); default by format."
+        ),
     ] = None,
-    collection: Annotated[str | None, typer.Option(help="Store under the source's project:<collection> node.")] = None,
+    collection: Annotated[
+        str | None, typer.Option(metavar="NAME", help="Store under the source's project:<collection> node.")
+    ] = None,
+    root: RootOption = None,
     engine: EngineOption = None,
     broker: BrokerOption = None,
 ) -> None:
     """Convert files into brain documents and queue them as IngestBrain jobs (exit 1 if any file failed)."""
     use_options(engine, broker)
+    layout = layout_for(root)
     total = sum(1 for _ in walk_paths(paths))
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), console=console) as bar:
         task = bar.add_task("converting", total=total)
@@ -55,13 +63,15 @@ def ingest(
         raise fail("nothing to ingest", code=1)
     queue = open_queue()
     try:
-        ids = submit_all(queue, plan.jobs)
+        tally = JobTally(queue)
+        tally.submit_all([job.placed_at(layout.root) for job in plan.jobs])
     finally:
         queue.close()
-    docs = f"{len(plan.converted)} document{'' if len(plan.converted) == 1 else 's'}"
     console.print(
-        f"{docs} in {len(ids)} ingest_brain job{'' if len(ids) == 1 else 's'} queued "
-        f"({len(plan.failed)} failed, {len(plan.skipped)} skipped): {', '.join(i[:8] for i in ids)}"
+        f"{plural(len(plan.converted), 'document')} split into {plural(plan.passages, 'passage')}; "
+        f"{tally.describe('ingest_brain job')} (up to {DOCS_PER_JOB} passages a job; {len(plan.failed)} failed, "
+        f"{len(plan.skipped)} skipped): {', '.join(i[:8] for i in tally.ids)}",
+        soft_wrap=True,
     )
     if plan.failed:
         raise typer.Exit(code=1)

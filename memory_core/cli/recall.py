@@ -20,17 +20,22 @@ __all__ = ["context", "recall"]
 @app.command()
 def recall(
     query: Annotated[str, typer.Argument(help="What the user just said (blank: the latest of everything).")],
-    agent: Annotated[str, typer.Option("--agent", "-a", help="The agent whose pack to build.")] = "assistant",
+    agent: Annotated[
+        str, typer.Option("--agent", "-a", metavar="ID", help="The agent whose pack to build.")
+    ] = "assistant",
     engine: EngineOption = None,
     root: RootOption = None,
-    budget: Annotated[int | None, typer.Option(help="Pack budget, tokens; default MEMORY_CORE_BUDGET_TOKENS.")] = None,
+    budget: Annotated[
+        int | None,
+        typer.Option(min=1, metavar="TOKENS", help="Pack budget, tokens; default MEMORY_CORE_BUDGET_TOKENS."),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the ContextPack as JSON.")] = False,
 ) -> None:
     """Print the pack pre_turn would inject for QUERY (nothing is logged)."""
     memory_engine = open_engine_or_exit(engine)
     try:
         policy = RecallPolicy.from_settings()
-        if budget:
+        if budget is not None:
             policy = policy.model_copy(update={"budget_tokens": budget})
         pack = AgentMemory(memory_engine, layout_for(root), agent).with_policy(policy).recall(query)
     except MemoryCoreError as exc:
@@ -49,8 +54,10 @@ def recall(
 def context(
     engine: EngineOption = None,
     root: RootOption = None,
-    budget: Annotated[int, typer.Option(help="Budget, tokens.", min=1)] = 1500,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write context.md here.")] = None,
+    budget: Annotated[int, typer.Option(metavar="TOKENS", help="Budget, tokens.", min=1)] = 1500,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", metavar="FILE", help="Write context.md here.")
+    ] = None,
 ) -> None:
     """Print (or write) context.md: the four briefs and the latest learnings, with frontmatter."""
     memory_engine = open_engine_or_exit(engine)

@@ -1,9 +1,13 @@
 """``memory-core replay FILE``: a conversation file through ``AgentMemory``, turn by turn, jobs submitted.
 
 Formats: LoCoMo JSON (one agent per speaker), JSONL of ``{thread, role, content, at}`` and a ChatGPT export
-``conversations.json`` (one agent, ``--agent``). Each turn is a ``pre_turn`` (user) or ``post_turn``
-(assistant) with the file's timestamps; the jobs ``post_turn`` returns go to the workers through
-``JobQueue.submit``, or with ``--inline`` run in this process.
+``conversations.json`` (one agent, ``--agent``, talking with one user, ``--user``). Each turn is a
+``pre_turn`` (user) or ``post_turn`` (assistant) with the file's timestamps; the jobs ``post_turn`` returns go
+to the workers through ``JobQueue.submit``, or with ``--inline`` run in this process.
+
+The summary explains its counts: ``post_turn`` asks for a belief build every ``build_beliefs_every`` turns
+(and one per agent at the end), and a build identical to one still waiting shares its job, so "113 jobs
+submitted, 9 queued" is expected; beliefs appear as the workers run those builds (``memory-core status``).
 """
 
 from __future__ import annotations
@@ -16,7 +20,16 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from memory_core.cli import app
 from memory_core.cli._celery import BrokerOption, use_options
-from memory_core.cli._common import EngineOption, RootOption, console, fail, layout_for, open_engine_or_exit
+from memory_core.cli._common import (
+    EngineOption,
+    JobTally,
+    RootOption,
+    console,
+    fail,
+    layout_for,
+    open_engine_or_exit,
+    plural,
+)
 from memory_core.cli._jobs import open_queue
 from memory_core.engine import MemoryEngine
 from memory_core.errors import MemoryCoreError
@@ -37,9 +50,23 @@ def replay(
     file: Annotated[
         Path, typer.Argument(help="LoCoMo JSON, JSONL {thread, role, content, at}, or conversations.json.")
     ],
-    fmt: Annotated[FormatOption | None, typer.Option("--format", help="Default: detected.")] = None,
-    sample: Annotated[list[str] | None, typer.Option("--sample", help="LoCoMo sample ids (repeatable).")] = None,
-    agent: Annotated[str, typer.Option("--agent", "-a", help="The agent of chat formats.")] = "assistant",
+    fmt: Annotated[
+        FormatOption | None, typer.Option("--format", metavar="locomo|jsonl|chatgpt", help="Default: detected.")
+    ] = None,
+    sample: Annotated[
+        list[str] | None, typer.Option("--sample", metavar="ID", help="LoCoMo sample ids (repeatable).")
+    ] = None,
+    agent: Annotated[
+        str, typer.Option("--agent", "-a", metavar="ID", help="The agent (the assistant) of chat formats.")
+    ] = "assistant",
+    user: Annotated[
+        str | None,
+        typer.Option(
+            "--user",
+            metavar="NAME",
+            help="Who a chat file's user turns come from; default: its author name, else 'the user'.",
+        ),
+    ] = None,
     inline: Annotated[bool, typer.Option(help="Run jobs in this process instead of queueing them.")] = False,
     engine: EngineOption = None,
     broker: BrokerOption = None,
@@ -54,13 +81,14 @@ def replay(
     memory_engine = open_engine_or_exit(None)
     layout = layout_for(root)
     queue = None if inline else open_queue()
+    tally = None if queue is None else JobTally(queue)
     runner = BackgroundRunner(memory_engine, layout)
 
     def submit(job: BuildBeliefs | IngestBrain) -> object:
-        return runner.run(job) if queue is None else queue.submit(job)
+        return runner.run(job) if tally is None else tally.submit(job)
 
     try:
-        report = _run(conversations, memory_engine, layout, submit, agent)
+        report = _run(conversations, memory_engine, layout, submit, agent, user)
     except MemoryCoreError as exc:
         raise fail(str(exc)) from None
     finally:
@@ -68,19 +96,26 @@ def replay(
             queue.close()
         memory_engine.close()
     pre, post = report.pre_turn_ms, report.post_turn_ms
+    jobs = f"{plural(report.jobs, 'build_beliefs job')} run" if tally is None else tally.describe("build_beliefs job")
     console.print(
-        f"{report.turns} turns replayed for {', '.join(report.agents)}; {report.jobs} jobs "
-        f"{'run' if inline else 'queued'}; pre_turn p50 {percentile(pre, 50):.1f} ms, p99 {percentile(pre, 99):.1f} "
-        f"ms; post_turn p50 {percentile(post, 50):.1f} ms; log errors {len(report.log_errors)}"
+        f"{plural(report.turns, 'turn')} replayed for {', '.join(report.agents)}; {jobs}; pre_turn p50 "
+        f"{percentile(pre, 50):.1f} ms, p99 {percentile(pre, 99):.1f} ms; post_turn p50 {percentile(post, 50):.1f} "
+        f"ms; log errors {len(report.log_errors)}",
+        soft_wrap=True,
     )
 
 
 def _run(
-    conversations: ConversationFile, engine: MemoryEngine, layout: MemoryLayout, submit: Submit, agent: str
+    conversations: ConversationFile,
+    engine: MemoryEngine,
+    layout: MemoryLayout,
+    submit: Submit,
+    agent: str,
+    user: str | None,
 ) -> ReplayReport:
     with Progress(
         TextColumn("replaying"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
     ) as bar:
         task = bar.add_task("turns", total=len(conversations.turns))
-        replayer = Replayer(engine, layout, submit, agent_id=agent, on_turn=lambda _: bar.advance(task))
+        replayer = Replayer(engine, layout, submit, agent_id=agent, user_name=user, on_turn=lambda _: bar.advance(task))
         return replayer.replay(conversations)

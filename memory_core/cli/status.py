@@ -1,7 +1,11 @@
 """``memory-core status``: the engine, items by kind and scope, queues, running and dead jobs, last builds.
 
-Everything is read-only. A part that cannot be read (no worker answering, the broker down) is shown as such
-rather than failing the command; only an unusable engine URL exits non-zero (2).
+Everything is read-only. A part that cannot be read (no worker answering, the broker down) is shown as ``?``
+with the reason, rather than failing the command; only an unusable engine URL exits non-zero (2).
+
+Time is bounded: a Redis broker is probed first (one PING, ``PROBE_TIMEOUT_S`` to connect and to answer); when
+it does not answer, nothing else is asked of it (queue depths, running jobs and dead letters all live there)
+and status says why, and how many jobs wait in the local outbox to be published once it answers.
 """
 
 from __future__ import annotations
@@ -23,7 +27,12 @@ from memory_core.explore import ExploreRequest, Facet
 from memory_core.limits import MAX_SCAN_LIMIT
 from memory_core.settings import get_settings
 
-__all__ = ["status"]
+__all__ = ["PROBE_TIMEOUT_S", "status"]
+
+PROBE_TIMEOUT_S = 1.0
+"""Seconds the broker probe waits to connect, and then for the PING's answer."""
+ACTIVE_TIMEOUT_S = 1.0
+"""Seconds the workers get to answer "what are you running" (Celery remote control)."""
 
 
 def _ago(at: datetime | None, now: datetime) -> str:
@@ -54,20 +63,83 @@ def _scopes_table(scopes: list[BuildScope], limit: int) -> Table:
     return table
 
 
-def _jobs_view(monitor: Any, dead: Any) -> dict[str, Any]:
-    depths = monitor.queue_depths()
-    active = monitor.active(timeout_s=1.0)
-    running = None if active is None else sum(len(v) for v in active.values())
+def _jobs_view(settings: Any) -> dict[str, Any]:
+    """Queues, workers, running and dead jobs, the outbox, and a reason for every part that is unknown."""
+    from workers.stores import open_dead_letters, open_outbox
+
+    unknown: dict[str, str] = {}
     try:
-        dead_count: int | None = int(dead.count())
-    except Exception:  # the store may be unreachable: shown as unknown
-        dead_count = None
-    return {
-        "queues": depths,
-        "workers": None if active is None else sorted(active),
-        "running": running,
-        "dead_letters": dead_count,
+        outbox: int | None = open_outbox(settings).waiting()
+    except Exception as exc:  # a damaged outbox file must not fail status
+        outbox, unknown["outbox"] = None, f"{type(exc).__name__}: {exc}"
+    names = (settings.queue_beliefs, settings.queue_ingest, settings.queue_maintenance)
+    monitor = open_monitor()
+    probe = monitor.probe(PROBE_TIMEOUT_S)  # one bounded PING; the URL comes back without its password
+    reason = probe.reason
+    view: dict[str, Any] = {
+        "broker": {
+            "url": probe.url if settings.broker_url else "server-less",
+            "answering": probe.reachable,
+            "reason": reason,
+        },
+        "outbox": outbox,
+        "queues": dict.fromkeys(names, -1),
+        "workers": None,
+        "running": None,
+        "dead_letters": None,
+        "unknown": unknown,
     }
+    if not probe.reachable:
+        monitor.close()
+        for part in ("queues", "running", "dead_letters"):
+            unknown[part] = f"the broker is not answering ({reason})"
+        return view
+    try:
+        view["queues"] = monitor.queue_depths()
+        if any(v < 0 for v in view["queues"].values()):
+            unknown["queues"] = "the broker answered the probe but not the queue-length reads"
+        active = monitor.active(timeout_s=ACTIVE_TIMEOUT_S)
+    finally:
+        monitor.close()
+    if active is None:
+        unknown["running"] = f"no worker answered within {ACTIVE_TIMEOUT_S:g} s"
+    else:
+        view["workers"] = sorted(active)
+        view["running"] = sum(len(v) for v in active.values())
+    try:
+        view["dead_letters"] = int(open_dead_letters(settings, PROBE_TIMEOUT_S).count())
+    except Exception as exc:  # the dead-letter store may be unreachable: shown as unknown, with why
+        unknown["dead_letters"] = f"{type(exc).__name__}: {exc}"
+    return view
+
+
+def _jobs_line(jobs: dict[str, Any]) -> str:
+    """The ``jobs`` lines of the text output; every ``?`` is followed by its reason."""
+    unknown: dict[str, str] = jobs["unknown"]
+    broker = jobs["broker"]
+    lines = []
+    if not broker["answering"]:
+        lines.append(f"broker  {broker['url']} is not answering: {broker['reason']}")
+    queues = ", ".join(f"{k} {'?' if v < 0 else v}" for k, v in jobs["queues"].items())
+    if "queues" in unknown:
+        queues += f" (? = {unknown['queues']})" if broker["answering"] else " (?: broker not answering)"
+    running = "?" if jobs["running"] is None else str(jobs["running"])
+    if jobs["running"] is None:
+        running += f" ({unknown['running'] if broker['answering'] else 'broker not answering'})"
+    else:
+        running += f" ({len(jobs['workers'])} worker{'' if len(jobs['workers']) == 1 else 's'})"
+    dead = "?" if jobs["dead_letters"] is None else str(jobs["dead_letters"])
+    if jobs["dead_letters"] is None:
+        dead += f" ({unknown['dead_letters'] if broker['answering'] else 'broker not answering'})"
+    lines.append(f"jobs    queued: {queues}; running {running}; dead letters {dead}")
+    if jobs["outbox"] is None:
+        lines.append(f"outbox  ? ({unknown['outbox']})")
+    elif jobs["outbox"] or not broker["answering"]:
+        lines.append(
+            f"outbox  {jobs['outbox']} job{'' if jobs['outbox'] == 1 else 's'} waiting to be published (sent by a "
+            "submit once the broker answers, by a worker when it starts, or by beat)"
+        )
+    return "\n".join(lines)
 
 
 @app.command()
@@ -75,7 +147,7 @@ def status(
     engine: EngineOption = None,
     broker: BrokerOption = None,
     root: RootOption = None,
-    scopes: Annotated[int, typer.Option("--scopes", min=0, help="Scopes to list.")] = 20,
+    scopes: Annotated[int, typer.Option("--scopes", metavar="N", min=0, help="Scopes to list.")] = 20,
     as_json: Annotated[bool, typer.Option("--json", help="Print everything as JSON.")] = False,
 ) -> None:
     """Show the engine, items by kind and scope, queue depths, running and dead jobs, and the last build per scope."""
@@ -91,13 +163,7 @@ def status(
         stats: dict[str, Any] = getattr(memory_engine, "stats", dict)()
     finally:
         memory_engine.close()
-    from workers.stores import open_dead_letters
-
-    monitor = open_monitor()
-    try:
-        jobs = _jobs_view(monitor, open_dead_letters(get_settings()))
-    finally:
-        monitor.close()
+    jobs = _jobs_view(get_settings())
     if as_json:
         out = {
             "engine": descriptor.to_dict(),
@@ -111,17 +177,14 @@ def status(
         return
     console.print(
         f"engine  {escape(get_settings().engine)} ({descriptor.id}, consolidation {descriptor.consolidation.value}, "
-        f"{health.state.value}{': ' + escape(health.reason) if health.reason else ''})"
+        f"{health.state.value}{': ' + escape(health.reason) if health.reason else ''})",
+        soft_wrap=True,
     )
     items = ", ".join(f"{b.value} {b.count}" for b in kinds.buckets) or "none"
     extra = (
         f"; beliefs {stats['beliefs']} active, {stats.get('superseded', 0)} superseded" if "beliefs" in stats else ""
     )
     console.print(f"items   {kinds.total} ({items}){' (lower bound)' if kinds.truncated else ''}{extra}")
-    queues = ", ".join(f"{k} {'?' if v < 0 else v}" for k, v in jobs["queues"].items())
-    workers = "no worker answered" if jobs["workers"] is None else f"{len(jobs['workers'])} worker(s)"
-    running = "?" if jobs["running"] is None else jobs["running"]
-    dead = "?" if jobs["dead_letters"] is None else jobs["dead_letters"]
-    console.print(f"jobs    queued: {queues}; running {running} ({workers}); dead letters {dead}")
+    console.print(escape(_jobs_line(jobs)), soft_wrap=True)
     if scopes:
         console.print(_scopes_table(listed, scopes))

@@ -82,7 +82,7 @@ def load_brain(folder: Path | str) -> BrainFiles:
     jobs: list[IngestBrain] = []
     for result in iter_documents([root], source=BRAIN_SOURCE):
         if isinstance(result, Failed):
-            raise InvalidRequest(f"brain: {result.error.message}", field="brain")
+            raise InvalidRequest(result.error.message, field="brain")
         if isinstance(result, Converted):
             jobs.append(IngestBrain(documents=tuple(split_document(result.document)), collection=collection))
     if not jobs:

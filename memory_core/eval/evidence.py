@@ -36,11 +36,23 @@ class EvidenceParse:
     skipped: int = 0
 
 
-def parse_evidence(raw: Iterable[object]) -> EvidenceParse:
-    """Read a question's evidence list tolerantly (see the module docstring)."""
+def parse_evidence(raw: object) -> EvidenceParse:
+    """Read a question's evidence tolerantly (see the module docstring).
+
+    Args:
+        raw: A list of id strings, as in the data; a bare string (``"D1:1"``) is one entry, not a sequence of
+            characters; None is no evidence; any other value is one entry (counted as skipped unless its text
+            holds an id).
+    """
+    if raw is None:
+        values: list[object] = []
+    elif isinstance(raw, list | tuple):
+        values = list(raw)
+    else:
+        values = [raw]
     ids: list[str] = []
     repaired = skipped = 0
-    for value in raw:
+    for value in values:
         text = str(value).strip()
         found = [f"D{int(s)}:{int(t)}" for s, t in _DIA_ID.findall(text)]
         if not found:

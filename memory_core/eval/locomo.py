@@ -10,8 +10,10 @@ For each sample (conversation) the file is replayed through ``AgentMemory`` on a
 * ``bm25@pack``: BM25 given as many turns as the pack holds, the like-for-like baseline for the pack.
 
 Recall is the share of a question's evidence turns present (``evidence.py``); a belief in the pack covers
-the turns it was derived from. Category 5 (adversarial, no evidence to find) is left out, as almost every
-report on LoCoMo does (peers.md §3.1).
+the turns it was derived from. Questions are read by ``questions.read_questions``: a malformed one (no
+question text, a category that is not an integer, no readable evidence) is skipped and counted under its
+reason; category 5 (adversarial, no evidence to find) is left out, as almost every report on LoCoMo does
+(peers.md §3.1).
 
 With ``brain`` (``--brain DIR``), the folder's documents are also ingested into each sample's engine before
 the replay, the way the product does it (``eval.brain.load_brain``: converted, split into passages, stored by
@@ -33,7 +35,8 @@ from memory_core.engine import MemoryEngine
 from memory_core.engines import open_engine
 from memory_core.eval.baseline import Bm25Baseline
 from memory_core.eval.brain import BrainFiles, brain_bullets, ingest_brain, load_brain
-from memory_core.eval.evidence import RecallTally, covered_turns, evidence_recall, parse_evidence
+from memory_core.eval.evidence import RecallTally, covered_turns, evidence_recall
+from memory_core.eval.questions import EVAL_CATEGORIES, read_questions
 from memory_core.lifecycle.layout import MemoryLayout
 from memory_core.lifecycle.policy import RecallPolicy
 from memory_core.lifecycle.runner import BackgroundRunner
@@ -46,8 +49,6 @@ from memory_core.replay.formats import ConversationFile, load_conversations
 
 __all__ = ["EVAL_CATEGORIES", "EvalResult", "QuestionResult", "asking_agent", "pack_turns", "run_locomo_eval"]
 
-EVAL_CATEGORIES = (1, 2, 3, 4)
-"""LoCoMo categories with evidence to retrieve (5 is adversarial; peers.md §3.1)."""
 DEFAULT_KS = (5, 10, 20)
 """Top-k sizes the issue asks for."""
 
@@ -68,7 +69,11 @@ class QuestionResult:
 
 @dataclass
 class EvalResult:
-    """The whole evaluation: one tally per method, per-question rows, and what was skipped."""
+    """The whole evaluation: one tally per method, per-question rows, and what was skipped.
+
+    ``skipped_questions`` is the number of questions not scored for a fault of theirs, ``skip_reasons`` the
+    same split by reason; ``left_out`` counts the valid questions of category 5, which are not scored.
+    """
 
     engine: str
     budget_tokens: int
@@ -76,6 +81,8 @@ class EvalResult:
     tallies: dict[str, RecallTally] = field(default_factory=dict)
     questions: list[QuestionResult] = field(default_factory=list)
     skipped_questions: int = 0
+    skip_reasons: dict[str, int] = field(default_factory=dict)
+    left_out: int = 0
     evidence_repaired: int = 0
     evidence_skipped: int = 0
     turns: int = 0
@@ -98,6 +105,8 @@ class EvalResult:
             "brain": self.brain,
             "brain_items": self.brain_items,
             "skipped_questions": self.skipped_questions,
+            "skip_reasons": dict(sorted(self.skip_reasons.items())),
+            "left_out_category_5": self.left_out,
             "evidence_strings_repaired": self.evidence_repaired,
             "evidence_strings_skipped": self.evidence_skipped,
             "methods": [t.to_dict() for t in self.tallies.values()],
@@ -142,7 +151,7 @@ def _engine_for(url: str | None, workdir: Path, sample: str) -> MemoryEngine:
 
 
 def run_locomo_eval(
-    path: Path | str,
+    path: Path | str | ConversationFile,
     *,
     engine_url: str | None = None,
     samples: Iterable[str] | None = None,
@@ -150,19 +159,20 @@ def run_locomo_eval(
     ks: Sequence[int] = DEFAULT_KS,
     on_question: Callable[[QuestionResult], None] | None = None,
     on_sample: Callable[[str, int], None] | None = None,
-    brain: Path | str | None = None,
+    brain: Path | str | BrainFiles | None = None,
 ) -> EvalResult:
     """Replay each sample, then measure evidence recall per question (see the module docstring).
 
     Args:
-        path: A LoCoMo JSON file.
+        path: A LoCoMo JSON file, or one already read (``load_conversations(path, "locomo")``).
         engine_url: The engine to use; None opens a fresh SQLite file per sample in a temporary folder.
         samples: Sample ids to keep (all when None).
         budget_tokens: The pack budget, tokens of 4 characters.
         ks: The top-k sizes.
         on_question: Progress callback per question.
         on_sample: Progress callback per sample: (sample id, its number of questions).
-        brain: A folder of documents ingested into each sample's brain before its replay (None: no brain).
+        brain: A folder of documents ingested into each sample's brain before its replay, or one already read
+            (``load_brain``); None: no brain.
 
     Returns:
         The tallies per method, per question rows, and the skipped counts.
@@ -170,9 +180,9 @@ def run_locomo_eval(
     Raises:
         InvalidRequest: an unreadable file, an unknown sample, or a brain folder that cannot be converted.
     """
-    data: ConversationFile = load_conversations(path, "locomo", samples)
+    data = path if isinstance(path, ConversationFile) else load_conversations(path, "locomo", samples)
     ks = tuple(sorted(set(ks)))
-    files = load_brain(brain) if brain is not None else None
+    files = brain if isinstance(brain, BrainFiles) or brain is None else load_brain(brain)
     result = EvalResult(engine=engine_url or "sqlite (fresh file per sample)", budget_tokens=budget_tokens, ks=ks)
     if files is not None:
         result.brain, result.brain_items = str(files.folder), files.documents
@@ -219,17 +229,17 @@ def _eval_sample(
     result.items += len(report.refs)
     bm25 = Bm25Baseline([(t.ref or "", t.text) for t in conv.turns if t.ref])
     conversations = MetaFilter(reach=Reach.subtree(layout.root), kinds=(ItemKind.CONVERSATION,))
-    wanted = [q for q in qa if q.get("category") in EVAL_CATEGORIES]
+    read = read_questions(qa)
+    result.evidence_repaired += read.evidence_repaired
+    result.evidence_skipped += read.evidence_skipped
+    result.left_out += read.left_out
+    for reason, count in read.skipped.items():
+        result.skip_reasons[reason] = result.skip_reasons.get(reason, 0) + count
+        result.skipped_questions += count
     if on_sample is not None:
-        on_sample(sample, len(wanted))
-    for q in wanted:
-        parsed = parse_evidence(q.get("evidence", []))
-        result.evidence_repaired += parsed.repaired
-        result.evidence_skipped += parsed.skipped
-        if not parsed.ids:
-            result.skipped_questions += 1
-            continue
-        question, category = str(q["question"]), int(q["category"])
+        on_sample(sample, len(read.questions))
+    for q in read.questions:
+        parsed, question, category = q.evidence, q.text, q.category
         pack = replayer.agent(asking_agent(question, conv.speakers)).recall(question)
         held = pack_turns(pack, report.refs)
         recalls = {"pack": evidence_recall(parsed.ids, held)}

@@ -1,9 +1,15 @@
 """Drive a parsed conversation file through ``AgentMemory``: ``pre_turn`` and ``post_turn`` per turn.
 
 Chat formats (JSONL, ChatGPT) have one agent: a ``user`` turn is a ``pre_turn``, an ``assistant`` turn a
-``post_turn``. LoCoMo has two people and one agent per speaker: each turn is the speaker's ``pre_turn`` (their
-own message, logged as a user turn at their agent's node, with ``observed_actor`` naming them) and, for every
-other speaker, a ``post_turn`` (the message as heard by their agent). So each agent's history holds the whole
+``post_turn``. The agent is the assistant (``agent_id``, default ``assistant``) and the user is another person,
+so a user turn carries ``observed_actor`` naming them (contract: "who said it, when that is not the owner"):
+the name given (``user_name``), else the export's author name, else ``the user``. Beliefs name the person
+from ``observed_actor``, so "I am planning a trip" becomes "The user is planning a trip", never "Assistant is
+…" (the agent id is what they fall back on without one).
+
+LoCoMo has two people and one agent per speaker: each turn is the speaker's ``pre_turn`` (their own message,
+logged as a user turn at their agent's node, with ``observed_actor`` naming them) and, for every other
+speaker, a ``post_turn`` (the message as heard by their agent). So each agent's history holds the whole
 dialogue, and beliefs (distilled from user turns) hold what each person said of themself.
 
 Turn indices count per (agent, thread), and every turn carries its file time (``at``). Jobs that ``post_turn``
@@ -27,15 +33,28 @@ from memory_core.meta import ObservedActor
 from memory_core.namespace import sanitize_segment_id
 from memory_core.replay.formats import ConversationFile, ReplayTurn
 
-__all__ = ["ReplayReport", "Replayer", "Submit", "agent_id_for"]
+__all__ = ["DEFAULT_USER", "ReplayReport", "Replayer", "Submit", "agent_id_for", "user_actor"]
 
 Submit = Callable[[BuildBeliefs | IngestBrain], object]
 """Where jobs go: ``JobQueue.submit`` or a local runner; the return value is ignored."""
 
 
+DEFAULT_USER = "the user"
+"""Who a chat file's user turns come from when neither the caller nor the file names them."""
+
+
 def agent_id_for(speaker: str) -> str:
     """The agent id for a speaker's name (``"Caroline"`` → ``"caroline"``), sanitised as a segment id."""
     return sanitize_segment_id(speaker.strip().lower().replace(" ", "-") or "speaker")
+
+
+def user_actor(name: str) -> ObservedActor:
+    """The ``observed_actor`` of a chat user's turns: ``{id: "user:<slug>", name}``.
+
+    ``"the user"`` gives ``user:the-user``; the name is kept as given, so beliefs read ``The user …`` or
+    ``Priya …``.
+    """
+    return ObservedActor(id=f"user:{agent_id_for(name)}", name=name.strip() or DEFAULT_USER)
 
 
 @dataclass
@@ -69,7 +88,9 @@ class Replayer:
         layout: Where the agents live.
         submit: Receives every job ``post_turn`` returns (and the final history builds).
         policy: Recall policy for every agent (default ``RecallPolicy.from_settings()``).
-        agent_id: The agent of chat formats (JSONL, ChatGPT).
+        agent_id: The agent of chat formats (JSONL, ChatGPT): the assistant whose memory the turns fill.
+        user_name: Who the user turns of chat formats come from; None: the file's author name when it has one
+            (a ChatGPT ``author.name``), else ``DEFAULT_USER``.
         on_turn: Called after each turn with the running report (progress bars).
     """
 
@@ -81,6 +102,7 @@ class Replayer:
         *,
         policy: RecallPolicy | None = None,
         agent_id: str = "assistant",
+        user_name: str | None = None,
         on_turn: Callable[[ReplayReport], None] | None = None,
     ) -> None:
         self._engine = engine
@@ -88,6 +110,7 @@ class Replayer:
         self._submit = submit
         self._policy = policy or RecallPolicy.from_settings()
         self._chat_agent = agent_id
+        self._user_name = user_name.strip() if user_name and user_name.strip() else None
         self._on_turn = on_turn
         self._agents: dict[str, AgentMemory] = {}
         self._next_index: dict[tuple[str, str], int] = defaultdict(int)
@@ -118,7 +141,7 @@ class Replayer:
                 listeners = [a for a in people[turn.conversation] if a != agent_id_for(turn.speaker)]
                 self._locomo_turn(turn, listeners, report)
             elif turn.role == "user":
-                self._pre_turn(self._chat_agent, turn, None, report)
+                self._pre_turn(self._chat_agent, turn, self._chat_user(turn), report)
             else:
                 self._post_turn(self._chat_agent, turn, report)
             report.turns += 1
@@ -128,6 +151,10 @@ class Replayer:
             self._submit(self.agent(agent_id).history_build())
             report.jobs += 1
         return report
+
+    def _chat_user(self, turn: ReplayTurn) -> ObservedActor:
+        named = turn.speaker if turn.speaker not in ("user", "assistant") else None
+        return user_actor(self._user_name or named or DEFAULT_USER)
 
     def _locomo_turn(self, turn: ReplayTurn, listeners: Iterable[str], report: ReplayReport) -> None:
         speaker = agent_id_for(turn.speaker)

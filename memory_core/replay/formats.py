@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -101,13 +101,36 @@ def _speakers(turns: Iterable[ReplayTurn]) -> list[str]:
     return list(dict.fromkeys(t.speaker for t in turns))
 
 
+def _locomo_turn(turn: Any, where: str, sample_id: str, number: int, at: datetime | None) -> ReplayTurn | None:
+    """One LoCoMo turn object as a ``ReplayTurn`` (None for a blank one)."""
+    if not isinstance(turn, dict):
+        raise InvalidRequest(f"a turn is a JSON object, got {type(turn).__name__}", field=where)
+    text = str(turn.get("text") or "").strip()
+    if not text:
+        return None
+    caption = turn.get("blip_caption")
+    if caption:
+        text = f"{text} [shares a photo: {caption}]"
+    ref = turn.get("dia_id")
+    return ReplayTurn(
+        thread_id=f"{sample_id}-s{number}",
+        role="user",
+        speaker=str(turn.get("speaker") or "unknown"),
+        text=text,
+        at=at,
+        ref=None if ref is None else str(ref),
+        conversation=sample_id,
+    )
+
+
 def parse_locomo(data: Any, samples: Iterable[str] | None = None) -> ConversationFile:
     """Read LoCoMo JSON (a list of samples, or one sample) into turns; ``samples`` keeps only those ids.
 
     Threads are named ``<sample_id>-s<session>``; each turn's ``at`` is its session's time.
 
     Raises:
-        InvalidRequest: the data is not LoCoMo-shaped, or a named sample is missing.
+        InvalidRequest: the data is not LoCoMo-shaped (the field names the place: ``samples.0.session_2.3``),
+            or a named sample is missing.
     """
     rows = data if isinstance(data, list) else [data]
     wanted = set(samples) if samples is not None else None
@@ -124,27 +147,19 @@ def parse_locomo(data: Any, samples: Iterable[str] | None = None) -> Conversatio
         )
         for number, key in sessions:
             when_text = conv.get(f"{key}_date_time")
-            at = parse_locomo_datetime(when_text) if isinstance(when_text, str) else None
-            for turn in conv[key]:
-                text = str(turn.get("text", "")).strip()
-                if not text:
-                    continue
-                caption = turn.get("blip_caption")
-                if caption:
-                    text = f"{text} [shares a photo: {caption}]"
-                out.turns.append(
-                    ReplayTurn(
-                        thread_id=f"{sample_id}-s{number}",
-                        role="user",
-                        speaker=str(turn.get("speaker", "unknown")),
-                        text=text,
-                        at=at,
-                        ref=turn.get("dia_id"),
-                        conversation=sample_id,
-                    )
-                )
+            try:
+                at = parse_locomo_datetime(when_text) if isinstance(when_text, str) else None
+            except InvalidRequest as exc:
+                raise InvalidRequest(exc.message, field=f"samples.{i}.{key}_date_time") from None
+            for j, raw in enumerate(conv[key]):
+                turn = _locomo_turn(raw, f"samples.{i}.{key}.{j}", sample_id, number, at)
+                if turn is not None:
+                    out.turns.append(turn)
+        qa = sample.get("qa", [])
+        if not isinstance(qa, list):
+            raise InvalidRequest(f"qa is a list of questions, got {type(qa).__name__}", field=f"samples.{i}.qa")
         out.samples.append(sample_id)
-        out.qa[sample_id] = list(sample.get("qa", []))
+        out.qa[sample_id] = list(qa)
     if wanted is not None and (missing := wanted - set(out.samples)):
         raise InvalidRequest(f"no LoCoMo sample named {sorted(missing)}", field="sample")
     out.speakers = _speakers(out.turns)
@@ -152,15 +167,24 @@ def parse_locomo(data: Any, samples: Iterable[str] | None = None) -> Conversatio
 
 
 def _parse_at(value: Any, where: str) -> datetime | None:
+    """A file's time as UTC: RFC 3339 text (no offset = UTC) or Unix seconds; None when absent.
+
+    Raises:
+        InvalidRequest: a boolean, a number outside the years 1-9999, or text that is not a time (``where``).
+    """
     if value is None or value == "":
         return None
-    if isinstance(value, int | float):
-        return datetime.fromtimestamp(float(value), tz=UTC)
+    if isinstance(value, bool):  # JSON true/false is not a time (Python would read True as 1970-01-01T00:00:01)
+        raise InvalidRequest(f"a time is RFC 3339 text or Unix seconds, got {json.dumps(value)}", field=where)
     try:
-        parsed = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    except ValueError:
-        raise InvalidRequest(f"unreadable time {value!r}", field=where) from None
-    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+        if isinstance(value, int | float):
+            return datetime.fromtimestamp(float(value), tz=UTC)
+        if not isinstance(value, str):
+            raise ValueError(value)
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+    except (ValueError, OverflowError, OSError):  # OverflowError/OSError: seconds past year 9999 (or below 1)
+        raise InvalidRequest(f"unreadable time {value!r} (RFC 3339 text or Unix seconds)", field=where) from None
 
 
 def _role(value: Any, where: str) -> Literal["user", "assistant"]:
@@ -204,34 +228,62 @@ def parse_jsonl(lines: Iterable[str]) -> ConversationFile:
 
 
 def _chatgpt_text(message: dict[str, Any]) -> str:
-    content = message.get("content") or {}
-    parts = content.get("parts") or []
-    texts = [p for p in parts if isinstance(p, str)]
+    content = message.get("content")
+    if not isinstance(content, dict):
+        return ""
+    parts = content.get("parts")
+    texts = [p for p in parts if isinstance(p, str)] if isinstance(parts, list) else []
     if not texts and isinstance(content.get("text"), str):
         texts = [content["text"]]
     return "\n".join(t for t in texts if t.strip()).strip()
 
 
-def _chatgpt_branch(conv: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    mapping = conv.get("mapping") or {}
-    node_id = conv.get("current_node")
-    chain: list[dict[str, Any]] = []
+def _chatgpt_branch(mapping: dict[str, Any], node_id: Any, where: str) -> list[tuple[str, dict[str, Any]]]:
+    """(node id, node) from the root to ``node_id`` (the active branch); a cycle stops the walk."""
+    chain: list[tuple[str, dict[str, Any]]] = []
     seen: set[str] = set()
     while isinstance(node_id, str) and node_id in mapping and node_id not in seen:
         seen.add(node_id)
         node = mapping[node_id]
-        chain.append(node)
+        if not isinstance(node, dict):
+            raise InvalidRequest(f"a node is a JSON object, got {type(node).__name__}", field=f"{where}.{node_id}")
+        chain.append((node_id, node))
         node_id = node.get("parent")
-    return iter(chain[::-1])
+    return chain[::-1]
+
+
+def _chatgpt_turn(message: dict[str, Any], thread: str, where: str) -> ReplayTurn | None:
+    author = message.get("author")
+    raw_role = author.get("role") if isinstance(author, dict) else None
+    if raw_role not in ("user", "assistant"):
+        return None
+    role = _role(raw_role, f"{where}.author.role")
+    text = _chatgpt_text(message)
+    if not text:
+        return None
+    name = author.get("name") if isinstance(author, dict) else None
+    speaker = name.strip() if role == "user" and isinstance(name, str) and name.strip() else role
+    ref = message.get("id")
+    return ReplayTurn(
+        thread_id=thread,
+        role=role,
+        speaker=speaker,
+        text=text,
+        at=_parse_at(message.get("create_time"), f"{where}.create_time"),
+        ref=None if ref is None else str(ref),
+    )
 
 
 def parse_chatgpt_export(data: Any) -> ConversationFile:
     """Read a ChatGPT ``conversations.json``: the active branch of each conversation, user and assistant text.
 
-    System, tool and empty messages are skipped; a conversation without ``current_node`` is skipped.
+    ``create_time`` (Unix seconds) becomes each turn's ``at``; a user message's ``author.name``, when the export
+    has one, its ``speaker``. System, tool and empty messages are skipped; a conversation without
+    ``current_node`` is skipped.
 
     Raises:
-        InvalidRequest: the data is not a list of conversation objects.
+        InvalidRequest: the data is not a list of conversation objects, or a node or time is malformed (the
+            field names it: ``conversations.0.mapping.<node>.message.create_time``).
     """
     if not isinstance(data, list):
         raise InvalidRequest("a ChatGPT export is a list of conversations", field="conversations")
@@ -239,27 +291,16 @@ def parse_chatgpt_export(data: Any) -> ConversationFile:
     for i, conv in enumerate(data):
         if not isinstance(conv, dict) or "mapping" not in conv:
             raise InvalidRequest("not a conversation object", field=f"conversations.{i}")
+        mapping = conv.get("mapping") or {}
+        if not isinstance(mapping, dict):
+            raise InvalidRequest("mapping is a JSON object of nodes", field=f"conversations.{i}.mapping")
         thread = str(conv.get("conversation_id") or conv.get("id") or f"chatgpt-{i}")
-        for node in _chatgpt_branch(conv):
+        for node_id, node in _chatgpt_branch(mapping, conv.get("current_node"), f"conversations.{i}.mapping"):
             message = node.get("message")
-            if not isinstance(message, dict):
-                continue
-            role = (message.get("author") or {}).get("role")
-            if role not in ("user", "assistant"):
-                continue
-            text = _chatgpt_text(message)
-            if not text:
-                continue
-            out.turns.append(
-                ReplayTurn(
-                    thread_id=thread,
-                    role=role,
-                    speaker=role,
-                    text=text,
-                    at=_parse_at(message.get("create_time"), f"conversations.{i}.create_time"),
-                    ref=message.get("id"),
-                )
-            )
+            if isinstance(message, dict):
+                turn = _chatgpt_turn(message, thread, f"conversations.{i}.mapping.{node_id}.message")
+                if turn is not None:
+                    out.turns.append(turn)
     out.speakers = _speakers(out.turns)
     return out
 
@@ -279,20 +320,46 @@ def load_conversations(
     """Read a conversation file in any supported format (detected when ``fmt`` is None).
 
     Raises:
-        InvalidRequest: a missing, unreadable or malformed file (the message names it).
+        InvalidRequest: a missing, unreadable or malformed file, or one with no turn to replay (the message
+            names the file, and ``field`` the place in it).
     """
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise InvalidRequest(f"cannot read {p}: {exc}", field="file") from None
+        raise _file_error(f"cannot read {p}: {exc}") from None
     kind = fmt or detect_format(p, text[:4096])
     try:
         if kind == "jsonl":
-            return parse_jsonl(text.splitlines())
-        data = json.loads(text)
+            parsed = parse_jsonl(text.splitlines())
+        else:
+            data = json.loads(text)
+            parsed = parse_chatgpt_export(data) if kind == "chatgpt" else parse_locomo(data, samples)
     except json.JSONDecodeError as exc:
-        raise InvalidRequest(f"{p.name} is not JSON: {exc.msg} (line {exc.lineno})", field="file") from None
+        raise _file_error(f"{p.name} is not JSON: {exc.msg} (line {exc.lineno})") from None
     except InvalidRequest as exc:
-        raise InvalidRequest(f"{p.name}: {exc.message}", field=exc.field) from None
-    return parse_chatgpt_export(data) if kind == "chatgpt" else parse_locomo(data, samples)
+        raise _in_file(p, exc) from None
+    if not parsed.turns:
+        raise _file_error(f"{p.name} holds no turn to replay (read as {kind}: {_EMPTY[kind]})")
+    return parsed
+
+
+_EMPTY: dict[str, str] = {
+    "locomo": "no session holds a turn with text",
+    "jsonl": "no line holds a {thread, role, content} object",
+    "chatgpt": "no conversation's active branch holds a user or assistant message with text",
+}
+
+
+def _file_error(message: str) -> InvalidRequest:
+    """An error about the file as a whole: ``field`` is ``"file"``; the message names the file itself."""
+    error = InvalidRequest(message)
+    error.field = "file"
+    return error
+
+
+def _in_file(path: Path, exc: InvalidRequest) -> InvalidRequest:
+    """``exc`` with the file's name in front of its message, once; ``field`` is kept."""
+    named = InvalidRequest(f"{path.name}: {exc.message}")
+    named.field = exc.field
+    return named

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from memory_core import BeliefsRequest, ListRequest, Reach
 from memory_core.cli import load_commands
 from memory_core.settings import get_settings
 
 runner = CliRunner()
 app = load_commands()
-PEPS = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "docs" / "peps"
 
 
 @pytest.fixture
@@ -51,7 +51,7 @@ def chat(tmp_path: Path) -> Path:
 def test_replay_inline_then_recall_finds_the_turns(env: dict[str, str], chat: Path) -> None:
     result = invoke(env, "replay", str(chat), "--inline", "--agent", "helper")
     assert result.exit_code == 0, result.output
-    assert "3 turns replayed for helper" in result.output
+    assert "3 turns replayed for helper; 1 build_beliefs job run" in result.output
     result = invoke(env, "recall", "Where do I live now?", "--agent", "helper")
     assert result.exit_code == 0, result.output
     assert "Lisbon" in result.output and "# Memory" in result.output
@@ -69,10 +69,11 @@ def test_context_writes_context_md(env: dict[str, str], chat: Path, tmp_path: Pa
     assert text.startswith("---\ngenerated_at: ") and "# Context" in text
 
 
-def test_ingest_queues_jobs_and_status_shows_them_waiting(env: dict[str, str]) -> None:
-    result = invoke(env, "ingest", str(PEPS / "pep-0008.rst"), str(PEPS / "pep-0020.rst"), "--collection", "peps")
+def test_ingest_queues_jobs_and_status_shows_them_waiting(env: dict[str, str], data_dir: Path) -> None:
+    peps = data_dir / "docs" / "peps"
+    result = invoke(env, "ingest", str(peps / "pep-0008.rst"), str(peps / "pep-0020.rst"), "--collection", "peps")
     assert result.exit_code == 0, result.output
-    match = re.search(r"2 documents in (\d+) ingest_brain jobs? queued", result.output)
+    match = re.search(r"2 documents split into \d+ passages; (\d+) ingest_brain jobs? queued", result.output)
     assert match, result.output
     result = invoke(env, "status", "--json")
     assert result.exit_code == 0, result.output
@@ -89,7 +90,7 @@ def test_ingest_reports_a_bad_file_and_exits_1(env: dict[str, str], tmp_path: Pa
     result = invoke(env, "ingest", str(good), str(bad))
     assert result.exit_code == 1
     assert "failed" in result.output and "bad.txt" in result.output
-    assert re.search(r"1 document in \d+ ingest_brain jobs? queued", result.output), result.output
+    assert re.search(r"1 document split into 1 passage; 1 ingest_brain job queued", result.output), result.output
 
 
 def test_ingest_of_nothing_usable_exits_1(env: dict[str, str], tmp_path: Path) -> None:
@@ -161,3 +162,154 @@ def test_conformance_on_a_corrupt_file_exits_2_and_leaves_it_untouched(env: dict
     assert result.exit_code == 2
     assert "corrupt.db" in result.output
     assert bad.read_bytes() == b"not a database at all"
+
+
+def _chatgpt_export(path: Path) -> Path:
+    def node(node_id: str, parent: str | None, role: str, text: str, t: float) -> dict[str, object]:
+        message = {"id": f"m-{node_id}", "author": {"role": role}, "create_time": t, "content": {"parts": [text]}}
+        return {"id": node_id, "parent": parent, "children": [], "message": message}
+
+    mapping = {
+        "u1": node("u1", None, "user", "I am planning a trip to Kyoto in April.", 1_709_373_600),
+        "a1": node("a1", "u1", "assistant", "Kyoto is lovely in spring.", 1_709_373_660),
+    }
+    path.write_text(json.dumps([{"conversation_id": "c-1", "mapping": mapping, "current_node": "a1"}]))
+    return path
+
+
+def test_a_replayed_chatgpt_export_is_the_users_words_to_the_assistant(env: dict[str, str], tmp_path: Path) -> None:
+    export = _chatgpt_export(tmp_path / "conversations.json")
+    result = invoke(env, "replay", str(export), "--inline")
+    assert result.exit_code == 0, result.output
+    assert "2 turns replayed for assistant; 1 build_beliefs job run" in result.output
+    from memory_core.engines import open_engine
+
+    engine = open_engine(env["MEMORY_CORE_ENGINE"])
+    try:
+        listed = engine.list(ListRequest(limit=10)).items
+        built = [h.text for h in engine.beliefs(BeliefsRequest(reach=Reach.subtree(), limit=20))]
+    finally:
+        engine.close()
+    actors = {h.text.split(":")[0]: h.meta.observed_actor for h in listed}
+    assert actors["assistant"] is None  # the agent's own words
+    assert actors["user"] is not None and (actors["user"].id, actors["user"].name) == ("user:the-user", "the user")
+    assert any("The user is planning a trip to Kyoto in April" in text for text in built), built
+    assert not any(text.startswith("Assistant is") for text in built), built
+    result = invoke(env, "recall", "trip", "--json")
+    pack = json.loads(result.output)
+    assert "Assistant is" not in pack["markdown"]
+    assert "[2024-03-02 10:00] user: I am planning a trip" in pack["markdown"]  # create_time became the turn's at
+    assert invoke(env, "replay", str(export), "--inline", "--user", "Priya").exit_code == 0
+
+
+def test_a_replayed_locomo_file_gives_one_agent_per_speaker(env: dict[str, str], tiny_data_dir: Path) -> None:
+    locomo = tiny_data_dir / "locomo" / "locomo_dev.json"
+    result = invoke(env, "replay", str(locomo), "--inline")
+    assert result.exit_code == 0, result.output
+    assert "8 turns replayed for ann, bo; 2 build_beliefs jobs run" in result.output
+    result = invoke(env, "recall", "What is the name of my cat?", "--agent", "ann")
+    assert "Luna" in result.output
+
+
+def test_queued_replay_says_how_many_builds_folded_into_one_job(env: dict[str, str], tiny_data_dir: Path) -> None:
+    locomo = tiny_data_dir / "locomo" / "locomo_dev.json"
+    result = invoke({**env, "MEMORY_CORE_BUILD_BELIEFS_EVERY": "1"}, "replay", str(locomo))
+    assert result.exit_code == 0, result.output
+    # each agent hears 4 replies (a build after each) and gets a final build: 10 triggers for 2 scopes
+    assert "10 build_beliefs jobs submitted, 2 queued (a build identical to one still waiting shares its job)" in (
+        result.output
+    )
+    status = json.loads(invoke(env, "status", "--json").output)
+    assert status["jobs"]["queues"]["beliefs"] == 2
+
+
+def test_ingest_says_when_its_jobs_were_parked_because_the_broker_is_down(env: dict[str, str], tmp_path: Path) -> None:
+    doc = tmp_path / "notes.md"
+    doc.write_text("# Notes\n\nRefunds take five days.")
+    down = {**env, "MEMORY_CORE_BROKER_URL": "redis://127.0.0.1:1/0", "MEMORY_CORE_PUBLISH_TIMEOUT_S": "0.5"}
+    result = invoke(down, "ingest", str(doc))
+    assert result.exit_code == 0, result.output
+    assert "1 ingest_brain job submitted, 0 queued, 1 parked in the outbox (the broker did not answer" in result.output
+    assert "1 ingest_brain job queued" not in result.output
+
+
+def test_status_with_the_broker_down_gives_a_reason_for_every_unknown_and_the_outbox(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    doc = tmp_path / "notes.md"
+    doc.write_text("# Notes\n\nRefunds take five days.")
+    down = {**env, "MEMORY_CORE_BROKER_URL": "redis://u:s3cret@127.0.0.1:1/0", "MEMORY_CORE_PUBLISH_TIMEOUT_S": "0.5"}
+    assert invoke(down, "ingest", str(doc)).exit_code == 0  # parked
+    result = invoke(down, "status", "--json")
+    assert result.exit_code == 0, result.output
+    jobs = json.loads(result.output)["jobs"]
+    assert jobs["broker"]["answering"] is False and "ConnectionError" in jobs["broker"]["reason"]
+    assert jobs["broker"]["url"] == "redis://:***@127.0.0.1:1/0"
+    assert jobs["outbox"] == 1
+    assert set(jobs["unknown"]) == {"queues", "running", "dead_letters"}
+    assert all("the broker is not answering (ConnectionError" in why for why in jobs["unknown"].values())
+    text = invoke(down, "status").output
+    assert "broker  redis://:***@127.0.0.1:1/0 is not answering: ConnectionError" in text
+    assert "running ? (broker not answering); dead letters ? (broker not answering)" in text
+    assert "outbox  1 job waiting to be published" in text
+    assert "s3cret" not in text
+
+
+def test_recall_refuses_a_budget_below_one(env: dict[str, str]) -> None:
+    result = invoke(env, "recall", "hello", "--budget", "0")
+    assert result.exit_code == 2
+    assert "--budget" in result.output
+
+
+def test_replay_of_a_file_with_no_turns_exits_2(env: dict[str, str], tmp_path: Path) -> None:
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n")
+    result = invoke(env, "replay", str(empty), "--inline")
+    assert result.exit_code == 2
+    assert "empty.jsonl holds no turn to replay" in result.output
+    assert "0 turns replayed" not in result.output
+
+
+def test_eval_of_a_broken_file_is_one_error_without_a_progress_bar(env: dict[str, str], tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps([{"sample_id": "x", "conversation": {"session_1": [5]}}]))
+    result = invoke(env, "eval", "locomo", str(bad))
+    assert result.exit_code == 2
+    assert result.output.strip() == "invalid request: bad.json: samples.0.session_1.0: a turn is a JSON object, got int"
+
+
+def test_eval_counts_the_questions_it_skipped_by_reason(env: dict[str, str], tmp_path: Path) -> None:
+    sample = json.loads((Path(__file__).parents[1] / "fixtures/tiny_data/locomo/locomo_dev.json").read_text())[0]
+    sample["qa"] += [{"evidence": ["D1:1"], "category": 1}, {"question": "Text category?", "category": "1"}]
+    data, out = tmp_path / "odd.json", tmp_path / "eval.json"
+    data.write_text(json.dumps([sample]))
+    result = invoke(env, "eval", "locomo", str(data), "--json", str(out), "--k", "1")
+    assert result.exit_code == 0, result.output
+    assert "4 questions scored; skipped 2 (1 category is not an integer, 1 question missing or blank); " in (
+        result.output
+    )
+    assert "1 of category 5 left out" in result.output
+    written = json.loads(out.read_text())
+    assert written["skip_reasons"] == {"category is not an integer": 1, "question missing or blank": 1}
+
+
+@pytest.mark.parametrize(
+    ("command", "shown"),
+    [
+        ([], ["--help  Show this message and exit."]),
+        (["demo"], ["--sample ID", "--timeout SECONDS", "--keep / --no-keep", "-b, --broker URL"]),
+        (["replay"], ["--sample ID", "-a, --agent ID", "--user NAME", "-e, --engine URL", "--root NAMESPACE"]),
+        (["ingest"], ["--source SOURCE", "--collection NAME", "-e, --engine URL"]),
+        (["recall"], ["--budget TOKENS", "-a, --agent ID", "--json "]),
+        (["status"], ["--scopes N", "--json "]),
+        (["eval", "locomo"], ["--budget TOKENS", "--k K", "--json FILE", "--brain DIR", "-e, --engine URL"]),
+    ],
+)
+def test_help_names_what_each_option_takes_and_no_type_beside_a_flag(
+    env: dict[str, str], command: list[str], shown: list[str]
+) -> None:
+    result = invoke(env, *command, "--help")
+    assert result.exit_code == 0, result.output
+    assert "<bool>" not in result.output
+    for text in shown:
+        assert text in result.output, (text, result.output)

@@ -1,0 +1,82 @@
+"""``make bench`` / ``python -m bench.run``: each suite's rows have the table's shape, on the tiny data folder.
+
+Shape only: names, units, finite values, baselines where a suite promises one. No figure is asserted (speed
+belongs to bench/, not to tests).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from bench import locomo_bench, sqlite_bench
+from bench.common import Row, print_table
+from memory_core.settings import get_settings
+
+TINY = sqlite_bench.Sizes(
+    pre_turn=(20, 40), reference=frozenset({20}), calls=3, store_calls=3, store_held=20, build=(20, 40), build_new=5
+)
+
+
+@pytest.fixture
+def tiny_data(monkeypatch: pytest.MonkeyPatch, tiny_data_dir: Path) -> Path:
+    monkeypatch.setenv("MEMORY_CORE_DATA_DIR", str(tiny_data_dir))
+    get_settings.cache_clear()
+    return tiny_data_dir
+
+
+def _finite(row: Row) -> bool:
+    return math.isfinite(row.value) and (row.baseline is None or math.isfinite(row.baseline))
+
+
+def test_the_sqlite_rows_read_the_data_dir_setting_and_have_the_tables_shape(tiny_data: Path) -> None:
+    rows = sqlite_bench.run(sizes=TINY)
+    assert [(r.bench, r.setup, r.unit) for r in rows] == [
+        ("pre_turn p50", "sqlite, 20 turns", "ms"),
+        ("pre_turn p99", "sqlite, 20 turns", "ms"),
+        ("pre_turn p50", "sqlite, 40 turns", "ms"),
+        ("pre_turn p99", "sqlite, 40 turns", "ms"),
+        ("store_with p50", "sqlite accepted, 20 held", "ms"),
+        ("store_with p99", "sqlite accepted, 20 held", "ms"),
+        ("consolidate 5 new turns", "scope holding 40", "ms"),
+    ]
+    assert all(_finite(r) and r.value > 0 for r in rows)
+    assert [r.baseline_name for r in rows[:3]] == ["reference engine", "reference engine", "sqlite at 20"]
+    assert rows[3].baseline is None  # p99 growth has no like-for-like baseline
+    assert rows[-1].baseline_name == "scope holding 20" and rows[-1].baseline is not None
+
+
+def test_the_locomo_rows_have_the_tables_shape(tiny_data: Path) -> None:
+    rows = locomo_bench.run(quick=True, sample="tiny-1")
+    assert [r.bench for r in rows] == [
+        "evidence recall, pack (1200 tok)",
+        "evidence recall, fetch@5",
+        "evidence recall, fetch@10",
+        "evidence recall, fetch@20",
+        "pre_turn p50 during replay",
+        "pre_turn p99 during replay",
+    ]
+    assert rows[0].setup == "LoCoMo tiny-1, 4 questions" and rows[-1].setup == "replay tiny-1, 8 turns"
+    assert all(_finite(r) and r.baseline is not None for r in rows)
+    assert all(0 <= r.value <= 100 and r.unit == "%" for r in rows[:4])
+
+
+def test_a_missing_data_dir_is_named_with_the_variable(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("MEMORY_CORE_DATA_DIR", str(tmp_path / "nowhere"))
+    get_settings.cache_clear()
+    for suite in (lambda: sqlite_bench.run(sizes=TINY), lambda: locomo_bench.run(quick=True)):
+        with pytest.raises(FileNotFoundError, match="MEMORY_CORE_DATA_DIR"):
+            suite()
+
+
+def test_the_table_has_one_line_per_row_and_six_columns(capsys: pytest.CaptureFixture[str]) -> None:
+    rows = [Row("a p50", "x", 1.5, "ms", 3.0, "base"), Row("b", "y", 250.0, "jobs/s")]
+    text = print_table(rows, title="t")
+    lines = text.splitlines()
+    assert lines[0] == "### t" and len(lines) == 6
+    assert lines[-2] == "| a p50 | x | 1.50 ms | 3.00 ms (base) | 0.50× |  |"
+    assert lines[-1] == "| b | y | 250 jobs/s | — | — |  |"
+    assert all(line.count("|") == 7 for line in lines[2:])
+    assert capsys.readouterr().out.strip() == text.strip()
