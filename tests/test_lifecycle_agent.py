@@ -484,7 +484,9 @@ def test_a_host_executor_runs_the_log_and_the_reads(engine, layout):
         memory = AgentMemory(engine, layout, "writer", executor=pool)
         ctx = memory.pre_turn({"thread_id": "t1", "turn_index": 0, "user_text": "refund timeline"})
     assert ctx.logged is not None and ctx.log_error is None
-    assert {c.thread for c in engine.calls} == {"host_0"}
+    # on the host's one thread, or on the caller's when it came to a read the host had not started yet:
+    # never on memory-core's own pool
+    assert {c.thread for c in engine.calls} <= {"host_0", "MainThread"}
     assert len(engine.of("fetch")) == 4
 
 

@@ -671,6 +671,15 @@ def test_a_shut_down_executor_still_gives_a_pack():
     assert texts(pack, "S0") == ["refund doc"]
 
 
+def test_a_pack_built_on_a_thread_of_its_own_one_worker_executor_does_not_wait_on_itself():
+    engine = ReferenceEngine()
+    engine.store(Document.of("refund doc"))
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        outer = pool.submit(build_pack, engine, concurrent_sections("refund", n=3), executor=pool)
+        pack = outer.result(timeout=60)  # a guard against a hang, not a timing assertion
+    assert texts(pack, "S0") == ["refund doc"]  # listed once, in the first section; the others read it too
+
+
 def test_packs_built_inside_the_shared_pool_do_not_starve_it():
     engine = Rendezvous(parties=3)
     engine.store(Document.of("refund doc"))

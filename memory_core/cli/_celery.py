@@ -23,9 +23,16 @@ __all__ = ["BrokerOption", "LoglevelOption", "celery_app", "run_celery", "use_op
 
 BrokerOption = Annotated[
     str | None,
-    typer.Option("--broker", "-b", help="Broker URL (redis://…); default: MEMORY_CORE_BROKER_URL, else server-less."),
+    typer.Option(
+        "--broker",
+        "-b",
+        metavar="URL",
+        help="Broker URL (redis://…); default: MEMORY_CORE_BROKER_URL, else server-less.",
+    ),
 ]
-LoglevelOption = Annotated[str, typer.Option("--loglevel", "-l", help="Log level: debug, info, warning, error.")]
+LoglevelOption = Annotated[
+    str, typer.Option("--loglevel", "-l", metavar="LEVEL", help="Log level: debug, info, warning, error.")
+]
 
 
 def use_options(engine: str | None = None, broker: str | None = None) -> None:

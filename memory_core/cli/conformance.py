@@ -77,7 +77,8 @@ def _faults_table(url: str, results: list[FaultResult]) -> Table:
 @app.command()
 def conformance(
     engine: Annotated[
-        str | None, typer.Option("--engine", "-e", help="Engine URL; default: the MEMORY_CORE_ENGINE setting.")
+        str | None,
+        typer.Option("--engine", "-e", metavar="URL", help="Engine URL; default: the MEMORY_CORE_ENGINE setting."),
     ] = None,
     faults: Annotated[
         bool,

@@ -45,7 +45,7 @@ def _store() -> Any:
 
 @dead_letters_app.command("list")
 def list_letters(
-    limit: Annotated[int, typer.Option("--limit", min=1, help="How many, newest first.")] = 50,
+    limit: Annotated[int, typer.Option("--limit", metavar="N", min=1, help="How many, newest first.")] = 50,
     broker: BrokerOption = None,
 ) -> None:
     """List dead letters, newest first."""
@@ -73,7 +73,9 @@ def list_letters(
 
 @dead_letters_app.command("show")
 def show(
-    letter_id: Annotated[str, typer.Argument(help="The dead letter's id (the job id), or a unique prefix.")],
+    letter_id: Annotated[
+        str, typer.Argument(metavar="ID", help="The dead letter's id (the job id), or a unique prefix.")
+    ],
     broker: BrokerOption = None,
 ) -> None:
     """Print one dead letter as JSON."""
@@ -90,11 +92,16 @@ def show(
 
 @dead_letters_app.command("requeue")
 def requeue(
-    letter_id: Annotated[str, typer.Argument(help="The dead letter's id (the job id), or a unique prefix.")],
+    letter_id: Annotated[
+        str, typer.Argument(metavar="ID", help="The dead letter's id (the job id), or a unique prefix.")
+    ],
     engine: Annotated[
         str | None,
         typer.Option(
-            "--engine", "-e", help="Run it against this engine URL instead; default: the engine it was submitted for."
+            "--engine",
+            "-e",
+            metavar="URL",
+            help="Run it against this engine URL instead; default: the engine it was submitted for.",
         ),
     ] = None,
     broker: BrokerOption = None,

@@ -20,8 +20,12 @@ __all__ = ["flower"]
 
 @app.command()
 def flower(
-    port: Annotated[int | None, typer.Option("--port", help="Port; default: MEMORY_CORE_FLOWER_PORT.")] = None,
-    address: Annotated[str, typer.Option("--address", help="Bind address (0.0.0.0 inside a container).")] = "127.0.0.1",
+    port: Annotated[
+        int | None, typer.Option("--port", metavar="PORT", help="Port; default: MEMORY_CORE_FLOWER_PORT.")
+    ] = None,
+    address: Annotated[
+        str, typer.Option("--address", metavar="HOST", help="Bind address (0.0.0.0 inside a container).")
+    ] = "127.0.0.1",
     engine: EngineOption = None,
     broker: BrokerOption = None,
 ) -> None:

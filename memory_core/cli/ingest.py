@@ -27,7 +27,9 @@ __all__ = ["ingest"]
 
 @app.command()
 def ingest(
-    paths: Annotated[list[Path], typer.Argument(help="Files and folders (folders are walked, sorted).")],
+    paths: Annotated[
+        list[Path], typer.Argument(metavar="PATH...", help="Files and folders (folders are walked, sorted).")
+    ],
     source: Annotated[
         str | None,
         typer.Option(

@@ -31,12 +31,19 @@ def worker(
     queues: Annotated[
         str | None,
         typer.Option(
-            "--queues", "-Q", help="Comma-separated: beliefs, ingest, maintenance (or configured names); default all."
+            "--queues",
+            "-Q",
+            metavar="QUEUES",
+            help="Comma-separated: beliefs, ingest, maintenance (or configured names); default all.",
         ),
     ] = None,
-    concurrency: Annotated[int | None, typer.Option("--concurrency", "-c", min=1, help="Pool processes.")] = None,
-    hostname: Annotated[str | None, typer.Option("--hostname", "-n", help="Node name (name@host).")] = None,
-    pool: Annotated[str, typer.Option("--pool", "-P", help="prefork, threads or solo.")] = "prefork",
+    concurrency: Annotated[
+        int | None, typer.Option("--concurrency", "-c", metavar="N", min=1, help="Pool processes.")
+    ] = None,
+    hostname: Annotated[
+        str | None, typer.Option("--hostname", "-n", metavar="NAME", help="Node name (name@host).")
+    ] = None,
+    pool: Annotated[str, typer.Option("--pool", "-P", metavar="POOL", help="prefork, threads or solo.")] = "prefork",
     loglevel: LoglevelOption = "info",
     engine: EngineOption = None,
     broker: BrokerOption = None,

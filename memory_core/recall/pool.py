@@ -83,6 +83,13 @@ def run_all(calls: Sequence[Callable[[], _T]], executor: Executor | None = None)
 
 
 def _submit_all(executor: Executor, calls: Sequence[Callable[[], _T]]) -> list[_T]:
+    """Submit every call, then collect in order.
+
+    A call the executor has not started by the time the caller comes to it is taken back and run on the
+    caller's thread: the caller works instead of idling, and a caller that is itself one of the executor's
+    threads (a host running ``pre_turn`` inside the one-worker pool it passed as ``executor``) never waits on
+    work queued behind itself. Work runs on the executor or the calling thread, nowhere else.
+    """
     futures: list[Future[_T]] = []
     inline: dict[int, _T] = {}
     try:
@@ -93,6 +100,7 @@ def _submit_all(executor: Executor, calls: Sequence[Callable[[], _T]]) -> list[_
                 for j in range(i, len(calls)):
                     inline[j] = calls[j]()
                 break
-    finally:
-        wait(futures)
-    return [f.result() for f in futures] + [inline[j] for j in sorted(inline)]
+        results = [calls[i]() if f.cancel() else f.result() for i, f in enumerate(futures)]
+    finally:  # a cancelled future counts as done only once a worker reaches it: never wait for those
+        wait([f for f in futures if not f.cancelled()])
+    return results + [inline[j] for j in sorted(inline)]
