@@ -249,3 +249,22 @@ def test_a_file_error_names_the_file_once_and_keeps_the_field(tmp_path: Path) ->
     with pytest.raises(InvalidRequest) as err:
         load_conversations(tmp_path / "broken.jsonl")
     assert str(err.value).startswith("invalid request: broken.jsonl: line 1: not JSON")
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "field"),
+    [
+        ("deep.json", "[" * 100_000 + "]" * 100_000, "file"),
+        ("deep.jsonl", '{"thread": ' + "[" * 5_000 + "]" * 5_000 + "}\n", "line 1"),
+    ],
+    ids=["json", "jsonl-line"],
+)
+def test_json_nested_past_the_decoders_limit_is_refused_naming_the_file(
+    tmp_path: Path, name: str, text: str, field: str
+) -> None:
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(InvalidRequest) as err:
+        load_conversations(path)
+    assert err.value.field == field
+    assert name in err.value.message and "nested deeper than the JSON decoder's recursion limit" in err.value.message

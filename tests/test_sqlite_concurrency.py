@@ -7,6 +7,7 @@ The processes are real (``subprocess``, this file run as a script); they exchang
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -111,8 +112,10 @@ def _consolidator(db: str, done_flag: str) -> dict[str, object]:
 
 
 def _spawn(*args: str) -> subprocess.Popen[str]:
+    # the child finds the data as this process did (the autouse fixture has stripped MEMORY_CORE_DATA_DIR)
+    env = {**os.environ, "MEMORY_CORE_DATA_DIR": str(DATA_DIR)}
     return subprocess.Popen(
-        [sys.executable, __file__, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [sys.executable, __file__, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
     )
 
 

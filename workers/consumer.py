@@ -51,7 +51,7 @@ class Consumer(CeleryConsumer):  # type: ignore[misc]
             except connection_errors:
                 raise
             except Exception as exc:
-                log.error("message refused, not a task request: %s: %s", type(exc).__name__, exc, exc_info=True)
+                log.debug("message refused, not a task request", exc_info=True)  # the letter logs the reason
                 refuse(message, exc)
                 if not getattr(message, "acknowledged", False):
                     message.ack_log_error(log, connection_errors)

@@ -93,10 +93,14 @@ def attempts_of(job_id: str) -> int:
 
 
 def dead_letter(letter: DeadLetter) -> None:
-    """Keep a dead letter; if the store is unreachable, log the letter whole so it is not lost silently."""
+    """Keep a dead letter and log it as one warning line: its id and reason.
+
+    No traceback: the letter keeps the payload, and a poison message is expected, not a bug. If the store is
+    unreachable the letter is logged whole at CRITICAL, so it is not lost silently.
+    """
     try:
         letters().put(letter)
-        log.error("dead letter %s (%s): %s: %s", letter.id, letter.task, letter.error, letter.message)
+        log.warning("dead letter %s (%s): %s: %s", letter.id, letter.task or "no task", letter.error, letter.message)
     except Exception as exc:
         log.critical("dead-letter store unreachable (%s); letter: %s", exc, letter.to_json())
 

@@ -9,6 +9,11 @@
 | ``task_unknown`` | dead-letter a message naming a task no worker has |
 | ``task_rejected`` | dead-letter a message Celery could not read as a task (bad shape, foreign content type) |
 | ``task_failure`` | dead-letter any failure the flow did not handle itself (a hard time limit, an undecodable body) |
+
+Each dead letter is logged once, as one warning line with its id and reason (``poison.dead_letter``; the flow's
+own letters: ``execution``). What Celery and the consumer would add about the same message, a traceback and a
+dump of the body the letter already keeps, is dropped by ``ExpectedLetters``, a filter on the loggers that
+write it; tracebacks of unexpected errors (a job that raised, a hard time limit) are kept.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import sys
 from typing import Any
 
 from celery import signals
+from celery.worker.consumer import consumer as celery_consumer
 
 from memory_core.errors import ConfigError
 from memory_core.settings import get_settings
@@ -25,9 +31,46 @@ from workers.dead_letters import DeadLetter
 from workers.execution import DeadLettered
 from workers.poison import attempts_of, dead_letter, headers_of, letter_id, message_engine, message_payload, queue_of
 
-__all__ = ["check_engine", "message_payload"]  # message_payload lives in workers.poison; kept importable here
+__all__ = ["ExpectedLetters", "check_engine", "message_payload"]  # message_payload: from workers.poison
 
 log = logging.getLogger(__name__)
+
+_CONSUMER_LETTERED = frozenset(
+    {
+        celery_consumer.UNKNOWN_TASK_ERROR,  # on_unknown_task, then task_unknown: ``unknown_task`` below
+        celery_consumer.INVALID_TASK_ERROR,  # on_invalid_task, then task_rejected: ``rejected`` below
+        celery_consumer.UNKNOWN_FORMAT,  # on_unknown_message, then task_rejected: ``rejected`` below
+        celery_consumer.MESSAGE_DECODE_ERROR,  # on_decode_error, after ``workers.consumer`` refused it
+    }
+)
+"""Celery's consumer messages (celery 5.x ``worker/consumer/consumer.py``) about a message that is then
+dead-lettered: each comes with a traceback or a dump of the body, which the letter keeps."""
+
+
+class ExpectedLetters(logging.Filter):
+    """Drop the records that repeat, with a traceback, a dead letter already logged on one line.
+
+    * ``celery.app.trace``: "Task … raised unexpected: DeadLettered(…)" with the traceback of the raise in
+      ``workers.tasks`` (the flow dead-lettered the job and logged it);
+    * ``celery.worker.consumer.consumer``: the unknown-task, invalid-task, unknown-message and decode-error
+      reports (``_CONSUMER_LETTERED``), each followed by a signal or consumer hook that dead-letters it;
+
+    Everything else passes, every unexpected error's traceback included. Attached to those loggers (a
+    logger's filters see the records created on it), so it needs no handler and holds in forked children.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """False for a record that only repeats a dead letter (see the class docstring)."""
+        exc = record.exc_info[1] if record.exc_info else None
+        if record.name == "celery.app.trace" and isinstance(exc, DeadLettered):
+            return False
+        return not (record.name == "celery.worker.consumer.consumer" and record.msg in _CONSUMER_LETTERED)
+
+
+EXPECTED_LETTERS = ExpectedLetters()
+"""The one filter instance (``Logger.addFilter`` does not add the same one twice)."""
+LETTER_LOGGERS = ("celery.app.trace", "celery.worker.consumer.consumer")
+"""The loggers ``EXPECTED_LETTERS`` is attached to."""
 
 
 def make_folders(**_: Any) -> None:
@@ -165,6 +208,8 @@ def failed(
 
 
 def _connect() -> None:
+    for name in LETTER_LOGGERS:
+        logging.getLogger(name).addFilter(EXPECTED_LETTERS)
     hub: Any = signals  # Celery's signals are untyped; connect once, at import
     hub.worker_init.connect(make_folders)
     hub.worker_init.connect(check_engine)

@@ -251,16 +251,7 @@ class Belief:
         return cls(
             key=st.key,
             subject=st.subject,
-            text=st.text,
-            kind=st.kind,
-            category=st.category,
-            base_confidence=st.base_confidence,
-            terms=st.terms,
-            anchors=st.anchors,
-            speaker=st.speaker,
-            day=st.day,
-            source=st.evidence,
-            first_seq=st.seq,
+            **_reading(st),
             last_seq=st.seq,
             observed_at=st.observed_at,
             meta=belief_meta(st.meta, st.observed_at),
@@ -280,19 +271,7 @@ class Belief:
 
     def with_text_of(self, st: Statement) -> Belief:
         """This belief reading as ``st`` (after the item that supplied its text was removed); key and status stay."""
-        return replace(
-            self,
-            text=st.text,
-            kind=st.kind,
-            category=st.category,
-            base_confidence=st.base_confidence,
-            terms=st.terms,
-            anchors=st.anchors,
-            speaker=st.speaker,
-            day=st.day,
-            source=st.evidence,
-            first_seq=st.seq,
-        )
+        return replace(self, **_reading(st))
 
     def newness(self) -> tuple[bool, datetime, int]:
         """Sort key for "newest": dated after undated, then observed time, then write order.
@@ -351,3 +330,19 @@ class Belief:
             support=int(data["support"] if "support" in data else len(legacy)),
             status=BeliefStatus(data["status"]),
         )
+
+
+def _reading(st: Statement) -> dict[str, Any]:
+    """The fields a belief takes from the statement whose words it reads as (its text, terms and source)."""
+    return {
+        "text": st.text,
+        "kind": st.kind,
+        "category": st.category,
+        "base_confidence": st.base_confidence,
+        "terms": st.terms,
+        "anchors": st.anchors,
+        "speaker": st.speaker,
+        "day": st.day,
+        "source": st.evidence,
+        "first_seq": st.seq,
+    }

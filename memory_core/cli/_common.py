@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import urlsplit
 
 import typer
 from rich.console import Console
@@ -15,6 +17,7 @@ from memory_core.engines import open_engine
 from memory_core.errors import MemoryCoreError
 from memory_core.lifecycle.layout import MemoryLayout
 from memory_core.settings import get_settings
+from memory_core.timing import percentile
 
 __all__ = [
     "EngineOption",
@@ -23,7 +26,10 @@ __all__ = [
     "console",
     "err_console",
     "fail",
+    "latencies",
     "layout_for",
+    "missing_database",
+    "no_database",
     "open_engine_or_exit",
     "plural",
 ]
@@ -51,9 +57,44 @@ def fail(message: str, code: int = 2) -> typer.Exit:
     return typer.Exit(code=code)
 
 
-def open_engine_or_exit(url: str | None) -> MemoryEngine:
-    """Open ``url`` (default: the configured engine); exit 2 with the error on a bad URL or unusable engine."""
+def missing_database(url: str) -> Path | None:
+    """The file a ``sqlite://`` URL names when no file is there yet, else None (other schemes: None).
+
+    The SQLite engine creates a missing file and its folders (a writer's first store needs that), so a read-only
+    command pointed at a mistyped path would otherwise create an empty database there and report it healthy.
+    A malformed URL gives None: opening it reports the error.
+    """
+    if urlsplit(url.strip()).scheme.lower() != "sqlite":
+        return None
+    from memory_core.engines.sqlite.connection import parse_url
+
+    try:
+        path = parse_url(url.strip()).path
+    except MemoryCoreError:
+        return None
+    return None if path.exists() else path
+
+
+def no_database(path: Path) -> str:
+    """What a read-only command says when ``missing_database`` found nothing at ``path``."""
+    return (
+        f"no database at {path}; nothing has been stored there yet — check the path (--engine, MEMORY_CORE_ENGINE) "
+        "or run ingest/replay first"
+    )
+
+
+def open_engine_or_exit(url: str | None, *, read_only: bool = False) -> MemoryEngine:
+    """Open ``url`` (default: the configured engine); exit 2 with the error on a bad URL or unusable engine.
+
+    Args:
+        url: The engine URL, or None for the ``MEMORY_CORE_ENGINE`` setting.
+        read_only: The command only reads (``status``, ``recall``, ``context``): a ``sqlite://`` URL naming a
+            file that does not exist exits 2 (``no_database``) instead of creating an empty database.
+    """
     target = url or get_settings().engine
+    missing = missing_database(target) if read_only else None
+    if missing is not None:
+        raise fail(no_database(missing))
     try:
         return open_engine(target)
     except MemoryCoreError as exc:
@@ -66,6 +107,16 @@ def layout_for(root: str | None) -> MemoryLayout:
         return MemoryLayout(root or get_settings().layout_root)
     except MemoryCoreError as exc:
         raise fail(str(exc)) from None
+
+
+def latencies(samples_ms: Sequence[float], call: str, *, sep: str = ", ") -> str:
+    """``"pre_turn p50 2.0 ms, p99 3.0 ms"``, or ``"no pre_turn calls"`` when ``samples_ms`` is empty.
+
+    Percentiles by nearest rank (``timing.percentile``); a percentile of no calls is NaN, not a figure.
+    """
+    if not samples_ms:
+        return f"no {call} calls"
+    return f"{call} p50 {percentile(samples_ms, 50):.1f} ms{sep}p99 {percentile(samples_ms, 99):.1f} ms"
 
 
 def plural(n: int, word: str, many: str | None = None) -> str:

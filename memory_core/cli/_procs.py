@@ -26,6 +26,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType, TracebackType
 
+from memory_core.errors import ConfigError
+
 __all__ = [
     "STOP_GRACE_S",
     "Interrupted",
@@ -104,9 +106,17 @@ def exclusive_lock(path: Path) -> Iterator[None]:
 
     Raises:
         LockHeld: another process holds it (nothing is waited for).
+        ConfigError: the folder or the file cannot be created or opened (a read-only folder, another user's
+            file); the message names the folder.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot create or open the lock file {path.name} in {path.parent} ({exc.strerror or exc}): "
+            "the folder must be one this user can write"
+        ) from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -14,9 +14,12 @@ real workers running beside it cannot take its jobs: the engine file, the server
 and the coordination store under ``var/demo/``, and queue names ``demo-beliefs``/``demo-ingest``/
 ``demo-maintenance``. With ``--broker URL`` (explicitly; ``MEMORY_CORE_BROKER_URL`` is not read) the queue
 names and the Redis key prefix are unique to the run (``demo-<run id>-…``), so workers of a real deployment on
-that Redis never see them.
+that Redis never see them. ``--broker`` must be a ``redis://``/``rediss://`` URL (else exit 2, naming
+``--broker``), and that Redis must answer one PING within a second before anything starts (else exit 2 with
+the reason); when the run ends, however it ends, what it wrote there is deleted (``_demo_broker``).
 
-One demo at a time: ``var/demo.lock`` is held for the run and a second demo is refused (exit 1). The worker is
+One demo at a time: ``var/demo.lock`` is held for the run and a second demo is refused (exit 1); a
+``MEMORY_CORE_VAR_DIR`` this user cannot write exits 2 naming it. The worker is
 stopped (warm shutdown, see ``_procs``) on exit, on error, on Ctrl-C and on SIGTERM/SIGHUP, and "the worker was
 stopped" is printed only once it has exited; an interrupted demo exits 128 + the signal number. The demo exits
 1 when a background job failed or did not finish within ``--timeout``. Each run starts from an empty
@@ -31,7 +34,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -44,11 +47,12 @@ from rich.table import Table
 
 from memory_core.cli import app
 from memory_core.cli._common import JobTally, console, fail, plural
+from memory_core.cli._demo_broker import broker_problem, forget_or_warn, probe_or_exit
 from memory_core.cli._jobs import DOCS_PER_JOB, open_monitor, open_queue, plan_ingest
 from memory_core.cli._procs import LockHeld, WorkerProcess, exclusive_lock, exit_code_of, interrupts
 from memory_core.engine import MemoryEngine
 from memory_core.engines import open_engine
-from memory_core.errors import MemoryCoreError
+from memory_core.errors import ConfigError, MemoryCoreError
 from memory_core.eval.baseline import Bm25Baseline
 from memory_core.eval.evidence import evidence_recall
 from memory_core.eval.locomo import asking_agent, pack_turns
@@ -98,15 +102,20 @@ def demo(
             raise fail(
                 f"demo data not found: {path} (set MEMORY_CORE_DATA_DIR to the folder holding locomo/ and docs/)"
             )
+    if broker is not None and (why := broker_problem(broker)) is not None:
+        raise fail(why)
     var = settings.var_dir.resolve()
-    try:
-        with exclusive_lock(var / "demo.lock"):
-            problem = _run(var / "demo", locomo, peps, sample, questions, concurrency, timeout, keep, broker, started)
-    except LockHeld as exc:
-        raise fail(
-            f"another memory-core demo is running ({exc.holder}; lock {exc.path}): wait for it to end or stop it",
-            code=1,
-        ) from None
+    with ExitStack() as held:
+        try:
+            held.enter_context(exclusive_lock(var / "demo.lock"))
+        except LockHeld as exc:
+            raise fail(
+                f"another memory-core demo is running ({exc.holder}; lock {exc.path}): wait for it to end or stop it",
+                code=1,
+            ) from None
+        except ConfigError as exc:
+            raise fail(f"MEMORY_CORE_VAR_DIR {var}: {exc.message}") from None
+        problem = _run(var / "demo", locomo, peps, sample, questions, concurrency, timeout, keep, broker, started)
     if problem is not None:
         raise fail(problem, code=1)
 
@@ -158,9 +167,12 @@ def _run(
     started: float,
 ) -> str | None:
     """The demo under its lock; the reason it failed (None when every job finished)."""
-    if home.exists() and not keep:
-        shutil.rmtree(home)
-    home.mkdir(parents=True, exist_ok=True)
+    try:
+        if home.exists() and not keep:
+            shutil.rmtree(home)
+        home.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # another user's files, a read-only folder
+        raise fail(f"cannot empty or create {home} (MEMORY_CORE_VAR_DIR/demo): {exc.strerror or exc}") from None
     run_id = uuid.uuid4().hex[:8]
     hostname = f"demo-{run_id}@%h"
     worker: WorkerProcess | None = None
@@ -172,14 +184,18 @@ def _run(
                 engine = open_engine(settings.engine)
             except MemoryCoreError as exc:
                 raise fail(str(exc)) from None
+            monitor = open_monitor()
+            if broker is not None:
+                probe_or_exit(monitor, engine)
             transport = settings.broker_url or f"server-less (files under {home / 'broker'})"
             console.print(Rule("memory-core demo"))
             console.print(f"engine  {settings.engine}\nbroker  {transport}\nworker  log {home / 'worker.log'}")
             layout = MemoryLayout(settings.layout_root)
-            queue, monitor = open_queue(), open_monitor()
+            queue = open_queue()
+            names = (settings.queue_beliefs, settings.queue_ingest, settings.queue_maintenance)
+            seen: list[str] = []
             try:
-                queues = ",".join((settings.queue_beliefs, settings.queue_ingest, settings.queue_maintenance))
-                worker = WorkerProcess(home / "worker.log", queues, concurrency, hostname)
+                worker = WorkerProcess(home / "worker.log", ",".join(names), concurrency, hostname)
                 try:
                     node = hostname.split("@", 1)[0] + "@"
                     took = worker.wait_ready(
@@ -187,8 +203,11 @@ def _run(
                     )
                     console.print(f"[1/5] worker pid {worker.pid} ready in {took:.1f} s (concurrency {concurrency})")
                     ids = _ingest(peps, queue)
+                    seen += ids
                     report, replay_ids = _replay(engine, layout, conversations, queue)
+                    seen += replay_ids
                     waited = _wait(monitor, ids, replay_ids, timeout)
+                    seen += [*waited.done, *(f.id for f in waited.failed), *waited.pending]
                     _show_questions(engine, layout, conversations, report, sample, n_questions)
                     _summary(engine, conversations, report, sample, layout, waited, monitor, started)
                 finally:
@@ -200,9 +219,13 @@ def _run(
                 queue.close()
                 monitor.close()
                 engine.close()
+                if broker is not None:
+                    forget_or_warn(broker, settings.redis_prefix, names, seen)
     except KeyboardInterrupt as exc:
         console.print(f"[yellow]interrupted ({exc.args[0] if exc.args else 'SIGINT'}): {_worker_state(worker)}[/]")
         raise typer.Exit(code=exit_code_of(exc)) from None
+    except typer.Exit:
+        raise  # click's Exit is a RuntimeError: an exit already decided is not "the worker failed"
     except RuntimeError as exc:
         raise fail(f"{exc}\n{_worker_state(worker)}", code=1) from None
     if worker.alive():
@@ -364,8 +387,8 @@ def summary_rows(f: DemoFigures) -> list[tuple[str, str]]:
     depths = ", ".join(f"{k} {'?' if v < 0 else v}" for k, v in f.queues.items())
     rows.append(("jobs run", f"{f.done} done, {f.failed} failed, {f.pending} pending; queues now {depths}"))
     pre, post = f.pre_turn_ms, f.post_turn_ms
-    rows.append(("pre_turn", f"p50 {percentile(pre, 50):.1f} ms · p99 {percentile(pre, 99):.1f} ms ({len(pre)} calls)"))
-    rows.append(("post_turn", f"p50 {percentile(post, 50):.1f} ms · p99 {percentile(post, 99):.1f} ms"))
+    rows.append(("pre_turn", f"{_p50_p99(pre)} ({len(pre)} calls)" if pre else _p50_p99(pre)))
+    rows.append(("post_turn", _p50_p99(post)))
     if f.pack_recall:
         ours = 100 * sum(f.pack_recall) / len(f.pack_recall)
         base = 100 * sum(f.bm25_recall) / len(f.bm25_recall)
@@ -377,6 +400,13 @@ def summary_rows(f: DemoFigures) -> list[tuple[str, str]]:
             )
         )
     return rows
+
+
+def _p50_p99(samples_ms: Sequence[float]) -> str:
+    """``"p50 2.0 ms · p99 3.0 ms"``, or ``"no calls"`` (a percentile of nothing is NaN, not a figure)."""
+    if not samples_ms:
+        return "no calls"
+    return f"p50 {percentile(samples_ms, 50):.1f} ms · p99 {percentile(samples_ms, 99):.1f} ms"
 
 
 def _summary(

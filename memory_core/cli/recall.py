@@ -1,20 +1,81 @@
-"""``memory-core recall QUERY`` (the pack pre_turn would inject) and ``memory-core context`` (context.md)."""
+"""``memory-core recall QUERY`` (the pack pre_turn would inject) and ``memory-core context`` (context.md).
+
+Both only read: a ``sqlite://`` URL naming no file exits 2 rather than creating an empty database
+(``open_engine_or_exit(read_only=True)``).
+
+A pack never fails on an engine error (a host's ``pre_turn`` must get a pack): a section whose read failed is
+left out with the error as its reason. The commands tell the truth about it: when the pack shows nothing and
+sections failed (every one, on a damaged file), they print the reasons on standard error and exit 1, so a
+damaged database is not reported as "nothing stored". Some sections failing beside others shown is reported
+and exits 0.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from memory_core.cli import app
-from memory_core.cli._common import EngineOption, RootOption, console, fail, layout_for, open_engine_or_exit
+from memory_core.cli._common import (
+    EngineOption,
+    RootOption,
+    console,
+    err_console,
+    fail,
+    layout_for,
+    open_engine_or_exit,
+    plural,
+)
 from memory_core.errors import MemoryCoreError
 from memory_core.lifecycle.agent import AgentMemory
 from memory_core.lifecycle.policy import RecallPolicy
-from memory_core.recall import ContextSpec, compile_context
+from memory_core.recall import EMPTY_REASON, ContextPack, ContextSpec, Skipped, context_recall
+from memory_core.recall.pack import assemble
 
-__all__ = ["context", "recall"]
+__all__ = ["context", "failed_sections", "recall", "unreadable"]
+
+
+def failed_sections(skipped: Sequence[Skipped]) -> list[Skipped]:
+    """The skipped sections whose read failed (their reason is an error's text, not ``"empty"``); pure."""
+    return [s for s in skipped if s.reason != EMPTY_REASON]
+
+
+def unreadable(pack: ContextPack) -> bool:
+    """True when ``pack`` shows nothing and engine errors are why: no section shown, at least one failed; pure.
+
+    Every section failing is the usual case (a damaged file); a pack left empty by failed sections beside
+    sections that found nothing is no more "nothing stored", so it counts too. A healthy empty memory (every
+    section ``"empty"``) does not.
+    """
+    return not pack.markdown and bool(failed_sections(pack.skipped))
+
+
+def _reasons(failed: Sequence[Skipped]) -> str:
+    """``"  Learnings, Brain: unavailable: …"``: one line per distinct reason, the sections it hit first."""
+    by_reason: dict[str, list[str]] = {}
+    for s in failed:
+        by_reason.setdefault(s.reason, []).append(s.heading)
+    return "\n".join(f"  {', '.join(headings)}: {reason}" for reason, headings in by_reason.items())
+
+
+def _refuse_unreadable(pack: ContextPack, what: str) -> None:
+    """Exit 1 with the failed sections' reasons when ``unreadable(pack)``."""
+    if not unreadable(pack):
+        return
+    failed = failed_sections(pack.skipped)
+    if len(failed) == len(pack.skipped):
+        head = "no section could be read (engine errors, not an empty memory)"
+    else:
+        head = (
+            f"nothing to show: {len(failed)} of {len(pack.skipped)} sections could not be read (engine errors; "
+            "the rest found nothing)"
+        )
+    raise fail(f"{what} failed: {head}:\n{_reasons(failed)}", code=1)
 
 
 @app.command()
@@ -31,8 +92,8 @@ def recall(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the ContextPack as JSON.")] = False,
 ) -> None:
-    """Print the pack pre_turn would inject for QUERY (nothing is logged)."""
-    memory_engine = open_engine_or_exit(engine)
+    """Print the pack pre_turn would inject for QUERY (nothing is logged); exit 1 when no section could be read."""
+    memory_engine = open_engine_or_exit(engine, read_only=True)
     try:
         policy = RecallPolicy.from_settings()
         if budget is not None:
@@ -44,7 +105,9 @@ def recall(
         memory_engine.close()
     if as_json:
         typer.echo(pack.model_dump_json(indent=2))
+        _refuse_unreadable(pack, "recall")
         return
+    _refuse_unreadable(pack, "recall")
     typer.echo(pack.markdown or "(empty pack: nothing stored matches)")
     skipped = ", ".join(f"{s.heading} ({s.reason})" for s in pack.skipped) or "none"
     console.print(f"[dim]{pack.tokens} tokens · {len(pack.refs)} refs · skipped: {skipped}[/]")
@@ -59,18 +122,28 @@ def context(
         Path | None, typer.Option("--output", "-o", metavar="FILE", help="Write context.md here.")
     ] = None,
 ) -> None:
-    """Print (or write) context.md: the four briefs and the latest learnings, with frontmatter."""
-    memory_engine = open_engine_or_exit(engine)
+    """Print (or write) context.md: the four briefs and the latest learnings, with frontmatter.
+
+    Exits 1 (writing nothing) when no section could be read.
+    """
+    memory_engine = open_engine_or_exit(engine, read_only=True)
     try:
-        layout = layout_for(root)
-        doc = compile_context(memory_engine, ContextSpec(budget_tokens=budget, reach=layout.holistic_filter().reach))
+        spec = ContextSpec(budget_tokens=budget, reach=layout_for(root).holistic_filter().reach)
+        # compile_context's own steps, keeping the pack: ContextDoc does not say which sections failed
+        now = datetime.now(UTC).replace(microsecond=0)
+        pack = assemble(memory_engine, context_recall(spec), generated_at=now)
     except MemoryCoreError as exc:
         raise fail(str(exc)) from None
     finally:
         memory_engine.close()
+    _refuse_unreadable(pack, "context")
+    failed = failed_sections(pack.skipped)
+    if failed:
+        left = f"{plural(len(failed), 'section')} could not be read and {'is' if len(failed) == 1 else 'are'} left out"
+        err_console.print(f"[yellow]{escape(left)}:\n{escape(_reasons(failed))}[/]", soft_wrap=True)
     if output is None:
-        typer.echo(doc.markdown or "(empty: nothing stored)")
+        typer.echo(pack.markdown or "(empty: nothing stored)")
         return
     output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(doc.markdown, encoding="utf-8")
-    console.print(f"wrote {output} ({doc.tokens} tokens, {len(doc.refs)} refs)")
+    output.write_text(pack.markdown, encoding="utf-8")
+    console.print(f"wrote {output} ({pack.tokens} tokens, {len(pack.refs)} refs)")

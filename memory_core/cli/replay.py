@@ -26,6 +26,7 @@ from memory_core.cli._common import (
     RootOption,
     console,
     fail,
+    latencies,
     layout_for,
     open_engine_or_exit,
     plural,
@@ -38,7 +39,6 @@ from memory_core.lifecycle.layout import MemoryLayout
 from memory_core.lifecycle.runner import BackgroundRunner
 from memory_core.replay import ConversationFile, load_conversations
 from memory_core.replay.driver import Replayer, ReplayReport, Submit
-from memory_core.timing import percentile
 
 __all__ = ["replay"]
 
@@ -95,12 +95,11 @@ def replay(
         if queue is not None:
             queue.close()
         memory_engine.close()
-    pre, post = report.pre_turn_ms, report.post_turn_ms
     jobs = f"{plural(report.jobs, 'build_beliefs job')} run" if tally is None else tally.describe("build_beliefs job")
     console.print(
-        f"{plural(report.turns, 'turn')} replayed for {', '.join(report.agents)}; {jobs}; pre_turn p50 "
-        f"{percentile(pre, 50):.1f} ms, p99 {percentile(pre, 99):.1f} ms; post_turn p50 {percentile(post, 50):.1f} "
-        f"ms; log errors {len(report.log_errors)}",
+        f"{plural(report.turns, 'turn')} replayed for {', '.join(report.agents)}; {jobs}; "
+        f"{latencies(report.pre_turn_ms, 'pre_turn')}; {latencies(report.post_turn_ms, 'post_turn')}; "
+        f"log errors {len(report.log_errors)}",
         soft_wrap=True,
     )
 

@@ -1,18 +1,23 @@
 """``memory-core status``: the engine, items by kind and scope, queues, running and dead jobs, last builds.
 
 Everything is read-only. A part that cannot be read (no worker answering, the broker down) is shown as ``?``
-with the reason, rather than failing the command; only an unusable engine URL exits non-zero (2).
+with the reason, rather than failing the command; only an unusable engine URL, or one naming no database,
+exits non-zero (2).
 
 Time is bounded: a Redis broker is probed first (one PING, ``PROBE_TIMEOUT_S`` to connect and to answer); when
 it does not answer, nothing else is asked of it (queue depths, running jobs and dead letters all live there)
 and status says why, and how many jobs wait in the local outbox to be published once it answers.
+
+A ``sqlite://`` engine URL naming no file is not opened (that would create an empty database, and a typo
+would look healthy): status shows the jobs, then exits 2 saying no database is there.
 """
 
 from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.markup import escape
@@ -20,7 +25,16 @@ from rich.table import Table
 
 from memory_core.cli import app
 from memory_core.cli._celery import BrokerOption, use_options
-from memory_core.cli._common import EngineOption, RootOption, console, layout_for, open_engine_or_exit
+from memory_core.cli._common import (
+    EngineOption,
+    RootOption,
+    console,
+    fail,
+    layout_for,
+    missing_database,
+    no_database,
+    open_engine_or_exit,
+)
 from memory_core.cli._jobs import open_monitor
 from memory_core.consolidation import BuildScope, ConsolidateRequest
 from memory_core.explore import ExploreRequest, Facet
@@ -142,6 +156,16 @@ def _jobs_line(jobs: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _no_database(path: Path, as_json: bool) -> NoReturn:
+    """Show the jobs, then exit 2 saying no database is at ``path`` (``_common.no_database``)."""
+    jobs = _jobs_view(get_settings())
+    if as_json:
+        typer.echo(json.dumps({"engine": None, "error": no_database(path), "jobs": jobs}, indent=2, default=str))
+    else:
+        console.print(escape(_jobs_line(jobs)), soft_wrap=True)
+    raise fail(no_database(path))
+
+
 @app.command()
 def status(
     engine: EngineOption = None,
@@ -152,8 +176,11 @@ def status(
 ) -> None:
     """Show the engine, items by kind and scope, queue depths, running and dead jobs, and the last build per scope."""
     use_options(engine, broker)
-    memory_engine = open_engine_or_exit(None)
     layout = layout_for(root)
+    missing = missing_database(get_settings().engine)
+    if missing is not None:  # read-only: never create the file; the jobs are still worth showing
+        _no_database(missing, as_json)
+    memory_engine = open_engine_or_exit(None)
     try:
         descriptor = memory_engine.descriptor()
         health = memory_engine.health()

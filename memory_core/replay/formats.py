@@ -210,6 +210,8 @@ def parse_jsonl(lines: Iterable[str]) -> ConversationFile:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
             raise InvalidRequest(f"not JSON: {exc.msg}", field=where) from None
+        except RecursionError:
+            raise InvalidRequest(_TOO_DEEP, field=where) from None
         if not isinstance(row, dict):
             raise InvalidRequest("not a JSON object", field=where)
         thread, content = row.get("thread"), row.get("content")
@@ -320,8 +322,8 @@ def load_conversations(
     """Read a conversation file in any supported format (detected when ``fmt`` is None).
 
     Raises:
-        InvalidRequest: a missing, unreadable or malformed file, or one with no turn to replay (the message
-            names the file, and ``field`` the place in it).
+        InvalidRequest: a missing, unreadable or malformed file (JSON nested too deep to decode included), or
+            one with no turn to replay (the message names the file, and ``field`` the place in it).
     """
     p = Path(path)
     try:
@@ -337,12 +339,19 @@ def load_conversations(
             parsed = parse_chatgpt_export(data) if kind == "chatgpt" else parse_locomo(data, samples)
     except json.JSONDecodeError as exc:
         raise _file_error(f"{p.name} is not JSON: {exc.msg} (line {exc.lineno})") from None
+    except RecursionError:
+        raise _file_error(f"{p.name} is not readable JSON: {_TOO_DEEP}") from None
     except InvalidRequest as exc:
         raise _in_file(p, exc) from None
     if not parsed.turns:
         raise _file_error(f"{p.name} holds no turn to replay (read as {kind}: {_EMPTY[kind]})")
     return parsed
 
+
+_TOO_DEEP = "arrays or objects nested deeper than the JSON decoder's recursion limit (about 1,000 levels)"
+"""Why ``json.loads`` raised ``RecursionError``: CPython's decoder recurses once per nesting level and stops
+at the interpreter's recursion limit (``sys.getrecursionlimit()``, 1,000 by default); no conversation file
+nests more than a few levels."""
 
 _EMPTY: dict[str, str] = {
     "locomo": "no session holds a turn with text",

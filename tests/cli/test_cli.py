@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import socket
+import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,6 +16,7 @@ from typer.testing import CliRunner
 
 from memory_core import BeliefsRequest, ListRequest, Reach
 from memory_core.cli import load_commands
+from memory_core.engines import open_engine
 from memory_core.settings import get_settings
 
 runner = CliRunner()
@@ -75,12 +81,13 @@ def test_ingest_queues_jobs_and_status_shows_them_waiting(env: dict[str, str], d
     assert result.exit_code == 0, result.output
     match = re.search(r"2 documents split into \d+ passages; (\d+) ingest_brain jobs? queued", result.output)
     assert match, result.output
-    result = invoke(env, "status", "--json")
-    assert result.exit_code == 0, result.output
-    status = json.loads(result.output)
+    result = invoke(env, "status", "--json")  # no worker has stored anything: no database yet, and none is made
+    assert result.exit_code == 2, result.output
+    status = json.loads(result.stdout)
+    assert status["engine"] is None and status["error"].startswith(f"no database at {env['MEMORY_CORE_ENGINE'][10:]}")
     assert status["jobs"]["queues"]["ingest"] == int(match.group(1))
     assert status["jobs"]["workers"] is None
-    assert status["items"] == {}
+    assert not Path(env["MEMORY_CORE_ENGINE"][10:]).exists()
 
 
 def test_ingest_reports_a_bad_file_and_exits_1(env: dict[str, str], tmp_path: Path) -> None:
@@ -182,8 +189,6 @@ def test_a_replayed_chatgpt_export_is_the_users_words_to_the_assistant(env: dict
     result = invoke(env, "replay", str(export), "--inline")
     assert result.exit_code == 0, result.output
     assert "2 turns replayed for assistant; 1 build_beliefs job run" in result.output
-    from memory_core.engines import open_engine
-
     engine = open_engine(env["MEMORY_CORE_ENGINE"])
     try:
         listed = engine.list(ListRequest(limit=10)).items
@@ -240,6 +245,7 @@ def test_status_with_the_broker_down_gives_a_reason_for_every_unknown_and_the_ou
     doc.write_text("# Notes\n\nRefunds take five days.")
     down = {**env, "MEMORY_CORE_BROKER_URL": "redis://u:s3cret@127.0.0.1:1/0", "MEMORY_CORE_PUBLISH_TIMEOUT_S": "0.5"}
     assert invoke(down, "ingest", str(doc)).exit_code == 0  # parked
+    open_engine(env["MEMORY_CORE_ENGINE"]).close()  # a database exists: only the broker is missing
     result = invoke(down, "status", "--json")
     assert result.exit_code == 0, result.output
     jobs = json.loads(result.output)["jobs"]
@@ -313,3 +319,109 @@ def test_help_names_what_each_option_takes_and_no_type_beside_a_flag(
     assert "<bool>" not in result.output
     for text in shown:
         assert text in result.output, (text, result.output)
+
+
+def _break_tables(path: Path, *tables: str) -> bytes:
+    """Overwrite the root page of each table (as a bit-flipped copy of a real file can): the file still opens,
+    its schema intact, and every read of those tables fails "database disk image is malformed"; the bytes."""
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        size = int(conn.execute("PRAGMA page_size").fetchone()[0])
+        roots = [
+            int(conn.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (t,)).fetchone()[0]) for t in tables
+        ]
+    finally:
+        conn.close()
+    data = bytearray(path.read_bytes())
+    for root in roots:
+        data[(root - 1) * size : root * size] = b"\xab" * size
+    path.write_bytes(bytes(data))
+    return bytes(data)
+
+
+def test_recall_and_context_exit_1_with_the_reasons_when_no_section_can_be_read(
+    env: dict[str, str], chat: Path
+) -> None:
+    assert invoke(env, "replay", str(chat), "--inline").exit_code == 0
+    path = Path(env["MEMORY_CORE_ENGINE"].removeprefix("sqlite:///"))
+    broken = _break_tables(path, "items", "beliefs")
+    said = {  # recall: every section failed; context: the learnings index still answers "none" for its section
+        "recall": "recall failed: no section could be read (engine errors, not an empty memory):\n  Learnings, ",
+        "context": "context failed: nothing to show: 4 of 5 sections could not be read (engine errors; the rest",
+    }
+    for args in (["recall", "Where do I live now?"], ["context"]):
+        result = invoke(env, *args)
+        assert result.exit_code == 1, result.output
+        assert said[args[0]] in result.output
+        assert "database disk image is malformed" in result.output
+        assert "(empty" not in result.output
+    result = invoke(env, "recall", "Lisbon", "--json")
+    assert result.exit_code == 1
+    pack = json.loads(result.stdout)  # the pack is still printed: a host's pre_turn would get it
+    assert pack["skipped"] and all("malformed" in s["reason"] for s in pack["skipped"])
+    assert path.read_bytes() == broken
+
+
+def test_recall_of_a_healthy_memory_with_nothing_matching_still_exits_0(env: dict[str, str]) -> None:
+    open_engine(env["MEMORY_CORE_ENGINE"]).close()
+    result = invoke(env, "recall", "anything")
+    assert result.exit_code == 0, result.output
+    assert "(empty pack: nothing stored matches)" in result.output
+    assert invoke(env, "context").exit_code == 0
+
+
+@pytest.mark.parametrize("command", [["status"], ["recall", "hello"], ["context"]], ids=lambda c: c[0])
+def test_read_only_commands_refuse_a_sqlite_path_with_no_database_and_create_nothing(
+    env: dict[str, str], tmp_path: Path, command: list[str]
+) -> None:
+    typo = tmp_path / "nonexistent" / "dir" / "m.db"
+    result = invoke(env, *command, "--engine", f"sqlite:///{typo}")
+    assert result.exit_code == 2, result.output
+    assert f"no database at {typo}; nothing has been stored there yet" in result.output
+    assert "run ingest/replay first" in result.output
+    assert not (tmp_path / "nonexistent").exists()
+
+
+def test_replay_of_json_nested_past_the_decoders_limit_exits_2_naming_the_file(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    result = invoke(env, "replay", str(deep), "--inline")
+    assert result.exit_code == 2, result.output
+    assert "deep.json is not readable JSON: arrays or objects nested deeper" in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def test_replay_without_assistant_turns_says_no_post_turn_calls(env: dict[str, str], tmp_path: Path) -> None:
+    path = tmp_path / "users.jsonl"
+    path.write_text(json.dumps({"thread": "t", "role": "user", "content": "I keep bees."}) + "\n")
+    result = invoke(env, "replay", str(path), "--inline")
+    assert result.exit_code == 0, result.output
+    assert "pre_turn p50 " in result.output and "; no post_turn calls; log errors 0" in result.output
+    assert "nan" not in result.output
+
+
+@pytest.mark.parametrize("given", ["--port", "MEMORY_CORE_FLOWER_PORT"])
+def test_flower_on_a_port_in_use_exits_2_naming_the_port_and_where_it_came_from(
+    env: dict[str, str], given: str
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        extra = ["--port", str(port)] if given == "--port" else []
+        run_env = {**os.environ, **env, "MEMORY_CORE_FLOWER_PORT": str(port if extra == [] else 5555)}
+        result = subprocess.run(
+            [sys.executable, "-m", "memory_core", "flower", *extra],
+            env=run_env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert result.returncode == 2, result.stderr
+    assert f"flower cannot listen on 127.0.0.1:{port} ({given}): Address already in use" in result.stderr
+    assert "--port or MEMORY_CORE_FLOWER_PORT" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -95,6 +98,7 @@ def test_summary_rows() -> None:
     ]
     bare = DemoFigures([], 0, None, 0, 0, 0, {}, [], [], [], [])
     assert [what for what, _ in summary_rows(bare)] == ["items", "jobs run", "pre_turn", "post_turn"]
+    assert summary_rows(bare)[2:] == [("pre_turn", "no calls"), ("post_turn", "no calls")]  # not "p50 nan ms"
 
 
 def _hit(item_id: str, kind: ItemKind, derived: tuple[str, ...] = ()) -> Hit:
@@ -166,6 +170,79 @@ def test_a_second_demo_is_refused_and_leaves_the_first_ones_files(tmp_path: Path
     assert result.exit_code == 1
     assert "another memory-core demo is running (pid" in result.output
     assert (var / "demo" / "memory.db").read_text() == "the first demo's"
+
+
+def _demo_as_unprivileged(env: dict[str, str]) -> tuple[int, str]:
+    """``memory-core demo`` in this process's CLI as a user who cannot write ``MEMORY_CORE_VAR_DIR``: ``nobody``
+    in a forked child when run as root (root writes through permission bits), else this process; (exit, output).
+    """
+    if os.geteuid() != 0:
+        get_settings.cache_clear()
+        result = CliRunner().invoke(app, ["demo", "--sample", "tiny-1"], env=env)
+        get_settings.cache_clear()
+        return result.exit_code, result.output + (repr(result.exception) if result.exit_code not in (0, 2) else "")
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child
+        try:
+            os.setgid(65534)
+            os.setuid(65534)
+            get_settings.cache_clear()
+            result = CliRunner().invoke(app, ["demo", "--sample", "tiny-1"], env=env)
+            text = f"{result.exit_code}\n{result.output}"
+            if result.exception is not None and not isinstance(result.exception, SystemExit):
+                text += repr(result.exception)
+        except BaseException as exc:
+            text = f"99\n{type(exc).__name__}: {exc}"
+        os.write(write, text.encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as fh:
+        code, _, output = fh.read().partition("\n")
+    os.waitpid(pid, 0)
+    return int(code), output
+
+
+def test_a_read_only_var_dir_exits_2_naming_the_folder(tiny_data_dir: Path) -> None:
+    shared = Path(tempfile.mkdtemp(prefix="memcore-demo-ro-"))
+    try:
+        shared.chmod(0o755)
+        var = shared / "var"
+        var.mkdir(mode=0o555)
+        var.chmod(0o555)
+        code, output = _demo_as_unprivileged(
+            {"MEMORY_CORE_VAR_DIR": str(var), "MEMORY_CORE_DATA_DIR": str(tiny_data_dir)}
+        )
+        assert code == 2, output
+        assert f"MEMORY_CORE_VAR_DIR {var}: cannot create or open the lock file demo.lock in {var}" in output
+        assert "Traceback" not in output and "PermissionError" not in output
+        assert sorted(var.iterdir()) == []
+    finally:
+        (shared / "var").chmod(0o755)
+        shutil.rmtree(shared)
+
+
+def test_a_broker_that_is_not_a_redis_url_exits_2_naming_the_option(tmp_path: Path, tiny_data_dir: Path) -> None:
+    env = {"MEMORY_CORE_VAR_DIR": str(tmp_path / "var"), "MEMORY_CORE_DATA_DIR": str(tiny_data_dir)}
+    get_settings.cache_clear()
+    result = CliRunner().invoke(app, ["demo", "--sample", "tiny-1", "--broker", "http://x"], env=env)
+    get_settings.cache_clear()
+    assert result.exit_code == 2, result.output
+    assert result.output.strip() == "--broker: scheme 'http' is not one of redis, rediss"
+    assert not (tmp_path / "var" / "demo").exists()
+
+
+def test_a_broker_that_does_not_answer_exits_2_with_the_reason_before_any_worker_starts(
+    tmp_path: Path, tiny_data_dir: Path
+) -> None:
+    env = {"MEMORY_CORE_VAR_DIR": str(tmp_path / "var"), "MEMORY_CORE_DATA_DIR": str(tiny_data_dir)}
+    get_settings.cache_clear()
+    result = CliRunner().invoke(app, ["demo", "--sample", "tiny-1", "--broker", "redis://u:pw@127.0.0.1:1/9"], env=env)
+    get_settings.cache_clear()
+    assert result.exit_code == 2, result.output
+    assert "--broker redis://:***@127.0.0.1:1/9 is not answering: ConnectionError" in result.output
+    assert "pw" not in result.output
+    assert not (tmp_path / "var" / "demo" / "worker.log").exists()
 
 
 # whole runs on the tiny data -------------------------------------------------------------------------------
@@ -262,3 +339,61 @@ def test_an_interrupted_demo_stops_its_worker_warmly_then_exits_128_plus_the_sig
     assert not _pid_alive(pid) and not _group_alive(pid)
     log = (tmp_path / "var" / "demo" / "worker.log").read_text()
     assert "exited with signal" not in log, log
+
+
+DEMO_REDIS_DB = 14
+"""The tests' Redis database (as ``tests/workers``); the demo's keys there are all named ``*demo-<run>*``."""
+
+
+@pytest.fixture
+def demo_redis(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """A client of db 14 of the test Redis (skips without it; fails when CI=true), and its URL as ``.url``."""
+    import redis
+
+    root_conftest = Path(__file__).resolve().parents[1] / "conftest.py"
+    root = next(
+        p
+        for p in request.config.pluginmanager.get_plugins()
+        if Path(getattr(p, "__file__", "") or ".").resolve() == root_conftest
+    )
+    root.require_service("redis", root.REDIS_HOST, root.REDIS_PORT)
+    url = f"redis://{root.REDIS_HOST}:{root.REDIS_PORT}/{DEMO_REDIS_DB}"
+    client = redis.Redis.from_url(url, decode_responses=True)
+    client.url = url  # type: ignore[attr-defined]
+    yield client
+    client.close()
+
+
+def _demo_keys(client: Any) -> set[str]:
+    """Every key of db 14 a demo run could have written: its prefix, queues, bindings and results."""
+    keys: set[str] = set()
+    for pattern in ("memory-core-demo-*", "demo-*", "_kombu.binding.demo-*", "_kombu.binding_permanent.demo-*"):
+        keys.update(client.scan_iter(match=pattern, count=1000))
+    results = list(client.scan_iter(match="celery-task-meta-*", count=1000))
+    for start in range(0, len(results), 500):
+        batch = results[start : start + 500]
+        keys.update(k for k, raw in zip(batch, client.mget(batch), strict=True) if raw and '"queue": "demo-' in raw)
+    return keys
+
+
+@pytest.mark.slow
+@pytest.mark.redis
+@pytest.mark.parametrize("ending", ["finished", "SIGTERM"])
+def test_a_broker_demo_deletes_what_it_wrote_on_redis_however_it_ends(
+    start_demo: Callable[..., subprocess.Popen[str]], demo_redis: Any, ending: str
+) -> None:
+    before = _demo_keys(demo_redis)
+    proc = start_demo("--broker", demo_redis.url, "--timeout", "300")
+    pid, seen = _worker_pid(proc)
+    assert _demo_keys(demo_redis) - before, "the run wrote nothing on the broker"  # its queues and bindings
+    if ending == "SIGTERM":
+        os.killpg(pid, signal.SIGSTOP)  # hold the worker so the run cannot end before the signal lands
+        try:
+            proc.send_signal(signal.SIGTERM)
+        finally:
+            os.killpg(pid, signal.SIGCONT)
+    out, _ = proc.communicate(timeout=180)
+    output = "".join(seen) + out
+    assert proc.returncode == (0 if ending == "finished" else 128 + signal.SIGTERM), output
+    assert re.search(r"deleted the run's \d+ keys on the broker", output), output
+    assert _demo_keys(demo_redis) - before == set()
