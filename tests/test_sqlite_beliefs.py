@@ -352,13 +352,18 @@ def _many() -> list[Conversation]:
     ]
 
 
-def test_a_build_commits_whenever_it_has_held_the_lock_its_budget(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _built_at_once(tmp_path: Path) -> set[tuple[str, str, float | None, tuple[str, ...]]]:
+    """The beliefs of ``_many()`` built by one uninterrupted consolidate, as ``_snapshot`` gives them."""
     with SQLiteEngine(tmp_path / "once.db") as once:
         store_all(once, _many())
         once.consolidate(BUILD)
-        expected = _snapshot(once)
+        return _snapshot(once)
+
+
+def test_a_build_commits_whenever_it_has_held_the_lock_its_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    expected = _built_at_once(tmp_path)
     with SQLiteEngine(tmp_path / "steps.db") as steps:
         store_all(steps, _many())
         locked = writes(steps, monkeypatch)
@@ -370,10 +375,7 @@ def test_a_build_commits_whenever_it_has_held_the_lock_its_budget(
 def test_a_build_overtaken_between_its_read_and_its_write_gives_the_beliefs_of_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with SQLiteEngine(tmp_path / "once.db") as once:
-        store_all(once, _many())
-        once.consolidate(BUILD)
-        expected = _snapshot(once)
+    expected = _built_at_once(tmp_path)
     path = tmp_path / "race.db"
     with SQLiteEngine(path) as slow, SQLiteEngine(path) as fast:
         store_all(slow, _many())

@@ -77,6 +77,18 @@ def dedicated(flow: Flow, tag: str) -> dict[str, str]:
 
 
 # ---------------------------------------------------------------------------------------------------------
+def build_overlap(flow: Flow, ns: str) -> int:
+    """Assert one or two builds of ``ns`` started and never two at once; return how many are still running."""
+    events = sorted((e for e in flow.events() if e["ns"] == ns), key=lambda e: e["t"])
+    starts = [e for e in events if e["event"] == "start"]
+    assert 1 <= len(starts) <= 2, events
+    running = 0
+    for event in events:
+        running += 1 if event["event"] == "start" else -1
+        assert running <= 1, f"two builds of one scope at once: {events}"
+    return running
+
+
 def test_a_post_turn_job_runs_on_a_worker_and_its_beliefs_reach_the_next_pack(flow: Flow, session_worker: Proc) -> None:
     engine = SQLiteEngine(flow.db_path)
     queue = JobQueue(flow.settings())
@@ -126,14 +138,7 @@ def test_100_triggers_for_one_scope_give_at_most_two_builds_never_two_at_once(fl
         client.delete(hold)
     wait_until(lambda: done(flow, *set(ids)), 60, what="every trigger's job")
 
-    events = sorted((e for e in flow.events() if e["ns"] == "agent:bob-burst"), key=lambda e: e["t"])
-    starts = [e for e in events if e["event"] == "start"]
-    assert 1 <= len(starts) <= 2, events
-    running = 0
-    for event in events:
-        running += 1 if event["event"] == "start" else -1
-        assert running <= 1, f"two builds of one scope at once: {events}"
-    assert running == 0
+    assert build_overlap(flow, "agent:bob-burst") == 0
     assert beliefs(engine, "bob-burst")
     queue.close()
     engine.close()
@@ -170,13 +175,7 @@ def test_100_parallel_triggers_spread_over_a_second_against_fast_builds_give_at_
     assert len(ids) == 100
     wait_until(lambda: done(flow, *set(ids)), 60, what="every trigger's job")
 
-    events = sorted((e for e in flow.events() if e["ns"] == "agent:hana-spread"), key=lambda e: e["t"])
-    starts = [e for e in events if e["event"] == "start"]
-    assert 1 <= len(starts) <= 2, events
-    running = 0
-    for event in events:
-        running += 1 if event["event"] == "start" else -1
-        assert running <= 1, f"two builds of one scope at once: {events}"
+    build_overlap(flow, "agent:hana-spread")
     assert beliefs(engine, "hana-spread")
     engine.close()
 
