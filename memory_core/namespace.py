@@ -211,7 +211,7 @@ class Namespace:
         try:
             return cls.parse(value)
         except InvalidRequest as exc:
-            raise ValueError(exc.message.removeprefix("namespace: ")) from None
+            raise ValueError(exc.reason) from None
 
     @classmethod
     def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:

@@ -24,9 +24,9 @@ reference §1.4; a naive ``datetime.now()`` would otherwise be shifted silently)
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
-from contextlib import ExitStack
+from concurrent.futures import Executor, ProcessPoolExecutor
 from datetime import UTC, datetime
+from functools import partial
 from typing import Annotated, Any, ClassVar
 
 from pydantic import AfterValidator, Field, PlainSerializer, StrictInt
@@ -54,6 +54,7 @@ from memory_core.meta import ItemKind, MemoryMeta, ObservedActor, SourceKind, So
 from memory_core.namespace import Namespace, Reach
 from memory_core.query import NonBlank, StoreReceipt
 from memory_core.recall import build_pack
+from memory_core.recall.pool import Started, shared_pool
 from memory_core.recall.types import ContextPack, HolisticRecall, ScopeSection, ThreadWindow
 
 __all__ = [
@@ -66,9 +67,6 @@ __all__ = [
     "TurnContext",
     "turn_item",
 ]
-
-_LOG_WORKERS = 1
-"""Threads of the per-call pool that logs the user turn while the pack is read (the read runs in the caller)."""
 
 _LogResult = tuple[StoreReceipt | None, str | None]
 
@@ -197,12 +195,11 @@ class AgentMemory:
         engine: Any ``MemoryEngine`` (safe to call from several threads at once).
         layout: The layout; the agent's node is ``layout.conversations(agent_id)``.
         agent_id: The agent (non-blank).
-        executor: A host-owned thread-based executor for the turn log and the pack's reads; None uses a
-            per-call pool for the log and ``build_pack``'s own pool for the reads. A log it has not started by
-            the time the reads are done is taken back and run in the caller (so the log never deadlocks a call
-            made from inside it), and a shut-down executor is replaced by a per-call pool for the log. The
-            reads are ``recall.pool``'s: a call made from inside a one-worker executor that is also the pack's
-            executor waits on reads queued behind itself unless that pool runs unstarted reads in the caller.
+        executor: A host-owned thread-based executor for the turn log and the pack's reads; None uses the
+            shared pool of ``recall.pool``. Work (the log, a read) it has not started by the time the caller
+            needs the result is taken back and run in the caller (``recall.pool.Started``), so a call made
+            from inside a one-worker executor never waits on itself, and a shut-down executor's work runs in
+            the caller.
 
     Raises:
         InvalidRequest: a blank agent id, a layout that is not a ``MemoryLayout``, or a process-based
@@ -307,12 +304,11 @@ class AgentMemory:
             exclude_ids=(item.id,),
             exclude_thread=ThreadWindow(thread_id=req.thread_id, from_turn=req.in_prompt_from),
         )
-        with ExitStack() as stack:
-            logging = self._start_log(item, stack)
-            try:
-                pack = build_pack(self.engine, recall, executor=self.executor)
-            finally:
-                logged, log_error = self._finish_log(logging, item)
+        logging = Started(partial(self._log, item), self.executor if self.executor is not None else shared_pool())
+        try:
+            pack = build_pack(self.engine, recall, executor=self.executor)
+        finally:
+            logged, log_error = logging.result()  # run here if the executor has not started it
         return TurnContext(pack=pack, logged=logged, log_error=log_error)
 
     def post_turn(self, turn: PostTurn | Mapping[str, Any] | str) -> PostTurnReport:
@@ -452,7 +448,7 @@ class AgentMemory:
         try:
             ns = at if isinstance(at, Namespace) else Namespace.parse(at)
         except InvalidRequest as exc:
-            raise InvalidRequest(exc.message.removeprefix(f"{exc.field}: "), field="scope") from None
+            raise InvalidRequest(exc.reason, field="scope") from None
         for core in self.core:
             if core.at == ns:
                 return core
@@ -463,24 +459,3 @@ class AgentMemory:
             return self.engine.store_with(item, WriteOptions.accepted()), None
         except Exception as exc:  # pre_turn never fails on an engine error (seed 000): report it instead
             return None, _describe(exc)
-
-    def _start_log(self, item: Conversation, stack: ExitStack) -> Future[_LogResult]:
-        """Submit the log to the host's executor, or to a per-call pool ``stack`` joins when none or shut down."""
-        if self.executor is not None:
-            try:
-                return self.executor.submit(self._log, item)
-            except RuntimeError:  # the host's executor is shut down: log on a pool of our own instead
-                pass
-        pool = stack.enter_context(ThreadPoolExecutor(max_workers=_LOG_WORKERS, thread_name_prefix="memory-core-log"))
-        return pool.submit(self._log, item)
-
-    def _finish_log(self, logging: Future[_LogResult], item: Conversation) -> _LogResult:
-        """The log's outcome; a log the executor has not started is taken back and run in this thread.
-
-        Waiting for a queued task deadlocks when the executor's only free worker is this thread (``pre_turn``
-        called from inside the host's one-worker pool), and a task cancelled by ``shutdown(cancel_futures=True)``
-        never runs; ``Future.cancel`` succeeds in both cases and exactly when the task has not begun.
-        """
-        if logging.cancel():
-            return self._log(item)
-        return logging.result()

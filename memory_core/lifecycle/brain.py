@@ -242,5 +242,4 @@ def prefixed(exc: InvalidRequest, prefix: str) -> InvalidRequest:
     """
     if exc.field is not None and (exc.field == prefix or exc.field.startswith(prefix + ".")):
         return exc
-    message = exc.message.removeprefix(f"{exc.field}: ") if exc.field else exc.message
-    return InvalidRequest(message, field=f"{prefix}.{exc.field}" if exc.field else prefix)
+    return InvalidRequest(exc.reason, field=f"{prefix}.{exc.field}" if exc.field else prefix)

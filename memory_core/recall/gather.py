@@ -210,7 +210,7 @@ def _fetch(
             max_scopes=section.max_scopes,
         )
     )
-    return Read(list(page.hits), list(page.beliefs), ranked=True, query=query)
+    return Read(list(page.hits), list(page.beliefs), query=query)
 
 
 def _answer(
@@ -300,7 +300,7 @@ def fold_beliefs(request: HolisticRecall, gathered: Sequence[Gathered]) -> list[
         if merged and is_learnings_section(section):
             admitted = [b for b in merged.values() if section.filter.matches(ItemKind.LEARNING, b.meta)]
             hits = _interleave(hits, admitted)
-        out.append(Read(hits, [], outcome.ranked, outcome.query))
+        out.append(Read(hits, [], outcome.query))
     return out
 
 
@@ -336,6 +336,6 @@ def gather(
             position += 1
             assert isinstance(listed, _Listed)
             if isinstance(outcome, Read):
-                outcome = Read(outcome.hits, listed.beliefs, outcome.ranked, outcome.query)
+                outcome = Read(outcome.hits, listed.beliefs, outcome.query)
         gathered.append(outcome)
     return fold_beliefs(request, floor(request, gathered))

@@ -26,15 +26,18 @@ class Answered:
 class Read:
     """A ranked or latest read: the section's hits before settling, and the beliefs the read returned.
 
-    ``ranked`` is True when the hits came from ``engine.fetch`` (their scores are relevance, subject to the
-    pack's ``min_relevance``), False for a latest listing; ``query`` is the text a ranked read fetched for (the
-    section's query, the pack's, or an answer's question when it fell back to fetching), None for a listing.
+    ``query`` is the text a ranked read fetched for (the section's query, the pack's, or an answer's question
+    when it fell back to fetching), None for a latest listing.
     """
 
     hits: list[Hit]
     beliefs: list[Hit]
-    ranked: bool = False
     query: str | None = None
+
+    @property
+    def ranked(self) -> bool:
+        """True when the hits came from ``engine.fetch`` (relevance scores, subject to ``min_relevance``)."""
+        return self.query is not None
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,9 +15,9 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future, ThreadPoolExecutor, wait
-from typing import Final, TypeVar
+from typing import Final, Generic, TypeVar
 
-__all__ = ["RECALL_WORKERS", "run_all", "shared_pool"]
+__all__ = ["RECALL_WORKERS", "Started", "run_all", "shared_pool"]
 
 RECALL_WORKERS: Final = 8
 """Threads of the shared read pool (*memory-core*: bounds the reads all packs of a process run at once)."""
@@ -82,25 +82,41 @@ def run_all(calls: Sequence[Callable[[], _T]], executor: Executor | None = None)
     return _submit_all(executor if executor is not None else shared_pool(), calls)
 
 
-def _submit_all(executor: Executor, calls: Sequence[Callable[[], _T]]) -> list[_T]:
-    """Submit every call, then collect in order.
+class Started(Generic[_T]):
+    """One call submitted to run beside the caller's own work, its result taken with ``result()``.
 
-    A call the executor has not started by the time the caller comes to it is taken back and run on the
+    A call the executor has not started by the time the caller asks for it is taken back and run on the
     caller's thread: the caller works instead of idling, and a caller that is itself one of the executor's
     threads (a host running ``pre_turn`` inside the one-worker pool it passed as ``executor``) never waits on
-    work queued behind itself. Work runs on the executor or the calling thread, nowhere else.
+    work queued behind itself. ``Future.cancel`` succeeds exactly when the task has not begun, including one
+    ``shutdown(cancel_futures=True)`` dropped. An executor that refuses new work (shut down) leaves the call to
+    run when its result is asked. Work runs on the executor or the calling thread, nowhere else.
     """
-    futures: list[Future[_T]] = []
-    inline: dict[int, _T] = {}
+
+    def __init__(self, call: Callable[[], _T], executor: Executor) -> None:
+        self._call = call
+        try:
+            self._future: Future[_T] | None = executor.submit(call)
+        except RuntimeError:  # the executor is shut down
+            self._future = None
+
+    def result(self) -> _T:
+        """The call's result, run here when the executor had not started it."""
+        if self._future is None or self._future.cancel():
+            return self._call()
+        return self._future.result()
+
+    def settle(self) -> None:
+        """Return once the call is not running on the executor (a taken-back or refused call is settled)."""
+        if self._future is not None and not self._future.cancelled():
+            wait([self._future])
+
+
+def _submit_all(executor: Executor, calls: Sequence[Callable[[], _T]]) -> list[_T]:
+    """Start every call (``Started``), then collect in order; return only once none is still running."""
+    started = [Started(call, executor) for call in calls]
     try:
-        for i, call in enumerate(calls):
-            try:
-                futures.append(executor.submit(call))
-            except RuntimeError:  # the executor is shut down: run what is left here
-                for j in range(i, len(calls)):
-                    inline[j] = calls[j]()
-                break
-        results = [calls[i]() if f.cancel() else f.result() for i, f in enumerate(futures)]
-    finally:  # a cancelled future counts as done only once a worker reaches it: never wait for those
-        wait([f for f in futures if not f.cancelled()])
-    return results + [inline[j] for j in sorted(inline)]
+        return [s.result() for s in started]
+    finally:
+        for s in started:
+            s.settle()

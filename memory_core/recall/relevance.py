@@ -113,7 +113,6 @@ def floor(request: HolisticRecall, gathered: Sequence[Gathered]) -> list[Gathere
             outcome = Read(
                 [h for h in outcome.hits if bar.passes(h, covered[(position, h.id)])],
                 [b for b in outcome.beliefs if bar.passes(b, covered[(position, b.id)])],
-                ranked=True,
                 query=outcome.query,
             )
         out.append(outcome)

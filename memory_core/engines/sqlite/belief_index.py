@@ -33,7 +33,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -48,7 +48,7 @@ from memory_core.scoring import EMBED_DIM
 
 from .filters import compile_filter
 from .fts import fts_matches
-from .rows import ns_of_key
+from .rows import chunks, ns_of_key, placeholders
 from .search import Candidates, FloatArray, IntArray, order, query_vector, score
 
 __all__ = ["VERSION_KEY", "BeliefIndex", "BeliefRows", "bump_version", "evidence_of", "rank"]
@@ -184,26 +184,13 @@ def _select(loaded: _Loaded, mask: BoolArray) -> BeliefRows:
     )
 
 
-_BATCH: Final = 400
-"""Most ids bound in one ``IN (…)`` list."""
-
-
-def _chunks(values: Sequence[Any], size: int = _BATCH) -> Iterable[list[Any]]:
-    for start in range(0, len(values), size):
-        yield list(values[start : start + size])
-
-
-def _marks(n: int) -> str:
-    return ", ".join("?" for _ in range(n))
-
-
 def _evidence(conn: sqlite3.Connection, bids: Sequence[int]) -> dict[int, tuple[str, ...]]:
     """``bid → ids of the items it was derived from``, in write order."""
     out: dict[int, list[str]] = {}
-    for chunk in _chunks(list(bids)):
+    for chunk in chunks(list(bids)):
         for bid, item_id in conn.execute(
             "SELECT e.bid, i.id FROM belief_evidence e JOIN items i ON i.id = e.item_id "
-            f"WHERE e.bid IN ({_marks(len(chunk))}) ORDER BY e.bid, i.seq",
+            f"WHERE e.bid IN ({placeholders(len(chunk))}) ORDER BY e.bid, i.seq",
             chunk,
         ):
             out.setdefault(int(bid), []).append(str(item_id))
@@ -213,8 +200,8 @@ def _evidence(conn: sqlite3.Connection, bids: Sequence[int]) -> dict[int, tuple[
 def evidence_of(conn: sqlite3.Connection, belief_ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
     """``belief id → ids of the items it was derived from`` in write order (unknown ids left out)."""
     by_bid: dict[int, str] = {}
-    for chunk in _chunks(list(dict.fromkeys(belief_ids))):
-        for bid, hid in conn.execute(f"SELECT bid, id FROM beliefs WHERE id IN ({_marks(len(chunk))})", chunk):
+    for chunk in chunks(list(dict.fromkeys(belief_ids))):
+        for bid, hid in conn.execute(f"SELECT bid, id FROM beliefs WHERE id IN ({placeholders(len(chunk))})", chunk):
             by_bid[int(bid)] = str(hid)
     evidence = _evidence(conn, sorted(by_bid))
     return {hid: evidence.get(bid, ()) for bid, hid in by_bid.items()}
@@ -233,9 +220,9 @@ def _hits(
     rows: dict[int, Hit] = {}
     missing = [bid for bid, _ in ranked if cache is None or bid not in cache]
     evidence = _evidence(conn, missing)
-    for chunk in _chunks(missing):
+    for chunk in chunks(missing):
         for bid, hid, text, meta, conf in conn.execute(
-            f"SELECT {_HIT_COLUMNS} FROM beliefs b WHERE b.bid IN ({_marks(len(chunk))})", chunk
+            f"SELECT {_HIT_COLUMNS} FROM beliefs b WHERE b.bid IN ({placeholders(len(chunk))})", chunk
         ):
             rows[int(bid)] = Hit.model_construct(
                 id=str(hid),

@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from functools import partial
 from typing import Any, Final
 
@@ -53,7 +53,7 @@ from memory_core.scoring import embed
 from .belief_index import bump_version, evidence_of, rank
 from .connection import Database
 from .filters import reach_sql
-from .rows import META_COLUMN_NAMES, meta_columns, now_us, ns_of_key, vec_blob
+from .rows import META_COLUMN_NAMES, chunks, meta_columns, now_us, ns_of_key, placeholders, vec_blob
 
 __all__ = [
     "BUILD_CHUNK",
@@ -61,7 +61,6 @@ __all__ = [
     "LOCK_GAP_S",
     "MERGE_BATCH",
     "build_scope",
-    "build_step",
     "evidence_of",
     "rank",
     "retract",
@@ -82,7 +81,6 @@ in sqlite3.c): a gap longer than its 25 ms steps lets it in rather than starving
 the lock at once (memory-core choice)."""
 SOURCE_KINDS: Final = (ItemKind.DOCUMENT.value, ItemKind.CONVERSATION.value)
 """Item kinds beliefs are built from (learnings are never a source, reference §3)."""
-_BATCH: Final = 400
 _NEWEST: Final = "observed_at DESC, last_seq DESC, key DESC"
 """SQL order of a subject's members, newest first, as ``Belief.newness`` then key (NULL, undated, sorts
 lowest: sqlite.org/datatype3.html §4.1)."""
@@ -103,20 +101,11 @@ _Group = tuple[int, str, list[Statement]]
 """One item of a round after extraction: ``(seq, id, its statements)``."""
 
 
-def _chunks(values: Sequence[Any], size: int = _BATCH) -> Iterable[list[Any]]:
-    for start in range(0, len(values), size):
-        yield list(values[start : start + size])
-
-
-def _marks(n: int) -> str:
-    return ", ".join("?" for _ in range(n))
-
-
 # loading ------------------------------------------------------------------------------------------------
 def _load(conn: sqlite3.Connection, ns: str, from_kind: str, where: str, values: Sequence[Any]) -> dict[int, Belief]:
     out: dict[int, Belief] = {}
-    for chunk in _chunks(values):
-        cond = where.format(marks=_marks(len(chunk)))
+    for chunk in chunks(values):
+        cond = where.format(marks=placeholders(len(chunk)))
         sql = f"SELECT bid, state FROM beliefs WHERE ns = ? AND from_kind = ? AND {cond}"
         for bid, state in conn.execute(sql, (ns, from_kind, *chunk)):
             out[int(bid)] = Belief.from_state(json.loads(state))
@@ -145,13 +134,13 @@ def _candidates(conn: sqlite3.Connection, ns: str, from_kind: str, want: Lookup)
 def _held(conn: sqlite3.Connection, ns: str, from_kind: str, item_ids: Sequence[str]) -> set[tuple[str, str]]:
     """``(belief key, item id)`` pairs already recorded for these items (empty unless they were built before)."""
     out: set[tuple[str, str]] = set()
-    for chunk in _chunks(list(item_ids)):
+    for chunk in chunks(list(item_ids)):
         out.update(
             (str(key), str(item))
             for key, item in conn.execute(
                 # CROSS JOIN keeps the evidence index as the outer loop (sqlite.org/optoverview.html §7)
                 "SELECT b.key, e.item_id FROM belief_evidence e CROSS JOIN beliefs b ON b.bid = e.bid "
-                f"WHERE e.item_id IN ({_marks(len(chunk))}) AND b.ns = ? AND b.from_kind = ?",
+                f"WHERE e.item_id IN ({placeholders(len(chunk))}) AND b.ns = ? AND b.from_kind = ?",
                 (*chunk, ns, from_kind),
             )
         )
@@ -243,13 +232,15 @@ def scopes_to_build(conn: sqlite3.Connection, reach: Reach, kinds: Sequence[str]
 
     ``due`` is True when items were written past its watermark. Two index probes per scope, no lock.
     """
-    sql, params = reach_sql(reach, "s.ns")
+    if not kinds:
+        return []
+    sql, params = reach_sql(reach, "s.ns", kinds=kinds, kind_col="s.kind")
     rows = conn.execute(
         "SELECT s.ns, s.kind, EXISTS (SELECT 1 FROM items i WHERE i.ns = s.ns AND i.kind = s.kind "
         "AND i.seq > s.built_seq) FROM scopes s "
-        f"WHERE ({sql}) AND s.kind IN ({_marks(len(kinds))}) "
+        f"WHERE ({sql}) "
         "AND EXISTS (SELECT 1 FROM items i WHERE i.ns = s.ns AND i.kind = s.kind) ORDER BY s.ns, s.kind",
-        (*params, *kinds),
+        params,
     ).fetchall()
     return [(str(ns), str(kind), bool(due)) for ns, kind, due in rows]
 
@@ -295,7 +286,7 @@ def _write_round(
         batch = groups[done : done + MERGE_BATCH]
         seqs = [seq for seq, _, sts in batch if sts]
         present = (
-            {int(r[0]) for r in conn.execute(f"SELECT seq FROM items WHERE seq IN ({_marks(len(seqs))})", seqs)}
+            {int(r[0]) for r in conn.execute(f"SELECT seq FROM items WHERE seq IN ({placeholders(len(seqs))})", seqs)}
             if seqs
             else set()
         )
@@ -364,22 +355,6 @@ def build_scope(
                 return changed
 
 
-def build_step(
-    conn: sqlite3.Connection, ns: str, kind: str, at_us: int, chunk: int = BUILD_CHUNK
-) -> tuple[set[str], bool]:
-    """One whole build round inside the caller's write transaction (``build_scope`` keeps extraction outside it).
-
-    Returns:
-        ``(changed, more)``: ids of the beliefs created or changed, and whether items remain past the new mark.
-    """
-    del at_us  # build times are taken as each batch commits
-    mark, rows, more = _read_round(conn, ns, kind, chunk)
-    if mark is None or not rows:
-        return set(), False
-    result = _write_round(conn, ns, kind, mark, _statements(rows), float("inf"))
-    return (result[0] if result else set()), more
-
-
 def retract(conn: sqlite3.Connection, removed_ids: Sequence[str]) -> int:
     """Rebuild or delete the beliefs derived from ``removed_ids``, in the caller's transaction.
 
@@ -391,14 +366,14 @@ def retract(conn: sqlite3.Connection, removed_ids: Sequence[str]) -> int:
     """
     removed = list(dict.fromkeys(removed_ids))
     affected: dict[tuple[str, str], dict[int, Belief]] = {}
-    for chunk in _chunks(removed):
+    for chunk in chunks(removed):
         for bid, ns, from_kind, state in conn.execute(
             "SELECT b.bid, b.ns, b.from_kind, b.state FROM beliefs b WHERE b.bid IN "
-            f"(SELECT bid FROM belief_evidence WHERE item_id IN ({_marks(len(chunk))}))",
+            f"(SELECT bid FROM belief_evidence WHERE item_id IN ({placeholders(len(chunk))}))",
             chunk,
         ):
             affected.setdefault((str(ns), str(from_kind)), {})[int(bid)] = Belief.from_state(json.loads(state))
-        conn.execute(f"DELETE FROM belief_evidence WHERE item_id IN ({_marks(len(chunk))})", chunk)
+        conn.execute(f"DELETE FROM belief_evidence WHERE item_id IN ({placeholders(len(chunk))})", chunk)
     deleted = 0
     for (ns, from_kind), beliefs in sorted(affected.items()):
         survivors = {b.key: _survivors(conn, bid) for bid, b in beliefs.items()}
@@ -406,7 +381,7 @@ def retract(conn: sqlite3.Connection, removed_ids: Sequence[str]) -> int:
         for subject in sorted({b.subject for b in beliefs.values() if b.status is BeliefStatus.ACTIVE}):
             row = conn.execute(
                 "SELECT state FROM beliefs WHERE ns = ? AND from_kind = ? AND subject = ? AND status = ? "
-                f"AND bid NOT IN ({_marks(len(beliefs))}) ORDER BY {_NEWEST} LIMIT 1",
+                f"AND bid NOT IN ({placeholders(len(beliefs))}) ORDER BY {_NEWEST} LIMIT 1",
                 (ns, from_kind, subject, BeliefStatus.SUPERSEDED.value, *beliefs),
             ).fetchone()
             if row is not None:

@@ -75,7 +75,7 @@ from .connection import Database, SQLiteOptions, parse_url
 from .filters import compile_filter
 from .index import CandidateRows, ItemIndex
 from .ranking import rank_items
-from .rows import now_us, ns_key, ns_of_key, vec_blob
+from .rows import chunks, now_us, ns_key, ns_of_key, placeholders, vec_blob
 from .schema import check_version, migrate
 from .scopes import build_scopes, counts, decode_cursor, encode_cursor, scope_rows
 from .search import hint_window
@@ -220,9 +220,8 @@ class SQLiteEngine(MemoryEngine):
             if target.ids is not None:
                 ids = list(dict.fromkeys(target.ids))
                 seqs: list[int] = []
-                for start in range(0, len(ids), 500):
-                    chunk = ids[start : start + 500]
-                    marks = ", ".join("?" for _ in chunk)
+                for chunk in chunks(ids):
+                    marks = placeholders(len(chunk))
                     seqs.extend(int(r[0]) for r in conn.execute(f"SELECT seq FROM items WHERE id IN ({marks})", chunk))
             else:
                 where = compile_filter(target.filter or MetaFilter(), "i")
@@ -264,9 +263,8 @@ class SQLiteEngine(MemoryEngine):
                 else:
                     self._items.move_to_end(seq)
                     out[seq] = (item.id, item)
-        for start in range(0, len(missing), 500):
-            chunk = missing[start : start + 500]
-            marks = ", ".join("?" for _ in chunk)
+        for chunk in chunks(missing):
+            marks = placeholders(len(chunk))
             for seq, item_id, body in conn.execute(
                 f"SELECT i.seq, i.id, b.item FROM items i JOIN bodies b ON b.seq = i.seq WHERE i.seq IN ({marks})",
                 chunk,
@@ -315,11 +313,10 @@ class SQLiteEngine(MemoryEngine):
             return rows
         kinds = [k.value for k in request.filter.kinds or ItemKind.all()]
         last: dict[Namespace, int] = {}
-        for start in range(0, len(distinct), 400):
-            chunk = distinct[start : start + 400]
+        for chunk in chunks(distinct):
             for ns, at in conn.execute(
-                f"SELECT ns, max(last_write) FROM scopes WHERE ns IN ({', '.join('?' for _ in chunk)}) "
-                f"AND kind IN ({', '.join('?' for _ in kinds)}) GROUP BY ns",
+                f"SELECT ns, max(last_write) FROM scopes WHERE ns IN ({placeholders(len(chunk))}) "
+                f"AND kind IN ({placeholders(len(kinds))}) GROUP BY ns",
                 (*chunk, *kinds),
             ):
                 last[ns_of_key(str(ns))] = int(at or 0)
@@ -405,7 +402,7 @@ class SQLiteEngine(MemoryEngine):
         def read(conn: sqlite3.Connection) -> list[Hit]:
             where = compile_filter(MetaFilter(reach=request.reach), "i")
             found: dict[str, int] = {}
-            marks = ", ".join("?" for _ in ids)
+            marks = placeholders(len(ids))
             for seq, item_id in conn.execute(
                 f"SELECT i.seq, i.id FROM items i WHERE i.id IN ({marks}) AND {where.sql}", (*ids, *where.params)
             ):

@@ -26,7 +26,7 @@ from memory_core.limits import BELIEF_TAG
 from memory_core.meta import ItemKind, MetaFilter
 from memory_core.namespace import Reach
 
-from .rows import ns_key, to_us
+from .rows import ns_key, placeholders, to_us
 
 __all__ = ["Where", "compile_filter", "reach_sql"]
 
@@ -51,10 +51,6 @@ class Where:
         return " AND ".join(f"({p})" for p in self.parts) if self.parts else "1"
 
 
-def _placeholders(n: int) -> str:
-    return ", ".join("?" for _ in range(n))
-
-
 def _reach_terms(reach: Reach, col: str) -> list[tuple[str, list[Any]]]:
     """``reach.admits(ns)`` on ``col`` as disjoint OR terms, each one index lookup on ``col``.
 
@@ -66,7 +62,7 @@ def _reach_terms(reach: Reach, col: str) -> list[tuple[str, list[Any]]]:
     above = [ns_key(n) for n in reach.at.ancestors_and_self()[:-1]] if reach.inherit else []
     if not reach.descendants:
         nodes = [*above, at]
-        return [(f"{col} = ?" if len(nodes) == 1 else f"{col} IN ({_placeholders(len(nodes))})", nodes)]
+        return [(f"{col} = ?" if len(nodes) == 1 else f"{col} IN ({placeholders(len(nodes))})", nodes)]
     if at == "":
         subtree: tuple[str, list[Any]] = (f"instr({col}, 'service:') = 0", [])
     else:
@@ -76,7 +72,7 @@ def _reach_terms(reach: Reach, col: str) -> list[tuple[str, list[Any]]]:
         )
     if not above:
         return [subtree]
-    return [(f"{col} = ?" if len(above) == 1 else f"{col} IN ({_placeholders(len(above))})", above), subtree]
+    return [(f"{col} = ?" if len(above) == 1 else f"{col} IN ({placeholders(len(above))})", above), subtree]
 
 
 def reach_sql(
@@ -98,7 +94,7 @@ def reach_sql(
     if kinds:
         if kind_col is None:
             raise ValueError("reach_sql: kinds need kind_col")
-        test = f"{kind_col} IN ({_placeholders(len(kinds))})"
+        test = f"{kind_col} IN ({placeholders(len(kinds))})"
         terms = [(f"{test} AND {sql}", [*kinds, *params]) for sql, params in terms]
     if len(terms) == 1:
         return terms[0]
@@ -154,9 +150,9 @@ def compile_filter(flt: MetaFilter, alias: str, *, beliefs: bool = False) -> Whe
     if flt.turns is not None:
         where.add(f"{a}.turn_first = ? AND {a}.turn_last = ?", flt.turns.first, flt.turns.last)
     if flt.sources:
-        where.add(f"{a}.source_kind IN ({_placeholders(len(flt.sources))})", *(s.value for s in flt.sources))
+        where.add(f"{a}.source_kind IN ({placeholders(len(flt.sources))})", *(s.value for s in flt.sources))
     if flt.tags_any and not beliefs:
-        marks = _placeholders(len(flt.tags_any))
+        marks = placeholders(len(flt.tags_any))
         where.add(f"EXISTS (SELECT 1 FROM item_tags t WHERE t.seq = {a}.seq AND t.tag IN ({marks}))", *flt.tags_any)
     if flt.observed_after is not None or flt.observed_before is not None:
         where.add(f"{a}.observed_at IS NOT NULL")

@@ -34,7 +34,7 @@ from memory_core.namespace import Namespace, Reach
 from memory_core.scoring import EMBED_DIM
 
 from .filters import compile_filter
-from .rows import ns_of_key
+from .rows import chunks, ns_of_key, placeholders
 from .search import FloatArray, IntArray
 
 __all__ = ["CandidateRows", "IndexView", "ItemIndex", "item_keys"]
@@ -300,9 +300,8 @@ class ItemIndex:
             pos = at[held].astype(np.int64)
             missing = [int(k) for k in keys[~held]]
             extra = []
-            for start in range(0, len(missing), 500):
-                chunk = missing[start : start + 500]
-                marks = ", ".join("?" for _ in chunk)
+            for chunk in chunks(missing):
+                marks = placeholders(len(chunk))
                 extra.extend(conn.execute(f"{_ROW_SQL} WHERE seq IN ({marks}) ORDER BY seq", chunk).fetchall())
             extra.sort(key=lambda r: int(r[0]))
         k = len(extra)

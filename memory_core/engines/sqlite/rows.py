@@ -9,8 +9,9 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -22,10 +23,13 @@ from memory_core.scoring import EMBED_DIM
 
 __all__ = [
     "EPOCH",
+    "IN_LIST_MAX",
+    "chunks",
     "from_us",
     "meta_columns",
     "now_us",
     "ns_key",
+    "placeholders",
     "ns_of_key",
     "to_us",
     "vec_blob",
@@ -33,6 +37,9 @@ __all__ = [
 ]
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+IN_LIST_MAX: Final = 400
+"""Most values bound in one ``IN (…)`` list, well under SQLite's bound-parameter limit (999 before 3.32,
+32766 since: sqlite.org/limits.html §9) together with a statement's other parameters."""
 _US = timedelta(microseconds=1)
 META_COLUMN_NAMES = (
     "workspace",
@@ -111,3 +118,14 @@ def vec_from_blob(blob: bytes) -> npt.NDArray[np.float32]:
     if out.shape != (EMBED_DIM,):
         raise ValueError(f"vector blob holds {out.size} values, expected {EMBED_DIM}")
     return out
+
+
+def chunks(values: Sequence[Any], size: int = IN_LIST_MAX) -> Iterator[list[Any]]:
+    """``values`` in order as lists of at most ``size``, one per ``IN (…)`` statement."""
+    for start in range(0, len(values), size):
+        yield list(values[start : start + size])
+
+
+def placeholders(n: int) -> str:
+    """``n`` comma-separated ``?`` parameters, for ``IN ({placeholders(n)})``."""
+    return ", ".join("?" for _ in range(n))

@@ -18,7 +18,7 @@ from memory_core.items import Conversation, Document, Learning
 from memory_core.scoring import embed
 
 from . import beliefs_store
-from .rows import META_COLUMN_NAMES, meta_columns, now_us, ns_key, vec_blob
+from .rows import META_COLUMN_NAMES, chunks, meta_columns, now_us, ns_key, placeholders, vec_blob
 
 __all__ = ["Prepared", "delete_seqs", "drain", "index_rows", "insert", "now_us", "pending_texts", "prepare"]
 
@@ -130,9 +130,8 @@ def delete_seqs(conn: sqlite3.Connection, seqs: Sequence[int]) -> int:
         How many items were deleted.
     """
     ids: list[str] = []
-    for start in range(0, len(seqs), 500):
-        chunk = list(seqs[start : start + 500])
-        marks = ", ".join("?" for _ in chunk)
+    for chunk in chunks(seqs):
+        marks = placeholders(len(chunk))
         rows = conn.execute(
             f"SELECT i.seq, i.id, b.text, (SELECT 1 FROM pending p WHERE p.seq = i.seq) "
             f"FROM items i JOIN bodies b ON b.seq = i.seq WHERE i.seq IN ({marks})",
