@@ -166,6 +166,9 @@ class DeadLetterStore:
         """How many letters are kept."""
         raise NotImplementedError
 
+    def close(self) -> None:
+        """Release the store's connection (a store used after ``close`` opens a new one)."""
+
 
 class RedisDeadLetters(DeadLetterStore):
     """Dead letters in Redis: ``P:dead`` (id → time, sorted) and ``P:dead:<id>`` (the letter's JSON).
@@ -254,6 +257,10 @@ class RedisDeadLetters(DeadLetterStore):
         """See ``DeadLetterStore.count``."""
         return int(self._call(self.client.zcard, self.index))
 
+    def close(self) -> None:
+        """See ``DeadLetterStore.close``."""
+        self.client.close()
+
 
 class SqliteDeadLetters(DeadLetterStore):
     """Dead letters in a SQLite table (server-less setup).
@@ -310,3 +317,7 @@ class SqliteDeadLetters(DeadLetterStore):
     def count(self) -> int:
         """See ``DeadLetterStore.count``."""
         return int(self._run("SELECT COUNT(*) FROM dead_letters").fetchone()[0])
+
+    def close(self) -> None:
+        """See ``DeadLetterStore.close``."""
+        self._store.close()

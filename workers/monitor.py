@@ -14,7 +14,6 @@ this machine parked while the broker was away (they are published on the next su
 
 from __future__ import annotations
 
-import ssl
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from celery.result import AsyncResult
 
 from memory_core.settings import Settings, get_settings
 from workers.config import broker_url, host_config, is_redis_url, result_backend_url, var_paths
+from workers.redis_coordination import redis_client
 from workers.transport import prepare
 
 __all__ = ["FINISHED", "BrokerProbe", "JobMonitor", "JobState", "WaitReport", "redact"]
@@ -160,19 +160,6 @@ class JobMonitor:
                 report.failed.append(seen)
         return report
 
-    def _redis(self, url: str, timeout_s: float) -> redis.Redis[str]:
-        options: dict[str, Any] = {}
-        if urlsplit(url).scheme.lower() == "rediss" and "ssl_cert_reqs" not in url:
-            options["ssl_cert_reqs"] = ssl.CERT_REQUIRED
-        return redis.Redis.from_url(
-            url,
-            decode_responses=True,
-            socket_timeout=timeout_s,
-            socket_connect_timeout=timeout_s,
-            retry_on_timeout=False,
-            **options,
-        )
-
     def probe(self, timeout_s: float = 1.0) -> BrokerProbe:
         """Ask the broker once, within ``timeout_s`` seconds (connect, TLS and reply); never raises.
 
@@ -190,7 +177,7 @@ class JobMonitor:
             reason = None if ok else f"the server-less queue folder {folder} does not exist"
             return BrokerProbe(url, ok, reason, time.monotonic() - start)
         try:
-            client = self._redis(url, timeout_s)
+            client = redis_client(url, timeout_s, 0)  # no health-check PING first: one PING, one bound
             try:
                 client.ping()
             finally:
@@ -226,7 +213,7 @@ class JobMonitor:
         url = broker_url(self.settings)
         if is_redis_url(url):
             try:
-                client = self._redis(url, timeout_s)
+                client = redis_client(url, timeout_s, 0)
                 try:
                     return {n: sum(int(client.llen(k)) for k in self._redis_keys(client, n)) for n in names}
                 finally:

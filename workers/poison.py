@@ -7,10 +7,11 @@ levels deep raises ``RecursionError`` the same way). The guarded transports (``w
 entry with ``envelope_problem`` and hand the bad ones to ``dead_letter_raw`` instead. Envelopes that are well
 formed but cannot become a task request (a body of JSON ``null``, a junk ``timelimit`` header) are refused by
 the consumer (``workers.consumer``, through ``refuse``); those that name an unknown task or carry a foreign
-content type reach Celery, which rejects them; ``workers.signals`` dead-letters those.
+content type reach Celery, which rejects them; ``workers.signals`` dead-letters those (through ``refuse`` too).
 
-Every letter written here gets a unique id when the message has no string task id (``letter_id``), so two
-such letters never replace each other, and the attempts the coordination store counted for the job
+Every letter written here is kept under the message's task id when ``workers.queue.check_job_id`` accepts it
+(so ``requeue`` can publish the job again under it), else under a unique generated id (``letter_id``), so two
+such letters never replace each other; it records the attempts the coordination store counted for the job
 (``attempts_of``), 0 when it never started.
 """
 
@@ -23,6 +24,7 @@ import logging
 import uuid
 from typing import Any
 
+from memory_core.errors import InvalidRequest
 from memory_core.settings import get_settings
 from workers.coordination import Coordination
 from workers.dead_letters import DeadLetter, DeadLetterStore
@@ -47,8 +49,6 @@ BODY_ENCODINGS = frozenset({"base64"})
 """``properties.body_encoding`` codecs of kombu's virtual channel (``Channel.codecs``, looked up as given; a blank
 value or ``utf-8`` in any case means the body is plain text: ``Channel.decode_body`` in
 ``kombu/transport/virtual/base.py``); any other value makes ``Message()`` raise ``AttributeError``."""
-MAX_ID_CHARS = 255
-"""Longest message id kept as a letter id; a longer one is replaced by a generated id (it names no job)."""
 
 
 def _open_letters() -> DeadLetterStore:
@@ -73,14 +73,19 @@ def letters() -> DeadLetterStore:
 
 
 def letter_id(candidate: Any, kind: str) -> str:
-    """``candidate`` when it is a usable job id (a non-blank string), else ``<kind>-<32 hex digits>``.
+    """``candidate`` when it can name a job (``workers.queue.check_job_id``), else ``<kind>-<32 hex digits>``.
 
-    A message without a task id must not share a fixed id ("unknown", "undecodable") with every other one:
-    a dead letter replaces the one with its id.
+    One rule for both: a letter kept under an id ``check_job_id`` refuses (too long, control characters) could
+    never be requeued, since publishing the job again under its id is refused. A message without a task id
+    must not share a fixed id ("unknown", "undecodable") with every other one: a dead letter replaces the one
+    with its id.
     """
-    if isinstance(candidate, str) and candidate.strip() and len(candidate) <= MAX_ID_CHARS:
-        return candidate
-    return f"{kind}-{uuid.uuid4().hex}"
+    from workers.queue import check_job_id  # workers.queue imports this module (through workers.transport)
+
+    try:
+        return check_job_id(candidate)
+    except InvalidRequest:
+        return f"{kind}-{uuid.uuid4().hex}"
 
 
 def attempts_of(job_id: str) -> int:
@@ -148,20 +153,35 @@ def message_engine(message: Any) -> str | None:
     return engine if isinstance(engine, str) else None
 
 
-def refuse(message: Any, exc: BaseException | str, *, message_text: str | None = None) -> DeadLetter:
-    """Dead-letter a kombu message that reached the consumer but cannot become a task request.
+def refuse(
+    message: Any,
+    exc: BaseException | str,
+    *,
+    message_text: str | None = None,
+    kind: str = "refused",
+    job_id: Any = None,
+    task: str | None = None,
+) -> DeadLetter:
+    """Dead-letter a kombu message that reached the worker but cannot become (or run as) a task request.
+
+    Used by the consumer (``workers.consumer``) and by the signal handlers for messages Celery rejected or
+    whose task it does not know (``workers.signals``).
 
     Args:
         message: The kombu ``Message``.
         exc: Why (the exception raised while building the request, or an error name).
         message_text: The letter's message (default: ``not a task message: <exc>``).
+        kind: The generated letter id's prefix when the message has no usable id (``letter_id``).
+        job_id: The job id when the caller knows it (default: the ``id`` header).
+        task: The task name when the caller knows it (default: the ``task`` header, when a string).
 
     Returns:
         The letter written (or logged, when no store answers).
     """
     headers = headers_of(message)
-    jid = letter_id(headers.get("id"), "refused")
-    task = headers.get("task") if isinstance(headers.get("task"), str) else None
+    jid = letter_id(job_id if isinstance(job_id, str) else headers.get("id"), kind)
+    if task is None and isinstance(headers.get("task"), str):
+        task = headers["task"]
     letter = DeadLetter.of(
         jid,
         exc,

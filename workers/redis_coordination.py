@@ -154,7 +154,13 @@ return 0
 
 
 def redis_client(url: str, timeout_s: float, health_check_s: int) -> redis.Redis[str]:
-    """A decoding Redis client with connect/read timeouts and health checks (redis-py#775, #1140)."""
+    """A decoding Redis client with connect/read timeouts and health checks (redis-py#775, #1140).
+
+    No command is retried (``from_url`` leaves redis-py's connection retries at 0 without ``retry_on_timeout``),
+    so ``timeout_s`` bounds each call. A ``rediss://`` URL verifies the server's certificate unless its query
+    says otherwise (redis-py's ``ssl_cert_reqs="required"`` default, the rule ``config.result_backend_url``
+    writes into the Celery backend's URL). ``health_check_s`` 0: no extra PING before a command.
+    """
     return redis.Redis.from_url(
         url,
         socket_timeout=timeout_s,

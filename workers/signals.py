@@ -29,7 +29,7 @@ from memory_core.errors import ConfigError
 from memory_core.settings import get_settings
 from workers.dead_letters import DeadLetter
 from workers.execution import DeadLettered
-from workers.poison import attempts_of, dead_letter, headers_of, letter_id, message_engine, message_payload, queue_of
+from workers.poison import attempts_of, dead_letter, letter_id, message_payload, refuse
 
 __all__ = ["ExpectedLetters", "check_engine", "message_payload"]  # message_payload: from workers.poison
 
@@ -140,36 +140,23 @@ def unknown_task(
     sender: Any = None, message: Any = None, exc: Any = None, name: Any = None, id: Any = None, **_: Any
 ) -> None:
     """Dead-letter a message for a task this worker does not have."""
-    jid = letter_id(id if isinstance(id, str) else headers_of(message).get("id"), "unknown")
-    dead_letter(
-        DeadLetter.of(
-            jid,
-            "NotRegistered",
-            payload=message_payload(message),
-            task=str(name) if name else None,
-            queue=queue_of(message),
-            attempts=attempts_of(jid),
-            message=f"no task named {name!r}",
-            engine=message_engine(message),
-        )
+    refuse(
+        message,
+        "NotRegistered",
+        message_text=f"no task named {name!r}",
+        kind="unknown",
+        job_id=id,
+        task=str(name) if name else None,
     )
 
 
 def rejected(sender: Any = None, message: Any = None, exc: BaseException | None = None, **_: Any) -> None:
     """Dead-letter a message Celery rejected before running it."""
-    headers = headers_of(message)
-    jid = letter_id(headers.get("id"), "rejected")
-    dead_letter(
-        DeadLetter.of(
-            jid,
-            exc if exc is not None else "Rejected",
-            payload=message_payload(message),
-            task=headers.get("task") if isinstance(headers.get("task"), str) else None,
-            queue=queue_of(message),
-            attempts=attempts_of(jid),
-            message=str(exc) if exc is not None else "not a task message",
-            engine=message_engine(message),
-        )
+    refuse(
+        message,
+        exc if exc is not None else "Rejected",
+        message_text=str(exc) if exc is not None else "not a task message",
+        kind="rejected",
     )
 
 

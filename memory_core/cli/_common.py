@@ -109,14 +109,16 @@ def layout_for(root: str | None) -> MemoryLayout:
         raise fail(str(exc)) from None
 
 
-def latencies(samples_ms: Sequence[float], call: str, *, sep: str = ", ") -> str:
+def latencies(samples_ms: Sequence[float], call: str = "", *, sep: str = ", ") -> str:
     """``"pre_turn p50 2.0 ms, p99 3.0 ms"``, or ``"no pre_turn calls"`` when ``samples_ms`` is empty.
 
+    Without ``call`` (a table row already names it): ``"p50 2.0 ms, p99 3.0 ms"``, or ``"no calls"``.
     Percentiles by nearest rank (``timing.percentile``); a percentile of no calls is NaN, not a figure.
     """
+    named = f"{call} " if call else ""
     if not samples_ms:
-        return f"no {call} calls"
-    return f"{call} p50 {percentile(samples_ms, 50):.1f} ms{sep}p99 {percentile(samples_ms, 99):.1f} ms"
+        return f"no {named}calls"
+    return f"{named}p50 {percentile(samples_ms, 50):.1f} ms{sep}p99 {percentile(samples_ms, 99):.1f} ms"
 
 
 def plural(n: int, word: str, many: str | None = None) -> str:

@@ -46,7 +46,7 @@ from rich.rule import Rule
 from rich.table import Table
 
 from memory_core.cli import app
-from memory_core.cli._common import JobTally, console, fail, plural
+from memory_core.cli._common import JobTally, console, fail, latencies, plural
 from memory_core.cli._demo_broker import broker_problem, forget_or_warn, probe_or_exit
 from memory_core.cli._jobs import DOCS_PER_JOB, open_monitor, open_queue, plan_ingest
 from memory_core.cli._procs import LockHeld, WorkerProcess, exclusive_lock, exit_code_of, interrupts
@@ -64,7 +64,6 @@ from memory_core.recall.types import ContextPack
 from memory_core.replay import ConversationFile, load_conversations
 from memory_core.replay.driver import Replayer, ReplayReport
 from memory_core.settings import get_settings
-from memory_core.timing import percentile
 
 __all__ = ["DemoFigures", "demo", "demo_env", "marked_pack", "summary_rows", "verdict"]
 
@@ -387,8 +386,8 @@ def summary_rows(f: DemoFigures) -> list[tuple[str, str]]:
     depths = ", ".join(f"{k} {'?' if v < 0 else v}" for k, v in f.queues.items())
     rows.append(("jobs run", f"{f.done} done, {f.failed} failed, {f.pending} pending; queues now {depths}"))
     pre, post = f.pre_turn_ms, f.post_turn_ms
-    rows.append(("pre_turn", f"{_p50_p99(pre)} ({len(pre)} calls)" if pre else _p50_p99(pre)))
-    rows.append(("post_turn", _p50_p99(post)))
+    rows.append(("pre_turn", f"{latencies(pre, sep=' · ')} ({len(pre)} calls)" if pre else latencies(pre)))
+    rows.append(("post_turn", latencies(post, sep=" · ")))
     if f.pack_recall:
         ours = 100 * sum(f.pack_recall) / len(f.pack_recall)
         base = 100 * sum(f.bm25_recall) / len(f.bm25_recall)
@@ -400,13 +399,6 @@ def summary_rows(f: DemoFigures) -> list[tuple[str, str]]:
             )
         )
     return rows
-
-
-def _p50_p99(samples_ms: Sequence[float]) -> str:
-    """``"p50 2.0 ms · p99 3.0 ms"``, or ``"no calls"`` (a percentile of nothing is NaN, not a figure)."""
-    if not samples_ms:
-        return "no calls"
-    return f"p50 {percentile(samples_ms, 50):.1f} ms · p99 {percentile(samples_ms, 99):.1f} ms"
 
 
 def _summary(

@@ -79,36 +79,35 @@ def _scopes_table(scopes: list[BuildScope], limit: int) -> Table:
 
 def _jobs_view(settings: Any) -> dict[str, Any]:
     """Queues, workers, running and dead jobs, the outbox, and a reason for every part that is unknown."""
-    from workers.stores import open_dead_letters, open_outbox
+    from workers.config import redis_url_of, var_paths
+    from workers.stores import open_dead_letters
 
     unknown: dict[str, str] = {}
-    try:
-        outbox: int | None = open_outbox(settings).waiting()
-    except Exception as exc:  # a damaged outbox file must not fail status
-        outbox, unknown["outbox"] = None, f"{type(exc).__name__}: {exc}"
     names = (settings.queue_beliefs, settings.queue_ingest, settings.queue_maintenance)
     monitor = open_monitor()
-    probe = monitor.probe(PROBE_TIMEOUT_S)  # one bounded PING; the URL comes back without its password
-    reason = probe.reason
-    view: dict[str, Any] = {
-        "broker": {
-            "url": probe.url if settings.broker_url else "server-less",
-            "answering": probe.reachable,
-            "reason": reason,
-        },
-        "outbox": outbox,
-        "queues": dict.fromkeys(names, -1),
-        "workers": None,
-        "running": None,
-        "dead_letters": None,
-        "unknown": unknown,
-    }
-    if not probe.reachable:
-        monitor.close()
-        for part in ("queues", "running", "dead_letters"):
-            unknown[part] = f"the broker is not answering ({reason})"
-        return view
     try:
+        outbox = monitor.outbox_waiting()  # read-only: no outbox.db is created when there is none
+        if outbox is None:  # a locked or damaged outbox file must not fail status
+            unknown["outbox"] = f"the outbox {var_paths(settings)['outbox']} could not be read"
+        probe = monitor.probe(PROBE_TIMEOUT_S)  # one bounded PING; the URL comes back without its password
+        reason = probe.reason
+        view: dict[str, Any] = {
+            "broker": {
+                "url": probe.url if settings.broker_url else "server-less",
+                "answering": probe.reachable,
+                "reason": reason,
+            },
+            "outbox": outbox,
+            "queues": dict.fromkeys(names, -1),
+            "workers": None,
+            "running": None,
+            "dead_letters": None,
+            "unknown": unknown,
+        }
+        if not probe.reachable:
+            for part in ("queues", "running", "dead_letters"):
+                unknown[part] = f"the broker is not answering ({reason})"
+            return view
         view["queues"] = monitor.queue_depths()
         if any(v < 0 for v in view["queues"].values()):
             unknown["queues"] = "the broker answered the probe but not the queue-length reads"
@@ -120,8 +119,15 @@ def _jobs_view(settings: Any) -> dict[str, Any]:
     else:
         view["workers"] = sorted(active)
         view["running"] = sum(len(v) for v in active.values())
+    if redis_url_of(settings) is None and not var_paths(settings)["coordination"].exists():
+        view["dead_letters"] = 0  # server-less and no store yet: opening it would create coordination.db
+        return view
     try:
-        view["dead_letters"] = int(open_dead_letters(settings, PROBE_TIMEOUT_S).count())
+        letters = open_dead_letters(settings, PROBE_TIMEOUT_S)
+        try:
+            view["dead_letters"] = int(letters.count())
+        finally:
+            letters.close()
     except Exception as exc:  # the dead-letter store may be unreachable: shown as unknown, with why
         unknown["dead_letters"] = f"{type(exc).__name__}: {exc}"
     return view

@@ -383,6 +383,22 @@ def test_read_only_commands_refuse_a_sqlite_path_with_no_database_and_create_not
     assert not (tmp_path / "nonexistent").exists()
 
 
+@pytest.mark.parametrize("broker", ["", "redis://127.0.0.1:1/0"], ids=["server-less", "broker-down"])
+def test_status_against_a_fresh_var_dir_creates_no_outbox_or_coordination_file(
+    env: dict[str, str], tmp_path: Path, broker: str
+) -> None:
+    open_engine(env["MEMORY_CORE_ENGINE"]).close()  # a database exists; the var dir is fresh
+    result = invoke({**env, "MEMORY_CORE_BROKER_URL": broker}, "status", "--json")
+    assert result.exit_code == 0, result.output
+    jobs = json.loads(result.output)["jobs"]
+    assert jobs["outbox"] == 0 and "outbox" not in jobs["unknown"]
+    var = Path(env["MEMORY_CORE_VAR_DIR"])
+    assert not list(var.glob("outbox.db*")), sorted(p.name for p in var.iterdir())
+    assert not list(var.glob("coordination.db*")), sorted(p.name for p in var.iterdir())
+    if not broker:
+        assert jobs["dead_letters"] == 0
+
+
 def test_replay_of_json_nested_past_the_decoders_limit_exits_2_naming_the_file(
     env: dict[str, str], tmp_path: Path
 ) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -109,3 +110,33 @@ def test_purge_without_a_terminal_asks_for_yes_and_drops_nothing(env: dict[str, 
     assert "--yes" in invoke(env, "dead-letters", "purge", "--help").output
     result = invoke(env, "dead-letters", "purge", "-y")
     assert result.exit_code == 0 and letters.count() == 0
+
+
+class _Poison:
+    """A kombu message as the consumer sees it: a job's body under a ``headers.id`` holding a control character."""
+
+    content_type = "application/json"
+    delivery_info = {"routing_key": "ingest"}
+
+    def __init__(self) -> None:
+        job = {"job": "ingest_brain", "documents": [{"text": "Refunds take five days.", "source": "files"}]}
+        self.headers = {"id": "job\x07bell", "task": "memory.ingest_brain", "timelimit": "xx"}
+        self.body = json.dumps([[job], {}, {}])
+
+
+def test_a_poison_message_whose_id_has_a_control_character_is_kept_under_an_id_requeue_accepts(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MEMORY_CORE_VAR_DIR", env["MEMORY_CORE_VAR_DIR"])
+    get_settings.cache_clear()
+    workers.poison._letters.reset()
+    try:
+        letter = workers.poison.refuse(_Poison(), "MalformedMessage", message_text="not a task message: timelimit")
+    finally:
+        workers.poison._letters.reset(lambda store: store.close())
+    assert letter.id.startswith("refused-") and letter.payload["job"] == "ingest_brain"
+    result = invoke(env, "dead-letters", "requeue", letter.id)
+    assert result.exit_code == 0, result.output
+    assert f"requeued {letter.id} as job {letter.id}" in " ".join(result.output.split())
+    store = open_dead_letters(Settings(_env_file=None, var_dir=env["MEMORY_CORE_VAR_DIR"], broker_url=""))
+    assert store.count() == 0

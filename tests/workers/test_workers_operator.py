@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import ssl
 import uuid
 from pathlib import Path
 
@@ -95,6 +96,15 @@ def test_a_blackholed_broker_is_reported_within_the_probes_bound(tmp_path: Path)
         monitor.close()
     finally:
         server.close()
+
+
+def test_the_monitors_redis_client_verifies_a_tls_certificate_unless_the_url_says_otherwise() -> None:
+    from workers.redis_coordination import redis_client
+
+    tls = redis_client("rediss://127.0.0.1:1/9", 0.5, 0).connection_pool.make_connection()
+    assert tls.cert_reqs == ssl.CERT_REQUIRED
+    lax = redis_client("rediss://127.0.0.1:1/9?ssl_cert_reqs=none", 0.5, 0).connection_pool.make_connection()
+    assert lax.cert_reqs == ssl.CERT_NONE  # the URL's own choice is kept
 
 
 def test_urls_are_printed_without_credentials() -> None:

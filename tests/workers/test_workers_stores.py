@@ -123,6 +123,16 @@ def test_letters_for_messages_without_an_id_never_replace_each_other() -> None:
     assert letter_id("job-7", "raw") == "job-7"
 
 
+def test_a_letter_id_follows_the_job_id_rule_so_the_letter_can_be_requeued() -> None:
+    from workers.poison import letter_id
+    from workers.queue import MAX_JOB_ID_CHARS, check_job_id
+
+    for bad in ("job\x07bell", "tab\tid", "del\x7f", "x" * (MAX_JOB_ID_CHARS + 1)):
+        made = letter_id(bad, "raw")
+        assert made.startswith("raw-") and check_job_id(made) == made
+    assert letter_id("x" * MAX_JOB_ID_CHARS, "raw") == "x" * MAX_JOB_ID_CHARS
+
+
 def entry(job_id: str, created: float | None = None) -> OutboxEntry:
     return OutboxEntry(id=job_id, task="memory.ingest_brain", payload="{}", created=created or time.time())
 
