@@ -15,12 +15,18 @@ polling every 0.2 s; no priorities or TTLs. Use Redis for anything that must not
 from __future__ import annotations
 
 import json
+import os
+import uuid
+from collections.abc import Callable
 from queue import Empty
+from time import monotonic
 from typing import Any
 
 import redis
+from kombu.exceptions import ChannelError
 from kombu.transport import filesystem
 from kombu.transport import redis as kombu_redis
+from kombu.utils import json as kombu_json
 
 from memory_core.errors import ConfigError
 from memory_core.settings import Settings
@@ -101,7 +107,62 @@ class SafeRedisTransport(_GuardedDelivery, kombu_redis.Transport):
     Channel = _SafeRedisChannel
 
 
-class _SafeFilesystemChannel(_GuardedGet, filesystem.Channel):
+_dumps: Callable[[Any], str] = kombu_json.dumps  # kombu's JSON (its types), as its own _put writes
+_loads: Callable[[str], Any] = kombu_json.loads
+
+
+class _AtomicFiles:
+    """Filesystem channel mixin: a queue entry appears whole, and exactly one consumer takes it.
+
+    kombu 5.7's ``_put`` opens ``<ms>_<uuid>.<queue>.msg`` and then writes it, and its ``_get`` takes any such
+    file without a lock: a consumer polling in between takes an empty or partial entry, which fails to decode
+    and would be dead-lettered, losing the job. Here an entry is written under a name ``_get`` skips (a leading
+    dot) and renamed into place (``rename`` is atomic within a folder, POSIX ``rename(2)``). ``_get`` renames
+    the entry into ``processed_folder`` (a sibling on the same filesystem) rather than ``shutil.move`` to the
+    system temp folder, which is a copy when that is another filesystem: of two consumers racing for one file,
+    one rename wins, the other finds it gone and moves on.
+    """
+
+    data_folder_in: str
+    data_folder_out: str
+    processed_folder: str
+    store_processed: bool
+
+    def _put(self, queue: str, message: Any, **kwargs: Any) -> None:
+        name = f"{round(monotonic() * 1000)}_{uuid.uuid4()}.{queue}.msg"
+        final = os.path.join(self.data_folder_out, name)
+        partial = os.path.join(self.data_folder_out, f".{name}.part")
+        try:
+            with open(partial, "wb") as f:
+                f.write(_dumps(message).encode())
+            os.rename(partial, final)
+        except OSError as exc:
+            raise ChannelError(f"Cannot add file {final!r} to directory") from exc
+
+    def _get(self, queue: str, timeout: Any = None) -> Any:
+        wanted = f"{queue}.msg"
+        os.makedirs(self.processed_folder, exist_ok=True)  # else every rename below fails as if taken
+        for name in sorted(os.listdir(self.data_folder_in)):
+            if name.partition(".")[2] != wanted:  # kombu's rule; skips ".<name>.part" too
+                continue
+            taken = os.path.join(self.processed_folder, name)
+            try:
+                os.rename(os.path.join(self.data_folder_in, name), taken)
+            except FileNotFoundError:  # another consumer took it
+                continue
+            try:
+                with open(taken, "rb") as f:
+                    payload = f.read()
+                if not self.store_processed:
+                    os.remove(taken)
+            except OSError as exc:
+                raise ChannelError(f"Cannot read file {taken!r} from queue.") from exc
+            return _loads(payload.decode())
+        raise Empty()
+
+
+# kombu's two bases name _put's arguments differently; _AtomicFiles takes both call shapes' positional form
+class _SafeFilesystemChannel(_GuardedGet, _AtomicFiles, filesystem.Channel):  # type: ignore[misc]
     pass
 
 

@@ -208,7 +208,8 @@ def _run(
                     waited = _wait(monitor, ids, replay_ids, timeout)
                     seen += [*waited.done, *(f.id for f in waited.failed), *waited.pending]
                     _show_questions(engine, layout, conversations, report, sample, n_questions)
-                    _summary(engine, conversations, report, sample, layout, waited, monitor, started)
+                    letters = _dead_letter_count(settings)
+                    _summary(engine, conversations, report, sample, layout, waited, monitor, started, letters)
                 finally:
                     stopping = time.monotonic()
                     stopped = worker.stop()
@@ -229,7 +230,19 @@ def _run(
         raise fail(f"{exc}\n{_worker_state(worker)}", code=1) from None
     if worker.alive():
         return _worker_state(worker)
-    return verdict([f.error or f.state for f in waited.failed], len(waited.pending), timeout, home / "worker.log")
+    errors = [f.error or f.state for f in waited.failed]
+    return verdict(errors, len(waited.pending), timeout, home / "worker.log", dead_letters=letters)
+
+
+def _dead_letter_count(settings: Any) -> int:
+    """Letters in the run's dead-letter store (its own, under the demo's var dir or Redis prefix)."""
+    from workers.stores import open_dead_letters
+
+    store = open_dead_letters(settings)
+    try:
+        return store.count()
+    finally:
+        store.close()
 
 
 def _worker_state(worker: WorkerProcess | None) -> str:
@@ -240,16 +253,19 @@ def _worker_state(worker: WorkerProcess | None) -> str:
     return "the worker was stopped"
 
 
-def verdict(errors: Sequence[str], pending: int, timeout_s: float, log: Path) -> str | None:
-    """Why the demo failed, or None when every background job finished; pure.
+def verdict(errors: Sequence[str], pending: int, timeout_s: float, log: Path, dead_letters: int = 0) -> str | None:
+    """Why the demo failed, or None when every background job finished and nothing was dead-lettered; pure.
 
     Args:
         errors: The error of each failed job.
         pending: Jobs still unfinished when the wait ended.
         timeout_s: The wait's bound, seconds (``--timeout``).
         log: The worker's log, named in the message.
+        dead_letters: Letters in the run's dead-letter store.
     """
     parts: list[str] = []
+    if dead_letters:
+        parts.append(f"{plural(dead_letters, 'dead letter')} (memory-core dead-letters list)")
     if errors:
         common = "; ".join(f"{n}× {e}" for e, n in Counter(errors).most_common(3))
         parts.append(f"{plural(len(errors), 'background job')} failed ({common})")
@@ -363,6 +379,7 @@ class DemoFigures:
         queues: Queue name → messages still waiting.
         pre_turn_ms / post_turn_ms: Wall time of each replayed call, milliseconds.
         pack_recall / bm25_recall: Per-question evidence recall of the pack, and of BM25 given as many turns.
+        dead_letters: Letters in the run's dead-letter store (jobs or queue entries that could not run).
     """
 
     kinds: Sequence[tuple[str, int]]
@@ -376,6 +393,7 @@ class DemoFigures:
     post_turn_ms: Sequence[float]
     pack_recall: Sequence[float]
     bm25_recall: Sequence[float]
+    dead_letters: int = 0
 
 
 def summary_rows(f: DemoFigures) -> list[tuple[str, str]]:
@@ -384,7 +402,8 @@ def summary_rows(f: DemoFigures) -> list[tuple[str, str]]:
     if f.beliefs is not None:
         rows.append(("beliefs", f"{f.beliefs[0]} active, {f.beliefs[1]} superseded"))
     depths = ", ".join(f"{k} {'?' if v < 0 else v}" for k, v in f.queues.items())
-    rows.append(("jobs run", f"{f.done} done, {f.failed} failed, {f.pending} pending; queues now {depths}"))
+    lettered = f", {f.dead_letters} dead-lettered" if f.dead_letters else ""
+    rows.append(("jobs run", f"{f.done} done, {f.failed} failed, {f.pending} pending{lettered}; queues now {depths}"))
     pre, post = f.pre_turn_ms, f.post_turn_ms
     rows.append(("pre_turn", f"{latencies(pre, sep=' · ')} ({len(pre)} calls)" if pre else latencies(pre)))
     rows.append(("post_turn", latencies(post, sep=" · ")))
@@ -410,6 +429,7 @@ def _summary(
     waited: Any,
     monitor: Any,
     started: float,
+    dead_letters: int,
 ) -> None:
     replayer = Replayer(engine, layout, lambda job: None)
     bm25 = Bm25Baseline([(t.ref, t.text) for t in conv.turns if t.ref])
@@ -433,6 +453,7 @@ def _summary(
         post_turn_ms=report.post_turn_ms,
         pack_recall=ours,
         bm25_recall=base,
+        dead_letters=dead_letters,
     )
     table = Table(title=f"summary · {sample} · {time.monotonic() - started:.0f} s wall", show_header=False)
     table.add_column("what")

@@ -72,6 +72,12 @@ def test_verdict_passes_only_when_every_job_finished(tmp_path: Path) -> None:
         "1 background job failed (1× Boom) and 2 background jobs did not finish within --timeout 60 s: "
         f"the figures above are incomplete; see {log}"
     )
+    # a queue entry dead-lettered before it became a job is in no job's state: the store is counted instead
+    assert verdict([], 1, 120, log, dead_letters=1) == (
+        "1 dead letter (memory-core dead-letters list) and 1 background job did not finish within --timeout "
+        f"120 s: the figures above are incomplete; see {log}"
+    )
+    assert verdict([], 0, 120, log, dead_letters=2) is not None
 
 
 def test_summary_rows() -> None:
@@ -97,6 +103,8 @@ def test_summary_rows() -> None:
         ("evidence recall", "pack 75.0% vs BM25 with as many turns 25.0% (2 questions, categories 1-4)"),
     ]
     bare = DemoFigures([], 0, None, 0, 0, 0, {}, [], [], [], [])
+    lettered = DemoFigures([], 0, None, 3, 0, 1, {"q": 0}, [], [], [], [], dead_letters=1)
+    assert dict(summary_rows(lettered))["jobs run"] == "3 done, 0 failed, 1 pending, 1 dead-lettered; queues now q 0"
     assert [what for what, _ in summary_rows(bare)] == ["items", "jobs run", "pre_turn", "post_turn"]
     assert summary_rows(bare)[2:] == [("pre_turn", "no calls"), ("post_turn", "no calls")]  # not "p50 nan ms"
 
