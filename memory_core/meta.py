@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from enum import StrEnum
-from typing import ClassVar, Self
+from typing import Annotated, ClassVar, Final, Self
 
 from pydantic import Field, field_validator, model_validator
 
@@ -16,6 +16,9 @@ from memory_core.errors import InvalidRequest
 from memory_core.namespace import ROOT, Namespace, Reach
 
 __all__ = [
+    "U32",
+    "U32_MAX",
+    "USIZE_MAX",
     "ItemKind",
     "MemoryMeta",
     "MetaFilter",
@@ -24,8 +27,21 @@ __all__ = [
     "SourceRef",
     "ToolCallMeta",
     "TurnRange",
+    "USize",
     "path_has_prefix",
 ]
+
+U32_MAX: Final = 2**32 - 1
+"""Largest Rust ``u32``: turn indices (``TurnRange``, ``PreTurn.turn_index``, ``in_prompt_from``) and
+``build_beliefs_every`` are ``u32`` in the reference (``meta/mod.rs``, ``lifecycle/types.rs``)."""
+USIZE_MAX: Final = 2**63 - 1
+"""Largest ``usize`` accepted: counts and sizes (``max_scopes``, ``budget_tokens``) are ``usize`` in the reference;
+bounded to SQLite's signed 64-bit ``INTEGER`` (below a 64-bit ``usize``'s 2**64 - 1) so no engine can overflow."""
+
+U32 = Annotated[StrictInt, Field(ge=0, le=U32_MAX)]
+"""A ``u32``: a strict int in 0..=U32_MAX (a larger one is ``InvalidRequest`` naming the field, never stored)."""
+USize = Annotated[StrictInt, Field(ge=0, le=USIZE_MAX)]
+"""A ``usize``: a strict int in 0..=USIZE_MAX."""
 
 
 class ItemKind(StrEnum):
@@ -63,10 +79,10 @@ class SourceRef(ContractModel):
 
 
 class TurnRange(ContractModel):
-    """``{first, last}``: zero-based, inclusive turn indices."""
+    """``{first, last}``: zero-based, inclusive turn indices, each a ``u32`` (0..=``U32_MAX``)."""
 
-    first: StrictInt = Field(ge=0)
-    last: StrictInt = Field(ge=0)
+    first: U32
+    last: U32
 
     @model_validator(mode="after")
     def _ordered(self) -> Self:

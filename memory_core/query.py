@@ -18,7 +18,7 @@ from memory_core._model import ContractModel, StrictBool, StrictInt, utc
 from memory_core.errors import InvalidRequest
 from memory_core.items import Conversation, Document, Learning, StoreItem
 from memory_core.limits import MAX_FORGET_IDS, MAX_GET_IDS, MAX_PAGE_LIMIT
-from memory_core.meta import ItemKind, MemoryMeta, MetaFilter
+from memory_core.meta import ItemKind, MemoryMeta, MetaFilter, USize
 from memory_core.namespace import Reach
 
 __all__ = [
@@ -179,7 +179,7 @@ class FetchRequest(ContractModel):
     cursor: str | None = None
     beliefs: StrictInt = Field(default=0, ge=0, le=MAX_PAGE_LIMIT)
     refers_to: TimeHint | None = None
-    max_scopes: StrictInt | None = Field(default=None, gt=0)
+    max_scopes: USize | None = Field(default=None, gt=0)
 
 
 class FetchPage(ContractModel):
@@ -249,7 +249,7 @@ class ForgetTarget(ContractModel):
 class ForgetReport(ContractModel):
     """``{forgotten}``: items actually removed."""
 
-    forgotten: StrictInt = 0
+    forgotten: USize = 0
 
 
 class GetRequest(ContractModel):
@@ -307,5 +307,5 @@ class EraseRequest(ContractModel):
 class EraseReport(ContractModel):
     """``{erased_scopes, receipts}``."""
 
-    erased_scopes: StrictInt = 0
+    erased_scopes: USize = 0
     receipts: tuple[str, ...] = ()

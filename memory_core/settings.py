@@ -6,6 +6,7 @@ kombu transport under ``./var/`` (see the README for what that transport cannot 
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -15,7 +16,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from memory_core.errors import ConfigError
 
-__all__ = ["BROKER_SCHEMES", "RESULT_SCHEMES", "Settings", "check_url", "get_settings"]
+__all__ = ["BROKER_SCHEMES", "RESULT_SCHEMES", "Settings", "check_url", "get_settings", "parse_engine_plugins"]
 
 BROKER_SCHEMES = ("redis", "rediss", "filesystem")
 """Broker URL schemes the job flow runs on (``workers.config``: Redis, or the server-less transport)."""
@@ -76,6 +77,33 @@ def check_url(url: str | None, schemes: tuple[str, ...]) -> str | None:
     return url
 
 
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*")
+"""A URL scheme (RFC 3986 §3.1): ``urlsplit`` finds no other in an engine URL, so no other could ever be opened."""
+_TARGET = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
+"""``module:callable``: a dotted module path, a colon, a dotted attribute path."""
+
+
+def parse_engine_plugins(spec: str) -> dict[str, str]:
+    """``"probe=tests.probe:open_probe, x=pkg.mod:make"`` → ``{"probe": "tests.probe:open_probe", …}``; pure.
+
+    The rule behind ``engine_plugins``: entries separated by commas (blank ones ignored), each
+    ``scheme=module:callable``; the scheme is lower-cased, as ``urlsplit`` reads a URL's.
+
+    Raises:
+        ValueError: naming the first malformed entry (pydantic reports it under ``MEMORY_CORE_ENGINE_PLUGINS``).
+    """
+    out: dict[str, str] = {}
+    for raw in spec.split(","):
+        entry = raw.strip()
+        if not entry:
+            continue
+        scheme, sep, target = (part.strip() for part in entry.partition("="))
+        if not sep or not _SCHEME.fullmatch(scheme) or not _TARGET.fullmatch(target):
+            raise ValueError(f"entry {entry!r} is not scheme=module:callable (e.g. mine=mypkg.engines:open_mine)")
+        out[scheme.lower()] = target
+    return out
+
+
 class Settings(BaseSettings):
     """memory-core configuration; every field maps to ``MEMORY_CORE_<FIELD>``.
 
@@ -99,7 +127,9 @@ class Settings(BaseSettings):
         flower_user / flower_password / flower_port: Flower basic auth and port.
         layout_root: The ``MemoryLayout`` root workers place ``IngestBrain`` documents under (``root``, ``team:acme``).
         engine_plugins: Extra engine URL schemes, ``scheme=module:callable`` separated by commas; the callable
-            takes the URL and returns a ``MemoryEngine`` (registered with ``register_engine`` before opening).
+            takes the URL and returns a ``MemoryEngine``. ``engines.open_engine`` registers them before every open,
+            so every command and library caller honours them; a malformed entry is a ``ConfigError`` naming
+            ``MEMORY_CORE_ENGINE_PLUGINS`` (``parse_engine_plugins``).
         redis_prefix: Prefix of memory-core's own Redis keys (scope locks, pending marks, attempts, dead letters).
         publish_timeout_s: Bound on one ``JobQueue.submit`` publish, seconds (the producer's Redis connect and
             read timeouts); past it the job goes to the outbox (celery#4556: a publish can hang otherwise).
@@ -134,9 +164,9 @@ class Settings(BaseSettings):
     retry_backoff_s: float = Field(default=2.0, gt=0)
     retry_backoff_max_s: float = Field(default=300.0, gt=0)
 
-    build_beliefs_every: int = Field(default=10, ge=0)
+    build_beliefs_every: int = Field(default=10, ge=0, le=2**32 - 1)  # a u32 (RecallPolicy.build_beliefs_every)
     build_due_interval_s: float = Field(default=300.0, gt=0)
-    budget_tokens: int = Field(default=1200, gt=0)
+    budget_tokens: int = Field(default=1200, gt=0, le=2**63 - 1)  # a usize (RecallPolicy.budget_tokens)
 
     flower_user: str = "admin"
     flower_password: SecretStr = SecretStr("change-me")
@@ -155,6 +185,12 @@ class Settings(BaseSettings):
     build_min_interval_s: float = Field(default=1.0, ge=0)
     outbox_drain_interval_s: float = Field(default=60.0, gt=0)
     dead_letter_max: int = Field(default=10000, gt=0)
+
+    @field_validator("engine_plugins")
+    @classmethod
+    def _engine_plugins(cls, value: str) -> str:
+        parse_engine_plugins(value)
+        return value
 
     @field_validator("broker_url")
     @classmethod

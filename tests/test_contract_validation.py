@@ -123,6 +123,12 @@ BAD_CALLS: list[tuple[str, tuple[Any, ...], str]] = [
     ("store", ({**DOC, "meta": {"turns": {"first": "1", "last": 2}}},), "item.meta.turns.first"),
     ("store", ({"type": "learning", "text": "x", "kind": "fact", "confidence": True},), "item.confidence"),
     ("store", ({"type": "learning", "text": "x", "kind": "fact", "confidence": "0.9"},), "item.confidence"),
+    # integers past the contract's Rust types (u32 turn indices, usize counts) never reach an engine's storage
+    ("store", ({**DOC, "meta": {"turns": {"first": 0, "last": 2**32}}},), "item.meta.turns.last"),
+    ("store", ({**DOC, "meta": {"turns": {"first": 2**70, "last": 2**70}}},), "item.meta.turns.first"),
+    ("list", ({"filter": {"turns": {"first": 2**32, "last": 2**32}}},), "filter.turns.first"),
+    ("fetch", ({"query": "q", "filter": {"turns": {"first": 0, "last": 2**64}}},), "filter.turns.last"),
+    ("fetch", ({"query": "q", "max_scopes": 2**63},), "max_scopes"),
     # store-time rules (reference §1.4)
     ("store", ({"type": "document", "body": {"text": " "}},), "item.body.text"),
     ("store", ({"type": "document", "body": {"uri": "https://x.test"}},), "item.body.uri"),
@@ -184,6 +190,7 @@ def test_bad_input_is_refused_naming_the_field_and_changes_nothing(
         (Reach, {"at": "agent:x", "inherit": "yes"}, "inherit"),
         (EraseRequest, {"reach": Reach.subtree().to_dict(), "whole_tree": "y"}, "whole_tree"),
         (TurnRange, {"first": 0, "last": "3"}, "last"),
+        (TurnRange, {"first": 0, "last": 2**32}, "last"),
     ],
     ids=lambda v: v.__name__ if isinstance(v, type) else None,
 )

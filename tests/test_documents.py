@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import logging
 import os
 import re
@@ -17,6 +18,7 @@ from memory_core.documents import (
     Failed,
     Skipped,
     brain_document,
+    convert_text,
     iter_documents,
     walk_paths,
 )
@@ -208,6 +210,30 @@ def test_text_encodings_bom_utf16_and_named_charset() -> None:
     assert latin.text == "café"
     html = b'<html><head><meta charset="windows-1252"><title>Q</title></head><body><p>\x93quoted\x94</p></body></html>'
     assert brain_document(html, name="legacy.html").text == "\u201cquoted\u201d"
+
+
+_BOM_TEXT = {
+    "html": "<!doctype html><html><head><title>Café</title></head><body><h1>Über</h1><p>naïve</p></body></html>",
+    "markdown": "# Café\n\nÜber [a link](https://x.test) naïve\n",
+}
+
+
+@pytest.mark.parametrize("encoding", ["utf-8-sig", "utf-16", "utf-16-le", "utf-16-be", "utf-32"])
+@pytest.mark.parametrize("fmt", sorted(_BOM_TEXT))
+def test_bom_marked_text_without_an_extension_is_sniffed_as_its_format_and_decoded(fmt: str, encoding: str) -> None:
+    bom = {"utf-16-le": codecs.BOM_UTF16_LE, "utf-16-be": codecs.BOM_UTF16_BE}.get(encoding, b"")
+    data = bom + _BOM_TEXT[fmt].encode(encoding)
+    for named in ("page", None):  # an extensionless name, and bare bytes
+        doc = brain_document(data, name=named)
+        assert doc.mime == f"text/{fmt}"
+        assert (doc.title, doc.text) == ("Café", "Über\n\nnaïve" if fmt == "html" else "Über a link naïve")
+    for named in ("page.txt", "page.md", "page.html"):  # a named format decodes by the mark too: no mojibake
+        assert "Ã" not in brain_document(data, name=named).text and "\x00" not in brain_document(data, name=named).text
+
+
+def test_a_leading_byte_order_mark_in_decoded_text_is_dropped() -> None:
+    assert convert_text("\ufeff# Café\n\nbody", DocumentFormat.MARKDOWN) == ("Café", "body")
+    assert convert_text("\ufeffnotes\nmore", DocumentFormat.TEXT) == ("notes", "notes\nmore")
 
 
 # --- PDF -----------------------------------------------------------------------------------------------------

@@ -598,3 +598,54 @@ def test_promote_names_the_scope_for_a_malformed_node(engine, layout):
         memory.promote("team acme", Learning(text="x"))
     assert err.value.field == "scope" and str(err.value).count("scope:") == 1
     assert engine.calls == []
+
+
+# integers past the contract's u32 (reference lifecycle/types.rs, meta TurnRange) --------------------------
+U32_PAST = 2**32
+
+
+@pytest.mark.parametrize(
+    ("call", "turn", "field"),
+    [
+        ("pre_turn", {"thread_id": "t1", "turn_index": 2**70, "user_text": "hi"}, "turn_index"),
+        ("pre_turn", {"thread_id": "t1", "turn_index": U32_PAST, "user_text": "hi"}, "turn_index"),
+        (
+            "pre_turn",
+            {"thread_id": "t1", "turn_index": 0, "user_text": "hi", "in_prompt_from": U32_PAST},
+            "in_prompt_from",
+        ),
+        ("post_turn", {"thread_id": "t1", "turn_index": 2**70, "assistant_text": "ok"}, "turn_index"),
+        ("post_turn", {"thread_id": "t1", "turn_index": U32_PAST, "assistant_text": "ok"}, "turn_index"),
+    ],
+)
+def test_a_turn_index_past_u32_is_refused_before_the_sqlite_engine_sees_it(tmp_path, layout, call, turn, field):
+    from memory_core.engines import open_engine
+    from memory_core.query import ListRequest
+
+    with open_engine(f"sqlite:///{tmp_path / 'm.db'}") as sqlite_engine:
+        with pytest.raises(InvalidRequest) as err:
+            getattr(AgentMemory(sqlite_engine, layout, "writer"), call)(turn)
+        assert err.value.field == field
+        assert sqlite_engine.list(ListRequest()).items == ()
+
+
+def test_the_largest_u32_turn_index_is_logged_by_the_sqlite_engine(tmp_path, layout):
+    from memory_core.engines import open_engine
+    from memory_core.meta import U32_MAX
+
+    with open_engine(f"sqlite:///{tmp_path / 'm.db'}") as sqlite_engine:
+        memory = AgentMemory(sqlite_engine, layout, "writer")
+        ctx = memory.pre_turn({"thread_id": "t1", "turn_index": U32_MAX, "user_text": "hi", "in_prompt_from": U32_MAX})
+        assert ctx.log_error is None and ctx.logged is not None
+        report = memory.post_turn({"thread_id": "t1", "turn_index": U32_MAX, "assistant_text": "ok"})
+        assert not report.receipt.replayed
+
+
+@pytest.mark.parametrize(
+    ("data", "field"),
+    [({"build_beliefs_every": U32_PAST}, "build_beliefs_every"), ({"budget_tokens": 2**63}, "budget_tokens")],
+)
+def test_recall_policy_bounds_its_counts_to_the_contract_types(data, field):
+    with pytest.raises(InvalidRequest) as err:
+        RecallPolicy.model_validate(data)
+    assert err.value.field == field

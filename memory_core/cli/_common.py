@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -14,8 +14,9 @@ from rich.markup import escape
 
 from memory_core.engine import MemoryEngine
 from memory_core.engines import open_engine
-from memory_core.errors import MemoryCoreError
+from memory_core.errors import InvalidRequest, MemoryCoreError
 from memory_core.lifecycle.layout import MemoryLayout
+from memory_core.namespace import Namespace, SegmentKind
 from memory_core.settings import get_settings
 from memory_core.timing import percentile
 
@@ -28,6 +29,7 @@ __all__ = [
     "fail",
     "latencies",
     "layout_for",
+    "check_agent_id",
     "missing_database",
     "no_database",
     "open_engine_or_exit",
@@ -39,22 +41,59 @@ console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False)
 """Standard error."""
 
-EngineOption = Annotated[
-    str | None,
-    typer.Option("--engine", "-e", metavar="URL", help="Engine URL; default: the MEMORY_CORE_ENGINE setting."),
-]
-RootOption = Annotated[
-    str | None,
-    typer.Option(
-        "--root", metavar="NAMESPACE", help="Layout root namespace (root, team:acme); default: MEMORY_CORE_LAYOUT_ROOT."
-    ),
-]
-
 
 def fail(message: str, code: int = 2) -> typer.Exit:
     """Print ``message`` in red on standard error (one line, never wrapped) and return the ``typer.Exit`` to raise."""
     err_console.print(f"[bold red]{escape(message)}[/]", soft_wrap=True)
     return typer.Exit(code=code)
+
+
+def _not_blank(option: str) -> Callable[[str | None], str | None]:
+    """An option callback refusing a given but blank value, exiting 2 naming ``option``.
+
+    ``--engine ""`` would otherwise read as "not given" and fall back to the setting silently.
+    """
+
+    def check(value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise fail(f"{option} is blank: give a value, or leave the option out for the default")
+        return value
+
+    return check
+
+
+def check_agent_id(value: str) -> str:
+    """The ``--agent`` callback (``recall``, ``replay``): exit 2 naming the option unless ``value`` is a segment id.
+
+    The agent's node is ``agent:<id>``, so its id follows the namespace segment id rule; the library would
+    otherwise read and write under a sanitised id nobody typed (``agent:bad-agent-with-slash-1a2b3c4d``).
+    """
+    try:
+        Namespace.ROOT.child(SegmentKind.AGENT, value)
+    except InvalidRequest as exc:
+        raise fail(f"--agent: {exc.reason} (the agent's node is agent:<id>)") from None
+    return value
+
+
+EngineOption = Annotated[
+    str | None,
+    typer.Option(
+        "--engine",
+        "-e",
+        metavar="URL",
+        help="Engine URL; default: the MEMORY_CORE_ENGINE setting.",
+        callback=_not_blank("--engine"),
+    ),
+]
+RootOption = Annotated[
+    str | None,
+    typer.Option(
+        "--root",
+        metavar="NAMESPACE",
+        help="Layout root namespace (root, team:acme); default: MEMORY_CORE_LAYOUT_ROOT.",
+        callback=_not_blank("--root"),
+    ),
+]
 
 
 def missing_database(url: str) -> Path | None:
@@ -91,7 +130,10 @@ def open_engine_or_exit(url: str | None, *, read_only: bool = False) -> MemoryEn
         read_only: The command only reads (``status``, ``recall``, ``context``): a ``sqlite://`` URL naming a
             file that does not exist exits 2 (``no_database``) instead of creating an empty database.
     """
-    target = url or get_settings().engine
+    try:
+        target = url or get_settings().engine
+    except MemoryCoreError as exc:  # a malformed MEMORY_CORE_ setting
+        raise fail(str(exc)) from None
     missing = missing_database(target) if read_only else None
     if missing is not None:
         raise fail(no_database(missing))

@@ -22,7 +22,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from memory_core.cli import app
-from memory_core.cli._common import open_engine_or_exit
+from memory_core.cli._common import EngineOption, open_engine_or_exit
 from memory_core.conformance import FaultResult, SuiteReport, run, run_faults
 from memory_core.engines import open_engine
 from memory_core.settings import get_settings
@@ -76,10 +76,7 @@ def _faults_table(url: str, results: list[FaultResult]) -> Table:
 
 @app.command()
 def conformance(
-    engine: Annotated[
-        str | None,
-        typer.Option("--engine", "-e", metavar="URL", help="Engine URL; default: the MEMORY_CORE_ENGINE setting."),
-    ] = None,
+    engine: EngineOption = None,
     faults: Annotated[
         bool,
         typer.Option("--faults", help="Inject each of the 17 faults; exit 1 unless each is caught by its named check."),

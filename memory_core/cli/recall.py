@@ -24,6 +24,7 @@ from memory_core.cli import app
 from memory_core.cli._common import (
     EngineOption,
     RootOption,
+    check_agent_id,
     console,
     err_console,
     fail,
@@ -78,11 +79,33 @@ def _refuse_unreadable(pack: ContextPack, what: str) -> None:
     raise fail(f"{what} failed: {head}:\n{_reasons(failed)}", code=1)
 
 
+def _check_output_file(path: Path) -> None:
+    """Exit 2 unless ``path`` can name a file to write: not a folder, in a folder that exists (none is created).
+
+    Checked before anything is read, so a mistyped path costs nothing; what only writing can tell (a read-only
+    file system, ``/proc``) is ``context``'s exit 1.
+    """
+    if path.is_dir():
+        raise fail(f"--output: {path} is a folder; name a file in it, e.g. {path / 'context.md'}")
+    parent = path.parent
+    if not parent.exists():
+        raise fail(f"--output: the folder {parent} does not exist (create it first; context creates no folders)")
+    if not parent.is_dir():
+        raise fail(f"--output: {parent} is not a folder")
+
+
 @app.command()
 def recall(
     query: Annotated[str, typer.Argument(help="What the user just said (blank: the latest of everything).")],
     agent: Annotated[
-        str, typer.Option("--agent", "-a", metavar="ID", help="The agent whose pack to build.")
+        str,
+        typer.Option(
+            "--agent",
+            "-a",
+            metavar="ID",
+            help="The agent whose pack to build ([A-Za-z0-9_-]).",
+            callback=check_agent_id,
+        ),
     ] = "assistant",
     engine: EngineOption = None,
     root: RootOption = None,
@@ -124,8 +147,11 @@ def context(
 ) -> None:
     """Print (or write) context.md: the four briefs and the latest learnings, with frontmatter.
 
-    Exits 1 (writing nothing) when no section could be read.
+    Exits 1 (writing nothing) when no section could be read, or when the file cannot be written; 2 when --output
+    names a folder, or a file in a folder that does not exist (no folder is created).
     """
+    if output is not None:
+        _check_output_file(output)
     memory_engine = open_engine_or_exit(engine, read_only=True)
     try:
         spec = ContextSpec(budget_tokens=budget, reach=layout_for(root).holistic_filter().reach)
@@ -144,6 +170,8 @@ def context(
     if output is None:
         typer.echo(pack.markdown or "(empty: nothing stored)")
         return
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(pack.markdown, encoding="utf-8")
+    try:
+        output.write_text(pack.markdown, encoding="utf-8")
+    except OSError as exc:
+        raise fail(f"context: cannot write --output {output}: {exc.strerror or exc}", code=1) from None
     console.print(f"wrote {output} ({pack.tokens} tokens, {len(pack.refs)} refs)")

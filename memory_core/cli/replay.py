@@ -12,6 +12,7 @@ submitted, 9 queued" is expected; beliefs appear as the workers run those builds
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -24,7 +25,9 @@ from memory_core.cli._common import (
     EngineOption,
     JobTally,
     RootOption,
+    check_agent_id,
     console,
+    err_console,
     fail,
     latencies,
     layout_for,
@@ -57,7 +60,14 @@ def replay(
         list[str] | None, typer.Option("--sample", metavar="ID", help="LoCoMo sample ids (repeatable).")
     ] = None,
     agent: Annotated[
-        str, typer.Option("--agent", "-a", metavar="ID", help="The agent (the assistant) of chat formats.")
+        str,
+        typer.Option(
+            "--agent",
+            "-a",
+            metavar="ID",
+            help="The agent (the assistant) of chat formats ([A-Za-z0-9_-]).",
+            callback=check_agent_id,
+        ),
     ] = "assistant",
     user: Annotated[
         str | None,
@@ -72,7 +82,11 @@ def replay(
     broker: BrokerOption = None,
     root: RootOption = None,
 ) -> None:
-    """Replay a conversation file turn by turn (pre_turn and post_turn), submitting the jobs post_turn returns."""
+    """Replay a conversation file turn by turn (pre_turn and post_turn), submitting the jobs post_turn returns.
+
+    Stopped with Ctrl-C, it says how far it got ("interrupted after N of M turns", on standard error) and exits
+    130; the N turns stay logged, and replaying the file again replays them (nothing is written twice).
+    """
     use_options(engine, broker)
     try:
         conversations = load_conversations(file, fmt, sample)
@@ -87,10 +101,14 @@ def replay(
     def submit(job: BuildBeliefs | IngestBrain) -> object:
         return runner.run(job) if tally is None else tally.submit(job)
 
+    reached = _Reached()
     try:
-        report = _run(conversations, memory_engine, layout, submit, agent, user)
+        report = _run(conversations, memory_engine, layout, submit, agent, user, reached)
     except MemoryCoreError as exc:
         raise fail(str(exc)) from None
+    except KeyboardInterrupt:
+        err_console.print(f"interrupted after {reached.turns} of {len(conversations.turns)} turns", soft_wrap=True)
+        raise typer.Exit(code=130) from None
     finally:
         if queue is not None:
             queue.close()
@@ -104,6 +122,13 @@ def replay(
     )
 
 
+@dataclass
+class _Reached:
+    """How many turns the replay has finished (kept by ``_run``, read when it is interrupted)."""
+
+    turns: int = 0
+
+
 def _run(
     conversations: ConversationFile,
     engine: MemoryEngine,
@@ -111,10 +136,16 @@ def _run(
     submit: Submit,
     agent: str,
     user: str | None,
+    reached: _Reached,
 ) -> ReplayReport:
     with Progress(
         TextColumn("replaying"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
     ) as bar:
         task = bar.add_task("turns", total=len(conversations.turns))
-        replayer = Replayer(engine, layout, submit, agent_id=agent, user_name=user, on_turn=lambda _: bar.advance(task))
+
+        def on_turn(report: ReplayReport) -> None:
+            reached.turns = report.turns
+            bar.advance(task)
+
+        replayer = Replayer(engine, layout, submit, agent_id=agent, user_name=user, on_turn=on_turn)
         return replayer.replay(conversations)

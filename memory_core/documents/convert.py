@@ -43,9 +43,11 @@ def convert_text(source: str, fmt: DocumentFormat) -> tuple[str | None, str]:
     A Markdown or HTML title taken from a heading that opens the text is not repeated as the text's first
     line: ``Document.render_text()`` already shows ``# {title}`` above the body. Plain text keeps its lines
     (only whitespace is normalised); its title is its first line. Terminal escape sequences (``ESC[31m``) are
-    removed before any parsing, so no format sees them (``blocks.strip_escapes``).
+    removed before any parsing, so no format sees them (``blocks.strip_escapes``), and so is a leading
+    byte-order mark (U+FEFF) left by a caller that decoded UTF-8-sig bytes as UTF-8: it would hide a Markdown
+    heading or a PEP header and start the title.
     """
-    source = strip_escapes(source)
+    source = strip_escapes(source.removeprefix("\ufeff"))
     if fmt is DocumentFormat.TEXT:
         text = tidy(source)
         return title_of(_first_line(text)), text

@@ -8,7 +8,8 @@ Formats: Markdown, reStructuredText, HTML, plain text and PDF. The format comes 
 3. the file extension (``SUPPORTED_EXTENSIONS``); an unknown extension is refused, never guessed;
 4. content sniffing, for bytes without a name or a file without an extension: ``<!doctype html`` or
    ``<html`` → HTML, an RFC-822 header with ``Title:`` (a PEP) or reST section underlines and directives →
-   reST, ATX headings, fences or inline links → Markdown, anything else → plain text.
+   reST, ATX headings, fences or inline links → Markdown, anything else → plain text. Content with a
+   byte-order mark is sniffed as the text the mark says it is (UTF-16 ``<!doctype html`` is HTML).
 
 Text decoding (``decode_text``) never guesses a legacy encoding: a byte-order mark (UTF-8, UTF-16, UTF-32)
 wins, then a ``charset`` the caller names, then strict UTF-8, then (HTML only) the charset the document itself
@@ -257,18 +258,26 @@ def format_for_extension(name: str) -> DocumentFormat | None:
     return SUPPORTED_EXTENSIONS.get(Path(name).suffix.lower())
 
 
+def _head_text(head: bytes) -> str:
+    """The start of a file as text, for sniffing: decoded by its byte-order mark (dropped), else as UTF-8.
+
+    A UTF-16 or UTF-32 head read as UTF-8 is NUL-riddled, so no HTML, reST or Markdown sign would match it and
+    a marked ``<!doctype html>`` file without an extension would be stored as plain text, tags and all. Bytes
+    that do not decode become U+FFFD; a code unit cut at the end of ``head`` is left out.
+    """
+    for bom, encoding in _BOMS:
+        if head.startswith(bom):
+            return codecs.getincrementaldecoder(encoding)(errors="replace").decode(head)
+    return head.decode("utf-8", errors="replace")
+
+
 def sniff(data: bytes) -> DocumentFormat:
     """Guess the format of unnamed bytes from their content (see the module docstring for the rules)."""
     if data.startswith(PDF_MAGIC):
         return DocumentFormat.PDF
-    head = data[:4096]
-    for bom, _ in _BOMS:
-        if head.startswith(bom):
-            head = head[len(bom) :]
-            break
-    if _HTML_START.match(head):
+    text = _head_text(data[:4096])
+    if _HTML_START.match(text.encode("utf-8")):
         return DocumentFormat.HTML
-    text = head.decode("utf-8", errors="replace")
     header = _HEADER_BLOCK.match(text)
     if header and re.search(r"^Title:", header.group(0), re.MULTILINE):
         return DocumentFormat.RST

@@ -6,6 +6,9 @@
 | ``sqlite`` | ``SQLiteEngine`` (one local file, shared by processes) | ``sqlite:///./var/memory.db`` |
 
 Later engines register their scheme here (``register_engine``); each is imported only when its URL is opened.
+``open_engine`` is the one place engines are opened, and it registers the ``MEMORY_CORE_ENGINE_PLUGINS``
+setting's schemes first (``scheme=module:callable``, comma-separated), so every command (``recall``, ``status``,
+``context``, ``conformance``, ``replay``, the workers) and every library caller honours the same plugins.
 """
 
 from __future__ import annotations
@@ -17,8 +20,9 @@ from urllib.parse import urlsplit
 
 from memory_core.engine import MemoryEngine
 from memory_core.errors import ConfigError
+from memory_core.settings import get_settings, parse_engine_plugins
 
-__all__ = ["known_schemes", "open_engine", "register_engine"]
+__all__ = ["known_schemes", "load_plugins", "open_engine", "register_engine"]
 
 _REGISTRY: dict[str, str] = {
     "reference": "memory_core.engines.reference:ReferenceEngine.from_url",
@@ -29,6 +33,28 @@ _REGISTRY: dict[str, str] = {
 def register_engine(scheme: str, target: str) -> None:
     """Register ``scheme`` → ``"module:callable"``, a callable taking the URL and returning a ``MemoryEngine``."""
     _REGISTRY[scheme.lower()] = target
+
+
+def load_plugins(plugins: str | None = None) -> dict[str, str]:
+    """Register the engine plugins ``plugins`` names (default: the ``MEMORY_CORE_ENGINE_PLUGINS`` setting).
+
+    Args:
+        plugins: ``scheme=module:callable`` entries separated by commas, or None for the setting.
+
+    Returns:
+        The schemes registered, with their targets (imported only when a URL of theirs is opened).
+
+    Raises:
+        ConfigError: a malformed entry, naming ``MEMORY_CORE_ENGINE_PLUGINS`` (or another malformed setting).
+    """
+    spec = get_settings().engine_plugins if plugins is None else plugins
+    try:
+        targets = parse_engine_plugins(spec)
+    except ValueError as exc:
+        raise ConfigError(f"MEMORY_CORE_ENGINE_PLUGINS: {exc}") from None
+    for scheme, target in targets.items():
+        register_engine(scheme, target)
+    return targets
 
 
 def known_schemes() -> list[str]:
@@ -47,15 +73,21 @@ def _resolve(target: str) -> Callable[[str], MemoryEngine]:
     return cast(Callable[[str], MemoryEngine], obj)
 
 
-def open_engine(url: str) -> MemoryEngine:
-    """Open the engine a URL names (``reference://``, ``sqlite:///path/to/memory.db``).
+def open_engine(url: str, *, plugins: str | None = None) -> MemoryEngine:
+    """Open the engine a URL names (``reference://``, ``sqlite:///path/to/memory.db``, a plugin's scheme).
+
+    Args:
+        url: The engine URL.
+        plugins: Engine plugins to register first (``load_plugins``); None: the ``MEMORY_CORE_ENGINE_PLUGINS``
+            setting.
 
     Raises:
-        ConfigError: a blank URL, an unknown scheme (the message lists the known ones), or a registered
-            ``module:callable`` target that cannot be imported (the message names it).
+        ConfigError: a blank URL, a malformed plugin entry, an unknown scheme (the message lists the known
+            ones), or a registered ``module:callable`` target that cannot be imported (the message names it).
     """
     if not isinstance(url, str) or not url.strip():
         raise ConfigError("engine URL is blank")
+    load_plugins(plugins)
     scheme = urlsplit(url.strip()).scheme.lower()
     if not scheme or scheme not in _REGISTRY:
         raise ConfigError(f"unknown engine scheme {scheme or url!r} (known: {', '.join(known_schemes())})")

@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Annotated, Any, ClassVar
 
-from pydantic import AfterValidator, Field, PlainSerializer, StrictInt
+from pydantic import AfterValidator, Field, PlainSerializer
 
 from memory_core._model import ContractModel, format_timestamp
 from memory_core.consolidation import ConsolidateRequest, Consolidation, WriteOptions
@@ -50,7 +50,7 @@ from memory_core.lifecycle.policy import (
 )
 from memory_core.lifecycle.runner import BackgroundRunner
 from memory_core.limits import MAX_TEXT_CHARS
-from memory_core.meta import ItemKind, MemoryMeta, ObservedActor, SourceKind, SourceRef, TurnRange
+from memory_core.meta import U32, ItemKind, MemoryMeta, ObservedActor, SourceKind, SourceRef, TurnRange
 from memory_core.namespace import Namespace, Reach
 from memory_core.query import NonBlank, StoreReceipt
 from memory_core.recall import build_pack
@@ -94,18 +94,19 @@ class PreTurn(ContractModel):
 
     Attributes:
         thread_id: The conversation thread (non-blank).
-        turn_index: Zero-based index of this turn in the thread; stable across retries.
+        turn_index: Zero-based index of this turn in the thread; stable across retries. A ``u32`` (the
+            reference's type): past ``U32_MAX`` is ``InvalidRequest`` naming it, before anything is stored.
         user_text: The message (non-blank).
         in_prompt_from: The first turn of this thread still in the prompt; packs leave out the thread's turns
-            at or after it (0: the whole thread is in the prompt).
+            at or after it (0: the whole thread is in the prompt); a ``u32`` too.
         at: When the message was sent, with a timezone (stored in UTC); dated bullets are led by it.
         observed_actor: Who said it, when not the owner.
     """
 
     thread_id: NonBlank
-    turn_index: StrictInt = Field(ge=0)
+    turn_index: U32
     user_text: NonBlank = Field(max_length=MAX_TEXT_CHARS)
-    in_prompt_from: StrictInt = Field(default=0, ge=0)
+    in_prompt_from: U32 = 0
     at: AwareTimestamp | None = None
     observed_actor: ObservedActor | None = None
 
@@ -116,7 +117,7 @@ class PostTurn(ContractModel):
     __omit_defaults__: ClassVar[frozenset[str]] = frozenset({"tool_calls"})
 
     thread_id: NonBlank
-    turn_index: StrictInt = Field(ge=0)
+    turn_index: U32
     assistant_text: NonBlank = Field(max_length=MAX_TEXT_CHARS)
     tool_calls: tuple[ToolCallRef, ...] = ()
     at: AwareTimestamp | None = None

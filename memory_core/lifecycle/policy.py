@@ -26,7 +26,7 @@ from memory_core._model import ContractModel
 from memory_core.errors import InvalidRequest
 from memory_core.items import Turn
 from memory_core.lifecycle.layout import MemoryLayout
-from memory_core.meta import ItemKind, MetaFilter
+from memory_core.meta import U32, ItemKind, MetaFilter, USize
 from memory_core.namespace import Namespace, Reach
 from memory_core.query import NonBlank
 from memory_core.recall.types import DEFAULT_BUDGET_TOKENS, FetchQuery, ScopeSection
@@ -119,7 +119,7 @@ class RecallPolicy(ContractModel):
         history_limit: This agent's history bullets (6); 0 leaves the section out.
         team_limit: Team conversation bullets (3); 0 leaves the section out.
         build_beliefs_every: ``post_turn`` returns a ``BuildBeliefs`` job every N turns, counted as
-            ``turn_index + 1`` (10); None or 0 means never.
+            ``turn_index + 1`` (10); None or 0 means never. A ``u32``, as in the reference.
         min_relevance: The packs' relevance floor (``HolisticRecall.min_relevance``, a *memory-core*
             extension and the one deviation from the reference §4.3 defaults, which have no floor): a ranked
             hit is left out when its score, or its coverage of the query's content terms, is below this share
@@ -127,12 +127,12 @@ class RecallPolicy(ContractModel):
             reference §4.3 packs.
     """
 
-    budget_tokens: StrictInt = Field(default=DEFAULT_BUDGET_TOKENS, gt=0)
+    budget_tokens: USize = Field(default=DEFAULT_BUDGET_TOKENS, gt=0)
     learnings_limit: StrictInt = Field(default=8, ge=0, le=MAX_SECTION_LIMIT)
     brain_limit: StrictInt = Field(default=6, ge=0, le=MAX_SECTION_LIMIT)
     history_limit: StrictInt = Field(default=6, ge=0, le=MAX_SECTION_LIMIT)
     team_limit: StrictInt = Field(default=3, ge=0, le=MAX_SECTION_LIMIT)
-    build_beliefs_every: StrictInt | None = Field(default=10, ge=0)
+    build_beliefs_every: U32 | None = 10
     min_relevance: float | None = Field(default=DEFAULT_MIN_RELEVANCE, ge=0.0, le=1.0)
 
     @classmethod

@@ -1,0 +1,233 @@
+"""CLI input checks from a newcomer's run: engine plugins in every command, blank options, agent ids, --output
+paths and an interrupted replay. Usage errors exit 2 with one line naming the option and no traceback."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import memory_core.engines as engines
+from memory_core.cli import load_commands
+from memory_core.engines.reference import ReferenceEngine
+from memory_core.errors import ConfigError
+from memory_core.replay.driver import Replayer
+from memory_core.settings import get_settings
+
+runner = CliRunner()
+app = load_commands()
+
+PLUGIN = """
+from memory_core.engines.reference import ReferenceEngine
+
+
+def make(url):
+    return ReferenceEngine()
+"""
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    """Settings for one test: its own var folder and SQLite file, no broker (server-less)."""
+    get_settings.cache_clear()
+    return {
+        "MEMORY_CORE_VAR_DIR": str(tmp_path / "var"),
+        "MEMORY_CORE_ENGINE": f"sqlite:///{tmp_path / 'memory.db'}",
+        "MEMORY_CORE_BROKER_URL": "",
+        "MEMORY_CORE_REDIS_PREFIX": "cli-inputs-test",
+        "MEMORY_CORE_ENGINE_PLUGINS": "",
+    }
+
+
+@pytest.fixture(autouse=True)
+def _own_registry(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Plugins a test registers are forgotten after it."""
+    monkeypatch.setattr(engines, "_REGISTRY", dict(engines._REGISTRY))
+
+
+@pytest.fixture
+def plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """An importable plugin module ``mc_test_plugin`` whose ``make`` opens a ReferenceEngine; its module name."""
+    folder = tmp_path / "plugins"
+    folder.mkdir()
+    (folder / "mc_test_plugin.py").write_text(PLUGIN)
+    monkeypatch.syspath_prepend(str(folder))
+    return "mc_test_plugin"
+
+
+def invoke(env: dict[str, str], *args: str):  # type: ignore[no-untyped-def]
+    get_settings.cache_clear()
+    result = runner.invoke(app, list(args), env=env)
+    get_settings.cache_clear()
+    return result
+
+
+def one_line_error(result) -> str:  # type: ignore[no-untyped-def]
+    """The command's error: exactly one line on stderr, no traceback."""
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.output
+    return lines[0]
+
+
+@pytest.fixture
+def chat(tmp_path: Path) -> Path:
+    path = tmp_path / "chat.jsonl"
+    rows = [
+        {"thread": "t1", "role": "user", "content": "I moved to Lisbon in March."},
+        {"thread": "t1", "role": "assistant", "content": "Lisbon is lovely in spring."},
+        {"thread": "t1", "role": "user", "content": "My favourite food is grilled sardines."},
+    ]
+    path.write_text("\n".join(json.dumps(r) for r in rows))
+    return path
+
+
+# 2. engine plugins are loaded where engines are opened ----------------------------------------------------------
+def test_open_engine_honours_the_plugin_setting(
+    env: dict[str, str], plugin: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MEMORY_CORE_ENGINE_PLUGINS", f"mine={plugin}:make")
+    get_settings.cache_clear()
+    try:
+        opened = engines.open_engine("mine://x")
+    finally:
+        get_settings.cache_clear()
+    assert isinstance(opened, ReferenceEngine)
+    assert "mine" in engines.known_schemes()
+
+
+def test_open_engine_takes_plugins_explicitly(plugin: str) -> None:
+    assert isinstance(engines.open_engine("mine://x", plugins=f"mine={plugin}:make"), ReferenceEngine)
+
+
+@pytest.mark.parametrize("spec", ["=garbage", "mine", "mine=nocolon", "mine=:make", "mine=mod:", "my plug=a:b"])
+def test_a_malformed_plugin_setting_is_a_config_error_naming_it(spec: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(ConfigError, match="MEMORY_CORE_ENGINE_PLUGINS"):
+        engines.open_engine("reference://", plugins=spec)
+    monkeypatch.setenv("MEMORY_CORE_ENGINE_PLUGINS", spec)
+    get_settings.cache_clear()
+    try:
+        with pytest.raises(ConfigError, match="MEMORY_CORE_ENGINE_PLUGINS"):
+            engines.open_engine("reference://")
+    finally:
+        get_settings.cache_clear()
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["recall", "hello"], ["context"], ["conformance"], ["status", "--json"], ["replay", "CHAT", "--inline"]],
+    ids=lambda c: c[0],
+)
+def test_every_command_opens_a_plugin_scheme(env: dict[str, str], plugin: str, chat: Path, command: list[str]) -> None:
+    args = [str(chat) if a == "CHAT" else a for a in command]
+    result = invoke({**env, "MEMORY_CORE_ENGINE_PLUGINS": f"mine={plugin}:make"}, *args, "--engine", "mine://x")
+    assert "unknown engine scheme" not in result.output, result.output
+    assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize(
+    "command", [["recall", "hello"], ["context"], ["conformance"], ["replay", "CHAT", "--inline"]], ids=lambda c: c[0]
+)
+def test_every_command_refuses_a_malformed_plugin_setting(env: dict[str, str], chat: Path, command: list[str]) -> None:
+    args = [str(chat) if a == "CHAT" else a for a in command]
+    result = invoke({**env, "MEMORY_CORE_ENGINE_PLUGINS": "=garbage"}, *args, "--engine", "reference://")
+    assert result.exit_code == 2, result.output
+    assert "MEMORY_CORE_ENGINE_PLUGINS" in result.output and "=garbage" in result.output
+
+
+# 3. blank options and agent ids --------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "command",
+    [["recall", "hello"], ["context"], ["conformance"], ["status"], ["replay", "CHAT", "--inline"], ["ingest", "CHAT"]],
+    ids=lambda c: c[0],
+)
+@pytest.mark.parametrize("option", ["--engine", "--root"])
+def test_a_blank_engine_or_root_exits_2_naming_the_option(
+    env: dict[str, str], chat: Path, command: list[str], option: str
+) -> None:
+    if option == "--root" and command[0] == "conformance":
+        pytest.skip("conformance takes no --root")
+    args = [str(chat) if a == "CHAT" else a for a in command]
+    for blank in ("", "  "):
+        result = invoke(env, *args, option, blank)
+        assert result.exit_code == 2, result.output
+        assert one_line_error(result).startswith(f"{option} is blank")
+
+
+@pytest.mark.parametrize("command", [["recall", "hello"], ["replay", "CHAT", "--inline"]], ids=lambda c: c[0])
+@pytest.mark.parametrize("agent", ["bad agent/with slash", "", "x" * 129, "émile"])
+def test_an_agent_id_breaking_the_namespace_id_rule_exits_2(
+    env: dict[str, str], chat: Path, command: list[str], agent: str
+) -> None:
+    args = [str(chat) if a == "CHAT" else a for a in command]
+    result = invoke(env, *args, "--agent", agent)
+    assert result.exit_code == 2, result.output
+    assert one_line_error(result).startswith("--agent: segment id")
+
+
+def test_a_valid_agent_id_is_accepted(env: dict[str, str], chat: Path) -> None:
+    assert invoke(env, "replay", str(chat), "--inline", "--agent", "helper-2_x").exit_code == 0
+    assert invoke(env, "recall", "Lisbon", "--agent", "helper-2_x").exit_code == 0
+
+
+# 4. context --output ------------------------------------------------------------------------------------------
+@pytest.fixture
+def stored(env: dict[str, str], chat: Path) -> dict[str, str]:
+    assert invoke(env, "replay", str(chat), "--inline").exit_code == 0
+    return env
+
+
+def test_context_output_naming_a_folder_exits_2(stored: dict[str, str], tmp_path: Path) -> None:
+    result = invoke(stored, "context", "-o", str(tmp_path))
+    assert result.exit_code == 2, result.output
+    assert one_line_error(result).startswith(f"--output: {tmp_path} is a folder")
+
+
+def test_context_output_in_a_missing_folder_exits_2_and_creates_nothing(stored: dict[str, str], tmp_path: Path) -> None:
+    target = tmp_path / "nonexistent" / "dir" / "x.md"
+    result = invoke(stored, "context", "-o", str(target))
+    assert result.exit_code == 2, result.output
+    assert "does not exist" in one_line_error(result) and str(target.parent) in result.stderr
+    assert not (tmp_path / "nonexistent").exists()
+
+
+def test_context_output_under_a_file_exits_2(stored: dict[str, str], chat: Path) -> None:
+    result = invoke(stored, "context", "-o", str(chat / "x.md"))
+    assert result.exit_code == 2, result.output
+    assert one_line_error(result) == f"--output: {chat} is not a folder"
+
+
+def test_context_output_that_cannot_be_written_exits_1(stored: dict[str, str]) -> None:
+    result = invoke(stored, "context", "-o", "/proc/version")
+    assert result.exit_code == 1, result.output
+    assert one_line_error(result).startswith("context: cannot write --output /proc/version: ")
+
+
+def test_context_output_to_a_file_still_writes_it(stored: dict[str, str], tmp_path: Path) -> None:
+    target = tmp_path / "context.md"
+    result = invoke(stored, "context", "-o", str(target))
+    assert result.exit_code == 0, result.output
+    assert "Lisbon" in target.read_text()
+
+
+# 6. an interrupted replay says how far it got -----------------------------------------------------------------
+def test_an_interrupted_replay_says_how_far_it_got_and_exits_130(
+    env: dict[str, str], chat: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = Replayer._pre_turn
+    calls = []
+
+    def interrupted(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        if len(calls) == 2:  # the third turn (the second user turn)
+            raise KeyboardInterrupt
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Replayer, "_pre_turn", interrupted)
+    result = invoke(env, "replay", str(chat), "--inline")
+    assert result.exit_code == 130, result.output
+    assert "interrupted after 2 of 3 turns" in result.stderr
+    assert "Traceback" not in result.output
