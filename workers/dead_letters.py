@@ -25,10 +25,28 @@ from memory_core._model import ContractModel, Timestamp
 from memory_core.errors import EngineUnavailable, InvalidRequest, NotFound
 from workers.local_db import LocalDb
 
-__all__ = ["MAX_PAYLOAD_CHARS", "DeadLetter", "DeadLetterStore", "RedisDeadLetters", "SqliteDeadLetters", "payload_of"]
+__all__ = [
+    "MAX_ECHOED_ID_CHARS",
+    "MAX_PAYLOAD_CHARS",
+    "DeadLetter",
+    "DeadLetterStore",
+    "RedisDeadLetters",
+    "SqliteDeadLetters",
+    "payload_of",
+    "quote_id",
+]
 
 MAX_PAYLOAD_CHARS = 1_000_000
 """Payload text kept per dead letter, characters; a longer raw payload is cut (and cannot be requeued)."""
+MAX_ECHOED_ID_CHARS = 80
+"""Characters of a given id or prefix an error message repeats (``quote_id``); a 100 KB argument is not echoed."""
+
+
+def quote_id(ref: str) -> str:
+    """``ref`` quoted for a message (``'901cdb17'``), cut at ``MAX_ECHOED_ID_CHARS`` with ``…`` and its length; pure."""
+    if len(ref) <= MAX_ECHOED_ID_CHARS:
+        return repr(ref)
+    return f"{ref[:MAX_ECHOED_ID_CHARS]!r}… ({len(ref)} characters)"
 
 
 class DeadLetter(ContractModel):
@@ -148,10 +166,12 @@ class DeadLetterStore:
             return ref
         matches = [i for i in ids if i.startswith(ref)]
         if not matches:
-            raise NotFound(f"no dead letter {ref!r}")
+            raise NotFound(f"no dead letter {quote_id(ref)}")
         if len(matches) > 1:
             shown = ", ".join(matches[:3]) + (", …" if len(matches) > 3 else "")
-            raise InvalidRequest(f"{ref!r} starts {len(matches)} dead letters ({shown}); give more of it", field="id")
+            raise InvalidRequest(
+                f"{quote_id(ref)} starts {len(matches)} dead letters ({shown}); give more of it", field="id"
+            )
         return matches[0]
 
     def delete(self, letter_id: str) -> bool:
@@ -224,7 +244,7 @@ class RedisDeadLetters(DeadLetterStore):
         """See ``DeadLetterStore.get``."""
         raw = cast(str | None, self._call(self.client.get, self._item(letter_id)))
         if raw is None:
-            raise NotFound(f"no dead letter {letter_id!r}")
+            raise NotFound(f"no dead letter {quote_id(letter_id)}")
         return DeadLetter.model_validate_json(raw)
 
     def delete(self, letter_id: str) -> bool:
@@ -303,7 +323,7 @@ class SqliteDeadLetters(DeadLetterStore):
         """See ``DeadLetterStore.get``."""
         row = self._run("SELECT letter FROM dead_letters WHERE id = ?", (letter_id,)).fetchone()
         if row is None:
-            raise NotFound(f"no dead letter {letter_id!r}")
+            raise NotFound(f"no dead letter {quote_id(letter_id)}")
         return DeadLetter.model_validate_json(row[0])
 
     def delete(self, letter_id: str) -> bool:

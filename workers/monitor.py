@@ -10,6 +10,11 @@ included) and says why it does not answer; the app publishes remote-control requ
 bounded settings (``workers.config.host_config``: no reconnect loop), so an unreachable or blackholed broker
 costs ``status`` about one timeout instead of Celery's connection retries. ``outbox_waiting`` counts the jobs
 this machine parked while the broker was away (they are published on the next submit, worker start or beat).
+
+A ``read_only`` monitor (``memory-core status``) creates nothing: not ``var_dir`` nor the server-less
+transport's folders (whoever first sends or consumes makes them), and it asks the workers over the server-less
+transport only once a worker has bound its control exchange there (``PIDBOX_BINDING``); the request and the
+replies are then that transport's own messages.
 """
 
 from __future__ import annotations
@@ -29,10 +34,12 @@ from workers.config import broker_url, host_config, is_redis_url, result_backend
 from workers.redis_coordination import redis_client
 from workers.transport import prepare
 
-__all__ = ["FINISHED", "BrokerProbe", "JobMonitor", "JobState", "WaitReport", "redact"]
+__all__ = ["FINISHED", "PIDBOX_BINDING", "BrokerProbe", "JobMonitor", "JobState", "WaitReport", "redact"]
 
 FINISHED = frozenset({"SUCCESS", "FAILURE", "REVOKED"})
 """Celery states after which a job will not run again by itself."""
+PIDBOX_BINDING = "celery.pidbox.exchange"
+"""The file a worker's remote-control binding makes in the server-less ``broker/control`` folder."""
 _PRIORITY_SEP = "\x06\x16"
 """kombu's separator of a Redis queue's priority sub-lists (``priority_steps``)."""
 
@@ -93,11 +100,15 @@ class JobMonitor:
 
     Args:
         settings: The settings (default: the process's).
+        read_only: Create no file or folder (``status``): ``var_dir`` and the server-less folders are left to
+            whoever sends or consumes first; otherwise they are made here (``workers.transport.prepare``).
     """
 
-    def __init__(self, settings: Settings | None = None) -> None:
+    def __init__(self, settings: Settings | None = None, *, read_only: bool = False) -> None:
         self.settings = settings or get_settings()
-        prepare(self.settings)
+        self.read_only = read_only
+        if not read_only:
+            prepare(self.settings)
         self.app = Celery("memory-core-monitor", set_as_current=False)
         conf = host_config(self.settings)  # bounded publishes (remote control), no reconnect loop
         conf["result_backend"] = result_backend_url(self.settings)
@@ -167,13 +178,14 @@ class JobMonitor:
             timeout_s: Bound on the probe, seconds.
 
         Returns:
-            A ``BrokerProbe``; the server-less transport is reachable when its queue folder exists.
+            A ``BrokerProbe``; the server-less transport is reachable when its queue folder exists, or, for a
+            ``read_only`` monitor, when nothing is there yet (nothing was ever queued: every queue is empty).
         """
         url = broker_url(self.settings)
         start = time.monotonic()
         if not is_redis_url(url):
             folder = var_paths(self.settings)["broker_queue"]
-            ok = folder.is_dir()
+            ok = folder.is_dir() or (self.read_only and not folder.exists())
             reason = None if ok else f"the server-less queue folder {folder} does not exist"
             return BrokerProbe(url, ok, reason, time.monotonic() - start)
         try:
@@ -229,7 +241,14 @@ class JobMonitor:
         return [queue, *(k for k in client.scan_iter(match=f"{queue}{_PRIORITY_SEP}*", count=100))]
 
     def active(self, timeout_s: float = 1.0) -> dict[str, list[dict[str, Any]]] | None:
-        """Running jobs per worker (Celery remote control); None when no worker answered."""
+        """Running jobs per worker (Celery remote control); None when no worker answered.
+
+        A ``read_only`` monitor on the server-less transport asks nothing (None) until a worker has bound its
+        control exchange there: no worker ever ran, and asking would create the transport's folders.
+        """
+        if self.read_only and not is_redis_url(broker_url(self.settings)):
+            if not (var_paths(self.settings)["broker_control"] / PIDBOX_BINDING).is_file():
+                return None
         try:
             replies: Any = self.app.control.inspect(timeout=timeout_s).active()
         except Exception:  # remote control is best-effort: an unreachable broker means "no answer"

@@ -12,14 +12,14 @@ click returns in non-standalone mode (celery 5.7 ``app/base.py``), so a worker s
 from __future__ import annotations
 
 import os
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import click
 import typer
 
 from memory_core.settings import get_settings
 
-__all__ = ["BrokerOption", "LoglevelOption", "celery_app", "run_celery", "use_options"]
+__all__ = ["BrokerOption", "Loglevel", "LoglevelOption", "celery_app", "run_celery", "use_options"]
 
 BrokerOption = Annotated[
     str | None,
@@ -30,8 +30,17 @@ BrokerOption = Annotated[
         help="Broker URL (redis://…); default: MEMORY_CORE_BROKER_URL, else server-less.",
     ),
 ]
+Loglevel = Literal["debug", "info", "warning", "error", "critical"]
+"""The log levels ``--loglevel`` takes (any case): Celery's, checked before Celery starts (exit 2, not a traceback)."""
 LoglevelOption = Annotated[
-    str, typer.Option("--loglevel", "-l", metavar="LEVEL", help="Log level: debug, info, warning, error.")
+    Loglevel,
+    typer.Option(
+        "--loglevel",
+        "-l",
+        metavar="LEVEL",
+        case_sensitive=False,
+        help="Log level: debug, info, warning, error or critical.",
+    ),
 ]
 
 

@@ -14,8 +14,8 @@ at ``show``.
 A requeued job keeps the engine it was submitted for (the letter's), whatever ``MEMORY_CORE_ENGINE`` this
 shell has; ``--engine`` retargets it deliberately.
 
-Exit codes: 0 done, 1 nothing to do (unknown or ambiguous id, a payload that is not a job), 2 the store or the
-broker is unreachable.
+Exit codes: 0 done, 1 nothing to do (unknown or ambiguous id, a payload that is not a job), 2 bad input (a blank
+``ID``) or the store or the broker is unreachable. A message repeats at most the first 80 characters of an ``ID``.
 """
 
 from __future__ import annotations
@@ -35,7 +35,15 @@ from memory_core.cli._common import console, fail
 from memory_core.errors import EngineUnavailable, InvalidRequest, NotFound
 from memory_core.settings import get_settings
 
-__all__ = ["LIST_LEGEND", "LIST_MESSAGE_CHARS", "TASK_PREFIX", "dead_letters_app", "letter_lines", "no_job"]
+__all__ = [
+    "LIST_LEGEND",
+    "LIST_MESSAGE_CHARS",
+    "TASK_PREFIX",
+    "check_ref",
+    "dead_letters_app",
+    "letter_lines",
+    "no_job",
+]
 
 LIST_MESSAGE_CHARS = 300
 """Characters of a letter's message ``list`` shows (about four lines at 80 columns); ``show`` prints it all."""
@@ -89,11 +97,26 @@ def letter_lines(letter: Any) -> tuple[str, str]:
     return head, f"{letter.error}: {message}"
 
 
+def check_ref(ref: str) -> str:
+    """The ``ID`` argument when it is not blank.
+
+    Raises:
+        typer.BadParameter: a blank ``ID`` (bad input: exit 2, before any store is opened).
+    """
+    if not ref.strip():
+        raise typer.BadParameter("must not be blank")
+    return ref
+
+
+LetterRef = Annotated[
+    str,
+    typer.Argument(metavar="ID", callback=check_ref, help="The dead letter's id (the job id), or a unique prefix."),
+]
+
+
 @dead_letters_app.command("show")
 def show(
-    letter_id: Annotated[
-        str, typer.Argument(metavar="ID", help="The dead letter's id (the job id), or a unique prefix.")
-    ],
+    letter_id: LetterRef,
     broker: BrokerOption = None,
 ) -> None:
     """Print one dead letter as JSON."""
@@ -110,9 +133,7 @@ def show(
 
 @dead_letters_app.command("requeue")
 def requeue(
-    letter_id: Annotated[
-        str, typer.Argument(metavar="ID", help="The dead letter's id (the job id), or a unique prefix.")
-    ],
+    letter_id: LetterRef,
     engine: Annotated[
         str | None,
         typer.Option(

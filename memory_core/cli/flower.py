@@ -2,22 +2,52 @@
 
 The credentials go to Flower in-process, never on a command line. ``/metrics`` and ``/healthcheck`` stay
 open by Flower's design; everything else answers 401 without the credentials. A port already in use exits 2
-naming it and where it came from (``--port`` or ``MEMORY_CORE_FLOWER_PORT``) before Flower starts.
+naming it and where it came from (``--port`` or ``MEMORY_CORE_FLOWER_PORT``) before Flower starts; ``--port``
+follows the rule of ``MEMORY_CORE_FLOWER_PORT`` (1-65535, ``Settings.flower_port``), else exit 2 naming it.
+
+SIGTERM (``docker stop``, systemd) stops Flower quietly with status 0, Flower's own: the first one stops it,
+any further one while it shuts down is ignored (``stop_on_sigterm``; Flower's handler raised ``SystemExit``
+again inside the interpreter's thread shutdown, printing a ``SystemExit: 0`` traceback).
 """
 
 from __future__ import annotations
 
+import logging
+import signal
 import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
 from typing import Annotated
 
 import typer
+from pydantic import TypeAdapter, ValidationError
 
 from memory_core.cli import app
 from memory_core.cli._celery import BrokerOption, run_celery, use_options
 from memory_core.cli._common import EngineOption, err_console, fail
-from memory_core.settings import get_settings
+from memory_core.settings import Settings, get_settings
 
-__all__ = ["flower", "port_problem"]
+__all__ = ["check_port", "flower", "port_problem", "quiet_sigterm", "stop_on_sigterm"]
+
+log = logging.getLogger("flower.command")
+
+_PORT: TypeAdapter[int] = TypeAdapter(Annotated[(int, *Settings.model_fields["flower_port"].metadata)])
+"""``MEMORY_CORE_FLOWER_PORT``'s rule (1-65535), so ``--port`` is checked as the setting is."""
+
+
+def check_port(port: int | None) -> int | None:
+    """``--port`` when it is a port ``MEMORY_CORE_FLOWER_PORT`` would accept, None when not given.
+
+    Raises:
+        typer.BadParameter: outside 1-65535 (a socket would wrap 70000 to 4464, and 0 means "any port").
+    """
+    if port is None:
+        return None
+    try:
+        return _PORT.validate_python(port)
+    except ValidationError as exc:
+        raise typer.BadParameter(f"{exc.errors()[0]['msg']} (a port is 1-65535)") from None
 
 
 def port_problem(address: str, port: int) -> str | None:
@@ -41,10 +71,39 @@ def port_problem(address: str, port: int) -> str | None:
     return None
 
 
+def stop_on_sigterm(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM handler: stop with status 0 (``SystemExit(0)``, as Flower's own), once; later SIGTERMs are ignored.
+
+    Flower catches the ``SystemExit`` around its event loop and returns; the interpreter then joins Flower's
+    executor threads, and a second SIGTERM raised there (Flower's handler) printed "Exception ignored in
+    <module 'threading'>" with a ``SystemExit: 0`` traceback. ``SIG_IGN`` also outlives the interpreter's
+    finalization (a Python handler is reset to the default there, which would end the process with 143).
+    """
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    log.info("SIGTERM received: shutting down")
+    raise SystemExit(0)
+
+
+@contextmanager
+def quiet_sigterm() -> Iterator[None]:
+    """Within the block SIGTERM is ``stop_on_sigterm``, also once Flower installs its handler (it is replaced)."""
+    from flower import command as flower_command
+
+    own = flower_command.sigterm_handler
+    flower_command.sigterm_handler = stop_on_sigterm  # Flower installs the module's ``sigterm_handler``
+    try:
+        yield
+    finally:
+        flower_command.sigterm_handler = own
+
+
 @app.command()
 def flower(
     port: Annotated[
-        int | None, typer.Option("--port", metavar="PORT", help="Port; default: MEMORY_CORE_FLOWER_PORT.")
+        int | None,
+        typer.Option(
+            "--port", metavar="PORT", callback=check_port, help="Port (1-65535); default: MEMORY_CORE_FLOWER_PORT."
+        ),
     ] = None,
     address: Annotated[
         str, typer.Option("--address", metavar="HOST", help="Bind address (0.0.0.0 inside a container).")
@@ -52,7 +111,24 @@ def flower(
     engine: EngineOption = None,
     broker: BrokerOption = None,
 ) -> None:
-    """Run Flower (task monitor) behind basic auth."""
+    """Run Flower (task monitor) behind basic auth (SIGTERM: a quiet stop, status 0)."""
+    previous = signal.signal(signal.SIGTERM, stop_on_sigterm)  # a SIGTERM while starting stops quietly too
+    try:
+        argv = _flower_argv(port, address, engine, broker)
+    except BaseException:  # refused before Flower starts (exit 2): the process's handler comes back
+        signal.signal(signal.SIGTERM, previous)
+        raise
+    with quiet_sigterm():
+        code = run_celery(argv)
+    raise typer.Exit(code=code)
+
+
+def _flower_argv(port: int | None, address: str, engine: str | None, broker: str | None) -> list[str]:
+    """Flower's Celery argv once the settings, the credentials and the port are checked; the folders prepared.
+
+    Raises:
+        typer.Exit: code 2, after printing why (bad credentials, a port Flower could not listen on).
+    """
     use_options(engine, broker)
     from workers.flower import DEFAULT_PASSWORD, flower_argv
     from workers.transport import prepare
@@ -62,10 +138,10 @@ def flower(
         argv = flower_argv(settings, port=port, address=address)
     except ValueError as exc:
         raise fail(str(exc)) from None
-    chosen = port or settings.flower_port
+    chosen = settings.flower_port if port is None else port
     busy = port_problem(address, chosen)
     if busy is not None:
-        source = "--port" if port else "MEMORY_CORE_FLOWER_PORT"
+        source = "MEMORY_CORE_FLOWER_PORT" if port is None else "--port"
         raise fail(
             f"flower cannot listen on {address}:{chosen} ({source}): {busy}; stop what listens there or choose "
             "another port with --port or MEMORY_CORE_FLOWER_PORT"
@@ -73,4 +149,4 @@ def flower(
     prepare(settings)
     if settings.flower_password.get_secret_value() == DEFAULT_PASSWORD:
         err_console.print("[yellow]warning: MEMORY_CORE_FLOWER_PASSWORD is the default; set your own[/]")
-    raise typer.Exit(code=run_celery(argv))
+    return argv

@@ -1,8 +1,9 @@
 """``memory-core status``: the engine, items by kind and scope, queues, running and dead jobs, last builds.
 
-Everything is read-only. A part that cannot be read (no worker answering, the broker down) is shown as ``?``
-with the reason, rather than failing the command; only an unusable engine URL, or one naming no database,
-exits non-zero (2).
+Everything is read-only: status creates no file or folder (no database, outbox, coordination store, ``var_dir``
+or server-less transport folder: ``workers.monitor.JobMonitor(read_only=True)``). A part that cannot be read (no
+worker answering, the broker down) is shown as ``?`` with the reason, rather than failing the command; only an
+unusable engine URL, or one naming no database, exits non-zero (2).
 
 Time is bounded: a Redis broker is probed first (one PING, ``PROBE_TIMEOUT_S`` to connect and to answer); when
 it does not answer, nothing else is asked of it (queue depths, running jobs and dead letters all live there)
@@ -35,7 +36,6 @@ from memory_core.cli._common import (
     no_database,
     open_engine_or_exit,
 )
-from memory_core.cli._jobs import open_monitor
 from memory_core.consolidation import BuildScope, ConsolidateRequest
 from memory_core.explore import ExploreRequest, Facet
 from memory_core.limits import MAX_SCAN_LIMIT
@@ -80,11 +80,12 @@ def _scopes_table(scopes: list[BuildScope], limit: int) -> Table:
 def _jobs_view(settings: Any) -> dict[str, Any]:
     """Queues, workers, running and dead jobs, the outbox, and a reason for every part that is unknown."""
     from workers.config import redis_url_of, var_paths
+    from workers.monitor import JobMonitor
     from workers.stores import open_dead_letters
 
     unknown: dict[str, str] = {}
     names = (settings.queue_beliefs, settings.queue_ingest, settings.queue_maintenance)
-    monitor = open_monitor()
+    monitor = JobMonitor(settings, read_only=True)  # no var_dir, no server-less folders created
     try:
         outbox = monitor.outbox_waiting()  # read-only: no outbox.db is created when there is none
         if outbox is None:  # a locked or damaged outbox file must not fail status

@@ -8,13 +8,14 @@ memory-core worker --queues ingest                   # the brain ingester (compo
 
 ``--queues`` takes the logical names ``beliefs``, ``ingest``, ``maintenance`` (mapped to the configured
 ``MEMORY_CORE_QUEUE_*`` names) or the configured names themselves; any other name is consumed as given, with a
-warning (no job of this app is routed there). Exit status: Celery's (1 after an unrecoverable error), 2 for a
-configuration error.
+warning (no job of this app is routed there). ``--pool`` is ``prefork``, ``threads`` or ``solo`` and
+``--loglevel`` one of ``debug info warning error critical``; anything else exits 2 before Celery starts. Exit
+status: Celery's (1 after an unrecoverable error), 2 for a configuration error or a bad option.
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 
@@ -23,7 +24,10 @@ from memory_core.cli._celery import BrokerOption, LoglevelOption, run_celery, us
 from memory_core.cli._common import EngineOption, err_console
 from memory_core.settings import get_settings
 
-__all__ = ["worker"]
+__all__ = ["Pool", "worker"]
+
+Pool = Literal["prefork", "threads", "solo"]
+"""The pools ``--pool`` takes: Celery's others need packages this project does not install (gevent, eventlet)."""
 
 
 @app.command()
@@ -43,7 +47,9 @@ def worker(
     hostname: Annotated[
         str | None, typer.Option("--hostname", "-n", metavar="NAME", help="Node name (name@host).")
     ] = None,
-    pool: Annotated[str, typer.Option("--pool", "-P", metavar="POOL", help="prefork, threads or solo.")] = "prefork",
+    pool: Annotated[
+        Pool, typer.Option("--pool", "-P", metavar="POOL", case_sensitive=False, help="prefork, threads or solo.")
+    ] = "prefork",
     loglevel: LoglevelOption = "info",
     engine: EngineOption = None,
     broker: BrokerOption = None,

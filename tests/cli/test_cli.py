@@ -397,6 +397,9 @@ def test_status_against_a_fresh_var_dir_creates_no_outbox_or_coordination_file(
     assert not list(var.glob("coordination.db*")), sorted(p.name for p in var.iterdir())
     if not broker:
         assert jobs["dead_letters"] == 0
+        assert jobs["broker"]["answering"] and jobs["queues"] == dict.fromkeys(jobs["queues"], 0)
+    # read-only: not even var/ (nor the server-less var/broker/, var/results/) is created
+    assert not var.exists(), sorted(str(p.relative_to(var)) for p in var.rglob("*"))
 
 
 def test_replay_of_json_nested_past_the_decoders_limit_exits_2_naming_the_file(

@@ -140,3 +140,25 @@ def test_a_poison_message_whose_id_has_a_control_character_is_kept_under_an_id_r
     assert f"requeued {letter.id} as job {letter.id}" in " ".join(result.output.split())
     store = open_dead_letters(Settings(_env_file=None, var_dir=env["MEMORY_CORE_VAR_DIR"], broker_url=""))
     assert store.count() == 0
+
+
+@pytest.mark.parametrize("command", ["show", "requeue"])
+@pytest.mark.parametrize("ref", ["", "   "], ids=["empty", "spaces"])
+def test_a_blank_id_is_bad_input_exit_2_naming_the_argument(
+    env: dict[str, str], letters: DeadLetterStore, command: str, ref: str
+) -> None:
+    result = invoke(env, "dead-letters", command, ref)
+    assert result.exit_code == 2, result.output
+    assert "Invalid value for 'ID': must not be blank" in result.output
+    assert letters.count() == 2  # nothing requeued or dropped
+
+
+@pytest.mark.parametrize("command", ["show", "requeue"])
+def test_an_unknown_100_kb_id_is_echoed_cut_to_80_characters(
+    env: dict[str, str], letters: DeadLetterStore, command: str
+) -> None:
+    ref = "9" * 100_000
+    result = invoke(env, "dead-letters", command, ref)
+    assert result.exit_code == 1, result.output[:500]
+    assert len(result.output) < 300, result.output[:500]
+    assert f"no dead letter '{'9' * 80}'… (100000 characters)" in " ".join(result.output.split())

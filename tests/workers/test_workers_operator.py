@@ -131,3 +131,19 @@ def test_a_compose_redis_password_that_is_not_url_safe_stops_the_worker_with_a_c
     assert done.returncode == 2
     assert "MEMORY_CORE_BROKER_URL" in done.stderr and "URL-encoded" in done.stderr, done.stderr
     assert "pa/ss" not in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_read_only_monitor_creates_nothing_and_reads_a_fresh_server_less_setup_as_empty(tmp_path: Path) -> None:
+    var = tmp_path / "var"
+    monitor = JobMonitor(Settings(_env_file=None, broker_url=None, var_dir=var), read_only=True)
+    try:
+        probe = monitor.probe(timeout_s=0.3)
+        assert probe.reachable and probe.reason is None  # nothing was ever queued
+        assert set(monitor.queue_depths().values()) == {0}
+        assert monitor.outbox_waiting() == 0
+        assert monitor.active(timeout_s=0.3) is None  # no worker ever bound its control exchange: not asked
+    finally:
+        monitor.close()
+    assert not var.exists()
+    JobMonitor(Settings(_env_file=None, broker_url=None, var_dir=var)).close()  # not read-only: prepared
+    assert (var / "broker" / "queue").is_dir()
