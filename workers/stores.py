@@ -9,8 +9,7 @@
 from __future__ import annotations
 
 from memory_core.engine import MemoryEngine
-from memory_core.engines import open_engine, register_engine
-from memory_core.errors import ConfigError
+from memory_core.engines import open_engine
 from memory_core.settings import Settings
 from workers.config import redis_url_of, var_paths
 from workers.coordination import Coordination, SqliteCoordination
@@ -18,7 +17,7 @@ from workers.dead_letters import DeadLetterStore, RedisDeadLetters, SqliteDeadLe
 from workers.outbox import Outbox
 from workers.redis_coordination import RedisCoordination, redis_client
 
-__all__ = ["open_coordination", "open_dead_letters", "open_outbox", "open_worker_engine", "parse_plugins"]
+__all__ = ["open_coordination", "open_dead_letters", "open_outbox", "open_worker_engine"]
 
 
 def open_coordination(settings: Settings, timeout_s: float | None = None) -> Coordination:
@@ -57,30 +56,10 @@ def open_outbox(settings: Settings) -> Outbox:
     return Outbox(var_paths(settings)["outbox"])
 
 
-def parse_plugins(spec: str) -> dict[str, str]:
-    """``"probe=tests.probe:open_probe, x=pkg.mod:make"`` → ``{"probe": "tests.probe:open_probe", …}``.
-
-    Raises:
-        ConfigError: an entry without ``scheme=module:callable``.
-    """
-    out: dict[str, str] = {}
-    for raw in spec.split(","):
-        entry = raw.strip()
-        if not entry:
-            continue
-        scheme, sep, target = entry.partition("=")
-        if not sep or not scheme.strip() or ":" not in target:
-            raise ConfigError(f"engine_plugins entry {entry!r} is not scheme=module:callable")
-        out[scheme.strip().lower()] = target.strip()
-    return out
-
-
 def open_worker_engine(settings: Settings) -> MemoryEngine:
-    """Register ``Settings.engine_plugins``, then open ``Settings.engine``.
+    """Open ``Settings.engine`` with ``Settings.engine_plugins`` registered (``memory_core.engines.open_engine``).
 
     Raises:
         ConfigError: a malformed plugin entry, or an unknown engine scheme.
     """
-    for scheme, target in parse_plugins(settings.engine_plugins).items():
-        register_engine(scheme, target)
-    return open_engine(settings.engine)
+    return open_engine(settings.engine, plugins=settings.engine_plugins)

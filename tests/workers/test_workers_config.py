@@ -10,8 +10,9 @@ import yaml
 from flowkit import REPO
 
 import beat_schedule
+from memory_core.engines import load_plugins
 from memory_core.errors import ConfigError
-from memory_core.settings import Settings
+from memory_core.settings import Settings, parse_engine_plugins
 from workers.config import (
     QUEUE_OF_TASK,
     beat_config,
@@ -22,7 +23,6 @@ from workers.config import (
     result_backend_url,
 )
 from workers.flower import flower_argv
-from workers.stores import parse_plugins
 
 
 def settings(**fields: Any) -> Settings:
@@ -157,13 +157,15 @@ def test_flower_always_gets_basic_auth_from_settings() -> None:
 
 
 def test_engine_plugins_parse_and_malformed_entries_are_refused() -> None:
-    assert parse_plugins(" probe=probe_engine:open_probe , x=pkg.mod:make ") == {
+    assert parse_engine_plugins(" probe=probe_engine:open_probe , x=pkg.mod:make ") == {
         "probe": "probe_engine:open_probe",
         "x": "pkg.mod:make",
     }
-    assert parse_plugins("") == {}
+    assert parse_engine_plugins("") == {}
+    with pytest.raises(ValueError, match="scheme=module:callable"):
+        parse_engine_plugins("probe=probe_engine")
     with pytest.raises(ConfigError, match="scheme=module:callable"):
-        parse_plugins("probe=probe_engine")
+        load_plugins("probe=probe_engine")
 
 
 def test_compose_has_the_services_with_the_commands_and_memory_core_variables() -> None:
