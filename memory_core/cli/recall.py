@@ -122,6 +122,7 @@ def recall(
         if budget is not None:
             policy = policy.model_copy(update={"budget_tokens": budget})
         pack = AgentMemory(memory_engine, layout_for(root), agent).with_policy(policy).recall(query)
+        pack_budget = policy.budget_tokens
     except MemoryCoreError as exc:
         raise fail(str(exc)) from None
     finally:
@@ -131,7 +132,7 @@ def recall(
         _refuse_unreadable(pack, "recall")
         return
     _refuse_unreadable(pack, "recall")
-    typer.echo(pack.markdown or "(empty pack: nothing stored matches)")
+    typer.echo(pack.markdown or f"(empty pack: nothing stored matches, or nothing fits in {pack_budget} tokens)")
     skipped = ", ".join(f"{s.heading} ({s.reason})" for s in pack.skipped) or "none"
     console.print(f"[dim]{pack.tokens} tokens · {len(pack.refs)} refs · skipped: {skipped}[/]")
 
@@ -168,7 +169,7 @@ def context(
         left = f"{plural(len(failed), 'section')} could not be read and {'is' if len(failed) == 1 else 'are'} left out"
         err_console.print(f"[yellow]{escape(left)}:\n{escape(_reasons(failed))}[/]", soft_wrap=True)
     if output is None:
-        typer.echo(pack.markdown or "(empty: nothing stored)")
+        typer.echo(pack.markdown or f"(empty: nothing stored, or nothing fits in --budget {budget} tokens)")
         return
     try:
         output.write_text(pack.markdown, encoding="utf-8")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from memory_core import BeliefsRequest, ListRequest, Reach
+from memory_core import BeliefsRequest, Learning, ListRequest, Reach
 from memory_core.cli import load_commands
 from memory_core.engines import open_engine
 from memory_core.settings import get_settings
@@ -367,8 +367,18 @@ def test_recall_of_a_healthy_memory_with_nothing_matching_still_exits_0(env: dic
     open_engine(env["MEMORY_CORE_ENGINE"]).close()
     result = invoke(env, "recall", "anything")
     assert result.exit_code == 0, result.output
-    assert "(empty pack: nothing stored matches)" in result.output
+    assert "(empty pack: nothing stored matches, or nothing fits in 1200 tokens)" in result.output
     assert invoke(env, "context").exit_code == 0
+
+
+def test_an_empty_context_names_the_budget_it_may_not_fit(env: dict[str, str]) -> None:
+    """A memory holding items but a budget too small for one line is not "nothing stored" (newcomer run)."""
+    memory = open_engine(env["MEMORY_CORE_ENGINE"])
+    memory.store(Learning(text="Ann likes tea, green tea in the morning and black tea at night, every day."))
+    memory.close()
+    result = invoke(env, "context", "--budget", "1")
+    assert result.exit_code == 0, result.output
+    assert "(empty: nothing stored, or nothing fits in --budget 1 tokens)" in result.output
 
 
 @pytest.mark.parametrize("command", [["status"], ["recall", "hello"], ["context"]], ids=lambda c: c[0])
