@@ -23,18 +23,6 @@ runner = CliRunner()
 app = load_commands()
 
 
-@pytest.fixture
-def env(tmp_path: Path) -> dict[str, str]:
-    """Settings for one test: its own var folder and SQLite file, no broker (server-less)."""
-    get_settings.cache_clear()
-    return {
-        "MEMORY_CORE_VAR_DIR": str(tmp_path / "var"),
-        "MEMORY_CORE_ENGINE": f"sqlite:///{tmp_path / 'memory.db'}",
-        "MEMORY_CORE_BROKER_URL": "",
-        "MEMORY_CORE_REDIS_PREFIX": "cli-test",
-    }
-
-
 def invoke(env: dict[str, str], *args: str):  # type: ignore[no-untyped-def]
     get_settings.cache_clear()
     result = runner.invoke(app, list(args), env=env)

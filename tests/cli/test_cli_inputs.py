@@ -28,19 +28,6 @@ def make(url):
 """
 
 
-@pytest.fixture
-def env(tmp_path: Path) -> dict[str, str]:
-    """Settings for one test: its own var folder and SQLite file, no broker (server-less)."""
-    get_settings.cache_clear()
-    return {
-        "MEMORY_CORE_VAR_DIR": str(tmp_path / "var"),
-        "MEMORY_CORE_ENGINE": f"sqlite:///{tmp_path / 'memory.db'}",
-        "MEMORY_CORE_BROKER_URL": "",
-        "MEMORY_CORE_REDIS_PREFIX": "cli-inputs-test",
-        "MEMORY_CORE_ENGINE_PLUGINS": "",
-    }
-
-
 @pytest.fixture(autouse=True)
 def _own_registry(monkeypatch: pytest.MonkeyPatch) -> None:
     """Plugins a test registers are forgotten after it."""

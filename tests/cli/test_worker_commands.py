@@ -24,17 +24,6 @@ from memory_core.settings import get_settings
 app = load_commands()
 
 
-@pytest.fixture
-def env(tmp_path: Path) -> dict[str, str]:
-    """Server-less settings under ``tmp_path/var``."""
-    get_settings.cache_clear()
-    return {
-        "MEMORY_CORE_VAR_DIR": str(tmp_path / "var"),
-        "MEMORY_CORE_ENGINE": f"sqlite:///{tmp_path / 'memory.db'}",
-        "MEMORY_CORE_BROKER_URL": "",
-    }
-
-
 def invoke(env: dict[str, str], *args: str):  # type: ignore[no-untyped-def]
     get_settings.cache_clear()
     result = CliRunner().invoke(app, list(args), env=env)
