@@ -296,3 +296,20 @@ def test_a_build_indexes_what_live_turns_stored_accepted(tmp_path: Path) -> None
     engine.consolidate({"reach": Reach.exact("agent:a").to_dict()})
     assert engine.stats()["pending"] == 0
     engine.close()
+
+
+def test_every_read_of_one_pack_sees_a_reply_post_turn_just_stored_accepted(tmp_path: Path) -> None:
+    """The pack's sections read on several threads; only the thread that folded the pending rows in used to see
+    the reply, so "This agent's history" missed it in about half the packs (newcomer run)."""
+    from memory_core.lifecycle.agent import AgentMemory
+    from memory_core.lifecycle.layout import MemoryLayout
+
+    missed = 0
+    for n in range(20):
+        with SQLiteEngine(tmp_path / f"pack{n}.db") as engine:
+            memory = AgentMemory(engine, MemoryLayout(), "bob")
+            memory.post_turn({"thread_id": "t1", "turn_index": 0, "assistant_text": "Zebras sleep standing up."})
+            pack = memory.recall("zebras")
+            history = [s for s in pack.sections if s.heading == "This agent's history"]
+            missed += not (history and any("Zebras" in h.text for h in history[0].hits))
+    assert missed == 0

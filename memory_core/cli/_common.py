@@ -14,9 +14,9 @@ from rich.markup import escape
 
 from memory_core.engine import MemoryEngine
 from memory_core.engines import open_engine
-from memory_core.errors import InvalidRequest, MemoryCoreError
+from memory_core.errors import MemoryCoreError
 from memory_core.lifecycle.layout import MemoryLayout
-from memory_core.namespace import Namespace, SegmentKind
+from memory_core.namespace import sanitize_segment_id
 from memory_core.settings import get_settings
 from memory_core.timing import percentile
 
@@ -63,15 +63,17 @@ def _not_blank(option: str) -> Callable[[str | None], str | None]:
 
 
 def check_agent_id(value: str) -> str:
-    """The ``--agent`` callback (``recall``, ``replay``): exit 2 naming the option unless ``value`` is a segment id.
+    """The ``--agent`` callback (``recall``, ``replay``): exit 2 when blank; say which node an id maps to.
 
-    The agent's node is ``agent:<id>``, so its id follows the namespace segment id rule; the library would
-    otherwise read and write under a sanitised id nobody typed (``agent:bad-agent-with-slash-1a2b3c4d``).
+    The agent's node is ``agent:<id>`` with the id stripped and sanitised as the library's ``MemoryLayout``
+    does (reference §1.7 ``Segment::sanitized``), so the command reads and writes where ``AgentMemory`` with the
+    same id would; an id that is not already a segment id gets a note naming its node on stderr.
     """
-    try:
-        Namespace.ROOT.child(SegmentKind.AGENT, value)
-    except InvalidRequest as exc:
-        raise fail(f"--agent: {exc.reason} (the agent's node is agent:<id>)") from None
+    if not value.strip():
+        raise fail("--agent is blank: give the agent's id")
+    node = sanitize_segment_id(value.strip())
+    if node != value:
+        err_console.print(f"[dim]--agent {escape(repr(value))} is the node agent:{escape(node)}[/]", soft_wrap=True)
     return value
 
 

@@ -11,8 +11,12 @@ from typer.testing import CliRunner
 
 import memory_core.engines as engines
 from memory_core.cli import load_commands
+from memory_core.engines import open_engine
 from memory_core.engines.reference import ReferenceEngine
 from memory_core.errors import ConfigError
+from memory_core.lifecycle.agent import AgentMemory
+from memory_core.lifecycle.layout import MemoryLayout
+from memory_core.namespace import sanitize_segment_id
 from memory_core.replay.driver import Replayer
 from memory_core.settings import get_settings
 
@@ -153,14 +157,28 @@ def test_a_blank_engine_or_root_exits_2_naming_the_option(
 
 
 @pytest.mark.parametrize("command", [["recall", "hello"], ["replay", "CHAT", "--inline"]], ids=lambda c: c[0])
-@pytest.mark.parametrize("agent", ["bad agent/with slash", "", "x" * 129, "émile"])
-def test_an_agent_id_breaking_the_namespace_id_rule_exits_2(
-    env: dict[str, str], chat: Path, command: list[str], agent: str
-) -> None:
+@pytest.mark.parametrize("agent", ["", "   "])
+def test_a_blank_agent_id_exits_2(env: dict[str, str], chat: Path, command: list[str], agent: str) -> None:
     args = [str(chat) if a == "CHAT" else a for a in command]
     result = invoke(env, *args, "--agent", agent)
     assert result.exit_code == 2, result.output
-    assert one_line_error(result).startswith("--agent: segment id")
+    assert one_line_error(result).startswith("--agent is blank")
+
+
+@pytest.mark.parametrize("agent", ["Alice Smith", "bad agent/with slash", "x" * 129, "émile", "writer\n"])
+def test_the_cli_reads_the_agent_node_the_library_wrote_for_any_id(env: dict[str, str], agent: str) -> None:
+    """The library sanitises an agent id into its node (reference §1.7); the CLI maps ``--agent`` the same way,
+    so ``recall --agent "Alice Smith"`` finds what ``AgentMemory(..., "Alice Smith")`` stored (newcomer run)."""
+    engine = open_engine(env["MEMORY_CORE_ENGINE"])
+    AgentMemory(engine, MemoryLayout(), agent).post_turn(
+        {"thread_id": "t1", "turn_index": 0, "assistant_text": "Zebras sleep standing up."}
+    )
+    engine.close()
+    result = invoke(env, "recall", "zebras", "--agent", agent, "--json")
+    assert result.exit_code == 0, result.output
+    assert "Zebras sleep standing up." in result.stdout
+    node = sanitize_segment_id(agent.strip())
+    assert (f"is the node agent:{node}" in result.stderr) == (node != agent)
 
 
 def test_a_valid_agent_id_is_accepted(env: dict[str, str], chat: Path) -> None:

@@ -11,6 +11,7 @@ power-loss durability for speed; ``?busy_timeout_ms=N``). The folder is created 
   every ``consolidate``. A fetch folds pending rows in first only when the write lock is free at that moment
   (``Database.try_write``): a live-turn read never waits for another process's write, and an accepted item
   (which the contract lets lag) ranks from the first read that finds the lock free, a visible write or a build.
+  Reads on other threads of the same engine wait for that fold, so all the sections of one pack agree.
 * ``consolidate`` (``on_demand``) builds beliefs incrementally per scope (``beliefs_store``); ``beliefs`` and
   ``fetch(beliefs=N)`` serve them as learning hits tagged ``belief`` with ``derived_from`` naming their items.
 * Forget and erase remove the beliefs derived only from the removed items, in the same transaction.
@@ -87,6 +88,10 @@ _T = TypeVar("_T")
 _ITEM_CACHE = 4096
 """Parsed items kept per engine, by seq (items never change once stored)."""
 _DRAIN_BATCH = 1000
+_FOLD_WAIT_S = 1.0
+"""Longest a read waits for another thread of this engine that is indexing pending rows (*memory-core*: the
+reads of one pack run on several threads, and without waiting only the one that drained saw a turn just stored
+``accepted``; the pack waits for that thread anyway, so waiting adds no latency to it)."""
 
 
 class SQLiteEngine(MemoryEngine):
@@ -192,8 +197,12 @@ class SQLiteEngine(MemoryEngine):
             return self._drain(wait=True)
 
     def _fold_pending(self) -> None:
-        """Before a read: index pending rows if no other thread or process holds a lock; never wait."""
-        if self._drain_lock.acquire(blocking=False):
+        """Before a read: index pending rows unless another process holds the write lock (never waited for).
+
+        A thread of this engine already indexing is waited for (up to ``_FOLD_WAIT_S``), so every read of one
+        pack sees what the one before it stored ``accepted``.
+        """
+        if self._drain_lock.acquire(timeout=_FOLD_WAIT_S):
             try:
                 self._drain(wait=False)
             finally:
