@@ -59,7 +59,7 @@ from memory_core.query import (
     StoreReceipt,
 )
 
-__all__ = ["AnyItem", "Hits", "MemoryEngine", "Receipts", "validate_many"]
+__all__ = ["AnyItem", "Hits", "MemoryEngine", "Receipts", "check_engine", "validate_many"]
 
 AnyItem = Document | Conversation | Learning
 """A concrete stored item."""
@@ -69,6 +69,22 @@ Receipts = list[StoreReceipt]
 """A list of store receipts, in item order."""
 Scopes = list[BuildScope]
 """A list of build scopes."""
+
+
+def check_engine(engine: object, field: str = "engine") -> MemoryEngine:
+    """``engine`` when it is a ``MemoryEngine`` (the base every engine derives from).
+
+    The lifecycle objects (``AgentMemory``, ``Brain``, ``BackgroundRunner``) check it up front: anything else
+    (None, a URL string) would be accepted and fail only later, as a pack whose sections were all skipped with
+    "'NoneType' object has no attribute …".
+
+    Raises:
+        InvalidRequest: ``field``: not a ``MemoryEngine`` (a URL string: open it with ``open_engine`` first).
+    """
+    if not isinstance(engine, MemoryEngine):
+        hint = "; open the URL with open_engine first" if isinstance(engine, str) else ""
+        raise InvalidRequest(f"expected a MemoryEngine, got {type(engine).__name__}{hint}", field=field)
+    return engine
 
 
 def checked_item(item: Any, field: str = "item") -> AnyItem:

@@ -144,6 +144,62 @@ def test_a_blank_agent_id_is_refused(engine, layout):
     assert err.value.field == "agent_id"
 
 
+@pytest.mark.parametrize("agent_id", [5, None, b"writer", ["writer"]])
+def test_an_agent_id_that_is_not_a_string_says_so_not_blank(engine, layout, agent_id):
+    """``AgentMemory(engine, layout, 5)`` said "agent id is blank" (newcomer run): the cause is the type."""
+    expected = f"agent_id: must be a string, got {type(agent_id).__name__}"
+    for build in (
+        lambda: AgentMemory(engine, layout, agent_id),
+        lambda: layout.conversations(agent_id),
+        lambda: standard_sections(layout, agent_id),
+    ):
+        with pytest.raises(InvalidRequest) as err:
+            build()
+        assert err.value.field == "agent_id"
+        assert str(err.value) == f"invalid request: {expected}"
+    with pytest.raises(InvalidRequest, match="agent id is blank"):
+        standard_sections(layout, " ")
+
+
+@pytest.mark.parametrize("bad", [None, "reference://", 5, object()])
+def test_an_engine_that_is_not_a_memory_engine_is_refused_up_front(layout, bad):
+    """``AgentMemory(None, layout, "a")`` was accepted; its packs then skipped every section with
+    "'NoneType' object has no attribute …" (newcomer run)."""
+    with pytest.raises(InvalidRequest) as err:
+        AgentMemory(bad, layout, "writer")
+    assert err.value.field == "engine"
+    assert f"expected a MemoryEngine, got {type(bad).__name__}" in err.value.reason
+    assert ("open_engine" in err.value.reason) == isinstance(bad, str)
+
+
+def test_open_engine_says_a_url_that_is_not_a_string_is_not_a_string():
+    from memory_core.engines import open_engine
+    from memory_core.errors import ConfigError
+
+    for bad, name in ((5, "int"), (None, "NoneType"), (b"reference://", "bytes")):
+        with pytest.raises(ConfigError) as err:
+            open_engine(bad)
+        assert err.value.message == f"engine URL must be a string, got {name}"
+    for blank in ("", "  "):
+        with pytest.raises(ConfigError, match="engine URL is blank"):
+            open_engine(blank)
+
+
+@pytest.mark.parametrize(
+    ("root", "reason"),
+    [
+        (5, "expected a Namespace or a namespace string, got int"),
+        (None, "expected a Namespace or a namespace string, got NoneType"),
+        ("team", "segment 'team' is not kind:id"),
+    ],
+)
+def test_a_bad_layout_root_names_the_root(root, reason):
+    with pytest.raises(InvalidRequest) as err:
+        MemoryLayout(root)
+    assert err.value.field == "root"
+    assert err.value.reason == reason
+
+
 def test_the_agent_node_is_the_layouts_conversations_node(engine, layout):
     assert AgentMemory(engine, layout, "writer").node == Namespace.parse(f"{ROOT}/agent:writer")
 

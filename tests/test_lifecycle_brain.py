@@ -276,3 +276,30 @@ def test_ingest_job_checks_every_document_and_names_the_layout_root(engine, layo
         Brain(engine, layout).ingest_job([doc("notion", "fine"), {"source": "notion", "text": " "}])
     assert err.value.field == "documents.1.text"
     assert engine.calls == []  # making a job stores nothing
+
+
+# construction ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("bad", [None, "reference://", 5])
+def test_brain_and_runner_refuse_an_engine_that_is_not_a_memory_engine(layout, bad):
+    """``Brain(None)`` failed only at first use (``'NoneType' object has no attribute …``)."""
+    from memory_core.lifecycle import BackgroundRunner
+
+    for build in (Brain, BackgroundRunner):
+        with pytest.raises(InvalidRequest) as err:
+            build(bad, layout)
+        assert err.value.field == "engine"
+        assert err.value.reason.startswith(f"expected a MemoryEngine, got {type(bad).__name__}")
+
+
+@pytest.mark.parametrize("bad", ["team:acme", 5])
+def test_brain_and_runner_refuse_a_layout_that_is_not_a_memory_layout(engine, bad):
+    """``Brain(engine, "team:acme")`` was accepted and failed at first use; None still means ``MemoryLayout()``."""
+    from memory_core.lifecycle import BackgroundRunner
+
+    for build in (Brain, BackgroundRunner):
+        with pytest.raises(InvalidRequest) as err:
+            build(engine, bad)
+        assert err.value.field == "layout"
+        assert err.value.reason == f"expected a MemoryLayout or None, got {type(bad).__name__}"
+        assert build(engine).layout == MemoryLayout()
+        assert build(engine, None).layout == MemoryLayout()

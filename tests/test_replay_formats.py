@@ -139,6 +139,25 @@ def test_load_detects_each_format(tmp_path: Path) -> None:
     assert load_conversations(tmp_path / "locomo.json").format == "locomo"
 
 
+def test_samples_for_a_chat_format_are_refused_not_ignored(tmp_path: Path) -> None:
+    """``replay ok.jsonl --sample x`` replayed the whole file (newcomer run): a chat format has no samples."""
+    (tmp_path / "a.jsonl").write_text('{"thread": "t", "role": "user", "content": "x"}\n')
+    mapping = {"u": _node("u", None, "user", "hello")}
+    (tmp_path / "conversations.json").write_text(json.dumps([{"mapping": mapping, "current_node": "u"}]))
+    for name, fmt, kind, how in (
+        ("a.jsonl", None, "jsonl", "detected"),
+        ("conversations.json", None, "chatgpt", "detected"),
+        ("a.jsonl", "jsonl", "jsonl", "as asked"),
+    ):
+        with pytest.raises(InvalidRequest) as err:
+            load_conversations(tmp_path / name, fmt, ["x"])
+        assert err.value.field == "sample"
+        assert err.value.reason == (
+            f"{name} is read as {kind} ({how}), which has no samples; only a LoCoMo file has sample ids"
+        )
+    assert load_conversations(tmp_path / "a.jsonl", None, None).format == "jsonl"
+
+
 def test_load_names_a_missing_or_broken_file(tmp_path: Path) -> None:
     with pytest.raises(InvalidRequest) as err:
         load_conversations(tmp_path / "nope.json")

@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 import click
 import typer
 
+from memory_core.cli._common import not_blank
 from memory_core.settings import get_settings
 
 __all__ = ["BrokerOption", "Loglevel", "LoglevelOption", "celery_app", "run_celery", "use_options"]
@@ -28,6 +29,7 @@ BrokerOption = Annotated[
         "-b",
         metavar="URL",
         help="Broker URL (redis://…); default: MEMORY_CORE_BROKER_URL, else server-less.",
+        callback=not_blank("--broker"),
     ),
 ]
 Loglevel = Literal["debug", "info", "warning", "error", "critical"]

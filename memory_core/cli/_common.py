@@ -32,6 +32,7 @@ __all__ = [
     "check_agent_id",
     "missing_database",
     "no_database",
+    "not_blank",
     "open_engine_or_exit",
     "plural",
 ]
@@ -48,10 +49,11 @@ def fail(message: str, code: int = 2) -> typer.Exit:
     return typer.Exit(code=code)
 
 
-def _not_blank(option: str) -> Callable[[str | None], str | None]:
+def not_blank(option: str) -> Callable[[str | None], str | None]:
     """An option callback refusing a given but blank value, exiting 2 naming ``option``.
 
-    ``--engine ""`` would otherwise read as "not given" and fall back to the setting silently.
+    ``--engine ""`` would otherwise read as "not given" and fall back to the setting silently, and
+    ``--broker ""`` to the server-less queue (which a Redis worker never reads).
     """
 
     def check(value: str | None) -> str | None:
@@ -84,7 +86,7 @@ EngineOption = Annotated[
         "-e",
         metavar="URL",
         help="Engine URL; default: the MEMORY_CORE_ENGINE setting.",
-        callback=_not_blank("--engine"),
+        callback=not_blank("--engine"),
     ),
 ]
 RootOption = Annotated[
@@ -93,7 +95,7 @@ RootOption = Annotated[
         "--root",
         metavar="NAMESPACE",
         help="Layout root namespace (root, team:acme); default: MEMORY_CORE_LAYOUT_ROOT.",
-        callback=_not_blank("--root"),
+        callback=not_blank("--root"),
     ),
 ]
 

@@ -46,7 +46,7 @@ from rich.rule import Rule
 from rich.table import Table
 
 from memory_core.cli import app
-from memory_core.cli._common import JobTally, console, fail, latencies, plural
+from memory_core.cli._common import JobTally, console, fail, latencies, not_blank, plural
 from memory_core.cli._demo_broker import broker_problem, forget_or_warn, probe_or_exit
 from memory_core.cli._jobs import DOCS_PER_JOB, open_monitor, open_queue, plan_ingest
 from memory_core.cli._procs import LockHeld, WorkerProcess, exclusive_lock, exit_code_of, interrupts
@@ -89,6 +89,7 @@ def demo(
             "-b",
             metavar="URL",
             help="Run on this Redis (redis://…) with queue names and keys unique to the run; default: server-less.",
+            callback=not_blank("--broker"),
         ),
     ] = None,
 ) -> None:

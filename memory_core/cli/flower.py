@@ -2,7 +2,8 @@
 
 The credentials go to Flower in-process, never on a command line. ``/metrics`` and ``/healthcheck`` stay
 open by Flower's design; everything else answers 401 without the credentials. A port already in use exits 2
-naming it and where it came from (``--port`` or ``MEMORY_CORE_FLOWER_PORT``) before Flower starts; ``--port``
+naming it and where it came from (``--port`` or ``MEMORY_CORE_FLOWER_PORT``) before Flower starts, and an
+``--address`` that does not resolve or is no address of this machine exits 2 naming ``--address``; ``--port``
 follows the rule of ``MEMORY_CORE_FLOWER_PORT`` (1-65535, ``Settings.flower_port``), else exit 2 naming it.
 
 SIGTERM (``docker stop``, systemd) stops Flower quietly with status 0, Flower's own: the first one stops it,
@@ -12,23 +13,33 @@ again inside the interpreter's thread shutdown, printing a ``SystemExit: 0`` tra
 
 from __future__ import annotations
 
+import errno
 import logging
 import signal
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from types import FrameType
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 from pydantic import TypeAdapter, ValidationError
 
 from memory_core.cli import app
 from memory_core.cli._celery import BrokerOption, run_celery, use_options
-from memory_core.cli._common import EngineOption, err_console, fail
+from memory_core.cli._common import EngineOption, err_console, fail, not_blank
 from memory_core.settings import Settings, get_settings
 
-__all__ = ["check_port", "flower", "port_problem", "quiet_sigterm", "stop_on_sigterm"]
+__all__ = [
+    "ListenProblem",
+    "check_port",
+    "flower",
+    "listen_refusal",
+    "port_problem",
+    "quiet_sigterm",
+    "stop_on_sigterm",
+]
 
 log = logging.getLogger("flower.command")
 
@@ -50,8 +61,26 @@ def check_port(port: int | None) -> int | None:
         raise typer.BadParameter(f"{exc.errors()[0]['msg']} (a port is 1-65535)") from None
 
 
-def port_problem(address: str, port: int) -> str | None:
-    """Why Flower could not listen on ``address:port`` (``"Address already in use"``), or None when it can.
+@dataclass(frozen=True)
+class ListenProblem:
+    """Why Flower could not listen on ``address:port``: the reason and whose fault it is.
+
+    Attributes:
+        reason: The system's words (``"Address already in use"``, ``"Name or service not known"``).
+        culprit: ``"address"`` (it does not resolve, or is no address of this machine) or ``"port"`` (in use,
+            or not allowed to this user).
+    """
+
+    reason: str
+    culprit: Literal["address", "port"]
+
+
+_ADDRESS_ERRNOS = frozenset({errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT})
+"""Bind errors that are the address's fault (not an address of this machine); the rest are the port's."""
+
+
+def port_problem(address: str, port: int) -> ListenProblem | None:
+    """Why Flower could not listen on ``address:port``, or None when it can.
 
     Binds a socket there the way Tornado's ``bind_sockets`` does (``SO_REUSEADDR``, so a port left in
     ``TIME_WAIT`` is free) and closes it at once: Flower started on a taken port fails deep inside Tornado with
@@ -60,15 +89,30 @@ def port_problem(address: str, port: int) -> str | None:
     try:
         infos = socket.getaddrinfo(address, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except OSError as exc:  # socket.gaierror: a host name that does not resolve
-        return f"the address does not resolve ({exc.strerror or exc})"
+        return ListenProblem(f"the address does not resolve ({exc.strerror or exc})", "address")
     family, kind, proto, _, where = infos[0]
     with socket.socket(family, kind, proto) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind(where)
         except OSError as exc:
-            return exc.strerror or str(exc)
+            culprit: Literal["address", "port"] = "address" if exc.errno in _ADDRESS_ERRNOS else "port"
+            return ListenProblem(exc.strerror or str(exc), culprit)
     return None
+
+
+def listen_refusal(address: str, port: int, port_source: str, problem: ListenProblem) -> str:
+    """The one-line refusal for ``problem``, its hint naming what to change: ``--address`` or the port."""
+    where = f"flower cannot listen on {address}:{port}"
+    if problem.culprit == "address":
+        return (
+            f"{where} (--address): {problem.reason}; give --address an IP address or host name of this machine "
+            "(127.0.0.1, 0.0.0.0 inside a container)"
+        )
+    return (
+        f"{where} ({port_source}): {problem.reason}; stop what listens there or choose another port with --port "
+        "or MEMORY_CORE_FLOWER_PORT"
+    )
 
 
 def stop_on_sigterm(signum: int, frame: FrameType | None) -> None:
@@ -106,7 +150,13 @@ def flower(
         ),
     ] = None,
     address: Annotated[
-        str, typer.Option("--address", metavar="HOST", help="Bind address (0.0.0.0 inside a container).")
+        str,
+        typer.Option(
+            "--address",
+            metavar="HOST",
+            help="Bind address (0.0.0.0 inside a container).",
+            callback=not_blank("--address"),
+        ),
     ] = "127.0.0.1",
     engine: EngineOption = None,
     broker: BrokerOption = None,
@@ -139,13 +189,9 @@ def _flower_argv(port: int | None, address: str, engine: str | None, broker: str
     except ValueError as exc:
         raise fail(str(exc)) from None
     chosen = settings.flower_port if port is None else port
-    busy = port_problem(address, chosen)
-    if busy is not None:
-        source = "MEMORY_CORE_FLOWER_PORT" if port is None else "--port"
-        raise fail(
-            f"flower cannot listen on {address}:{chosen} ({source}): {busy}; stop what listens there or choose "
-            "another port with --port or MEMORY_CORE_FLOWER_PORT"
-        )
+    problem = port_problem(address, chosen)
+    if problem is not None:
+        raise fail(listen_refusal(address, chosen, "MEMORY_CORE_FLOWER_PORT" if port is None else "--port", problem))
     prepare(settings)
     if settings.flower_password.get_secret_value() == DEFAULT_PASSWORD:
         err_console.print("[yellow]warning: MEMORY_CORE_FLOWER_PASSWORD is the default; set your own[/]")

@@ -31,12 +31,13 @@ from memory_core.cli._common import (
     fail,
     latencies,
     layout_for,
+    not_blank,
     open_engine_or_exit,
     plural,
 )
 from memory_core.cli._jobs import open_queue
 from memory_core.engine import MemoryEngine
-from memory_core.errors import MemoryCoreError
+from memory_core.errors import InvalidRequest, MemoryCoreError
 from memory_core.lifecycle.jobs import BuildBeliefs, IngestBrain
 from memory_core.lifecycle.layout import MemoryLayout
 from memory_core.lifecycle.runner import BackgroundRunner
@@ -75,6 +76,7 @@ def replay(
             "--user",
             metavar="NAME",
             help="Who a chat file's user turns come from; default: its author name, else 'the user'.",
+            callback=not_blank("--user"),
         ),
     ] = None,
     inline: Annotated[bool, typer.Option(help="Run jobs in this process instead of queueing them.")] = False,
@@ -90,6 +92,8 @@ def replay(
     use_options(engine, broker)
     try:
         conversations = load_conversations(file, fmt, sample)
+    except InvalidRequest as exc:
+        raise fail(f"--sample: {exc.reason}" if exc.field == "sample" else str(exc)) from None
     except MemoryCoreError as exc:
         raise fail(str(exc)) from None
     memory_engine = open_engine_or_exit(None)

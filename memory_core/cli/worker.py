@@ -8,9 +8,10 @@ memory-core worker --queues ingest                   # the brain ingester (compo
 
 ``--queues`` takes the logical names ``beliefs``, ``ingest``, ``maintenance`` (mapped to the configured
 ``MEMORY_CORE_QUEUE_*`` names) or the configured names themselves; any other name is consumed as given, with a
-warning (no job of this app is routed there). ``--pool`` is ``prefork``, ``threads`` or ``solo`` and
-``--loglevel`` one of ``debug info warning error critical``; anything else exits 2 before Celery starts. Exit
-status: Celery's (1 after an unrecoverable error), 2 for a configuration error or a bad option.
+warning (no job of this app is routed there), and a ``--queues`` naming no queue (``""``, ``","``) exits 2.
+``--pool`` is ``prefork``, ``threads`` or ``solo`` and ``--loglevel`` one of ``debug info warning error
+critical``; anything else exits 2 before Celery starts. Exit status: Celery's (1 after an unrecoverable error),
+2 for a configuration error or a bad option.
 """
 
 from __future__ import annotations
@@ -21,13 +22,26 @@ import typer
 
 from memory_core.cli import app
 from memory_core.cli._celery import BrokerOption, LoglevelOption, run_celery, use_options
-from memory_core.cli._common import EngineOption, err_console
+from memory_core.cli._common import EngineOption, err_console, fail
 from memory_core.settings import get_settings
 
-__all__ = ["Pool", "worker"]
+__all__ = ["Pool", "check_queues", "worker"]
 
 Pool = Literal["prefork", "threads", "solo"]
 """The pools ``--pool`` takes: Celery's others need packages this project does not install (gevent, eventlet)."""
+
+
+def check_queues(value: str | None) -> str | None:
+    """The ``--queues`` callback: exit 2 naming the option when it is given but names no queue.
+
+    ``--queues ""`` or ``--queues ","`` would otherwise read as "not given" and consume every queue.
+    """
+    if value is not None and not any(entry.strip() for entry in value.split(",")):
+        raise fail(
+            f"--queues {value!r} names no queue: give beliefs, ingest and/or maintenance (comma-separated), or "
+            "leave the option out for all three"
+        )
+    return value
 
 
 @app.command()
@@ -39,6 +53,7 @@ def worker(
             "-Q",
             metavar="QUEUES",
             help="Comma-separated: beliefs, ingest, maintenance (or configured names); default all.",
+            callback=check_queues,
         ),
     ] = None,
     concurrency: Annotated[

@@ -82,10 +82,13 @@ def open_engine(url: str, *, plugins: str | None = None) -> MemoryEngine:
             setting.
 
     Raises:
-        ConfigError: a blank URL, a malformed plugin entry, an unknown scheme (the message lists the known
-            ones), or a registered ``module:callable`` target that cannot be imported (the message names it).
+        ConfigError: a URL that is not a string or is blank, a malformed plugin entry, an unknown scheme (the
+            message lists the known ones), or a registered ``module:callable`` target that cannot be imported (the
+            message names it).
     """
-    if not isinstance(url, str) or not url.strip():
+    if not isinstance(url, str):
+        raise ConfigError(f"engine URL must be a string, got {type(url).__name__}")
+    if not url.strip():
         raise ConfigError("engine URL is blank")
     load_plugins(plugins)
     scheme = urlsplit(url.strip()).scheme.lower()

@@ -33,12 +33,12 @@ from pydantic import AfterValidator, Field, PlainSerializer
 
 from memory_core._model import ContractModel, format_timestamp
 from memory_core.consolidation import ConsolidateRequest, Consolidation, WriteOptions
-from memory_core.engine import MemoryEngine
+from memory_core.engine import MemoryEngine, check_engine
 from memory_core.errors import InvalidRequest, MemoryCoreError
 from memory_core.items import Conversation, Document, Learning, Role, ToolCallRef, Turn, parse_item
 from memory_core.lifecycle.brain import prefixed
 from memory_core.lifecycle.jobs import BackgroundJob, BuildBeliefs, IngestBrain, JobReport
-from memory_core.lifecycle.layout import MemoryLayout
+from memory_core.lifecycle.layout import MemoryLayout, check_agent_id
 from memory_core.lifecycle.policy import (
     PACK_TITLE,
     CoreScope,
@@ -203,8 +203,9 @@ class AgentMemory:
             the caller.
 
     Raises:
-        InvalidRequest: a blank agent id, a layout that is not a ``MemoryLayout``, or a process-based
-            executor (the engine cannot be sent to another process).
+        InvalidRequest: an engine that is not a ``MemoryEngine`` (``field="engine"``), a layout that is not a
+            ``MemoryLayout``, an agent id that is not a string or is blank, or a process-based executor (the
+            engine cannot be sent to another process).
         ConfigError: a malformed ``MEMORY_CORE_`` setting.
     """
 
@@ -218,15 +219,13 @@ class AgentMemory:
         *,
         executor: Executor | None = None,
     ) -> None:
-        if not isinstance(agent_id, str) or not agent_id.strip():
-            raise InvalidRequest("agent id is blank", field="agent_id")
+        self.engine = check_engine(engine)
         if not isinstance(layout, MemoryLayout):
             raise InvalidRequest(f"expected a MemoryLayout, got {type(layout).__name__}", field="layout")
+        self.agent_id = check_agent_id(agent_id)
         if isinstance(executor, ProcessPoolExecutor):
             raise InvalidRequest("the log and reads run on threads; a process pool cannot share the engine", "executor")
-        self.engine = engine
         self.layout = layout
-        self.agent_id = agent_id.strip()
         self.node = self.layout.conversations(self.agent_id)
         self.policy = RecallPolicy.from_settings()
         self.core: tuple[CoreScope, ...] = ()

@@ -26,12 +26,12 @@ from typing import Any
 
 from memory_core._model import ContractModel
 from memory_core.consolidation import ConsolidateRequest, Consolidation, WaitFor, WriteOptions
-from memory_core.engine import MemoryEngine
+from memory_core.engine import MemoryEngine, check_engine
 from memory_core.errors import InvalidRequest, Unsupported
 from memory_core.items import Document
 from memory_core.lifecycle.documents import BrainDocument
 from memory_core.lifecycle.jobs import BuildBeliefs, IngestBrain
-from memory_core.lifecycle.layout import BrainSource, MemoryLayout, check_collection
+from memory_core.lifecycle.layout import BrainSource, MemoryLayout, check_collection, check_layout
 from memory_core.limits import MAX_PAGE_LIMIT, MAX_STORE_MANY
 from memory_core.meta import ItemKind
 from memory_core.namespace import Reach
@@ -71,14 +71,17 @@ class Brain:
 
     Args:
         engine: Any ``MemoryEngine``.
-        layout: Where the brain lives (``root/source:<id>``).
+        layout: Where the brain lives (``root/source:<id>``); None: ``MemoryLayout()``.
+
+    Raises:
+        InvalidRequest: ``field="engine"``: not a ``MemoryEngine``; ``field="layout"``: not a ``MemoryLayout``.
     """
 
     __slots__ = ("engine", "layout")
 
     def __init__(self, engine: MemoryEngine, layout: MemoryLayout | None = None) -> None:
-        self.engine = engine
-        self.layout = layout or MemoryLayout()
+        self.engine = check_engine(engine)
+        self.layout = check_layout(layout)
 
     def __repr__(self) -> str:
         return f"Brain({self.engine.descriptor().id!r}, {self.layout!r})"

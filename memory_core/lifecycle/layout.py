@@ -23,7 +23,15 @@ from memory_core.limits import MAX_SEGMENT_ID_CHARS
 from memory_core.meta import ItemKind, MetaFilter, SourceKind
 from memory_core.namespace import ROOT, Namespace, Reach, SegmentKind, sanitize_segment_id
 
-__all__ = ["MAX_LAYOUT_ROOT_DEPTH", "BrainSource", "MemoryLayout", "check_collection", "parse_source_id"]
+__all__ = [
+    "MAX_LAYOUT_ROOT_DEPTH",
+    "BrainSource",
+    "MemoryLayout",
+    "check_agent_id",
+    "check_collection",
+    "check_layout",
+    "parse_source_id",
+]
 
 MAX_LAYOUT_ROOT_DEPTH = 7
 """Deepest layout root, so one level remains for its children (reference §4.4)."""
@@ -152,20 +160,51 @@ def check_collection(collection: object) -> str:
     return collection.strip()
 
 
+def check_agent_id(agent_id: object, field: str = "agent_id") -> str:
+    """``agent_id`` stripped; an agent id is a non-blank string.
+
+    Raises:
+        InvalidRequest: ``field``: not a string (``must be a string, got int``), or blank.
+    """
+    if not isinstance(agent_id, str):
+        raise InvalidRequest(f"must be a string, got {type(agent_id).__name__}", field=field)
+    if not agent_id.strip():
+        raise InvalidRequest("agent id is blank", field=field)
+    return agent_id.strip()
+
+
+def check_layout(layout: object) -> MemoryLayout:
+    """``layout`` when it is a ``MemoryLayout``; None: the root layout ``MemoryLayout()``.
+
+    Raises:
+        InvalidRequest: ``field="layout"``: anything else (a root string: wrap it, ``MemoryLayout("team:acme")``).
+    """
+    if layout is None:
+        return MemoryLayout()
+    if not isinstance(layout, MemoryLayout):
+        raise InvalidRequest(f"expected a MemoryLayout or None, got {type(layout).__name__}", field="layout")
+    return layout
+
+
 class MemoryLayout:
     """The standard layout below one root: the root namespace, or a host node such as ``team:acme``.
 
     Args:
-        root: The layout root, at most 7 deep.
+        root: The layout root, at most 7 deep: a ``Namespace`` or its text (``""`` and ``"root"`` are the root).
 
     Raises:
-        InvalidRequest: the root is deeper than 7.
+        InvalidRequest: ``field="root"``: not a ``Namespace`` or string, a malformed namespace, or deeper than 7.
     """
 
     __slots__ = ("root",)
 
     def __init__(self, root: Namespace | str = ROOT) -> None:
-        ns = root if isinstance(root, Namespace) else Namespace.parse(root)
+        if not isinstance(root, Namespace | str):
+            raise InvalidRequest(f"expected a Namespace or a namespace string, got {type(root).__name__}", "root")
+        try:
+            ns = root if isinstance(root, Namespace) else Namespace.parse(root)
+        except InvalidRequest as exc:
+            raise InvalidRequest(exc.reason, field="root") from None
         if ns.depth > MAX_LAYOUT_ROOT_DEPTH:
             raise InvalidRequest(f"layout root depth {ns.depth} exceeds {MAX_LAYOUT_ROOT_DEPTH}", field="root")
         self.root = ns
@@ -201,11 +240,9 @@ class MemoryLayout:
         """``root/agent:<id>``, the id sanitised.
 
         Raises:
-            InvalidRequest: a blank agent id.
+            InvalidRequest: ``field="agent_id"``: not a string, or blank.
         """
-        if not agent_id or not agent_id.strip():
-            raise InvalidRequest("agent id is blank", field="agent_id")
-        return self.root.child(SegmentKind.AGENT, sanitize_segment_id(agent_id.strip()))
+        return self.root.child(SegmentKind.AGENT, sanitize_segment_id(check_agent_id(agent_id)))
 
     def learnings(self) -> Namespace:
         """The root: shared learnings live there."""

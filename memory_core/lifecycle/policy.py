@@ -23,9 +23,8 @@ from typing import Final
 from pydantic import Field, StrictInt
 
 from memory_core._model import ContractModel
-from memory_core.errors import InvalidRequest
 from memory_core.items import Turn
-from memory_core.lifecycle.layout import MemoryLayout
+from memory_core.lifecycle.layout import MemoryLayout, check_agent_id
 from memory_core.meta import U32, ItemKind, MetaFilter, USize
 from memory_core.namespace import Namespace, Reach
 from memory_core.query import NonBlank
@@ -213,10 +212,9 @@ def standard_sections(
         The fetch sections; each reads the pack's query, or Latest when the pack has none.
 
     Raises:
-        InvalidRequest: a blank agent id.
+        InvalidRequest: ``field="agent_id"``: not a string, or blank.
     """
-    if not isinstance(agent_id, str) or not agent_id.strip():
-        raise InvalidRequest("agent id is blank", field="agent_id")  # else the team section would exclude nobody
+    check_agent_id(agent_id)  # a blank one: the team section would exclude nobody
     p = policy or RecallPolicy()
     sections: list[ScopeSection] = []
     if p.learnings_limit:

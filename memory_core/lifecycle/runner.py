@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from memory_core.consolidation import ConsolidateStatus
-from memory_core.engine import MemoryEngine
+from memory_core.engine import MemoryEngine, check_engine
 from memory_core.errors import Unsupported
 from memory_core.lifecycle.brain import Brain
 from memory_core.lifecycle.jobs import (
@@ -30,7 +30,7 @@ from memory_core.lifecycle.jobs import (
     OutcomeKind,
     parse_job,
 )
-from memory_core.lifecycle.layout import MemoryLayout
+from memory_core.lifecycle.layout import MemoryLayout, check_layout
 
 __all__ = ["BackgroundRunner", "outcome_of"]
 
@@ -54,14 +54,18 @@ class BackgroundRunner:
 
     Args:
         engine: Any ``MemoryEngine``.
-        layout: The layout an ``IngestBrain`` without a ``root`` is placed in (a job's ``root`` wins).
+        layout: The layout an ``IngestBrain`` without a ``root`` is placed in (a job's ``root`` wins); None:
+            ``MemoryLayout()``.
+
+    Raises:
+        InvalidRequest: ``field="engine"``: not a ``MemoryEngine``; ``field="layout"``: not a ``MemoryLayout``.
     """
 
     __slots__ = ("engine", "layout")
 
     def __init__(self, engine: MemoryEngine, layout: MemoryLayout | None = None) -> None:
-        self.engine = engine
-        self.layout = layout or MemoryLayout()
+        self.engine = check_engine(engine)
+        self.layout = check_layout(layout)
 
     def __repr__(self) -> str:
         return f"BackgroundRunner({self.engine.descriptor().id!r}, {self.layout!r})"

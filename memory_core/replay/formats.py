@@ -321,9 +321,16 @@ def load_conversations(
 ) -> ConversationFile:
     """Read a conversation file in any supported format (detected when ``fmt`` is None).
 
+    Args:
+        path: The file.
+        fmt: ``locomo``, ``jsonl`` or ``chatgpt``; None: detected from the name and the first characters.
+        samples: Only these LoCoMo sample ids; None: every sample. Given for a chat format, it is refused
+            (those have no samples) rather than ignored.
+
     Raises:
         InvalidRequest: a missing, unreadable or malformed file (JSON nested too deep to decode included), or
-            one with no turn to replay (the message names the file, and ``field`` the place in it).
+            one with no turn to replay (the message names the file, and ``field`` the place in it); ``samples``
+            given for a chat format or naming a sample the file lacks (``field="sample"``).
     """
     p = Path(path)
     try:
@@ -331,6 +338,12 @@ def load_conversations(
     except (OSError, UnicodeDecodeError) as exc:
         raise _file_error(f"cannot read {p}: {exc}") from None
     kind = fmt or detect_format(p, text[:4096])
+    if samples is not None and kind != "locomo":
+        how = "detected" if fmt is None else "as asked"
+        raise InvalidRequest(
+            f"{p.name} is read as {kind} ({how}), which has no samples; only a LoCoMo file has sample ids",
+            field="sample",
+        )
     try:
         if kind == "jsonl":
             parsed = parse_jsonl(text.splitlines())

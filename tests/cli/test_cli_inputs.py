@@ -156,6 +156,66 @@ def test_a_blank_engine_or_root_exits_2_naming_the_option(
         assert one_line_error(result).startswith(f"{option} is blank")
 
 
+_TAKING_BROKER = [
+    ["ingest", "CHAT"],
+    ["replay", "CHAT"],
+    ["status"],
+    ["worker"],
+    ["beat"],
+    ["flower"],
+    ["dead-letters", "list"],
+    ["dead-letters", "show", "some-id"],
+    ["dead-letters", "requeue", "some-id"],
+    ["dead-letters", "purge", "--yes"],
+    ["demo"],
+]
+
+
+@pytest.mark.parametrize("command", _TAKING_BROKER, ids=lambda c: "-".join(c[:2]).replace("-CHAT", ""))
+def test_a_blank_broker_exits_2_naming_the_option(
+    env: dict[str, str], chat: Path, command: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``ingest a.md --broker ""`` queued its jobs on the server-less queue, which a Redis worker never reads
+    (newcomer run): every command taking ``--broker`` refuses a blank one, as ``--engine`` and ``--root``."""
+    import memory_core.cli.beat
+    import memory_core.cli.flower
+    import memory_core.cli.worker
+
+    started: list[list[str]] = []
+    for module in (memory_core.cli.worker, memory_core.cli.beat, memory_core.cli.flower):
+        monkeypatch.setattr(module, "run_celery", lambda argv: started.append(argv) or 0)
+    args = [str(chat) if a == "CHAT" else a for a in command]
+    for blank in ("", "  "):
+        result = invoke(env, *args, "--broker", blank)
+        assert result.exit_code == 2, result.output
+        assert one_line_error(result).startswith("--broker is blank")
+    assert started == []
+    assert not Path(env["MEMORY_CORE_VAR_DIR"]).exists()  # no server-less queue, outbox or dead letter touched
+
+
+@pytest.mark.parametrize("user", ["", "   "])
+def test_a_blank_user_exits_2(env: dict[str, str], chat: Path, user: str) -> None:
+    result = invoke(env, "replay", str(chat), "--inline", "--user", user)
+    assert result.exit_code == 2, result.output
+    assert one_line_error(result).startswith("--user is blank")
+    assert invoke(env, "replay", str(chat), "--inline", "--user", "Ana").exit_code == 0
+
+
+@pytest.mark.parametrize("fmt", [None, "jsonl"])
+def test_sample_for_a_chat_file_exits_2_naming_the_option_and_the_format(
+    env: dict[str, str], chat: Path, fmt: str | None
+) -> None:
+    """``replay ok.jsonl --sample x`` replayed the whole file, ignoring ``--sample`` (newcomer run)."""
+    given = [] if fmt is None else ["--format", fmt]
+    result = invoke(env, "replay", str(chat), *given, "--sample", "x", "--inline")
+    assert result.exit_code == 2, result.output
+    how = "detected" if fmt is None else "as asked"
+    assert one_line_error(result) == (
+        f"--sample: chat.jsonl is read as jsonl ({how}), which has no samples; only a LoCoMo file has sample ids"
+    )
+    assert not Path(env["MEMORY_CORE_ENGINE"].removeprefix("sqlite:///")).exists()  # nothing replayed
+
+
 @pytest.mark.parametrize("command", [["recall", "hello"], ["replay", "CHAT", "--inline"]], ids=lambda c: c[0])
 @pytest.mark.parametrize("agent", ["", "   "])
 def test_a_blank_agent_id_exits_2(env: dict[str, str], chat: Path, command: list[str], agent: str) -> None:

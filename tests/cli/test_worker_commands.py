@@ -16,6 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 import memory_core.cli.beat
+import memory_core.cli.flower
 import memory_core.cli.worker
 from memory_core.cli import load_commands
 from memory_core.cli.flower import check_port, quiet_sigterm, stop_on_sigterm
@@ -174,3 +175,65 @@ def test_flower_refused_before_it_starts_leaves_the_processs_sigterm_handler(env
     assert result.exit_code == 2, result.output
     assert "flower user may not contain ':'" in result.output
     assert signal.getsignal(signal.SIGTERM) == before
+
+
+@pytest.mark.parametrize("queues", ["", " ", ",", " , ,"])
+def test_worker_refuses_queues_naming_no_queue(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch, queues: str
+) -> None:
+    """``worker --queues ""`` or ``","`` consumed all three queues (newcomer run); leaving it out still does."""
+    started: list[list[str]] = []
+    monkeypatch.setattr(memory_core.cli.worker, "run_celery", recorder(started))
+    for option in ("--queues", "-Q"):
+        result = invoke(env, "worker", option, queues)
+        assert result.exit_code == 2, result.output
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"--queues {queues!r} names no queue"), result.stderr
+    assert started == []
+    assert not Path(env["MEMORY_CORE_VAR_DIR"]).exists()  # refused before anything was prepared
+    assert invoke(env, "worker", "--queues", "ingest,").exit_code == 0
+    assert invoke(env, "worker").exit_code == 0
+    assert [argv[1] for argv in started] == ["--queues=ingest", "--queues=beliefs,ingest,maintenance"]
+
+
+@pytest.mark.parametrize("address", ["999.1.1.1", "no-such-host.invalid"])
+def test_flower_on_an_address_that_does_not_resolve_names_address_not_port(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch, address: str
+) -> None:
+    """``flower --address 999.1.1.1`` said "choose another port with --port" (newcomer run): the hint names
+    what to change."""
+    started: list[list[str]] = []
+    monkeypatch.setattr(memory_core.cli.flower, "run_celery", recorder(started))
+    result = invoke({**env, "MEMORY_CORE_FLOWER_PASSWORD": "test-secret"}, "flower", "--address", address)
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"flower cannot listen on {address}:5555 (--address): the address does not resolve")
+    assert "give --address an IP address or host name of this machine" in lines[0]
+    assert "--port" not in lines[0] and "MEMORY_CORE_FLOWER_PORT" not in lines[0]
+    assert started == []
+
+
+def test_flower_on_a_port_in_use_names_the_port(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    started: list[list[str]] = []
+    monkeypatch.setattr(memory_core.cli.flower, "run_celery", recorder(started))
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        flower_env = {**env, "MEMORY_CORE_FLOWER_PASSWORD": "test-secret"}
+        by_option = invoke(flower_env, "flower", "--port", str(port))
+        by_setting = invoke({**flower_env, "MEMORY_CORE_FLOWER_PORT": str(port)}, "flower")
+    for result, source in ((by_option, "--port"), (by_setting, "MEMORY_CORE_FLOWER_PORT")):
+        assert result.exit_code == 2, result.output
+        line = result.stderr.strip()
+        assert line.startswith(f"flower cannot listen on 127.0.0.1:{port} ({source}): Address already in use;")
+        assert line.endswith("choose another port with --port or MEMORY_CORE_FLOWER_PORT")
+        assert "--address" not in line
+    assert started == []
+
+
+def test_flower_refuses_a_blank_address(env: dict[str, str]) -> None:
+    result = invoke(env, "flower", "--address", " ")
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip().startswith("--address is blank")
