@@ -64,13 +64,15 @@ def not_blank(option: str) -> Callable[[str | None], str | None]:
     return check
 
 
-def check_agent_id(value: str) -> str:
+def check_agent_id(value: str | None) -> str | None:
     """The ``--agent`` callback (``recall``, ``replay``): exit 2 when blank; say which node an id maps to.
 
     The agent's node is ``agent:<id>`` with the id stripped and sanitised as the library's ``MemoryLayout``
     does (reference §1.7 ``Segment::sanitized``), so the command reads and writes where ``AgentMemory`` with the
     same id would; an id that is not already a segment id gets a note naming its node on stderr.
     """
+    if value is None:
+        return None
     if not value.strip():
         raise fail("--agent is blank: give the agent's id")
     node = sanitize_segment_id(value.strip())

@@ -103,7 +103,7 @@ def recall(
             "--agent",
             "-a",
             metavar="ID",
-            help="The agent whose pack to build ([A-Za-z0-9_-]).",
+            help="The agent whose pack to build (any id: mapped to its node as the library does).",
             callback=check_agent_id,
         ),
     ] = "assistant",

@@ -12,6 +12,7 @@ submitted, 9 queued" is expected; beliefs appear as the workers run those builds
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal
@@ -49,6 +50,18 @@ __all__ = ["replay"]
 FormatOption = Literal["locomo", "jsonl", "chatgpt"]
 
 
+DEFAULT_AGENT = "assistant"
+"""The agent of a chat file replayed without ``--agent``."""
+
+
+def check_user_name(value: str | None) -> str | None:
+    """The ``--user`` callback: exit 2 when blank or holding control characters (a name goes into beliefs)."""
+    value = not_blank("--user")(value)
+    if value is not None and any(unicodedata.category(ch) == "Cc" for ch in value):
+        raise fail(f"--user {value[:40]!r} holds control characters: give a plain name")
+    return value
+
+
 @app.command()
 def replay(
     file: Annotated[
@@ -61,22 +74,22 @@ def replay(
         list[str] | None, typer.Option("--sample", metavar="ID", help="LoCoMo sample ids (repeatable).")
     ] = None,
     agent: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--agent",
             "-a",
             metavar="ID",
-            help="The agent (the assistant) of chat formats ([A-Za-z0-9_-]).",
+            help="The agent (the assistant) of chat formats; default 'assistant'. A LoCoMo file's are its speakers.",
             callback=check_agent_id,
         ),
-    ] = "assistant",
+    ] = None,
     user: Annotated[
         str | None,
         typer.Option(
             "--user",
             metavar="NAME",
             help="Who a chat file's user turns come from; default: its author name, else 'the user'.",
-            callback=not_blank("--user"),
+            callback=check_user_name,
         ),
     ] = None,
     inline: Annotated[bool, typer.Option(help="Run jobs in this process instead of queueing them.")] = False,
@@ -96,6 +109,10 @@ def replay(
         raise fail(f"--sample: {exc.reason}" if exc.field == "sample" else str(exc)) from None
     except MemoryCoreError as exc:
         raise fail(str(exc)) from None
+    if conversations.format == "locomo":
+        given = [name for name, value in (("--agent", agent), ("--user", user)) if value is not None]
+        if given:
+            raise fail(f"{' and '.join(given)}: a LoCoMo file's agents and users are its speakers; for chat formats")
     memory_engine = open_engine_or_exit(None)
     layout = layout_for(root)
     queue = None if inline else open_queue()
@@ -107,7 +124,7 @@ def replay(
 
     reached = _Reached()
     try:
-        report = _run(conversations, memory_engine, layout, submit, agent, user, reached)
+        report = _run(conversations, memory_engine, layout, submit, agent or DEFAULT_AGENT, user, reached)
     except MemoryCoreError as exc:
         raise fail(str(exc)) from None
     except KeyboardInterrupt:

@@ -193,7 +193,8 @@ class MemoryLayout:
         root: The layout root, at most 7 deep: a ``Namespace`` or its text (``""`` and ``"root"`` are the root).
 
     Raises:
-        InvalidRequest: ``field="root"``: not a ``Namespace`` or string, a malformed namespace, or deeper than 7.
+        InvalidRequest: ``field="root"``: not a ``Namespace`` or string, a malformed namespace, deeper than 7,
+            or naming an agent (``team:acme/agent:x``: agents live below the root).
     """
 
     __slots__ = ("root",)
@@ -207,6 +208,12 @@ class MemoryLayout:
             raise InvalidRequest(exc.reason, field="root") from None
         if ns.depth > MAX_LAYOUT_ROOT_DEPTH:
             raise InvalidRequest(f"layout root depth {ns.depth} exceeds {MAX_LAYOUT_ROOT_DEPTH}", field="root")
+        if any(kind is SegmentKind.AGENT for kind, _ in ns.segments):
+            raise InvalidRequest(
+                f"{ns} names an agent: a layout holds agents below its root (agent:<id>), and its Brain "
+                "documents would carry that agent's id",
+                field="root",
+            )
         self.root = ns
 
     def __repr__(self) -> str:

@@ -13,7 +13,7 @@ import memory_core.engines as engines
 from memory_core.cli import load_commands
 from memory_core.engines import open_engine
 from memory_core.engines.reference import ReferenceEngine
-from memory_core.errors import ConfigError
+from memory_core.errors import ConfigError, InvalidRequest
 from memory_core.lifecycle.agent import AgentMemory
 from memory_core.lifecycle.layout import MemoryLayout
 from memory_core.namespace import sanitize_segment_id
@@ -214,6 +214,38 @@ def test_sample_for_a_chat_file_exits_2_naming_the_option_and_the_format(
         f"--sample: chat.jsonl is read as jsonl ({how}), which has no samples; only a LoCoMo file has sample ids"
     )
     assert not Path(env["MEMORY_CORE_ENGINE"].removeprefix("sqlite:///")).exists()  # nothing replayed
+
+
+@pytest.mark.parametrize("given", [["--agent", "Bob"], ["--user", "Bob"], ["--agent", "Bob", "--user", "Ann"]])
+def test_agent_or_user_for_a_locomo_file_exits_2_naming_them(
+    env: dict[str, str], tiny_data_dir: Path, given: list[str]
+) -> None:
+    """A LoCoMo file's agents and users are its speakers: ``--agent``/``--user`` were silently ignored there."""
+    locomo = tiny_data_dir / "locomo" / "locomo_dev.json"
+    result = invoke(env, "replay", str(locomo), *given, "--inline")
+    assert result.exit_code == 2, result.output
+    named = " and ".join(o for o in ("--agent", "--user") if o in given)
+    assert one_line_error(result).startswith(f"{named}: a LoCoMo file's agents and users are its speakers")
+    assert not Path(env["MEMORY_CORE_ENGINE"].removeprefix("sqlite:///")).exists()  # nothing replayed
+
+
+@pytest.mark.parametrize("name", ["Bob\nSmith", "Bob\x1b[31mRED", "tab\there"])
+def test_a_user_name_with_control_characters_exits_2(env: dict[str, str], chat: Path, name: str) -> None:
+    """The name goes into beliefs ("Bob Smith\x1b[31mRED adopted a dog…", newcomer run)."""
+    result = invoke(env, "replay", str(chat), "--inline", "--user", name)
+    assert result.exit_code == 2, result.output
+    assert "holds control characters" in one_line_error(result)
+
+
+@pytest.mark.parametrize("root", ["agent:bob", "team:acme/agent:x"])
+def test_a_layout_root_naming_an_agent_is_refused(env: dict[str, str], chat: Path, root: str) -> None:
+    """Brain documents under it would carry the agent's id, and the agent's node would be ``agent:x/agent:x``."""
+    with pytest.raises(InvalidRequest) as info:
+        MemoryLayout(root)
+    assert info.value.field == "root"
+    result = invoke(env, "ingest", str(chat), "--root", root)
+    assert result.exit_code == 2, result.output
+    assert "names an agent" in result.output
 
 
 @pytest.mark.parametrize("command", [["recall", "hello"], ["replay", "CHAT", "--inline"]], ids=lambda c: c[0])
