@@ -10,6 +10,7 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 import pytest
+from _modules import CONTRACT_MODULES
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -346,18 +347,6 @@ STRATEGIES: dict[type[ContractModel], st.SearchStrategy[Any]] = {
         follow_ups=st.lists(jobs, max_size=1).map(tuple),
     ),
 }
-
-CONTRACT_MODULES = (
-    "memory_core.namespace",
-    "memory_core.meta",
-    "memory_core.items",
-    "memory_core.query",
-    "memory_core.explore",
-    "memory_core.consolidation",
-    "memory_core.descriptor",
-    "memory_core.lifecycle.documents",
-    "memory_core.lifecycle.jobs",
-)
 
 
 def _contract_models() -> set[type[ContractModel]]:

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from _modules import CONTRACT_MODULES
 
 from memory_core import (
     Document,
@@ -271,17 +272,6 @@ def test_a_failed_batch_stores_none_of_its_items(engine: ReferenceEngine) -> Non
             ]
         )
     assert len(engine) == before
-
-
-CONTRACT_MODULES = (
-    "memory_core.namespace",
-    "memory_core.meta",
-    "memory_core.items",
-    "memory_core.query",
-    "memory_core.explore",
-    "memory_core.consolidation",
-    "memory_core.descriptor",
-)
 
 
 def _lax_scalars(schema: Any, path: str = "") -> list[str]:

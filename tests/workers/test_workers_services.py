@@ -137,14 +137,15 @@ def test_flower_refuses_without_credentials_and_lists_a_finished_job_with_them(
     engine.close()
 
 
+def serverless(tmp_path: Path) -> dict[str, Any]:
+    """Settings fields for a worker without Redis: jobs, results and letters under ``tmp_path/var``."""
+    return {"broker_url": None, "var_dir": str(tmp_path / "var"), "engine": f"sqlite:///{tmp_path / 'm.db'}"}
+
+
 def test_without_redis_a_worker_runs_jobs_from_var_dir_and_survives_garbage(
     flow: Flow, spawn: Spawn, tmp_path: Path
 ) -> None:
-    fields: dict[str, Any] = {
-        "broker_url": None,
-        "var_dir": str(tmp_path / "var"),
-        "engine": f"sqlite:///{tmp_path / 'm.db'}",
-    }
+    fields = serverless(tmp_path)
     settings = flow.settings(**fields)
     spawn("serverless", [str(BIN / "memory-core"), "worker", "--concurrency", "1"], **fields)
     queue_dir = tmp_path / "var/broker/queue"
@@ -190,10 +191,8 @@ def test_a_worker_stopped_by_an_unrecoverable_error_exits_non_zero_like_celery(
     flow: Flow, spawn: Spawn, tmp_path: Path
 ) -> None:
     """Celery.start() dropped click's status: ``memory-core worker`` exited 0 where ``celery … worker`` exits 1."""
-    fields: dict[str, Any] = {
-        "broker_url": None,
-        "var_dir": str(tmp_path / "var"),
-        "engine": f"sqlite:///{tmp_path / 'm.db'}",
+    fields = {
+        **serverless(tmp_path),
         "result_backend": f"file://{tmp_path / 'no-such-folder'}",  # Celery's file backend refuses to start
     }
     proc = spawn("unrecoverable", memory_core_argv("worker", "--concurrency", "1"), ready=None, **fields)
