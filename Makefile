@@ -9,7 +9,7 @@ PYTHON ?= python3
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade "pip>=25.1"
-	$(PY) -m pip install --quiet -e . --group dev
+	$(PY) -m pip install --quiet -e ".[all]" --group dev
 	@touch $(STAMP)
 
 demo: $(STAMP)
