@@ -1,0 +1,144 @@
+"""Credential detectors: private-key blocks, credential markers and credential shapes (reference §6.2 passes 1-3).
+
+Each is a ``Detector`` whose finder returns the spans to replace. Markers and ``key = value`` shapes keep their
+prefix (``Bearer [REDACTED]``, ``api_key=[REDACTED]``); a token with a vendor prefix is replaced whole. The
+vendor formats are the issuers' documented ones (GitHub's ``ghp_``/``github_pat_``, GitLab's ``glpat-``, AWS
+``AKIA``/``ASIA`` access key ids, Google ``AIza`` keys, Stripe ``sk_live_``, Slack ``xox?-``, npm ``npm_``,
+SendGrid ``SG.``, OpenAI/Anthropic ``sk-``), and JWTs are RFC 7519's three base64url segments.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Final
+
+from memory_core.safety.detector import Detector, Policy, Span, Stage, regex_spans
+
+__all__ = ["CREDENTIAL_DETECTORS", "REDACTED", "REDACTED_PRIVATE_KEY", "looks_secret"]
+
+REDACTED: Final = "[REDACTED]"
+"""What a credential becomes."""
+REDACTED_PRIVATE_KEY: Final = "[REDACTED_PRIVATE_KEY]"
+"""What a private-key block becomes, whole."""
+
+_B = r"(?<![A-Za-z0-9_-])"  # a token starts here: not inside a longer word or token
+_E = r"(?![A-Za-z0-9_-])"  # and ends here
+
+# 1. private keys: PEM (PKCS#1/#8, EC, DSA, ENCRYPTED), OpenSSH, PGP armour. An unterminated block (a pasted
+# key cut short) is redacted to the end of the text: what follows its header cannot be told apart from it.
+_PRIVATE_KEY = re.compile(
+    r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
+    r"(?:.*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|.*\Z)",
+    re.DOTALL,
+)
+
+# 2. markers
+_SECRET_URL = re.compile(r"/secret/(?P<v>[A-Za-z0-9_-]{6,})")  # one-time-secret links (onetimesecret.com/secret/…)
+_BEARER = re.compile(r"(?<![A-Za-z0-9])bearer[ \t]+(?P<v>[A-Za-z0-9._~+/=-]{8,})", re.IGNORECASE)
+_AUTH_SCHEME = re.compile(
+    r"(?<![A-Za-z0-9])authorization[\"']?\s*[:=]\s*[\"']?(?:basic|token|digest)[ \t]+(?P<v>[A-Za-z0-9._~+/=-]{6,})",
+    re.IGNORECASE,
+)
+_URL_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s/:@]*:(?P<v>[^\s/@]+)@")
+
+# 3. shapes: key = value
+_KEYS = (
+    r"api[_-]?key|access[_-]?key|access[_-]?token|refresh[_-]?token|id[_-]?token|auth[_-]?token|token"
+    r"|client[_-]?secret|secret[_-]?access[_-]?key|secret[_-]?key|secret|passphrase|passwd|password|pwd"
+    r"|authorization[_-]?code|code[_-]?verifier|code[_-]?challenge|private[_-]?key"
+)
+_ASSIGNMENT = re.compile(
+    r"(?:(?<![A-Za-z0-9])|(?<=[_.-]))(?:" + _KEYS + r")(?![A-Za-z0-9])[\"']?"
+    r"(?P<sep>[ \t]*(?:=>|:=|[:=])\s*|[ \t]+(?:is|was|=)[ \t]*:?[ \t]*|[ \t]+)"
+    r"(?:(?P<q>[\"'`])(?P<qv>[^\"'`\n]{1,256})(?P=q)|(?P<v>(?:[^\s\"'`,;&<>(){}\[\]]|&(?![A-Za-z0-9_.-]+=)){1,512}))",
+    re.IGNORECASE,
+)
+_NOT_VALUES = frozenset(
+    "none null nil true false required optional string undefined empty unset redacted hidden masked the a an "
+    "is was and or of to in for on not".split()
+)
+
+
+def looks_secret(value: str) -> bool:
+    """A value that reads like a generated secret: 8+ characters with a digit and a letter, or 20+ of 2+ classes.
+
+    The gate for a credential word followed only by a space (``token abc123def``), where prose is likelier
+    ("the token limit"); pure.
+    """
+    if len(value) < 8:
+        return False
+    digit = any(c.isdigit() for c in value)
+    letter = any(c.isalpha() for c in value)
+    if digit and letter:
+        return True
+    classes = sum((any(c.islower() for c in value), any(c.isupper() for c in value), digit, not value.isalnum()))
+    return len(value) >= 20 and classes >= 2
+
+
+def _plausible(value: str) -> bool:
+    stripped = value.strip()
+    if len(stripped) < 4 or stripped.lower() in _NOT_VALUES:
+        return False
+    if stripped.isdigit() and len(stripped) < 6:  # max_token=4096, port: 8080
+        return False
+    return not (stripped[0] in "$<{%[" or set(stripped) <= set("*x.•X"))  # ${TOKEN}, <your key>, ****
+
+
+def _assignment_gate(match: re.Match[str], text: str, policy: Policy) -> bool:
+    value = match.group("qv") if match.group("qv") is not None else match.group("v")
+    sep = match.group("sep").strip()
+    if sep in {"", "is", "was"}:
+        if sep and _plausible(value) and (len(value) >= 12 or not value.isalpha()):
+            return True  # "my password is hunter2"
+        return looks_secret(value)
+    return _plausible(value)
+
+
+def _assignment_spans(text: str, policy: Policy) -> Iterator[Span]:
+    for match in _ASSIGNMENT.finditer(text):
+        if _assignment_gate(match, text, policy):
+            yield match.span("qv") if match.group("qv") is not None else match.span("v")
+
+
+def _bearer_gate(match: re.Match[str], text: str, policy: Policy) -> bool:
+    value = match.group("v")  # "ring bearer", "bearer ceremony" stay: a token has a digit or is long and mixed
+    return any(c.isdigit() for c in value) or looks_secret(value)
+
+
+def _shape(name: str, pattern: str, *needles: str) -> Detector:
+    return Detector(name, Stage.SHAPE, REDACTED, regex_spans(re.compile(_B + pattern + _E)), needles=needles)
+
+
+CREDENTIAL_DETECTORS: Final[tuple[Detector, ...]] = (
+    Detector(
+        "private_key", Stage.PRIVATE_KEY, REDACTED_PRIVATE_KEY, regex_spans(_PRIVATE_KEY), needles=("private key",)
+    ),
+    Detector("secret_url", Stage.MARKER, REDACTED, regex_spans(_SECRET_URL, "v"), needles=("/secret/",)),
+    Detector("bearer", Stage.MARKER, REDACTED, regex_spans(_BEARER, "v", _bearer_gate), needles=("bearer",)),
+    Detector("authorization", Stage.MARKER, REDACTED, regex_spans(_AUTH_SCHEME, "v"), needles=("authorization",)),
+    Detector("url_password", Stage.MARKER, REDACTED, regex_spans(_URL_PASSWORD, "v"), needles=("://",)),
+    _shape("anthropic_key", r"sk-ant-[A-Za-z0-9_-]{20,}", "sk-ant-"),
+    _shape("openai_key", r"sk-(?:proj-|org-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}", "sk-"),
+    _shape(
+        "github_token",
+        r"(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})",
+        *("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+    ),
+    _shape("gitlab_token", r"glpat-[A-Za-z0-9_-]{20,}", "glpat-"),
+    _shape("aws_access_key", r"(?:AKIA|ASIA)[A-Z0-9]{16}", "akia", "asia"),
+    _shape("google_api_key", r"AIza[0-9A-Za-z_-]{35}", "aiza"),
+    _shape("stripe_key", r"(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,}", "sk_live_", "sk_test_", "rk_live_", "rk_test_"),
+    _shape("slack_token", r"xox[abpsr]-[A-Za-z0-9-]{10,}", "xoxa-", "xoxb-", "xoxp-", "xoxs-", "xoxr-"),
+    _shape("npm_token", r"npm_[A-Za-z0-9]{36}", "npm_"),
+    _shape("sendgrid_key", r"SG\.[A-Za-z0-9_-]{16,32}\.[A-Za-z0-9_-]{16,64}", "sg."),
+    _shape("jwt", r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*", "eyj"),
+    Detector(
+        "credential_assignment",
+        Stage.SHAPE,
+        REDACTED,
+        _assignment_spans,
+        needles=("key", "token", "secret", "passw", "pwd", "passphrase", "code"),
+    ),
+)
+"""Passes 1-3 of reference §6.2 in order; a vendor shape runs before the generic ``key = value``."""

@@ -1,0 +1,222 @@
+"""Checksum-gated personal identifiers (reference §6.2 pass 4); each becomes ``[REDACTED_PII_<CLASS>]``.
+
+The checksums come from python-stdnum (Luhn, ISO 13616 IBAN mod-97, Verhoeff, the Brazilian and Argentine
+mod-11 check digits, the Spanish check letter, the US SSN area/group/serial rules, the Japanese Individual
+Number check digit); the UK NINO prefix rules are HMRC's (National Insurance Manual NIM39110). A bare run of
+digits, which order numbers and ids also are, counts only with corroboration (``Policy.corroborated``): a
+separator layout the class is written in, an IIN prefix for cards, or the class's keyword within 64 characters.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from datetime import date
+from typing import Final
+
+from stdnum import iban, luhn
+from stdnum.ar import cuit
+from stdnum.br import cnpj, cpf
+from stdnum.es import dni, nie
+from stdnum.in_ import aadhaar
+from stdnum.us import ssn
+
+from memory_core.safety.detector import Detector, Finder, Policy, Span, Stage, near, regex_spans
+
+__all__ = ["EMAIL", "PII_DETECTORS", "pii_replacement"]
+
+EMAIL: Final = "EMAIL"
+"""The email class: detected always, redacted only under ``Policy.redact_emails``."""
+
+_NB = r"(?<![\w.+-])"  # a number starts here (not inside a word, a decimal, a version or an id)
+_NE = r"(?![\w-]|\.\d)"  # and ends here
+
+
+def pii_replacement(pii_class: str) -> str:
+    """``[REDACTED_PII_<CLASS>]``."""
+    return f"[REDACTED_PII_{pii_class}]"
+
+
+def _digits(text: str) -> str:
+    return "".join(c for c in text if c.isdigit())
+
+
+def _keywords(*words: str) -> re.Pattern[str]:
+    return re.compile(r"(?<![A-Za-z])(?:" + "|".join(words) + r")(?![A-Za-z])", re.IGNORECASE)
+
+
+def _formatted(match: re.Match[str]) -> bool:
+    return not match.group(0).isdigit()
+
+
+def _gated(valid: Callable[[str], bool], keywords: re.Pattern[str]) -> Callable[[re.Match[str], str, Policy], bool]:
+    """Valid by its checksum, and written in its layout or named by a keyword nearby."""
+
+    def gate(match: re.Match[str], text: str, policy: Policy) -> bool:
+        if not valid(match.group(0)):
+            return False
+        return _formatted(match) or near(text, *match.span(), keywords)
+
+    return gate
+
+
+def _valid(module: object) -> Callable[[str], bool]:
+    check: Callable[[str], bool] = getattr(module, "is_valid")  # noqa: B009 - one helper for every stdnum module
+    return check
+
+
+# cards -------------------------------------------------------------------------------------------------------
+_CARD = re.compile(_NB + r"\d(?:(?:[ -]|\r?\n)?\d){12,18}" + _NE)
+_CARD_WORDS = _keywords(
+    r"card",
+    r"credit",
+    r"debit",
+    r"visa",
+    r"master ?card",
+    r"amex",
+    r"american express",
+    r"discover",
+    r"maestro",
+    r"cvv",
+    r"cvc",
+    r"exp(?:iry|ires|iration)?",
+    r"pan",
+    r"cc",
+    r"payment",
+    r"pay",
+    r"billing",
+    r"jcb",
+    r"diners",
+)
+
+
+def _iin(digits: str) -> bool:
+    """An issuer prefix of a major scheme (Visa, Mastercard, Amex, Discover, JCB, Diners, UnionPay, Maestro)."""
+    two, three, four = int(digits[:2]), int(digits[:3]), int(digits[:4])
+    return (
+        digits[0] == "4"
+        or 51 <= two <= 55
+        or 2221 <= four <= 2720
+        or two in {34, 37, 36, 38, 62, 65, 50}
+        or 300 <= three <= 305
+        or 3528 <= four <= 3589
+        or four == 6011
+        or 644 <= three <= 649
+        or 56 <= two <= 69
+    )
+
+
+def _card_spans(text: str, policy: Policy) -> Iterator[Span]:
+    for match in _CARD.finditer(text):
+        start, run = match.start(), match.group(0)
+        # try the whole run, then shorter cuts at a separator: "4111 1111 1111 1111 12 27" holds a card and a date
+        cuts = [len(run)] + [i for i in range(len(run) - 1, 0, -1) if not run[i].isdigit() and run[i - 1].isdigit()]
+        for cut in cuts:
+            candidate = run[:cut]
+            digits = _digits(candidate)
+            if not 13 <= len(digits) <= 19 or not luhn.is_valid(digits):
+                continue
+            bare = candidate.isdigit()
+            if bare and policy.corroborated and not (_iin(digits) or near(text, start, start + cut, _CARD_WORDS)):
+                continue
+            yield start, start + cut
+            break
+
+
+# IBAN --------------------------------------------------------------------------------------------------------
+_IBAN = re.compile(r"(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}(?![a-z0-9])")
+
+
+def _iban_spans(text: str, policy: Policy) -> Iterator[Span]:
+    for match in _IBAN.finditer(text):
+        start, run = match.start(), match.group(0)
+        ends = [
+            i + 1 for i in range(len(run) - 1, 13, -1) if run[i] != " " and (i + 1 == len(run) or run[i + 1] == " ")
+        ]
+        for end in ends or [len(run)]:
+            if iban.is_valid(run[:end]):
+                yield start, start + end
+                break
+
+
+# national numbers --------------------------------------------------------------------------------------------
+_CPF = re.compile(_NB + r"\d{3}\.?\d{3}\.?\d{3}-?\d{2}" + _NE)
+_CNPJ = re.compile(_NB + r"\d{2}\.?\d{3}\.?\d{3}/?\d{4}-?\d{2}" + _NE)
+_CUIT = re.compile(_NB + r"(?:20|23|24|27|30|33|34)-?\d{8}-?\d" + _NE)
+_AADHAAR = re.compile(_NB + r"[2-9]\d{3}[ -]?\d{4}[ -]?\d{4}" + _NE)
+_MY_NUMBER = re.compile(_NB + r"\d{4}[ -]?\d{4}[ -]?\d{4}" + _NE)
+_MY_NUMBER_WORDS = re.compile(r"my ?number|individual number|マイナンバー|個人番号|kojin", re.IGNORECASE)
+_SSN = re.compile(_NB + r"\d{3}(?P<s>[- ]?)\d{2}(?P=s)\d{4}" + _NE)
+_DNI = re.compile(_NB + r"\d{8}-?[A-Za-z](?![\w-])")
+_NIE = re.compile(r"(?<![\w-])[XYZxyz]-?\d{7}-?[A-Za-z](?![\w-])")
+_NINO = re.compile(r"(?<![A-Za-z0-9])(?P<p>[A-Z]{2}) ?\d{2} ?\d{2} ?\d{2} ?[A-D](?![A-Za-z0-9])")
+_NINO_BAD_PREFIXES = frozenset({"BG", "GB", "KN", "NK", "NT", "TN", "ZZ"})
+_RFC = re.compile(r"(?<![A-Za-z0-9])[A-ZÑ&]{3,4}(?P<d>\d{6})[A-Z0-9]{3}(?![A-Za-z0-9])")
+_PAN = re.compile(r"(?<![A-Za-z0-9])[A-Z]{3}[ABCFGHLJPTK][A-Z]\d{4}[A-Z](?![A-Za-z0-9])")
+_RRN = re.compile(_NB + r"(?P<d>\d{6})-[1-8]\d{6}" + _NE)
+
+
+def _nino_gate(match: re.Match[str], text: str, policy: Policy) -> bool:
+    prefix = match.group("p")
+    return prefix[0] not in "DFIQUV" and prefix[1] not in "DFIQUVO" and prefix not in _NINO_BAD_PREFIXES
+
+
+def _yymmdd(value: str) -> bool:
+    try:
+        date(2000 + int(value[:2]), int(value[2:4]), int(value[4:6]))
+    except ValueError:
+        return False
+    return True
+
+
+def _dated(match: re.Match[str], text: str, policy: Policy) -> bool:
+    return _yymmdd(match.group("d"))
+
+
+def _ssn_gate(match: re.Match[str], text: str, policy: Policy) -> bool:
+    if not ssn.is_valid(_digits(match.group(0))):
+        return False
+    return bool(match.group("s")) or near(text, *match.span(), _keywords("ssn", r"social security"))
+
+
+def _my_number_gate(match: re.Match[str], text: str, policy: Policy) -> bool:
+    return near(text, *match.span(), _MY_NUMBER_WORDS)
+
+
+def _class(name: str, finder: Finder, variant: str = "") -> Detector:
+    detector = f"pii_{name.lower()}" + (f"_{variant}" if variant else "")
+    return Detector(detector, Stage.PII, pii_replacement(name), finder, pii_class=name)
+
+
+# phones and emails -------------------------------------------------------------------------------------------
+_E164 = re.compile(r"(?<![\w+])\+[1-9](?:[ .-]?\(?\d\)?){7,14}" + _NE)
+_NANP = re.compile(
+    r"(?<![\w+-])(?:\+?1[ .-]?)?(?:\([2-9]\d{2}\)[ ]?|[2-9]\d{2}[ .-])[2-9]\d{2}[ .-]\d{4}" + _NE
+)  # separators required: a bare 10-digit run is left alone (reference §6.2's known limit)
+_EMAIL = re.compile(r"(?<![\w.+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}(?![\w-])")
+
+
+def _e164_gate(match: re.Match[str], text: str, policy: Policy) -> bool:
+    return 8 <= len(_digits(match.group(0))) <= 15
+
+
+PII_DETECTORS: Final[tuple[Detector, ...]] = (
+    _class("IBAN", _iban_spans),
+    _class("BR_CNPJ", regex_spans(_CNPJ, gate=_gated(_valid(cnpj), _keywords("cnpj")))),
+    _class("BR_CPF", regex_spans(_CPF, gate=_gated(_valid(cpf), _keywords("cpf")))),
+    _class("AR_CUIT", regex_spans(_CUIT, gate=_gated(_valid(cuit), _keywords("cuit", "cuil")))),
+    _class("KR_RRN", regex_spans(_RRN, gate=_dated)),
+    _class("US_SSN", regex_spans(_SSN, gate=_ssn_gate)),
+    _class("JP_MY_NUMBER", regex_spans(_MY_NUMBER, gate=_my_number_gate)),
+    _class("IN_AADHAAR", regex_spans(_AADHAAR, gate=_gated(_valid(aadhaar), _keywords("aadhaar", "aadhar", "uidai")))),
+    _class("CARD", _card_spans),
+    _class("ES_DNI", regex_spans(_DNI, gate=lambda m, t, p: dni.is_valid(m.group(0)))),
+    _class("ES_NIE", regex_spans(_NIE, gate=lambda m, t, p: nie.is_valid(m.group(0)))),
+    _class("UK_NINO", regex_spans(_NINO, gate=_nino_gate)),
+    _class("MX_RFC", regex_spans(_RFC, gate=_dated)),
+    _class("IN_PAN", regex_spans(_PAN)),
+    _class("PHONE", regex_spans(_E164, gate=_e164_gate), "e164"),
+    _class("PHONE", regex_spans(_NANP), "nanp"),
+    _class(EMAIL, regex_spans(_EMAIL)),
+)
+"""Pass 4 of reference §6.2; where two classes match the same characters the earlier one names them."""

@@ -1,0 +1,92 @@
+"""The scrub pass: find credentials and personal identifiers in text and replace them (reference §6.2); pure.
+
+``find`` normalises the text (``normalize``), runs every detector in the order of §6.2 (private-key blocks,
+credential markers, credential shapes, checksum-gated PII) and keeps, where two findings overlap, the one found
+first. ``scrub`` replaces what ``find`` found in the original text, leaving every other character as typed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from memory_core.safety.credentials import CREDENTIAL_DETECTORS
+from memory_core.safety.detector import Detector, Policy
+from memory_core.safety.normalize import normalize
+from memory_core.safety.pii import EMAIL, PII_DETECTORS
+
+__all__ = ["DETECTORS", "Finding", "find", "scrub"]
+
+DETECTORS: Final[tuple[Detector, ...]] = (*CREDENTIAL_DETECTORS, *PII_DETECTORS)
+"""Every detector, in the order they run."""
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One thing the pass found.
+
+    Attributes:
+        detector: The detector's name (``aws_access_key``, ``pii_card``).
+        start / end: Its span in the original text, ``[start, end)``.
+        replacement: What it becomes.
+        redacted: False for what is detected but kept (emails under the default policy).
+    """
+
+    detector: str
+    start: int
+    end: int
+    replacement: str
+    redacted: bool = True
+
+
+def _overlaps(taken: list[tuple[int, int]], start: int, end: int) -> bool:
+    return any(start < t_end and t_start < end for t_start, t_end in taken)
+
+
+def find(text: str, policy: Policy | None = None) -> list[Finding]:
+    """Everything the pass finds in ``text``, in text order; pure.
+
+    Args:
+        text: Any text.
+        policy: The policy; None: ``Policy.default()`` (corroborated, emails kept).
+
+    Returns:
+        Non-overlapping findings, spans in the original text (hidden characters inside a finding included).
+    """
+    policy = policy or Policy.default()
+    norm = normalize(text)
+    taken: list[tuple[int, int]] = []
+    found: list[Finding] = []
+    lowered = norm.text.lower()
+    for detector in DETECTORS:
+        if detector.needles and not any(needle in lowered for needle in detector.needles):
+            continue
+        for start, end in detector.spans(norm.text, policy):
+            if end <= start or _overlaps(taken, start, end):
+                continue
+            taken.append((start, end))
+            o_start, o_end = norm.span(start, end)
+            redacted = detector.pii_class != EMAIL or policy.redact_emails
+            found.append(Finding(detector.name, o_start, o_end, detector.replacement, redacted))
+    found.sort(key=lambda f: f.start)
+    return found
+
+
+def scrub(text: str, policy: Policy | None = None) -> str:
+    """``text`` with every redacted finding replaced; the same string when nothing is found; pure.
+
+    Args:
+        text: Any text.
+        policy: The policy; None: ``Policy.default()``.
+    """
+    findings = [f for f in find(text, policy) if f.redacted]
+    if not findings:
+        return text
+    out: list[str] = []
+    at = 0
+    for finding in findings:
+        out.append(text[at : finding.start])
+        out.append(finding.replacement)
+        at = finding.end
+    out.append(text[at:])
+    return "".join(out)
