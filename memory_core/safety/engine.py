@@ -1,0 +1,166 @@
+"""``ScrubbingEngine``: any ``MemoryEngine`` behind the scrub pass (reference §6.2, seed 001's ``guard``).
+
+Every write method (``store``, ``store_with``, ``store_many``, ``store_many_with``) stores the item as
+``scrub_item`` leaves it, so no credential or personal identifier reaches the engine, and no belief an engine or
+worker builds from stored items can carry one. Reads, forgets and builds pass through untouched. Anything else
+the wrapped engine offers (an engine's own extras) is reached through the wrapper as well.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from memory_core.consolidation import BeliefsRequest, ConsolidateReceipt, ConsolidateRequest, WriteOptions
+from memory_core.descriptor import EngineDescriptor, EngineHealth
+from memory_core.engine import AnyItem, Hits, MemoryEngine, Receipts, Scopes, check_engine
+from memory_core.explore import ExplorePage, ExploreRequest
+from memory_core.namespace import Reach
+from memory_core.query import (
+    EraseReport,
+    EraseRequest,
+    ExportPage,
+    FetchPage,
+    FetchRequest,
+    ForgetReport,
+    ForgetTarget,
+    GetRequest,
+    ListPage,
+    ListRequest,
+    RecallAnswer,
+    RecallRequest,
+    StoreReceipt,
+)
+from memory_core.safety.detector import Policy
+from memory_core.safety.items import scrub_item
+
+__all__ = ["ScrubbingEngine", "unwrap"]
+
+log = logging.getLogger("memory_core.safety")
+
+
+class ScrubbingEngine(MemoryEngine):
+    """Wrap ``engine`` so every item it stores is scrubbed first.
+
+    Logs one ``[memory:timing]`` debug line per write (op, engine id, elapsed ms, item count); never content.
+
+    Args:
+        engine: The engine to wrap (a ``ScrubbingEngine`` is not wrapped twice: its inner engine is taken).
+        policy: The scrub policy; None: ``Policy.default()`` (corroborated, emails kept).
+
+    Raises:
+        InvalidRequest: ``engine`` is not a ``MemoryEngine``.
+    """
+
+    def __init__(self, engine: MemoryEngine, policy: Policy | None = None) -> None:
+        self.inner: MemoryEngine = unwrap(check_engine(engine))
+        self.policy = policy or Policy.default()
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "inner":  # not set yet (a half-built wrapper): no recursion
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def __repr__(self) -> str:
+        return f"ScrubbingEngine({self.inner!r})"
+
+    def _scrubbed(self, item: AnyItem) -> AnyItem:
+        return scrub_item(item, self.policy)
+
+    def _timed(self, op: str, count: int, started: float) -> None:
+        if log.isEnabledFor(logging.DEBUG):
+            elapsed = (time.perf_counter() - started) * 1000
+            log.debug(
+                "[memory:timing] op=%s engine=%s elapsed_ms=%.2f count=%d",
+                op,
+                self.inner.descriptor().id,
+                elapsed,
+                count,
+            )
+
+    # identity ------------------------------------------------------------------------------------------
+    def descriptor(self) -> EngineDescriptor:
+        """The wrapped engine's descriptor."""
+        return self.inner.descriptor()
+
+    def health(self) -> EngineHealth:
+        """The wrapped engine's health."""
+        return self.inner.health()
+
+    def close(self) -> None:
+        """Close the wrapped engine."""
+        self.inner.close()
+
+    # writes: scrubbed ----------------------------------------------------------------------------------
+    def _store(self, item: AnyItem) -> StoreReceipt:
+        started = time.perf_counter()
+        receipt = self.inner.store(self._scrubbed(item))
+        self._timed("store", 1, started)
+        return receipt
+
+    def _store_with(self, item: AnyItem, options: WriteOptions) -> StoreReceipt:
+        started = time.perf_counter()
+        receipt = self.inner.store_with(self._scrubbed(item), options)
+        self._timed("store_with", 1, started)
+        return receipt
+
+    def _store_many(self, items: Sequence[AnyItem]) -> Receipts:
+        started = time.perf_counter()
+        receipts = self.inner.store_many([self._scrubbed(item) for item in items])
+        self._timed("store_many", len(items), started)
+        return receipts
+
+    def _store_many_with(self, items: Sequence[AnyItem], options: WriteOptions) -> Receipts:
+        started = time.perf_counter()
+        receipts = self.inner.store_many_with([self._scrubbed(item) for item in items], options)
+        self._timed("store_many_with", len(items), started)
+        return receipts
+
+    # everything else: passed through -------------------------------------------------------------------
+    def _recall(self, request: RecallRequest) -> RecallAnswer:
+        return self.inner.recall(request)
+
+    def _fetch(self, request: FetchRequest) -> FetchPage:
+        return self.inner.fetch(request)
+
+    def _forget(self, target: ForgetTarget) -> ForgetReport:
+        return self.inner.forget(target)
+
+    def _forget_within(self, ids: Sequence[str], reach: Reach) -> ForgetReport:
+        return self.inner.forget_within(ids, reach)
+
+    def _list(self, request: ListRequest) -> ListPage:
+        return self.inner.list(request)
+
+    def _list_preview(self, request: ListRequest) -> ListPage:
+        return self.inner.list_preview(request)
+
+    def _export(self, request: ListRequest) -> ExportPage:
+        return self.inner.export(request)
+
+    def _erase(self, request: EraseRequest) -> EraseReport:
+        return self.inner.erase(request)
+
+    def _explore(self, request: ExploreRequest) -> ExplorePage:
+        return self.inner.explore(request)
+
+    def _get(self, request: GetRequest) -> Hits:
+        return self.inner.get(request)
+
+    def _consolidate(self, request: ConsolidateRequest) -> ConsolidateReceipt:
+        return self.inner.consolidate(request)
+
+    def _beliefs(self, request: BeliefsRequest) -> Hits:
+        return self.inner.beliefs(request)
+
+    def _scopes(self, request: ConsolidateRequest) -> Scopes:
+        return self.inner.scopes(request)
+
+
+def unwrap(engine: MemoryEngine) -> MemoryEngine:
+    """The engine inside any ``ScrubbingEngine`` layers (``engine`` itself when it is not wrapped)."""
+    while isinstance(engine, ScrubbingEngine):
+        engine = engine.inner
+    return engine
