@@ -45,7 +45,8 @@ TURNS = (
 )
 DOC = (
     "# Deploy runbook\n\nThe deploy bot uses the token "
-    f"{GHP} to push.\n\nThe server key:\n\n-----BEGIN RSA PRIVATE KEY-----\n{KEY_BODY}\n-----END RSA PRIVATE KEY-----\n\n"
+    f"{GHP} to push.\n\nThe server key:\n\n-----BEGIN RSA PRIVATE KEY-----\n{KEY_BODY}\n"
+    "-----END RSA PRIVATE KEY-----\n\n"
     "Deploys run every Tuesday from the Lisbon office."
 )
 
