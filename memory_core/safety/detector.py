@@ -7,7 +7,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 
-__all__ = ["Detector", "Finder", "Policy", "Span", "Stage", "near", "regex_spans"]
+__all__ = ["WINDOW_MARGIN", "Detector", "Finder", "Policy", "Span", "Stage", "near", "regex_spans"]
+
+WINDOW_MARGIN = 3
+"""Characters kept on each side of a window (a sign, a bracket, a check letter, and what follows it)."""
 
 Span = tuple[int, int]
 """``[start, end)`` in the normalised text."""
@@ -22,8 +25,9 @@ class Stage(StrEnum):
     PII = "pii"
 
 
-Finder = Callable[[str, "Policy"], Iterator[Span]]
-"""A detector's finder: (normalised text, policy) → the spans to replace."""
+Finder = Callable[[str, "Policy", int, int], Iterator[Span]]
+"""A detector's finder: (normalised text, policy, start, end) → the spans to replace within ``text[start:end]``
+(read as ``re.finditer``'s ``pos``/``endpos``: look-behinds still see what precedes ``start``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +70,9 @@ class Detector:
         spans: The finder: normalised text → the spans to replace (a credential's prefix is kept outside them).
         pii_class: The PII class (``CARD``, ``IBAN``, …) for PII detectors, else None.
         needles: A prefilter: the finder runs only when the lower-cased text holds one of these (empty: always).
+        prefilter: Another: the finder runs only when this pattern is found in the text.
+        windows: Run the finder only around this pattern's matches (each widened by ``WINDOW_MARGIN`` characters
+            a side), not over the whole text: for classes made of one run of digits and separators.
     """
 
     name: str
@@ -74,6 +81,8 @@ class Detector:
     spans: Finder
     pii_class: str | None = None
     needles: tuple[str, ...] = ()
+    prefilter: re.Pattern[str] | None = None
+    windows: re.Pattern[str] | None = None
 
 
 def regex_spans(
@@ -81,8 +90,8 @@ def regex_spans(
 ) -> Finder:
     """A finder yielding ``group``'s span of every match of ``pattern`` that passes ``gate(match, text, policy)``."""
 
-    def spans(text: str, policy: Policy) -> Iterator[Span]:
-        for match in pattern.finditer(text):
+    def spans(text: str, policy: Policy, start: int, end: int) -> Iterator[Span]:
+        for match in pattern.finditer(text, start, end):
             if match.group(group) is None or (gate is not None and not gate(match, text, policy)):
                 continue
             yield match.span(group)

@@ -7,11 +7,12 @@ first. ``scrub`` replaces what ``find`` found in the original text, leaving ever
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Final
 
 from memory_core.safety.credentials import CREDENTIAL_DETECTORS
-from memory_core.safety.detector import Detector, Policy
+from memory_core.safety.detector import WINDOW_MARGIN, Detector, Policy
 from memory_core.safety.normalize import normalize
 from memory_core.safety.pii import EMAIL, PII_DETECTORS
 
@@ -43,6 +44,22 @@ def _overlaps(taken: list[tuple[int, int]], start: int, end: int) -> bool:
     return any(start < t_end and t_start < end for t_start, t_end in taken)
 
 
+def _windows(
+    cache: dict[re.Pattern[str], list[tuple[int, int]]], pattern: re.Pattern[str], text: str
+) -> list[tuple[int, int]]:
+    """The pattern's matches widened by ``WINDOW_MARGIN`` a side, overlapping ones merged (computed once a text)."""
+    if pattern not in cache:
+        merged: list[tuple[int, int]] = []
+        for match in pattern.finditer(text):
+            lo, hi = max(0, match.start() - WINDOW_MARGIN), min(len(text), match.end() + WINDOW_MARGIN)
+            if merged and lo <= merged[-1][1]:
+                merged[-1] = (merged[-1][0], hi)
+            else:
+                merged.append((lo, hi))
+        cache[pattern] = merged
+    return cache[pattern]
+
+
 def find(text: str, policy: Policy | None = None) -> list[Finding]:
     """Everything the pass finds in ``text``, in text order; pure.
 
@@ -57,11 +74,20 @@ def find(text: str, policy: Policy | None = None) -> list[Finding]:
     norm = normalize(text)
     taken: list[tuple[int, int]] = []
     found: list[Finding] = []
-    lowered = norm.text.lower()
+    text_n = norm.text
+    lowered = text_n.lower()
+    windows: dict[re.Pattern[str], list[tuple[int, int]]] = {}
+    present: dict[re.Pattern[str], bool] = {}
     for detector in DETECTORS:
         if detector.needles and not any(needle in lowered for needle in detector.needles):
             continue
-        for start, end in detector.spans(norm.text, policy):
+        if detector.prefilter is not None:
+            if detector.prefilter not in present:
+                present[detector.prefilter] = detector.prefilter.search(text_n) is not None
+            if not present[detector.prefilter]:
+                continue
+        ranges = [(0, len(text_n))] if detector.windows is None else _windows(windows, detector.windows, text_n)
+        for start, end in (span for lo, hi in ranges for span in detector.spans(text_n, policy, lo, hi)):
             if end <= start or _overlaps(taken, start, end):
                 continue
             taken.append((start, end))
