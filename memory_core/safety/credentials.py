@@ -40,26 +40,38 @@ _AUTH_SCHEME = re.compile(
     r"(?<![A-Za-z0-9])authorization[\"']?\s*[:=]\s*[\"']?(?:basic|token|digest)[ \t]+(?P<v>[A-Za-z0-9._~+/=-]{6,})",
     re.IGNORECASE,
 )
+_CLI_PASSWORD = re.compile(r"(?<!\S)(?:-u|--user)[ \t]+[^\s:]+:(?P<v>[^\s\"']+)")  # curl -u user:password
 _URL_PASSWORD = re.compile(r"://[^\s/:@]*:(?P<v>[^\s/@]+)@")  # scheme://user:password@host
 
 # 3. shapes: key = value
 _KEYS = (
-    r"api[_-]?key|access[_-]?key|access[_-]?token|refresh[_-]?token|id[_-]?token|auth[_-]?token|token"
-    r"|client[_-]?secret|secret[_-]?access[_-]?key|secret[_-]?key|secret|passphrase|passwd|password|pwd"
-    r"|authorization[_-]?code|code[_-]?verifier|code[_-]?challenge|private[_-]?key"
+    r"api[ _-]?key|access[ _-]?key|access[ _-]?token|refresh[ _-]?token|id[_-]?token|auth[ _-]?token|token"
+    r"|client[ _-]?secret|secret[ _-]?access[ _-]?key|secret[ _-]?key|secret|passphrase|passcode|passwd|password|pwd"
+    r"|account[_-]?key|shared[_-]?access[_-]?key|authorization[_-]?code|code[_-]?verifier|code[_-]?challenge"
+    r"|private[ _-]?key|pass"
 )
 _TAIL = (
     r"[\"']?(?P<sep>[ \t]*(?:=>|:=|[:=])\s*|[ \t]+(?:is|was|=)[ \t]*:?[ \t]*|[ \t]+)"
     r"(?:(?P<q>[\"'`])(?P<qv>[^\"'`\n]{1,256})(?P=q)|(?P<v>(?:[^\s\"'`,;&<>(){}\[\]]|&(?![A-Za-z0-9_.-]+=)){1,512}))"
 )
-_KEY = re.compile(r"(?:" + _KEYS + r")(?![a-z0-9])")  # on lower-cased text: a case-sensitive scan is 3× faster
+_KEY = re.compile(r"(?P<key>" + _KEYS + r")(?![a-z0-9])")  # on lower-cased text: a case-sensitive scan is 3× faster
 _ASSIGNMENT_TAIL = re.compile(_TAIL, re.IGNORECASE)
-_ASSIGNMENT = re.compile(r"(?<![A-Za-z0-9])(?:" + _KEYS + r")(?![A-Za-z0-9])" + _TAIL, re.IGNORECASE)
+_ASSIGNMENT = re.compile(r"(?<![A-Za-z0-9])(?P<key>" + _KEYS + r")(?![A-Za-z0-9])" + _TAIL, re.IGNORECASE)
 _ALNUM = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
+_PROSE_AFTER_IS = frozenset(
+    "wrong incorrect invalid expired correct strong weak too not very secure safe needed missing long short "
+    "case same different set reset changed stored saved hashed encrypted private public shared new old mine "
+    "yours here there below above ok fine good bad great easy hard simple complex unique known unknown "
+    "sensitive confidential secret visible protected compromised leaked locked blank".split()
+)
 _NOT_VALUES = frozenset(
     "none null nil true false required optional string undefined empty unset redacted hidden masked the a an "
-    "is was and or of to in for on not".split()
+    "is was and or of to in for on not str bytes bool boolean int integer float number dict list any object "
+    "secretstr text keep see use".split()
 )
+_CODE_REFERENCE = re.compile(r"[A-Za-z_][A-Za-z_]*(?:\.[A-Za-z_][A-Za-z_]*)+")  # os.environ, settings.SECRET_KEY
+_NAMED = re.compile(r"[A-Za-z_]*(?:key|token|secret|pass|pwd|credential|auth)[A-Za-z_]*", re.IGNORECASE)
+_PLACEHOLDER = re.compile(r"(?:your|my)[_-].*|[A-Z][A-Z_]*_[A-Z_]+", re.IGNORECASE)
 
 
 def looks_secret(value: str) -> bool:
@@ -87,14 +99,31 @@ def _plausible(value: str) -> bool:
     return not (stripped[0] in "$<{%[" or set(stripped) <= set("*x.•X"))  # ${TOKEN}, <your key>, ****
 
 
-def _assignment_gate(match: re.Match[str], text: str, policy: Policy) -> bool:
+def _code(value: str, match: re.Match[str], text: str) -> bool:
+    """The value is code, not a secret.
+
+    A call or index (``os.environ[…]``, ``input()``), a dotted reference (``settings.SECRET_KEY``), a variable
+    named for what it holds (``api_key=api_key``), a placeholder (``YOUR_API_KEY``, ``your-token``).
+    """
+    if match.group("v") is not None and match.end() < len(text) and text[match.end()] in "([":
+        return True
+    if _CODE_REFERENCE.fullmatch(value) or _NAMED.fullmatch(value):
+        return True
+    return _PLACEHOLDER.fullmatch(value) is not None and not any(c.isdigit() for c in value)
+
+
+def _assignment_gate(match: re.Match[str], key: str, text: str) -> bool:
     value = match.group("qv") if match.group("qv") is not None else match.group("v")
     sep = match.group("sep").strip()
-    if sep in {"", "is", "was"}:
-        if sep and _plausible(value) and (len(value) >= 12 or not value.isalpha()):
-            return True  # "my password is hunter2"
-        return looks_secret(value)
-    return _plausible(value)
+    if key.lower() == "pass" and sep not in {":", "=", ":=", "=>"}:
+        return False  # "pass" is a key only in "pass: …" / "pass=…" ("pass the salt", "pass is valid")
+    if sep in {"is", "was"}:  # "my password is hunter2", "… is swordfish"; not "the password is wrong"
+        secret = _plausible(value) and value.lower().rstrip(".,!") not in _PROSE_AFTER_IS
+    elif not sep:  # "token abc123def": prose is likelier here ("the token limit")
+        secret = looks_secret(value)
+    else:
+        secret = _plausible(value)
+    return secret and not _code(value, match, text)
 
 
 def _value_span(match: re.Match[str]) -> Span:
@@ -106,18 +135,17 @@ def _assignment_spans(text: str, policy: Policy, start: int, end: int) -> Iterat
     lowered = text.lower()
     if len(lowered) != len(text):  # a character whose lower case is longer: read the original, slower
         for match in _ASSIGNMENT.finditer(text, start, end):
-            if _assignment_gate(match, text, policy):
+            if _assignment_gate(match, match.group("key"), text):
                 yield _value_span(match)
         return
-    at = start
-    while (key := _KEY.search(lowered, at, end)) is not None:
-        at = key.end()
-        if key.start() > 0 and lowered[key.start() - 1] in _ALNUM:  # inside a word ("monkey", "tokens" ok)
-            continue
+    taken = start
+    for key in _KEY.finditer(lowered, start, end):
+        if key.start() < taken or (key.start() > 0 and lowered[key.start() - 1] in _ALNUM):
+            continue  # inside a value already read, or inside a word ("monkey"; "tokens" fails the key itself)
         tail = _ASSIGNMENT_TAIL.match(text, key.end(), end)
-        if tail is not None and _assignment_gate(tail, text, policy):
+        if tail is not None and _assignment_gate(tail, key.group("key"), text):
             yield _value_span(tail)
-            at = tail.end()
+            taken = tail.end()
 
 
 def _bearer_gate(match: re.Match[str], text: str, policy: Policy) -> bool:
@@ -137,6 +165,13 @@ CREDENTIAL_DETECTORS: Final[tuple[Detector, ...]] = (
     Detector("bearer", Stage.MARKER, REDACTED, regex_spans(_BEARER, "v", _bearer_gate), needles=("bearer",)),
     Detector("authorization", Stage.MARKER, REDACTED, regex_spans(_AUTH_SCHEME, "v"), needles=("authorization",)),
     Detector("url_password", Stage.MARKER, REDACTED, regex_spans(_URL_PASSWORD, "v"), needles=("://",)),
+    Detector(
+        "cli_password",
+        Stage.MARKER,
+        REDACTED,
+        regex_spans(_CLI_PASSWORD, "v", lambda m, t, p: _plausible(m.group("v"))),
+        needles=("-u ", "--user"),
+    ),
     _shape("anthropic_key", r"sk-ant-[A-Za-z0-9_-]{20,}", "sk-ant-"),
     _shape("openai_key", r"sk-(?:proj-|org-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}", "sk-"),
     _shape(
@@ -152,12 +187,36 @@ CREDENTIAL_DETECTORS: Final[tuple[Detector, ...]] = (
     _shape("npm_token", r"npm_[A-Za-z0-9]{36}", "npm_"),
     _shape("sendgrid_key", r"SG\.[A-Za-z0-9_-]{16,32}\.[A-Za-z0-9_-]{16,64}", "sg."),
     _shape("jwt", r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*", "eyj"),
+    _shape("huggingface_token", r"hf_[A-Za-z0-9]{30,}", "hf_"),
+    _shape("pypi_token", r"pypi-AgE[A-Za-z0-9_-]{50,}", "pypi-"),
+    _shape("shopify_token", r"shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}", "shpat_", "shpca_", "shppa_", "shpss_"),
+    _shape("digitalocean_token", r"do[opr]_v1_[a-f0-9]{64}", "doo_v1_", "dop_v1_", "dor_v1_"),
+    _shape("mailgun_key", r"key-[0-9a-f]{32}", "key-"),
+    _shape("twilio_key", r"SK[0-9a-fA-F]{32}", "sk"),
+    _shape("square_token", r"sq0(?:atp|csp)-[0-9A-Za-z_-]{22,}", "sq0atp-", "sq0csp-"),
+    Detector(
+        "telegram_bot_token",
+        Stage.SHAPE,
+        REDACTED,
+        regex_spans(re.compile(r"(?:(?<=/bot)|(?<![A-Za-z0-9_-]))\d{8,10}:AA[0-9A-Za-z_-]{33,}" + _E)),
+        needles=(":aa",),
+    ),
+    Detector(
+        "webhook_url",
+        Stage.SHAPE,
+        REDACTED,
+        regex_spans(
+            re.compile(r"(?:hooks\.slack\.com/services|discord(?:app)?\.com/api/webhooks)/(?P<v>[A-Za-z0-9_/-]{20,})"),
+            "v",
+        ),
+        needles=("hooks.slack.com", "/api/webhooks/"),
+    ),
     Detector(
         "credential_assignment",
         Stage.SHAPE,
         REDACTED,
         _assignment_spans,
-        needles=("key", "token", "secret", "passw", "pwd", "passphrase", "code"),
+        needles=("key", "token", "secret", "pass", "pwd", "code"),
     ),
 )
 """Passes 1-3 of reference §6.2 in order; a vendor shape runs before the generic ``key = value``."""

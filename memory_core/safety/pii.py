@@ -1,10 +1,10 @@
 """Checksum-gated personal identifiers (reference §6.2 pass 4); each becomes ``[REDACTED_PII_<CLASS>]``.
 
 The checksums come from python-stdnum (Luhn, ISO 13616 IBAN mod-97, Verhoeff, the Brazilian and Argentine
-mod-11 check digits, the Spanish check letter, the US SSN area/group/serial rules, the Japanese Individual
-Number check digit); the UK NINO prefix rules are HMRC's (National Insurance Manual NIM39110). A bare run of
-digits, which order numbers and ids also are, counts only with corroboration (``Policy.corroborated``): a
-separator layout the class is written in, an IIN prefix for cards, or the class's keyword within 64 characters.
+mod-11 check digits, the Spanish check letter); the US SSN area/group/serial rules are the Social Security
+Administration's, the UK NINO prefix rules HMRC's (National Insurance Manual NIM39110). A bare run of digits,
+which order numbers and ids also are, counts only with corroboration (``Policy.corroborated``): a separator
+layout the class is written in, an IIN prefix for cards, or the class's keyword within 64 characters.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from stdnum.ar import cuit
 from stdnum.br import cnpj, cpf
 from stdnum.es import dni, nie
 from stdnum.in_ import aadhaar
-from stdnum.us import ssn
 
 from memory_core.safety.detector import Detector, Finder, Policy, Span, Stage, near, regex_spans
 
@@ -152,13 +151,29 @@ _NIE = re.compile(r"(?<![\w-])[XYZxyz]-?\d{7}-?[A-Za-z](?![\w-])")
 _NINO = re.compile(r"(?<![A-Za-z0-9])(?P<p>[A-Z]{2}) ?\d{2} ?\d{2} ?\d{2} ?[A-D](?![A-Za-z0-9])")
 _NINO_BAD_PREFIXES = frozenset({"BG", "GB", "KN", "NK", "NT", "TN", "ZZ"})
 _RFC = re.compile(r"(?<![A-Za-z0-9])[A-ZÑ&]{3,4}(?P<d>\d{6})[A-Z0-9]{3}(?![A-Za-z0-9])")
-_PAN = re.compile(r"(?<![A-Za-z0-9])[A-Z]{3}[ABCFGHLJPTK][A-Z]\d{4}[A-Z](?![A-Za-z0-9])")
+_PAN = re.compile(r"(?<![A-Za-z0-9])[A-Z]{3}(?P<t>[A-Z])[A-Z]\d{4}[A-Z](?![A-Za-z0-9])")
+_PAN_WORDS = _keywords("pan", "permanent account number", "income tax")
+_NINO_WORDS = _keywords("nino", r"ni number", r"ni no", "national insurance")
 _RRN = re.compile(_NB + r"(?P<d>\d{6})-[1-8]\d{6}" + _NE)
 
 
 def _nino_gate(match: re.Match[str], text: str, policy: Policy) -> bool:
+    """HMRC's prefix rules; a prefix they rule out (``QQ``, HMRC's own example) counts when the NINO is named."""
     prefix = match.group("p")
-    return prefix[0] not in "DFIQUV" and prefix[1] not in "DFIQUVO" and prefix not in _NINO_BAD_PREFIXES
+    if prefix[0] not in "DFIQUV" and prefix[1] not in "DFIQUVO" and prefix not in _NINO_BAD_PREFIXES:
+        return True
+    return near(text, *match.span(), _NINO_WORDS)
+
+
+def _pan_gate(match: re.Match[str], text: str, policy: Policy) -> bool:
+    """The 4th letter names a holder type (P person, C company, …), or the PAN is named nearby."""
+    return match.group("t") in "ABCFGHLJPTK" or near(text, *match.span(), _PAN_WORDS)
+
+
+def _ssn_valid(digits: str) -> bool:
+    """The SSA's range rules: area not 000, 666 or 9xx; group not 00; serial not 0000."""
+    area, group, serial = digits[:3], digits[3:5], digits[5:]
+    return area not in {"000", "666"} and not area.startswith("9") and group != "00" and serial != "0000"
 
 
 def _yymmdd(value: str) -> bool:
@@ -174,7 +189,7 @@ def _dated(match: re.Match[str], text: str, policy: Policy) -> bool:
 
 
 def _ssn_gate(match: re.Match[str], text: str, policy: Policy) -> bool:
-    if not ssn.is_valid(_digits(match.group(0))):
+    if not _ssn_valid(_digits(match.group(0))):
         return False
     return bool(match.group("s")) or near(text, *match.span(), _keywords("ssn", r"social security"))
 
@@ -246,7 +261,7 @@ PII_DETECTORS: Final[tuple[Detector, ...]] = (
     _class("ES_NIE", regex_spans(_NIE, gate=lambda m, t, p: nie.is_valid(m.group(0)))),
     _class("UK_NINO", regex_spans(_NINO, gate=_nino_gate), prefilter=_LETTERS_DIGITS),
     _class("MX_RFC", regex_spans(_RFC, gate=_dated), prefilter=_LETTERS_DIGITS),
-    _class("IN_PAN", regex_spans(_PAN), prefilter=_LETTERS_DIGITS),
+    _class("IN_PAN", regex_spans(_PAN, gate=_pan_gate), prefilter=_LETTERS_DIGITS),
     _class("PHONE", regex_spans(_E164, gate=_e164_gate), "e164"),
     _class("PHONE", regex_spans(_NANP), "nanp"),
     _class(EMAIL, _email_spans, digits=False, needles=("@",)),

@@ -61,6 +61,15 @@ NPM = "npm_abcdefghijklmnopqrstuvwxyz0123456789"
 SENDGRID = "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"
 GOOGLE = "AIzaSyDaGmWKa4JsXZ-HjGw7ISLn_3namBGewQe"
 GITLAB = "glpat-xYz12AbC34dEf56GhI78"
+HF = "hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"
+PYPI = "pypi-AgEIcHlwaS5vcmcCJGE4ZjY0YTY2LTY4YjEtNDk5Ny05YjMxLTk0ZTAzZjBmN2QzMQ"
+SHOPIFY = "shpat_0123456789abcdef0123456789abcdef"
+DO = "dop_v1_" + "0123456789abcdef" * 4
+MAILGUN = "key-0123456789abcdef0123456789abcdef"
+TWILIO = "SK0123456789abcdef0123456789abcdef"
+SQUARE = "sq0atp-AbCdEfGhIjKlMnOpQrStUv"
+TELEGRAM = "123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw0"
+SLACK_HOOK = "T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX"
 
 POSITIVES: tuple[Case, ...] = (
     # 1. private keys
@@ -150,6 +159,35 @@ POSITIVES: tuple[Case, ...] = (
     ),
     Case("token split across lines", 'api_key:\n    "q8w7e6r5t4y3u2i1o0p9"\nregion: eu', ("q8w7e6r5t4y3u2i1o0p9",)),
     Case("secret in an env file", "SECRET=zx81spectrum48k\nDEBUG=false", ("zx81spectrum48k",)),
+    Case("hugging face token", f"HF_TOKEN={HF}", (HF,)),
+    Case("pypi token in pypirc", f"[pypi]\nusername = __token__\npassword = {PYPI}\n", (PYPI,)),
+    Case("shopify token", f"X-Shopify-Access-Token: {SHOPIFY}", (SHOPIFY,)),
+    Case("digitalocean token", f"doctl auth init -t {DO}", (DO,)),
+    Case("mailgun key", f"mailgun says {MAILGUN} works", (MAILGUN,)),
+    Case("twilio api key", f"twilio key sid {TWILIO}", (TWILIO,)),
+    Case("square token", f"square {SQUARE}", (SQUARE,)),
+    Case("telegram bot token", f"bot https://api.telegram.org/bot{TELEGRAM}/getMe", (TELEGRAM,)),
+    Case("slack webhook", f"POST https://hooks.slack.com/services/{SLACK_HOOK}", (SLACK_HOOK,)),
+    Case(
+        "aws secret said with spaces",
+        "AWS secret access key: wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+        ("wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",),
+    ),
+    Case(
+        "azure connection string",
+        "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5MA==;EndpointSuffix=x",
+        ("Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5MA==",),
+    ),
+    Case("mongodb url", "mongodb+srv://app:Hx7-pL2q9Zr@cluster0.example.net/db", ("Hx7-pL2q9Zr",)),
+    Case("curl user and password", "curl -u admin:Sup3rS3cret https://api.example.com", ("Sup3rS3cret",)),
+    Case("password said as a word", "my password is swordfish, don't tell", ("swordfish",)),
+    Case("pass with a colon", "wifi pass: hunter22", ("hunter22",)),
+    Case(
+        "aws key pair in json",
+        '{"aws_access_key_id": "AKIAIOSFODNN7EXAMPLE",\n'
+        ' "aws_secret_access_key": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"}',
+        ("AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"),
+    ),
     Case("zero-width space inside a key", "key AKIA\u200bIOSFODNN7EXAMPLE here", ("AKIA\u200bIOSFODNN7EXAMPLE",)),
     # 4. PII
     pii("visa with spaces", "card 4111 1111 1111 1111 exp 12/27", "4111 1111 1111 1111", cls="CARD"),
@@ -176,11 +214,14 @@ POSITIVES: tuple[Case, ...] = (
     pii("spanish dni", "DNI 12345678Z", "12345678Z", cls="ES_DNI"),
     pii("spanish nie", "NIE X1234567L", "X1234567L", cls="ES_NIE"),
     pii("us ssn", "SSN 536-90-4399 on file", "536-90-4399", cls="US_SSN"),
+    pii("us ssn the famous example", "my SSN is 078-05-1120", "078-05-1120", cls="US_SSN"),
     pii("us ssn bare with keyword", "social security number 536904399", "536904399", cls="US_SSN"),
     pii("uk nino", "NI number AB 12 34 56 C", "AB 12 34 56 C", cls="UK_NINO"),
     pii("japan my number", "My Number: 6214 9832 0257", "6214 9832 0257", cls="JP_MY_NUMBER"),
     pii("mexico rfc", "RFC GODE561231GR8", "GODE561231GR8", cls="MX_RFC"),
     pii("india pan", "PAN ABCPE1234F", "ABCPE1234F", cls="IN_PAN"),
+    pii("india pan example named", "PAN card ABCDE1234F", "ABCDE1234F", cls="IN_PAN"),
+    pii("uk nino hmrc example named", "National Insurance number QQ 12 34 56 C", "QQ 12 34 56 C", cls="UK_NINO"),
     pii("korea rrn", "주민등록번호 900101-1234567", "900101-1234567", cls="KR_RRN"),
     pii("phone e164", "call me on +44 20 7946 0958", "+44 20 7946 0958", cls="PHONE"),
     pii("phone nanp", "cell (415) 555-2671, office 415.555.0199", "(415) 555-2671", "415.555.0199", cls="PHONE"),
@@ -215,4 +256,20 @@ NEGATIVES: tuple[Case, ...] = (
     Case("timestamps", "1715950800 and 2024-05-17T14:30:00Z"),
     Case("long numeric trace id", "trace 12345678901234567890123456 in the log"),
     Case("word after bearer header name", "the Authorization header carries a bearer token"),
+    Case("key read from the environment", 'api_key = os.environ["OPENAI_API_KEY"]\ntoken = os.getenv("TOKEN")'),
+    Case("key from settings", "client = Client(api_key=settings.API_KEY, token=self.token)"),
+    Case("key passed through", "def connect(api_key=api_key, password=password, secret=None):"),
+    Case("placeholders in docs", "export OPENAI_API_KEY=YOUR_API_KEY\npassword: your-password-here"),
+    Case("type annotations", "class Login:\n    password: str\n    token: bytes\n    api_key: Optional[str]"),
+    Case("json schema", '{"password": {"type": "string", "minLength": 12}}'),
+    Case("secret santa", "Secret Santa is on Friday; the secret ingredient is love"),
+    Case("key prose", "The key to success is patience; press any key; a key-value store"),
+    Case("a grouped number failing luhn", "ref 1234 5678 9012 3456 attached"),
+    Case("isbn-13 digits", "ISBN 9783161484100 in stock"),
+    Case("iso timestamp with offset", "at 2024-05-17T10:30:00+02:00 and 2024-05-17 10:30:00"),
+    Case("tasks and asks", "ask the task runner; a risk of SKU-42"),
+    Case("password prose after is", "the password is wrong, the old password was expired; the secret is out"),
+    Case("pass as a verb", "pass the salt; the pass is valid until May; boarding pass 12A"),
+    Case("curl options", "curl -u $USER:$TOKEN https://x and -u admin"),
+    Case("product code with letters", "part ABCDE1234F in bin 7"),
 )
