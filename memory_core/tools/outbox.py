@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Final, Literal
 
 from memory_core.errors import EngineUnavailable, InvalidRequest
+from memory_core.settings import Settings, get_settings
 
-__all__ = ["MAX_BYTES", "MAX_ENTRIES", "DeadWrite", "QueuedWrite", "ToolOutbox", "WriteOp"]
+__all__ = ["MAX_BYTES", "MAX_ENTRIES", "DeadWrite", "QueuedWrite", "ToolOutbox", "WriteOp", "open_tool_outbox"]
 
 MAX_ENTRIES: Final = 256
 """Entries a partition may hold."""
@@ -221,3 +222,13 @@ class ToolOutbox:
         with self._tx() as db:
             rows = db.execute("SELECT seq, partition, op, payload, attempts, reason FROM dead ORDER BY seq").fetchall()
         return [DeadWrite(*row) for row in rows]
+
+
+def open_tool_outbox(settings: Settings | None = None) -> ToolOutbox:
+    """The outbox at ``var_dir/tool_writes.db`` (``Settings.var_dir``; default: the process's settings).
+
+    Raises:
+        ConfigError: a malformed ``MEMORY_CORE_`` setting.
+        EngineUnavailable: the file cannot be opened.
+    """
+    return ToolOutbox((settings or get_settings()).var_dir / "tool_writes.db")

@@ -183,3 +183,11 @@ def test_a_full_outbox_refuses_more_and_the_file_is_owner_only(writes: ToolWrite
     assert err.value.field == "outbox"
     outbox.put("agent:other", "forget", json.dumps({"ids": ["x"], "reach": None}))  # another place has room
     assert stat.S_IMODE(outbox.path.stat().st_mode) == 0o600
+
+
+def test_the_default_outbox_lives_under_the_var_dir(tmp_path: Path) -> None:
+    from memory_core.settings import Settings
+    from memory_core.tools.outbox import open_tool_outbox
+
+    box = open_tool_outbox(Settings(_env_file=None, var_dir=tmp_path / "v"))
+    assert box.path == tmp_path / "v" / "tool_writes.db" and box.pending() == []

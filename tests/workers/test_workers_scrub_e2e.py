@@ -115,3 +115,27 @@ def test_no_secret_typed_or_ingested_can_be_read_back_from_anywhere(
     wait_until(lambda: not worker.alive(), 30, what="the worker to stop")
     assert "ready." in worker.text()
     assert leaks(tmp_path, SECRETS) == {}  # the database, broker messages, results, dead letters, outbox, log
+
+
+@pytest.mark.redis
+def test_a_job_published_to_redis_carries_no_secret_in_its_body_or_flowers_args(flow) -> None:  # type: ignore[no-untyped-def]
+    import base64
+    import json
+    import uuid
+
+    from memory_core.lifecycle.jobs import IngestBrain
+    from workers.queue import JobQueue
+
+    queue_name = f"{flow.uid}-{uuid.uuid4().hex[:6]}-ingest"
+    queue = JobQueue(flow.settings(queue_ingest=queue_name))
+    try:
+        queue.submit(IngestBrain(documents=(BrainDocument.new("notion", DOC, title=f"Keys {AWS}"),)))
+    finally:
+        queue.close()
+    raw = flow.client().rpop(queue_name)
+    assert raw is not None
+    message = json.loads(raw)
+    body = base64.b64decode(message["body"]).decode()
+    assert "[REDACTED_PRIVATE_KEY]" in body and "[REDACTED]" in body
+    everything = raw + body + json.dumps(message["headers"])
+    assert [s for s in SECRETS if s in everything] == []
