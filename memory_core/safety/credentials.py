@@ -35,7 +35,7 @@ _PRIVATE_KEY = re.compile(
 
 # 2. markers
 _SECRET_URL = re.compile(r"/secret/(?P<v>[A-Za-z0-9_-]{6,})")  # one-time-secret links (onetimesecret.com/secret/…)
-_BEARER = re.compile(r"(?<![A-Za-z0-9])bearer[ \t]+(?P<v>[A-Za-z0-9._~+/=-]{8,})", re.IGNORECASE)
+_BEARER = re.compile(r"(?<![A-Za-z0-9])bearer\s+(?P<v>[A-Za-z0-9._~+/=-]{8,})", re.IGNORECASE)
 _AUTH_SCHEME = re.compile(
     r"(?<![A-Za-z0-9])authorization[\"']?\s*[:=]\s*[\"']?(?:basic|token|digest)[ \t]+(?P<v>[A-Za-z0-9._~+/=-]{6,})",
     re.IGNORECASE,

@@ -108,9 +108,13 @@ def _iin(digits: str) -> bool:
 def _card_spans(text: str, policy: Policy, begin: int, stop: int) -> Iterator[Span]:
     for match in _CARD.finditer(text, begin, stop):
         start, run = match.start(), match.group(0)
-        # try the whole run, then shorter cuts at a separator: "4111 1111 1111 1111 12 27" holds a card and a date
+        # try the whole run, then shorter cuts at a separator leaving at most 6 digits ("4111 1111 1111 1111 12 27"
+        # holds a card and a date; a 22-digit tracking number in groups of four holds no card)
         cuts = [len(run)] + [i for i in range(len(run) - 1, 0, -1) if not run[i].isdigit() and run[i - 1].isdigit()]
+        total = len(_digits(run))
         for cut in cuts:
+            if total - len(_digits(run[:cut])) > 6:
+                break
             candidate = run[:cut]
             digits = _digits(candidate)
             if not 13 <= len(digits) <= 19 or not luhn.is_valid(digits):
@@ -123,17 +127,19 @@ def _card_spans(text: str, policy: Policy, begin: int, stop: int) -> Iterator[Sp
 
 
 # IBAN --------------------------------------------------------------------------------------------------------
-_IBAN = re.compile(r"(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}(?![a-z0-9])")
+_IBAN = re.compile(r"(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?:[ \n]?[A-Z0-9]){11,30}(?![a-z0-9])")
 
 
 def _iban_spans(text: str, policy: Policy, begin: int, stop: int) -> Iterator[Span]:
     for match in _IBAN.finditer(text, begin, stop):
         start, run = match.start(), match.group(0)
         ends = [
-            i + 1 for i in range(len(run) - 1, 13, -1) if run[i] != " " and (i + 1 == len(run) or run[i + 1] == " ")
+            i + 1
+            for i in range(len(run) - 1, 13, -1)
+            if not run[i].isspace() and (i + 1 == len(run) or run[i + 1].isspace())
         ]
         for end in ends or [len(run)]:
-            if iban.is_valid(run[:end]):
+            if iban.is_valid(run[:end].replace("\n", " ")):
                 yield start, start + end
                 break
 

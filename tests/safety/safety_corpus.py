@@ -188,6 +188,7 @@ POSITIVES: tuple[Case, ...] = (
         ' "aws_secret_access_key": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"}',
         ("AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"),
     ),
+    Case("bearer token on the next line", "Authorization: Bearer\n    abc123def456ghi789", ("abc123def456ghi789",)),
     Case("zero-width space inside a key", "key AKIA\u200bIOSFODNN7EXAMPLE here", ("AKIA\u200bIOSFODNN7EXAMPLE",)),
     # 4. PII
     pii("visa with spaces", "card 4111 1111 1111 1111 exp 12/27", "4111 1111 1111 1111", cls="CARD"),
@@ -203,6 +204,12 @@ POSITIVES: tuple[Case, ...] = (
     ),
     pii("jcb bare with keyword", "JCB 3530111333300000", "3530111333300000", cls="CARD"),
     pii("iban grouped", "wire it to DE89 3704 0044 0532 0130 00 by friday", "DE89 3704 0044 0532 0130 00", cls="IBAN"),
+    pii(
+        "iban split across lines",
+        "send to DE89 3704 0044\n0532 0130 00 today",
+        "DE89 3704 0044\n0532 0130 00",
+        cls="IBAN",
+    ),
     pii("iban compact", "IBAN: GB82WEST12345698765432", "GB82WEST12345698765432", cls="IBAN"),
     pii("iban with letters", "FR14 2004 1010 0505 0001 3M02 606 EUR", "FR14 2004 1010 0505 0001 3M02 606", cls="IBAN"),
     pii("cpf formatted", "CPF do cliente: 529.982.247-25", "529.982.247-25", cls="BR_CPF"),
@@ -267,6 +274,7 @@ NEGATIVES: tuple[Case, ...] = (
     Case("a grouped number failing luhn", "ref 1234 5678 9012 3456 attached"),
     Case("isbn-13 digits", "ISBN 9783161484100 in stock"),
     Case("iso timestamp with offset", "at 2024-05-17T10:30:00+02:00 and 2024-05-17 10:30:00"),
+    Case("tracking number in groups", "USPS 9400 1000 0000 0000 0000 00 and UPS 1Z999AA10123456784"),
     Case("tasks and asks", "ask the task runner; a risk of SKU-42"),
     Case("password prose after is", "the password is wrong, the old password was expired; the secret is out"),
     Case("pass as a verb", "pass the salt; the pass is valid until May; boarding pass 12A"),
