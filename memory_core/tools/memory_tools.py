@@ -28,6 +28,7 @@ from memory_core.meta import MemoryMeta, MetaFilter, SourceKind, SourceRef
 from memory_core.namespace import ROOT, Namespace, Reach
 from memory_core.query import FetchMode, FetchRequest, ForgetTarget, GetRequest, ListRequest, RecallRequest
 from memory_core.safety.engine import ScrubbingEngine
+from memory_core.safety.host import scrubbing_enabled
 from memory_core.tools.jsonschema import check
 from memory_core.tools.render import render_citation, render_hit
 from memory_core.tools.schemas import DEFAULT_LIMIT, FILTER_FIELDS, READ_TOOLS, WRITE_TOOLS, ToolSpec, tool_schemas
@@ -101,7 +102,7 @@ class MemoryTools:
         engine: Any ``MemoryEngine``.
         scope: Where the tools write and what they read; default ``ToolScope()`` (the root, no reach, writes).
         scrub: Wrap ``engine`` in a ``ScrubbingEngine`` (unless it already is one), so what a model stores is
-            scrubbed whatever engine the host passed.
+            scrubbed whatever engine the host passed; None: the ``MEMORY_CORE_SCRUB`` setting (on by default).
         clock: The ``observed_at`` of stored items (default: now, UTC).
 
     Raises:
@@ -113,12 +114,13 @@ class MemoryTools:
         engine: MemoryEngine,
         scope: ToolScope | None = None,
         *,
-        scrub: bool = True,
+        scrub: bool | None = None,
         clock: Callable[[], datetime] | None = None,
     ) -> None:
         check_engine(engine)
+        wrap = scrubbing_enabled() if scrub is None else scrub
         self.engine: MemoryEngine = (
-            ScrubbingEngine(engine) if scrub and not isinstance(engine, ScrubbingEngine) else engine
+            ScrubbingEngine(engine) if wrap and not isinstance(engine, ScrubbingEngine) else engine
         )
         self.scope = scope or ToolScope()
         self._clock = clock or (lambda: datetime.now(UTC))

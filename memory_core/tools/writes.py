@@ -24,6 +24,7 @@ from memory_core.meta import MemoryMeta, SourceKind, SourceRef
 from memory_core.namespace import Reach
 from memory_core.query import ForgetReport, ForgetTarget
 from memory_core.safety.detector import Policy
+from memory_core.safety.host import scrubbing_enabled
 from memory_core.safety.items import scrub_item
 from memory_core.tools.memory_tools import ToolScope
 from memory_core.tools.outbox import QueuedWrite, ToolOutbox
@@ -83,6 +84,7 @@ class ToolWrites:
         outbox: Where requests wait.
         scope: Where learnings are written (``place``) and which ids a forget may touch (``reach``).
         policy: The scrub policy.
+        scrub: Scrub what is stored and queued; None: the ``MEMORY_CORE_SCRUB`` setting (on by default).
         max_attempts: Failed deliveries before a request is dead-lettered.
         clock: ``observed_at`` of learnings (default: now, UTC).
 
@@ -97,6 +99,7 @@ class ToolWrites:
         scope: ToolScope | None = None,
         *,
         policy: Policy | None = None,
+        scrub: bool | None = None,
         max_attempts: int = MAX_ATTEMPTS,
         clock: Callable[[], datetime] | None = None,
     ) -> None:
@@ -104,6 +107,7 @@ class ToolWrites:
         self.outbox = outbox
         self.scope = scope or ToolScope()
         self.policy = policy
+        self.scrub = scrubbing_enabled() if scrub is None else scrub
         self.max_attempts = max_attempts
         self._clock = clock or (lambda: datetime.now(UTC))
 
@@ -143,7 +147,7 @@ class ToolWrites:
             raise InvalidRequest(f"{kind!r} is not a learning kind", field="kind") from None
         raw = Learning(text=text, kind=learning_kind, confidence=confidence, evidence=evidence, meta=meta)
         validate_item(raw, field="learning")  # a bad request is refused before anything is stored or queued
-        item = scrub_item(raw, self.policy)
+        item = scrub_item(raw, self.policy) if self.scrub else raw
         if not self.outbox.waiting(self.partition):
             try:
                 receipt = self.engine.store_with(item, WriteOptions.accepted())

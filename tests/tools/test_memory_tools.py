@@ -235,3 +235,12 @@ def test_tool_scope_at_reads_the_place_and_its_ancestors() -> None:
     scope = ToolScope.at("team:acme/agent:writer")
     assert scope.reach == Reach.of("team:acme/agent:writer") and scope.writes
     assert ToolScope() == ToolScope(Namespace.parse("root"), None, True)
+
+
+def test_scrub_off_leaves_the_engine_bare(monkeypatch: pytest.MonkeyPatch, engine: Counting) -> None:
+    from memory_core.settings import get_settings
+
+    monkeypatch.setenv("MEMORY_CORE_SCRUB", "off")
+    get_settings.cache_clear()
+    assert MemoryTools(engine).engine is engine
+    assert isinstance(MemoryTools(engine, scrub=True).engine, ScrubbingEngine)
