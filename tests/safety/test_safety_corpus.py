@@ -68,3 +68,18 @@ def test_an_earlier_stage_wins_an_overlap() -> None:
     # the key inside the assignment is one finding (the shape), not two
     found = find("api_key=AKIAIOSFODNN7EXAMPLE")
     assert [f.detector for f in found] == ["aws_access_key"]
+
+
+def test_real_prose_loses_nothing(data_dir) -> None:  # type: ignore[no-untyped-def]
+    """Ten PEPs and every LoCoMo turn hold no credential or identifier: nothing in them is redacted."""
+    import json
+
+    texts = [p.read_text(encoding="utf-8") for p in sorted((data_dir / "docs" / "peps").glob("*.rst"))]
+    for sample in json.loads((data_dir / "locomo" / "locomo_dev.json").read_text()):
+        for session in sample["conversation"].values():
+            if isinstance(session, list):
+                texts += [turn["text"] for turn in session if isinstance(turn, dict) and "text" in turn]
+    assert len(texts) > 1000
+    redacted = [(t[max(0, f.start - 30) : f.end + 10], f.detector) for t in texts for f in find(t) if f.redacted]
+    assert redacted == []
+    assert any(f.detector == "pii_email" for t in texts for f in find(t))  # the PEPs' author emails: found, kept
