@@ -9,6 +9,7 @@ processes of one machine.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import sqlite3
 import threading
@@ -216,6 +217,28 @@ class ToolOutbox:
                 (reason, time.time(), seq),
             )
             db.execute("DELETE FROM queued WHERE seq = ?", (seq,))
+
+    @contextmanager
+    def delivering(self) -> Iterator[bool]:
+        """Hold the right to deliver (one deliverer per machine at a time, so no request overtakes another).
+
+        Yields:
+            True when this caller holds it; False when another process or thread is delivering now.
+        """
+        lock = self.path.with_name(self.path.name + ".deliver.lock")
+        fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o600)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                yield False
+                return
+            try:
+                yield True
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
 
     def dead(self) -> list[DeadWrite]:
         """The requests given up on, oldest first."""

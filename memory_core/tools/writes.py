@@ -195,8 +195,13 @@ class ToolWrites:
 
         A request that fails is retried on a later pass and its partition waits (order is kept); after
         ``max_attempts`` failures, or at once when it can never succeed (a bad request), it is dead-lettered with
-        its reason and the partition moves on.
+        its reason and the partition moves on. One deliverer runs at a time: a pass started while another is
+        delivering does nothing.
         """
+        with self.outbox.delivering() as mine:
+            return self._deliver(limit) if mine else Delivery()
+
+    def _deliver(self, limit: int) -> Delivery:
         delivered = retried = dead = 0
         blocked: set[str] = set()
         for entry in self.outbox.pending()[:limit]:

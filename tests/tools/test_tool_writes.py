@@ -19,7 +19,7 @@ from memory_core.namespace import Reach
 from memory_core.query import ForgetReport, ForgetTarget, StoreReceipt
 from memory_core.tools import ToolScope
 from memory_core.tools.outbox import MAX_ENTRIES, ToolOutbox
-from memory_core.tools.writes import QUEUED_REMOVE, QUEUED_SAVE, ToolWrites
+from memory_core.tools.writes import QUEUED_REMOVE, QUEUED_SAVE, Delivery, ToolWrites
 
 AWS = "AKIAIOSFODNN7EXAMPLE"
 
@@ -191,3 +191,13 @@ def test_the_default_outbox_lives_under_the_var_dir(tmp_path: Path) -> None:
 
     box = open_tool_outbox(Settings(_env_file=None, var_dir=tmp_path / "v"))
     assert box.path == tmp_path / "v" / "tool_writes.db" and box.pending() == []
+
+
+def test_one_deliverer_at_a_time(writes: ToolWrites, engine: Flaky, outbox: ToolOutbox) -> None:
+    engine.up = False
+    writes.learn("waiting")
+    engine.up = True
+    with outbox.delivering() as mine:
+        assert mine
+        assert writes.deliver() == Delivery()  # another deliverer holds it: nothing applied, nothing counted
+    assert writes.deliver().delivered == 1
