@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from memory_core.consolidation import BeliefsRequest, ConsolidateReceipt, ConsolidateRequest, WriteOptions
 from memory_core.descriptor import EngineDescriptor, EngineHealth
@@ -40,11 +40,14 @@ __all__ = ["ScrubbingEngine", "unwrap"]
 
 log = logging.getLogger("memory_core.safety")
 
+_T = TypeVar("_T")
+
 
 class ScrubbingEngine(MemoryEngine):
     """Wrap ``engine`` so every item it stores is scrubbed first.
 
-    Logs one ``[memory:timing]`` debug line per write (op, engine id, elapsed ms, item count); never content.
+    Logs one ``[memory:timing]`` debug line per write (op, engine id, elapsed ms, outcome, item count); never
+    content.
 
     Args:
         engine: The engine to wrap (a ``ScrubbingEngine`` is not wrapped twice: its inner engine is taken).
@@ -66,19 +69,25 @@ class ScrubbingEngine(MemoryEngine):
     def __repr__(self) -> str:
         return f"ScrubbingEngine({self.inner!r})"
 
-    def _scrubbed(self, item: AnyItem) -> AnyItem:
-        return scrub_item(item, self.policy)
-
-    def _timed(self, op: str, count: int, started: float) -> None:
-        if log.isEnabledFor(logging.DEBUG):
-            elapsed = (time.perf_counter() - started) * 1000
-            log.debug(
-                "[memory:timing] op=%s engine=%s elapsed_ms=%.2f count=%d",
-                op,
-                self.inner.descriptor().id,
-                elapsed,
-                count,
-            )
+    def _write(self, op: str, items: Sequence[AnyItem], write: Callable[[list[AnyItem]], _T]) -> _T:
+        """Scrub ``items``, hand them to ``write``, and log one timing line (op, engine, ms, outcome, count)."""
+        started = time.perf_counter()
+        outcome = "ok"
+        try:
+            return write([scrub_item(item, self.policy) for item in items])
+        except Exception as exc:
+            outcome = type(exc).__name__
+            raise
+        finally:
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug(
+                    "[memory:timing] op=%s engine=%s elapsed_ms=%.2f outcome=%s count=%d",
+                    op,
+                    self.inner.descriptor().id,
+                    (time.perf_counter() - started) * 1000,
+                    outcome,
+                    len(items),
+                )
 
     # identity ------------------------------------------------------------------------------------------
     def descriptor(self) -> EngineDescriptor:
@@ -95,28 +104,16 @@ class ScrubbingEngine(MemoryEngine):
 
     # writes: scrubbed ----------------------------------------------------------------------------------
     def _store(self, item: AnyItem) -> StoreReceipt:
-        started = time.perf_counter()
-        receipt = self.inner.store(self._scrubbed(item))
-        self._timed("store", 1, started)
-        return receipt
+        return self._write("store", [item], lambda scrubbed: self.inner.store(scrubbed[0]))
 
     def _store_with(self, item: AnyItem, options: WriteOptions) -> StoreReceipt:
-        started = time.perf_counter()
-        receipt = self.inner.store_with(self._scrubbed(item), options)
-        self._timed("store_with", 1, started)
-        return receipt
+        return self._write("store_with", [item], lambda scrubbed: self.inner.store_with(scrubbed[0], options))
 
     def _store_many(self, items: Sequence[AnyItem]) -> Receipts:
-        started = time.perf_counter()
-        receipts = self.inner.store_many([self._scrubbed(item) for item in items])
-        self._timed("store_many", len(items), started)
-        return receipts
+        return self._write("store_many", items, self.inner.store_many)
 
     def _store_many_with(self, items: Sequence[AnyItem], options: WriteOptions) -> Receipts:
-        started = time.perf_counter()
-        receipts = self.inner.store_many_with([self._scrubbed(item) for item in items], options)
-        self._timed("store_many_with", len(items), started)
-        return receipts
+        return self._write("store_many_with", items, lambda scrubbed: self.inner.store_many_with(scrubbed, options))
 
     # everything else: passed through -------------------------------------------------------------------
     def _recall(self, request: RecallRequest) -> RecallAnswer:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -13,6 +14,7 @@ from memory_core import Conversation, Document, Learning, ListRequest, MemoryMet
 from memory_core.conformance.testing import conformance_test
 from memory_core.engines import open_engine, open_host_engine
 from memory_core.engines.reference import ReferenceEngine
+from memory_core.errors import EngineUnavailable
 from memory_core.items import Role, Turn
 from memory_core.safety.engine import ScrubbingEngine, unwrap
 from memory_core.safety.items import scrub_item, scrub_url
@@ -164,3 +166,21 @@ test_conformance_through_the_wrapper_on_sqlite = conformance_test(
     lambda tmp_path: ScrubbingEngine(open_engine(f"sqlite:///{tmp_path}/memory.db"))
 )
 test_conformance_through_the_wrapper_on_reference = conformance_test(lambda: ScrubbingEngine(ReferenceEngine()))
+
+
+class Down(ReferenceEngine):
+    def _store(self, item: Any) -> Any:
+        raise EngineUnavailable("connection refused")
+
+
+def test_each_write_logs_one_timing_line_without_content(caplog: pytest.LogCaptureFixture) -> None:
+    engine = ScrubbingEngine(ReferenceEngine())
+    with caplog.at_level(logging.DEBUG, logger="memory_core.safety"):
+        engine.store(Learning(text=f"key {AWS}"))
+        engine.store_many(_items())
+        with pytest.raises(EngineUnavailable):
+            ScrubbingEngine(Down()).store_with(Learning(text=f"key {AWS}"))
+    lines = [r.getMessage() for r in caplog.records if "[memory:timing]" in r.getMessage()]
+    assert [line.split()[1] for line in lines] == ["op=store", "op=store_many", "op=store_with"]
+    assert "outcome=ok count=3" in lines[1] and "outcome=EngineUnavailable count=1" in lines[2]
+    assert all(AWS not in line and "key" not in line for line in lines)
