@@ -140,8 +140,9 @@ def _assignment_spans(text: str, policy: Policy, start: int, end: int) -> Iterat
         return
     taken = start
     for key in _KEY.finditer(lowered, start, end):
-        if key.start() < taken or (key.start() > 0 and lowered[key.start() - 1] in _ALNUM):
-            continue  # inside a value already read, or inside a word ("monkey"; "tokens" fails the key itself)
+        at = key.start()
+        if at < taken or (at > 0 and lowered[at - 1] in _ALNUM and not (text[at].isupper() and text[at - 1].islower())):
+            continue  # inside a value read, or a word ("monkey"; "tokens" fails the key), not camelCase (sessionToken)
         tail = _ASSIGNMENT_TAIL.match(text, key.end(), end)
         if tail is not None and _assignment_gate(tail, key.group("key"), text):
             yield _value_span(tail)

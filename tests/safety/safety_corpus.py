@@ -189,6 +189,11 @@ POSITIVES: tuple[Case, ...] = (
         ("AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"),
     ),
     Case("bearer token on the next line", "Authorization: Bearer\n    abc123def456ghi789", ("abc123def456ghi789",)),
+    Case(
+        "camel-case keys in json",
+        '{"sessionToken": "AbC123xyz789", "clientSecret": "s3cr3t-v4lue"}',
+        ("AbC123xyz789", "s3cr3t-v4lue"),
+    ),
     Case("zero-width space inside a key", "key AKIA\u200bIOSFODNN7EXAMPLE here", ("AKIA\u200bIOSFODNN7EXAMPLE",)),
     # 4. PII
     pii("visa with spaces", "card 4111 1111 1111 1111 exp 12/27", "4111 1111 1111 1111", cls="CARD"),
@@ -275,6 +280,7 @@ NEGATIVES: tuple[Case, ...] = (
     Case("isbn-13 digits", "ISBN 9783161484100 in stock"),
     Case("iso timestamp with offset", "at 2024-05-17T10:30:00+02:00 and 2024-05-17 10:30:00"),
     Case("tracking number in groups", "USPS 9400 1000 0000 0000 0000 00 and UPS 1Z999AA10123456784"),
+    Case("words ending in a key word", "monkey: banana; turkey: roast; the donkey is grey"),
     Case("tasks and asks", "ask the task runner; a risk of SKU-42"),
     Case("password prose after is", "the password is wrong, the old password was expired; the secret is out"),
     Case("pass as a verb", "pass the salt; the pass is valid until May; boarding pass 12A"),
