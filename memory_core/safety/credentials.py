@@ -62,7 +62,8 @@ _PROSE_AFTER_IS = frozenset(
     "wrong incorrect invalid expired correct strong weak too not very secure safe needed missing long short "
     "case same different set reset changed stored saved hashed encrypted private public shared new old mine "
     "yours here there below above ok fine good bad great easy hard simple complex unique known unknown "
-    "sensitive confidential secret visible protected compromised leaked locked blank".split()
+    "sensitive confidential secret visible protected compromised leaked locked blank valid revoked active "
+    "available ready used required".split()
 )
 _NOT_VALUES = frozenset(
     "none null nil true false required optional string undefined empty unset redacted hidden masked the a an "
@@ -92,7 +93,7 @@ def looks_secret(value: str) -> bool:
 
 def _plausible(value: str) -> bool:
     stripped = value.strip()
-    if len(stripped) < 4 or stripped.lower() in _NOT_VALUES:
+    if len(stripped) < 4 or stripped.lower().rstrip(".,:;!?") in _NOT_VALUES:
         return False
     if stripped.isdigit() and len(stripped) < 6:  # max_token=4096, port: 8080
         return False

@@ -280,6 +280,7 @@ NEGATIVES: tuple[Case, ...] = (
     Case("isbn-13 digits", "ISBN 9783161484100 in stock"),
     Case("iso timestamp with offset", "at 2024-05-17T10:30:00+02:00 and 2024-05-17 10:30:00"),
     Case("tracking number in groups", "USPS 9400 1000 0000 0000 0000 00 and UPS 1Z999AA10123456784"),
+    Case("code testing a token", "if token is None: raise\nif password is not None and token is valid: go()"),
     Case("words ending in a key word", "monkey: banana; turkey: roast; the donkey is grey"),
     Case("tasks and asks", "ask the task runner; a risk of SKU-42"),
     Case("password prose after is", "the password is wrong, the old password was expired; the secret is out"),
