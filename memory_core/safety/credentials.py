@@ -119,7 +119,7 @@ def _assignment_gate(match: re.Match[str], key: str, text: str) -> bool:
     if key.lower() == "pass" and sep not in {":", "=", ":=", "=>"}:
         return False  # "pass" is a key only in "pass: …" / "pass=…" ("pass the salt", "pass is valid")
     if sep in {"is", "was"}:  # "my password is hunter2", "… is swordfish"; not "the password is wrong"
-        secret = _plausible(value) and value.lower().rstrip(".,!") not in _PROSE_AFTER_IS
+        secret = _plausible(value) and value.lower().rstrip(".,:;!?") not in _PROSE_AFTER_IS
     elif not sep:  # "token abc123def": prose is likelier here ("the token limit")
         secret = looks_secret(value)
     else:
