@@ -151,12 +151,19 @@ def _assignment_spans(text: str, policy: Policy, start: int, end: int) -> Iterat
 
 
 def _bearer_gate(match: re.Match[str], text: str, policy: Policy) -> bool:
-    value = match.group("v")  # "ring bearer", "bearer ceremony" stay: a token has a digit or is long and mixed
-    return any(c.isdigit() for c in value) or looks_secret(value)
+    return looks_secret(match.group("v"))  # "ring bearer", "bearer ceremony", "bearer 2024-05-17" stay
 
 
-def _shape(name: str, pattern: str, *needles: str) -> Detector:
-    return Detector(name, Stage.SHAPE, REDACTED, regex_spans(re.compile(_B + pattern + _E)), needles=needles)
+def _shape(name: str, pattern: str, *needles: str, prefilter: str | None = None) -> Detector:
+    return Detector(
+        name,
+        Stage.SHAPE,
+        REDACTED,
+        regex_spans(re.compile(_B + pattern + _E)),
+        needles=needles,
+        prefilter=None if prefilter is None else re.compile(prefilter),
+        wrappable=prefilter is None,
+    )
 
 
 CREDENTIAL_DETECTORS: Final[tuple[Detector, ...]] = (
@@ -193,8 +200,8 @@ CREDENTIAL_DETECTORS: Final[tuple[Detector, ...]] = (
     _shape("pypi_token", r"pypi-AgE[A-Za-z0-9_-]{50,}", "pypi-"),
     _shape("shopify_token", r"shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}", "shpat_", "shpca_", "shppa_", "shpss_"),
     _shape("digitalocean_token", r"do[opr]_v1_[a-f0-9]{64}", "doo_v1_", "dop_v1_", "dor_v1_"),
-    _shape("mailgun_key", r"key-[0-9a-f]{32}", "key-"),
-    _shape("twilio_key", r"SK[0-9a-fA-F]{32}", "sk"),
+    _shape("mailgun_key", r"key-[0-9a-f]{32}", prefilter=r"key-[0-9a-f]{8}"),
+    _shape("twilio_key", r"SK[0-9a-fA-F]{32}", prefilter=r"SK[0-9a-fA-F]{8}"),
     _shape("square_token", r"sq0(?:atp|csp)-[0-9A-Za-z_-]{22,}", "sq0atp-", "sq0csp-"),
     Detector(
         "telegram_bot_token",

@@ -73,6 +73,8 @@ class Detector:
         prefilter: Another: the finder runs only when this pattern is found in the text.
         windows: Run the finder only around this pattern's matches (each widened by ``WINDOW_MARGIN`` characters
             a side), not over the whole text: for classes made of one run of digits and separators.
+        wrappable: Also look for it with line breaks between token characters removed (a vendor token with a
+            distinctive prefix, which a line wrap may have cut in two; never prose-like patterns).
     """
 
     name: str
@@ -83,6 +85,7 @@ class Detector:
     needles: tuple[str, ...] = ()
     prefilter: re.Pattern[str] | None = None
     windows: re.Pattern[str] | None = None
+    wrappable: bool = False
 
 
 def regex_spans(

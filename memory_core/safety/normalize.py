@@ -13,7 +13,7 @@ import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
 
-__all__ = ["HIDDEN", "Normalized", "normalize"]
+__all__ = ["HIDDEN", "Normalized", "normalize", "unwrapped"]
 
 HIDDEN = frozenset("\u00ad\u180e\u200b\u200c\u200d\u2060\u2061\u2062\u2063\u2064\ufeff")
 """Characters dropped before detection: soft hyphen, Mongolian vowel separator, zero-width space/joiners, word
@@ -92,3 +92,30 @@ def normalize(text: str) -> Normalized:
         return Normalized(folded, None, len(text))
     kept = [i for i, ch in enumerate(folded) if ch not in HIDDEN]
     return Normalized("".join(folded[i] for i in kept), tuple(kept), len(text))
+
+
+_WRAP = re.compile(r"(?<=[A-Za-z0-9_+/=.-]{8})\r?\n[ \t]*(?=[A-Za-z0-9_+/=.-]{8})")
+"""A line break right after 8+ token characters and before 8+ more (indentation allowed): where a pasted token
+was wrapped. A short word on the next line ("bye"), or a line ending in a space, is never joined to it."""
+
+
+def unwrapped(norm: Normalized, start: int = 0, end: int | None = None) -> Normalized | None:
+    """``norm`` with line breaks inside tokens removed, mapped back to the original; pure.
+
+    A key pasted across two lines reads as one token. Only ``norm.text[start:end]`` is read (the result's text is
+    that slice, unwrapped). None when no line break sits between two token characters there.
+    """
+    text = norm.text[start:end]
+    if "\n" not in text:
+        return None
+    breaks = [(m.start(), m.end()) for m in _WRAP.finditer(text)]
+    if not breaks:
+        return None
+    kept: list[int] = []
+    last = 0
+    for cut_from, cut_to in breaks:
+        kept.extend(range(last, cut_from))
+        last = cut_to
+    kept.extend(range(last, len(text)))
+    origin = tuple(start + i for i in kept) if norm.origin is None else tuple(norm.origin[start + i] for i in kept)
+    return Normalized("".join(text[i] for i in kept), origin, norm.original_length)

@@ -13,13 +13,15 @@ from typing import Final
 
 from memory_core.safety.credentials import CREDENTIAL_DETECTORS
 from memory_core.safety.detector import WINDOW_MARGIN, Detector, Policy
-from memory_core.safety.normalize import normalize
+from memory_core.safety.normalize import Normalized, normalize, unwrapped
 from memory_core.safety.pii import EMAIL, PII_DETECTORS
 
 __all__ = ["DETECTORS", "Finding", "find", "scrub"]
 
 DETECTORS: Final[tuple[Detector, ...]] = (*CREDENTIAL_DETECTORS, *PII_DETECTORS)
 """Every detector, in the order they run."""
+WRAP_REACH: Final = 1200
+"""How far past a vendor prefix a token wrapped over several lines is looked for, characters."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,10 +40,6 @@ class Finding:
     end: int
     replacement: str
     redacted: bool = True
-
-
-def _overlaps(taken: list[tuple[int, int]], start: int, end: int) -> bool:
-    return any(start < t_end and t_start < end for t_start, t_end in taken)
 
 
 def _windows(
@@ -72,14 +70,61 @@ def find(text: str, policy: Policy | None = None) -> list[Finding]:
     """
     policy = policy or Policy.default()
     norm = normalize(text)
-    taken: list[tuple[int, int]] = []
     found: list[Finding] = []
+    _detect(norm, DETECTORS, policy, found)
+    if "\n" in norm.text:  # a token a line break cut in two (a pasted key, a JWT wrapped at 76 columns)
+        lowered = norm.text.lower()
+        wrappable = tuple(d for d in DETECTORS if d.wrappable and _may_run(d, lowered))
+        needles = {n for d in wrappable for n in d.needles}
+        for lo, hi in _around(lowered, needles):
+            joined = unwrapped(norm, lo, hi)
+            if joined is not None:
+                _detect(joined, wrappable, policy, found, extend=True)
+    found.sort(key=lambda f: f.start)
+    return found
+
+
+def _around(lowered: str, needles: set[str], before: int = 8, after: int = WRAP_REACH) -> list[tuple[int, int]]:
+    """Windows from just before each needle to ``after`` characters past it, overlapping ones merged."""
+    starts: list[int] = []
+    for needle in needles:
+        at = lowered.find(needle)
+        while at != -1:
+            starts.append(at)
+            at = lowered.find(needle, at + 1)
+    merged: list[tuple[int, int]] = []
+    for at in sorted(starts):
+        lo, hi = max(0, at - before), min(len(lowered), at + after)
+        if merged and lo <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], hi)
+        else:
+            merged.append((lo, hi))
+    return merged
+
+
+def _may_run(detector: Detector, lowered: str) -> bool:
+    return not detector.needles or any(needle in lowered for needle in detector.needles)
+
+
+def _detect(
+    norm: Normalized,
+    detectors: tuple[Detector, ...],
+    policy: Policy,
+    found: list[Finding],
+    *,
+    extend: bool = False,
+) -> None:
+    """Run ``detectors`` over ``norm`` and add what they find to ``found`` (original spans).
+
+    A finding overlapping earlier ones is dropped; with ``extend`` (the pass over unwrapped lines), one that
+    covers each of them and more (the whole of a token whose first line alone was found) replaces them.
+    """
     text_n = norm.text
     lowered = text_n.lower()
     windows: dict[re.Pattern[str], list[tuple[int, int]]] = {}
     present: dict[re.Pattern[str], bool] = {}
-    for detector in DETECTORS:
-        if detector.needles and not any(needle in lowered for needle in detector.needles):
+    for detector in detectors:
+        if not _may_run(detector, lowered):
             continue
         if detector.prefilter is not None:
             if detector.prefilter not in present:
@@ -88,14 +133,24 @@ def find(text: str, policy: Policy | None = None) -> list[Finding]:
                 continue
         ranges = [(0, len(text_n))] if detector.windows is None else _windows(windows, detector.windows, text_n)
         for start, end in (span for lo, hi in ranges for span in detector.spans(text_n, policy, lo, hi)):
-            if end <= start or _overlaps(taken, start, end):
+            if end <= start:
                 continue
-            taken.append((start, end))
             o_start, o_end = norm.span(start, end)
             redacted = detector.pii_class != EMAIL or policy.redact_emails
+            overlapping = [f for f in found if o_start < f.end and f.start < o_end]
+            if overlapping:
+                wider = (
+                    extend
+                    and redacted
+                    and all(
+                        o_start <= f.start and f.end <= o_end and (f.start, f.end) != (o_start, o_end)
+                        for f in overlapping
+                    )
+                )
+                if not wider:
+                    continue
+                found[:] = [f for f in found if f not in overlapping]
             found.append(Finding(detector.name, o_start, o_end, detector.replacement, redacted))
-    found.sort(key=lambda f: f.start)
-    return found
 
 
 def scrub(text: str, policy: Policy | None = None) -> str:

@@ -50,3 +50,23 @@ def test_a_known_secret_anywhere_in_prose_is_redacted(before: str, secret: tuple
     text = f"{before} {case.text} {after}"
     scrubbed = scrub(text)
     assert value not in scrubbed and label in scrubbed
+
+
+TOKENS = [
+    "AKIAIOSFODNN7EXAMPLE",
+    "ghp_1a2B3c4D5e6F7g8H9i0JkLmNoPqRsTuVwXyZ",
+    "sk-proj-Abc123Def456Ghi789Jkl012Mno345Pqr678",
+    "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c",
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(TOKENS), st.integers(min_value=8), PROSE, st.sampled_from(["", "\u200b", "é"]), PROSE)
+def test_a_token_wrapped_across_lines_is_redacted_whole(
+    token: str, cut: int, before: str, odd: str, after: str
+) -> None:
+    at = 8 + cut % (len(token) - 15)  # 8+ characters each side of the break
+    text = f"{before}{odd} {token[:at]}\n    {token[at:]} {after}"
+    scrubbed = scrub(text)
+    assert token[:at] not in scrubbed and token[at:] not in scrubbed and "[REDACTED]" in scrubbed
+    assert scrubbed.startswith(f"{before}{odd} ") and scrubbed.endswith(f" {after}")
