@@ -25,13 +25,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor
-from datetime import UTC, datetime
+from datetime import datetime
 from functools import partial
 from typing import Annotated, Any, ClassVar
 
 from pydantic import AfterValidator, Field, PlainSerializer
 
-from memory_core._model import ContractModel, format_timestamp
+from memory_core._model import ContractModel, format_timestamp, utc
 from memory_core.consolidation import ConsolidateRequest, Consolidation, WriteOptions
 from memory_core.engine import MemoryEngine, check_engine
 from memory_core.errors import InvalidRequest, MemoryCoreError
@@ -74,7 +74,7 @@ _LogResult = tuple[StoreReceipt | None, str | None]
 def _aware_utc(value: datetime) -> datetime:
     if value.utcoffset() is None:
         raise ValueError("timestamp has no timezone: add Z or an offset (RFC 3339, e.g. 2024-05-01T09:30:00Z)")
-    return value.astimezone(UTC)
+    return utc(value)  # a time past the calendar's edge in UTC is refused, naming the field
 
 
 AwareTimestamp = Annotated[datetime, AfterValidator(_aware_utc), PlainSerializer(format_timestamp, return_type=str)]

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Final
 
-from memory_core._model import utc
+from memory_core._model import format_timestamp, utc
 
 __all__ = [
     "CHARS_PER_TOKEN",
@@ -257,7 +257,7 @@ def compose(sections: Sequence[Section], title: str, frontmatter: Frontmatter | 
 
 def format_generated_at(at: datetime) -> str:
     """``at`` in UTC as RFC 3339 with whole seconds and ``Z``: ``2026-01-02T03:04:05Z``."""
-    return utc(at).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return format_timestamp(utc(at).replace(microsecond=0))
 
 
 def _header(frontmatter: Frontmatter, tokens: int, refs: Sequence[str]) -> str:
