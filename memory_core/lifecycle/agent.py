@@ -36,6 +36,7 @@ from memory_core.consolidation import ConsolidateRequest, Consolidation, WriteOp
 from memory_core.engine import MemoryEngine, check_engine
 from memory_core.errors import InvalidRequest, MemoryCoreError
 from memory_core.items import Conversation, Document, Learning, Role, ToolCallRef, Turn, parse_item
+from memory_core.lifecycle.agent_ids import move_sanitised_history_logged
 from memory_core.lifecycle.brain import prefixed
 from memory_core.lifecycle.jobs import BackgroundJob, BuildBeliefs, IngestBrain, JobReport
 from memory_core.lifecycle.layout import MemoryLayout, check_agent_id
@@ -194,7 +195,9 @@ class AgentMemory:
 
     Args:
         engine: Any ``MemoryEngine`` (safe to call from several threads at once).
-        layout: The layout; the agent's node is ``layout.conversations(agent_id)``.
+        layout: The layout; the agent's node is ``layout.conversations(agent_id)``. For an id that is not a
+            segment id, what older versions stored at its contract-sanitised node moves there on opening
+            (``lifecycle.agent_ids``; issue 11 rule 7).
         agent_id: The agent (non-blank).
         executor: A host-owned thread-based executor for the turn log and the pack's reads; None uses the
             shared pool of ``recall.pool``. Work (the log, a read) it has not started by the time the caller
@@ -227,6 +230,8 @@ class AgentMemory:
             raise InvalidRequest("the log and reads run on threads; a process pool cannot share the engine", "executor")
         self.layout = layout
         self.node = self.layout.conversations(self.agent_id)
+        if self.node != layout.contract_conversations(self.agent_id):  # an id that is not a segment id
+            move_sanitised_history_logged(self.engine, layout, self.agent_id)
         self.policy = RecallPolicy.from_settings()
         self.core: tuple[CoreScope, ...] = ()
         self.executor = executor
