@@ -38,6 +38,7 @@ from memory_core.errors import InvalidRequest, MemoryCoreError
 from memory_core.items import Conversation, Document, Learning, Role, ToolCallRef, Turn, parse_item
 from memory_core.lifecycle.agent_ids import move_sanitised_history_logged
 from memory_core.lifecycle.brain import prefixed
+from memory_core.lifecycle.caps import TurnCaps
 from memory_core.lifecycle.jobs import BackgroundJob, BuildBeliefs, IngestBrain, JobReport
 from memory_core.lifecycle.layout import MemoryLayout, check_agent_id
 from memory_core.lifecycle.policy import (
@@ -212,7 +213,7 @@ class AgentMemory:
         ConfigError: a malformed ``MEMORY_CORE_`` setting.
     """
 
-    __slots__ = ("agent_id", "core", "engine", "executor", "layout", "node", "policy")
+    __slots__ = ("agent_id", "caps", "core", "engine", "executor", "layout", "node", "policy")
 
     def __init__(
         self,
@@ -233,6 +234,7 @@ class AgentMemory:
         if self.node != layout.contract_conversations(self.agent_id):  # an id that is not a segment id
             move_sanitised_history_logged(self.engine, layout, self.agent_id)
         self.policy = RecallPolicy.from_settings()
+        self.caps = TurnCaps.from_settings()
         self.core: tuple[CoreScope, ...] = ()
         self.executor = executor
 
@@ -243,6 +245,7 @@ class AgentMemory:
         clone = AgentMemory(self.engine, self.layout, self.agent_id, executor=self.executor)
         clone.policy = self.policy if policy is None else policy
         clone.core = self.core if core is None else core
+        clone.caps = self.caps
         return clone
 
     # builders ------------------------------------------------------------------------------------------
@@ -283,9 +286,12 @@ class AgentMemory:
         """Log the user turn (``accepted``) while reading the standard sections ranked for its text.
 
         The pack leaves out this turn (``exclude_ids``) and the thread's turns at or after ``in_prompt_from``.
-        Both the log and the read finish before this returns. The log runs on the host's executor (or a
-        per-call thread) while the reads run; if it has not started when the reads are done (a busy executor,
-        perhaps the one running this call), it is cancelled there and run here, so waiting never deadlocks.
+        Memory keeps the first ``MEMORY_CORE_USER_TEXT_CAP`` (4,000) characters of the text and a truncation marker
+        (``lifecycle.caps``, seed 004), and the pack is ranked for those characters, so the call's cost is bounded
+        whatever the text's size. Both the log and the read finish before this returns. The log runs on the host's
+        executor (or a per-call thread) while the reads run; if it has not started when the reads are done (a busy
+        executor, perhaps the one running this call), it is cancelled there and run here, so waiting never
+        deadlocks.
 
         Returns:
             ``TurnContext{pack, logged?, log_error?}``; a failed log is reported, never raised.
@@ -299,12 +305,12 @@ class AgentMemory:
             self.agent_id,
             req.thread_id,
             req.turn_index,
-            Turn(role=Role.USER, text=req.user_text),
+            Turn(role=Role.USER, text=self.caps.user(req.user_text)),
             at=req.at,
             observed_actor=req.observed_actor,
         )
         recall = self._recall_request(
-            req.user_text,
+            req.user_text,  # capped there: the pack ranks for what memory keeps of the turn
             self._standard(),
             exclude_ids=(item.id,),
             exclude_thread=ThreadWindow(thread_id=req.thread_id, from_turn=req.in_prompt_from),
@@ -318,6 +324,9 @@ class AgentMemory:
 
     def post_turn(self, turn: PostTurn | Mapping[str, Any] | str) -> PostTurnReport:
         """Log the reply with its tool calls (``accepted``) and say which belief builds are due.
+
+        Memory keeps the first ``MEMORY_CORE_ASSISTANT_TEXT_CAP`` (8,000) characters of the reply and a truncation
+        marker (``lifecycle.caps``, seed 004).
 
         Returns:
             ``PostTurnReport{receipt, jobs}``: ``jobs = [history_build()]`` when ``build_beliefs_every = n > 0``,
@@ -333,7 +342,7 @@ class AgentMemory:
             self.agent_id,
             req.thread_id,
             req.turn_index,
-            Turn(role=Role.ASSISTANT, text=req.assistant_text, tool_calls=req.tool_calls),
+            Turn(role=Role.ASSISTANT, text=self.caps.assistant(req.assistant_text), tool_calls=req.tool_calls),
             at=req.at,
         )
         receipt = self.engine.store_with(item, WriteOptions.accepted())
@@ -436,7 +445,7 @@ class AgentMemory:
         exclude_thread: ThreadWindow | None = None,
     ) -> HolisticRecall:
         return HolisticRecall(
-            query=query if query and query.strip() else None,
+            query=query[: self.caps.user_text] if query and query.strip() else None,
             sections=sections,
             budget_tokens=self.policy.budget_tokens,
             title=PACK_TITLE,
