@@ -189,3 +189,16 @@ def test_a_turn_in_year_999_leaves_every_section_readable(kind: str, tmp_path: P
             errors = [s.reason for s in pack.skipped if s.reason != "empty"]
             assert errors == [], errors
             assert "[0999-01-01 00:00] user: hello there" in pack.markdown
+
+
+@settings(max_examples=200, deadline=None)
+@given(value=st.integers(min_value=-(2**70), max_value=2**70) | st.floats(allow_nan=True, allow_infinity=True))
+def test_a_number_given_as_a_time_is_refused_naming_the_field_or_round_trips(value: float) -> None:
+    """Pydantic reads a JSON number as Unix time; whatever it accepts must read back too."""
+    try:
+        meta = MemoryMeta.model_validate({"observed_at": value})
+    except InvalidRequest as err:
+        assert err.field == "observed_at"
+        return
+    assert meta.observed_at is not None and EARLIEST <= meta.observed_at <= LATEST
+    assert MemoryMeta.model_validate_json(meta.to_json()) == meta
