@@ -125,3 +125,19 @@ def test_a_segment_id_with_the_reserved_prefix_is_refused() -> None:
     with pytest.raises(InvalidRequest) as err:
         AgentMemory(ReferenceEngine(), LAYOUT, "--x")
     assert err.value.field == "agent_id"
+
+
+def test_an_engine_that_cannot_export_still_opens_the_agent_and_says_why_nothing_moved(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from memory_core.conformance.faults import Fault, FaultyEngine  # forwards the core contract only: no export
+
+    engine = FaultyEngine(ReferenceEngine(), Fault.DOWN)
+    with caplog.at_level("WARNING", logger="memory_core.lifecycle.agent_ids"):
+        helper = AgentMemory(engine, LAYOUT, "Helper Bot")
+    assert helper.node == LAYOUT.conversations("Helper Bot")
+    assert any("was not moved" in r.getMessage() for r in caplog.records)
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="memory_core.lifecycle.agent_ids"):
+        AgentMemory(engine, LAYOUT, "helper")  # a segment id never tries
+    assert not caplog.records
