@@ -72,7 +72,8 @@ _CONTROL_SENTENCE: Final = re.compile(
             r"\bsystem (?:prompt|message|override|instruction)s?\b",
             r"\b(?:jailbreak|developer mode|god mode|admin mode|dan mode|do anything now)\b",
             # addressing the model and re-casting it
-            r"\byou are (?:now|no longer|from now on|henceforth)\b",
+            r"\byou(?:'re| are) (?:now|no longer|from now on|henceforth),? (?:an?|the|my|in|free|allowed|able|"
+            r"unrestricted|called|named|dan|jailbroken|acting|going to|to|bound|required|obliged)\b",
             r"\byou(?:'re| are) (?:an? |the )?(?:ai|assistant|chatbot|language model|model|bot)\b",
             r"\bfrom now on,? (?:you|your|always|never|ignore|respond|answer|reply|act|say)\b",
             r"\b(?:you (?:will|must|should|shall|are to)|i want you to|i need you to|i order you to|i command you to)"
@@ -84,8 +85,8 @@ _CONTROL_SENTENCE: Final = re.compile(
             r" asks? you)\b",
             r"\bwhen asked (?:about|for|to)\b[^.!?]{0,80},\s*(?:always|never|say|tell|answer|reply|respond|"
             r"transfer|send|give)\b",
-            r"(?:^|[.!?:]\s*)(?:always|never) (?:respond|answer|reply|say|tell|obey|comply|transfer|send|give|"
-            r"reveal|share|wire|pay)\b",
+            r"(?:^|[.!?:]\s*)(?:always|never) (?:respond|answer|reply|obey|comply|transfer|wire|pay|reveal|"
+            r"disclose|send (?:money|funds|payments?|refunds?))\b",
             # stating instructions, rules or permissions
             rf"\b(?:my|our|your) (?:new |real |actual |current |official )?(?:{_RULE_WORDS}) "
             r"(?:are|is|say|says|were|was|include|:)",
