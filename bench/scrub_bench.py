@@ -6,8 +6,8 @@ front, so no write is a replay).
 
 * ``scrub`` p50/p99 (µs): the scrub pass alone (``safety.scrub``) over the text.
 * scrubbed write p50/p99 (µs): ``ScrubbingEngine(SQLiteEngine)`` storing it, beside the same write on a bare
-  ``SQLiteEngine`` (turns ``store_with(accepted)``, as ``pre_turn`` logs them; documents ``store``, visible, as
-  ``Brain.ingest`` does).
+  ``SQLiteEngine``, the two alternating text by text (turns ``store_with(accepted)``, as ``pre_turn`` logs them;
+  documents ``store``, visible, as ``Brain.ingest`` does).
 """
 
 from __future__ import annotations
@@ -68,6 +68,18 @@ def _time_us(fn: Callable[[str], object], texts: list[str]) -> list[float]:
     return out
 
 
+def _paired(
+    bare: Callable[[str], object], wrapped: Callable[[str], object], texts: list[str]
+) -> tuple[list[float], list[float]]:
+    """Each text written bare then scrubbed, alternately, so both see the same machine (µs each)."""
+    bare_us: list[float] = []
+    wrapped_us: list[float] = []
+    for text in texts:
+        bare_us += _time_us(bare, [text])
+        wrapped_us += _time_us(wrapped, [text])
+    return bare_us, wrapped_us
+
+
 def _turn(text: str) -> Conversation:
     return Conversation(turns=(Turn(role=Role.USER, text=text),), meta=MemoryMeta(thread_id="bench"))
 
@@ -97,8 +109,11 @@ def run(quick: bool = False, sizes: Sizes | None = None) -> list[Row]:
         rows: list[Row] = []
         turns = _cut(prose, size.turn_bytes, size.turns)
         scrub_us = _time_us(scrub, turns)
-        bare_us = _time_us(lambda t: bare.store_with(_turn("a" + t), accepted), turns)
-        wrapped_us = _time_us(lambda t: wrapped.store_with(_turn("b" + t), accepted), turns)
+        bare_us, wrapped_us = _paired(
+            lambda t: bare.store_with(_turn("a" + t), accepted),
+            lambda t: wrapped.store_with(_turn("b" + t), accepted),
+            turns,
+        )
         rows += _rows(
             "store_with(accepted)",
             f"sqlite, {size.turns} turns of {size.turn_bytes // 1000} KB",
@@ -108,8 +123,9 @@ def run(quick: bool = False, sizes: Sizes | None = None) -> list[Row]:
         )
         docs = _cut(prose, size.document_bytes, size.documents)
         scrub_us = _time_us(scrub, docs)
-        bare_us = _time_us(lambda t: bare.store(Document.of("a" + t)), docs)
-        wrapped_us = _time_us(lambda t: wrapped.store(Document.of("b" + t)), docs)
+        bare_us, wrapped_us = _paired(
+            lambda t: bare.store(Document.of("a" + t)), lambda t: wrapped.store(Document.of("b" + t)), docs
+        )
         rows += _rows(
             "store",
             f"sqlite, {size.documents} documents of {size.document_bytes // 1000} KB",
