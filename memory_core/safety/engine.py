@@ -36,7 +36,7 @@ from memory_core.query import (
 from memory_core.safety.detector import Policy
 from memory_core.safety.items import scrub_item
 
-__all__ = ["ScrubbingEngine", "unwrap"]
+__all__ = ["ScrubbingEngine", "stored_ids", "unwrap"]
 
 log = logging.getLogger("memory_core.safety")
 
@@ -161,3 +161,13 @@ def unwrap(engine: MemoryEngine) -> MemoryEngine:
     while isinstance(engine, ScrubbingEngine):
         engine = engine.inner
     return engine
+
+
+def stored_ids(engine: MemoryEngine, item: AnyItem) -> tuple[str, ...]:
+    """The ids ``item`` may be stored under by ``engine``: its own, and the scrubbed item's when ``engine`` scrubs.
+
+    A caller that must leave out the item it is storing (``AgentMemory.pre_turn``'s pack) names both.
+    """
+    if not isinstance(engine, ScrubbingEngine):
+        return (item.id,)
+    return tuple(dict.fromkeys((item.id, scrub_item(item, engine.policy).id)))

@@ -184,3 +184,18 @@ def test_each_write_logs_one_timing_line_without_content(caplog: pytest.LogCaptu
     assert [line.split()[1] for line in lines] == ["op=store", "op=store_many", "op=store_with"]
     assert "outcome=ok count=3" in lines[1] and "outcome=EngineUnavailable count=1" in lines[2]
     assert all(AWS not in line and "key" not in line for line in lines)
+
+
+def test_a_pack_leaves_out_the_turn_being_logged_under_its_scrubbed_id() -> None:
+    from memory_core.lifecycle.agent import AgentMemory
+    from memory_core.lifecycle.layout import MemoryLayout
+    from memory_core.safety.engine import stored_ids
+
+    engine = ScrubbingEngine(ReferenceEngine())
+    mem = AgentMemory(engine, MemoryLayout(), "alice")
+    turn = {"thread_id": "t1", "turn_index": 0, "in_prompt_from": 5, "user_text": f"my lisbon flat key is {AWS}"}
+    mem.pre_turn(turn)
+    assert "lisbon flat" not in mem.pre_turn(turn).pack.markdown  # a retry: the logged turn is read back
+    plain = Learning(text="nothing secret")
+    assert stored_ids(engine, plain) == (plain.id,) == stored_ids(ReferenceEngine(), plain)
+    assert len(stored_ids(engine, Learning(text=f"key {AWS}"))) == 2
