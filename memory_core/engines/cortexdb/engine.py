@@ -21,7 +21,10 @@ Flows (reference §5.5):
 from __future__ import annotations
 
 import json
+import threading
 import time
+import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final
 from urllib.parse import parse_qs, urlsplit
@@ -103,6 +106,8 @@ _PACK_ROUNDS: Final = 3
 _QUERY_CHARS: Final = 256
 _NOTHING: Final = "Nothing stored answers this question."
 _STANCES: Final = frozenset({"supported", "contested"})
+_SNAPSHOTS: Final = 16
+"""Listings kept for their next pages (a listing's later pages read the rows its first page read)."""
 
 
 def _chunks(values: Sequence[str], size: int) -> Iterable[Sequence[str]]:
@@ -110,23 +115,31 @@ def _chunks(values: Sequence[str], size: int) -> Iterable[Sequence[str]]:
         yield values[start : start + size]
 
 
-def _offset(cursor: str | None, tag: str) -> int:
+def _position(cursor: str | None, tag: str) -> tuple[int, str | None]:
+    """The offset and snapshot a cursor names: ``tag`` + hex of ``{"o": offset, "s": snapshot?}``.
+
+    Raises:
+        InvalidRequest: anything this engine did not mint (named ``cursor``).
+    """
     if cursor is None:
-        return 0
+        return 0, None
     try:
         if not cursor.startswith(tag):
             raise ValueError
         data = json.loads(bytes.fromhex(cursor[1:]))
-        offset = data["o"]
+        offset, snapshot = data["o"], data.get("s")
         if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
             raise ValueError
-    except (ValueError, KeyError, TypeError):
+        if snapshot is not None and not isinstance(snapshot, str):
+            raise ValueError
+    except (ValueError, KeyError, TypeError, AttributeError):
         raise InvalidRequest(f"unknown cursor {cursor[:40]!r}", field="cursor") from None
-    return offset
+    return offset, snapshot
 
 
-def _cursor(tag: str, offset: int) -> str:
-    return tag + json.dumps({"o": offset}, separators=(",", ":")).encode().hex()
+def _cursor(tag: str, offset: int, snapshot: str | None = None) -> str:
+    data: dict[str, Any] = {"o": offset} if snapshot is None else {"o": offset, "s": snapshot}
+    return tag + json.dumps(data, separators=(",", ":")).encode().hex()
 
 
 class CortexEngine(MemoryEngine):
@@ -182,6 +195,8 @@ class CortexEngine(MemoryEngine):
         )  # fmt: skip
         self._clock = clock
         self._sleep = sleep
+        self._lock = threading.Lock()
+        self._snapshots: OrderedDict[str, list[Decoded]] = OrderedDict()
 
     @classmethod
     def from_url(cls, url: str) -> CortexEngine:
@@ -309,21 +324,39 @@ class CortexEngine(MemoryEngine):
                         out.append(found)
         return out
 
+    def _rows(self, flt: MetaFilter, cursor: str | None) -> tuple[list[Decoded], int, str]:
+        """The rows a listing pages through, its start, and its snapshot id.
+
+        A first page reads the server and keeps the rows under a fresh snapshot id its cursors carry, so later
+        pages neither re-read every scope nor shift when items are written meanwhile; a snapshot this process
+        no longer holds (another process, or evicted) is read afresh.
+        """
+        start, snapshot = _position(cursor, "l")
+        with self._lock:
+            rows = self._snapshots.get(snapshot) if snapshot is not None else None
+        if rows is None:
+            rows = self._stored(flt)
+            snapshot = uuid.uuid4().hex[:16]
+            with self._lock:
+                self._snapshots[snapshot] = rows
+                while len(self._snapshots) > _SNAPSHOTS:
+                    self._snapshots.popitem(last=False)
+        assert snapshot is not None
+        return rows, start, snapshot
+
     def _list(self, request: ListRequest) -> ListPage:
-        start = _offset(request.cursor, "l")
-        rows = self._stored(request.filter)
+        rows, start, snapshot = self._rows(request.filter, request.cursor)
         chunk = rows[start : start + request.limit]
         end = start + len(chunk)
         hits = tuple(Hit.of(found.item, 0.0, found.id) for found in chunk)
-        return ListPage(items=hits, next_cursor=_cursor("l", end) if end < len(rows) else None)
+        return ListPage(items=hits, next_cursor=_cursor("l", end, snapshot) if end < len(rows) else None)
 
     def _export(self, request: ListRequest) -> ExportPage:
-        start = _offset(request.cursor, "l")
-        rows = self._stored(request.filter)
+        rows, start, snapshot = self._rows(request.filter, request.cursor)
         chunk = rows[start : start + request.limit]
         end = start + len(chunk)
         items = tuple(Exported(id=found.id, item=found.item) for found in chunk)
-        return ExportPage(items=items, next_cursor=_cursor("l", end) if end < len(rows) else None)
+        return ExportPage(items=items, next_cursor=_cursor("l", end, snapshot) if end < len(rows) else None)
 
     def _lookup(self, scopes: Iterable[str], ids: Sequence[str]) -> dict[str, list[Decoded]]:
         """Per scope, the whole items among ``ids`` found there by ``tm:i:`` label lookups."""
@@ -580,7 +613,7 @@ class CortexEngine(MemoryEngine):
         return hits
 
     def _fetch(self, request: FetchRequest) -> FetchPage:
-        start = _offset(request.cursor, "f")
+        start, _ = _position(request.cursor, "f")
         end = start + request.limit
         hits = self._merge(self._ranked(request.query, request.filter, min((end + 1) * 3, _MAX_PACK_EVENTS)))
         if request.refers_to is not None:
