@@ -258,3 +258,30 @@ def test_a_live_cortexdb_conforms(monkeypatch: pytest.MonkeyPatch) -> None:
         assert health.is_serving, f"{LIVE_URL} is set but not serving: {health.reason}"
         report = run(engine)
     assert report.passed, report.render()
+
+
+@pytest.mark.slow
+def test_the_demo_runs_the_main_job_on_the_loopback_double(
+    direct_server: _Server, tmp_path: Path, tiny_data_dir: Path
+) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_CORE_")}
+    env |= {
+        "MEMORY_CORE_DATA_DIR": str(tiny_data_dir),
+        "MEMORY_CORE_VAR_DIR": str(tmp_path / "var"),
+        "MEMORY_CORE_CORTEXDB_KEY": KEY,
+        "COLUMNS": "200",
+    }
+    argv = [sys.executable, "-m", "memory_core", "demo", "--sample", "tiny-1", "--questions", "1"]
+    done = subprocess.run(
+        [*argv, "--engine", direct_server.url], env=env, capture_output=True, text=True, timeout=600, check=False
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output
+    assert f"engine  {direct_server.url}" in output
+    assert "8 turns → 16 turn items" in output and "0 failed, 0 still pending" in output
+    assert not (tmp_path / "var" / "demo" / "memory.db").exists()  # the double held everything
+    seen = direct_server.seen()
+    paths = {entry["path"] for entry in seen}
+    assert {"v1/experience", "v1/experience/bulk", "v1/beliefs/build", "v1/recall"} <= paths
+    builds = [entry["body"]["scope"] for entry in seen if entry["path"] == "v1/beliefs/build"]
+    assert builds and all(scope.startswith("app:tinymemory/") for scope in builds)
