@@ -26,6 +26,7 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final
 from urllib.parse import parse_qs, urlsplit
 
@@ -106,6 +107,8 @@ _PACK_ROUNDS: Final = 3
 _QUERY_CHARS: Final = 256
 _NOTHING: Final = "Nothing stored answers this question."
 _STANCES: Final = frozenset({"supported", "contested"})
+_PACKS_AT_ONCE: Final = 4
+"""Recall packs built concurrently (reference §5.5, Fetch and Recall)."""
 _SNAPSHOTS: Final = 16
 """Listings kept for their next pages (a listing's later pages read the rows its first page read)."""
 
@@ -574,10 +577,11 @@ class CortexEngine(MemoryEngine):
         return (pack_id if isinstance(pack_id, str) else ""), ranked, held
 
     def _ranked(self, query: str, flt: MetaFilter, events: int) -> list[tuple[str, Namespace, str, list[Decoded]]]:
-        """Per admitted scope: (scope, namespace, pack id, the admitted items in rank order)."""
+        """Per admitted scope: (scope, namespace, pack id, the admitted items in rank order); 4 packs at a time."""
         labels = narrowing_labels(flt)
-        out: list[tuple[str, Namespace, str, list[Decoded]]] = []
-        for scope, namespace, kind in self._held(flt.effective_reach(), flt.kinds):
+
+        def one(row: tuple[str, Namespace, ItemKind]) -> tuple[str, Namespace, str, list[Decoded]]:
+            scope, namespace, kind = row
             pack_id, ranked, _ = self._pack(scope, query, events, labels)
             order: list[str] = []
             for event in ranked:
@@ -596,8 +600,13 @@ class CortexEngine(MemoryEngine):
                 and whole[item_id].item.item_meta.namespace == namespace
                 and flt.matches(kind, whole[item_id].item.item_meta)
             ]
-            out.append((scope, namespace, pack_id, admitted))
-        return out
+            return scope, namespace, pack_id, admitted
+
+        rows = self._held(flt.effective_reach(), flt.kinds)
+        if len(rows) <= 1:
+            return [one(row) for row in rows]
+        with ThreadPoolExecutor(max_workers=min(_PACKS_AT_ONCE, len(rows)), thread_name_prefix="cortex-pack") as pool:
+            return list(pool.map(one, rows))
 
     @staticmethod
     def _merge(packs: Sequence[tuple[str, Namespace, str, list[Decoded]]]) -> list[Hit]:
