@@ -535,3 +535,30 @@ def test_every_read_goes_to_the_wire_s_own_route(wire: str) -> None:
             call(engine)
     prefix = "v1/" if wire == "direct" else "memory/"
     assert all(s.path.startswith(prefix) for s in double.seen)
+
+
+def test_split_text_cuts_at_the_best_boundary_and_loses_nothing() -> None:
+    from memory_core.engines.cortexdb.envelope import split_text
+
+    text = "intro\n\n# One\n" + "a" * 50 + "\f# Two\n" + "b" * 50
+    chunks = split_text(text, limit=70)
+    assert "".join(chunks) == text and all(len(c.encode()) <= 70 for c in chunks)
+    assert chunks[1].startswith("\f# Two")  # the page break starts the next chunk
+    wide = "é" * 100  # no boundary at all: cut between characters, never inside one
+    assert "".join(split_text(wide, limit=15)) == wide
+
+
+@pytest.mark.parametrize("wire", ["direct", "hosted"])
+def test_a_document_over_256_kib_is_stored_in_chunks_and_reads_back_whole(wire: str) -> None:
+    double = direct_double() if wire == "direct" else hosted_double()
+    text = "\n\n".join(f"## Section {i}\n" + f"paragraph {i} " * 4000 for i in range(12))
+    assert len(text.encode()) > 2 * 256 * 1024
+    item = Document.of(text, MemoryMeta().at(NODE))
+    with _engine(double) as engine:
+        receipt = engine.store(item)
+        (hit,) = engine.list(ListRequest()).items
+        assert hit.id == receipt.id == item.id and hit.text == item.render_text()
+        assert engine.store(item).replayed
+        found = engine.fetch({"query": "paragraph 7"}).hits
+        assert [h.id for h in found] == [item.id] and found[0].text == item.render_text()
+    assert len(double.log.events) == 3  # one event per chunk

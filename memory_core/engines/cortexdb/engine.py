@@ -51,6 +51,7 @@ from memory_core.engines.cortexdb.envelope import (
     EventBody,
     decode_events,
     encode_item,
+    event_index,
     idempotency_key,
     read_envelope,
 )
@@ -398,8 +399,7 @@ class CortexEngine(MemoryEngine):
             envelope = read_envelope((event.get("context") or {}).get("labels") or [])
             if envelope is None or envelope["id"] not in wanted:
                 continue
-            turn = envelope.get("turn")
-            out.setdefault(envelope["id"], set()).add(int(turn.get("index", 0)) if isinstance(turn, dict) else 0)
+            out.setdefault(envelope["id"], set()).add(event_index(envelope))
         return out
 
     def _write(self, items: Sequence[AnyItem], accepted: bool) -> Receipts:

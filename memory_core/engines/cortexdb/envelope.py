@@ -1,13 +1,14 @@
 """Items ⇄ CortexDB events: the v3 envelope carried in labels (contract reference §5.3 append body, §5.4); pure.
 
-An item becomes one event per text: a document or learning one, a conversation one per turn. ``content.text``
-is the plain text (so the server ranks what a reader would); the rest of the item, ``{v: 3, id, kind, meta,
-title?, mime?, learning_kind?, confidence?, evidence?, turn?: {index, count, role, at, tool_calls}}``, is JSON
-cut into slices of at most 240 bytes carried as labels ``tm:e:NN:<slice>``, beside the readable ``kind:`` label
-and the lookup labels of ``layout``. An event holds at most 64 labels.
+An item becomes one event per text: a learning one, a conversation one per turn, a document one per chunk
+(one, unless its text exceeds 256 KiB: then it is cut at page breaks, headings, paragraphs, lines or words).
+``content.text`` is the plain text (so the server ranks what a reader would); the rest of the item, ``{v: 3, id,
+kind, meta, title?, mime?, learning_kind?, confidence?, evidence?, turn?: {index, count, role, at, tool_calls},
+chunk?: {index, count}}``, is JSON cut into slices of at most 240 bytes carried as labels ``tm:e:NN:<slice>``,
+beside the readable ``kind:`` label and the lookup labels of ``layout``. An event holds at most 64 labels.
 
-Decoding groups events by the envelope's id and rebuilds the item; a conversation is whole only once every turn
-is present. Events without a readable envelope (written by another client) are skipped.
+Decoding groups events by the envelope's id and rebuilds the item; a conversation or a chunked document is whole
+only once every part is present. Events without a readable envelope (written by another client) are skipped.
 """
 
 from __future__ import annotations
@@ -30,14 +31,21 @@ __all__ = [
     "Decoded",
     "EventBody",
     "decode_events",
+    "event_index",
     "encode_item",
     "idempotency_key",
+    "read_envelope",
+    "split_text",
 ]
 
 MAX_LABELS: Final = 64
 """Most labels one CortexDB event holds (reference §5.4)."""
 MAX_EVENT_BYTES: Final = 768 * 1024
 """Largest event memory-core sends; CortexDB refuses anything over 1 MiB (reference §5.4)."""
+CHUNK_BYTES: Final = 256 * 1024
+"""A document text longer than this (UTF-8 bytes) is split into chunks, one event each (reference §5.4)."""
+_BREAKS: Final = ("\f", "\n#", "\n\n", "\n", " ")
+"""Where a chunk may end, best first: a page break, a heading, a paragraph, a line, a word."""
 _SLICE: Final = 240
 _ENVELOPE_PREFIX: Final = "tm:e:"
 _VERSION: Final = 3
@@ -49,13 +57,45 @@ class EventBody:
 
     Attributes:
         item_id: The item the event belongs to.
-        index: The turn index (0 for a document or learning).
+        index: The turn or chunk index (0 for an item of one event).
         body: ``{modality, content: {kind, role, text}, context: {labels, observed_at?}}``.
     """
 
     item_id: str
     index: int
     body: dict[str, Any]
+
+
+def split_text(text: str, limit: int = CHUNK_BYTES) -> list[str]:
+    """``text`` cut into chunks of at most ``limit`` UTF-8 bytes whose concatenation is ``text``; pure.
+
+    Each cut falls at the last page break, else heading, paragraph, line or word boundary of the chunk (the
+    separator stays with the next chunk), else at a character boundary.
+    """
+    chunks: list[str] = []
+    rest = text
+    while len(rest.encode("utf-8")) > limit:
+        head = rest.encode("utf-8")[:limit].decode("utf-8", "ignore")
+        cut = 0
+        for mark in _BREAKS:
+            at = head.rfind(mark)
+            if at > 0:
+                cut = at
+                break
+        cut = cut or len(head)
+        chunks.append(rest[:cut])
+        rest = rest[cut:]
+    chunks.append(rest)
+    return chunks
+
+
+def event_index(envelope: Mapping[str, Any]) -> int:
+    """The place of an event within its item: its turn or chunk index (0 for a single-event item)."""
+    for key in ("turn", "chunk"):
+        part = envelope.get(key)
+        if isinstance(part, dict) and isinstance(part.get("index"), int):
+            return int(part["index"])
+    return 0
 
 
 def idempotency_key(body: Mapping[str, Any]) -> str:
@@ -101,7 +141,17 @@ def encode_item(item: AnyItem) -> list[EventBody]:
         env = {**base, **({"title": item.title} if item.title is not None else {})}
         if item.mime is not None:
             env["mime"] = item.mime
-        return [EventBody(item.id, 0, _event(item, env, "document", "user", item.text, observed))]
+        chunks = split_text(item.text)
+        if len(chunks) == 1:
+            return [EventBody(item.id, 0, _event(item, env, "document", "user", item.text, observed))]
+        return [
+            EventBody(
+                item.id,
+                i,
+                _event(item, {**env, "chunk": {"index": i, "count": len(chunks)}}, "document", "user", chunk, observed),
+            )
+            for i, chunk in enumerate(chunks)
+        ]
     if isinstance(item, Learning):
         env = {**base, "learning_kind": item.kind.value, "confidence": item.confidence}
         if item.evidence is not None:
@@ -169,7 +219,11 @@ def _rebuild(parts: _Parts) -> AnyItem | None:
         meta = MemoryMeta.model_validate(env.get("meta", {}))
         kind = env.get("kind")
         if kind == "document":
-            body = DocumentBody(text=parts.texts.get(0, ""))
+            chunk = env.get("chunk")
+            count = int(chunk.get("count", 1)) if isinstance(chunk, dict) else 1
+            if sorted(parts.texts) != list(range(count)):
+                return None
+            body = DocumentBody(text="".join(parts.texts[i] for i in range(count)))
             return Document(title=env.get("title"), body=body, mime=env.get("mime"), meta=meta)
         if kind == "learning":
             return Learning(
@@ -220,7 +274,7 @@ def decode_events(events: Iterable[Mapping[str, Any]]) -> list[Decoded]:
         key = (scope, envelope["id"])
         parts = groups.setdefault(key, _Parts(scope=scope, envelope=envelope))
         turn = envelope.get("turn")
-        index = int(turn.get("index", 0)) if isinstance(turn, dict) else 0
+        index = event_index(envelope)
         parts.texts[index] = str((event.get("content") or {}).get("text", ""))
         if isinstance(turn, dict):
             parts.turns[index] = turn
