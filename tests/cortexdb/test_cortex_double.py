@@ -299,3 +299,15 @@ def test_two_doubles_can_share_one_log() -> None:
     with _client(direct) as dc, _client(hosted) as hc:
         dc.post("/v1/experience", json=_event())
         assert len(_listed(hc, "/memory/events")) == 2
+
+
+@pytest.mark.parametrize(
+    ("args", "option"), [(["--wire", "grpc"], "--wire"), (["--host", "0.0.0.0"], "--host")], ids=["wire", "host"]
+)
+def test_the_cortex_double_command_refuses_bad_options_naming_them(args: list[str], option: str) -> None:
+    from typer.testing import CliRunner
+
+    from memory_core.cli import load_commands
+
+    result = CliRunner().invoke(load_commands(), ["cortex-double", "--port", "0", *args])
+    assert result.exit_code == 2 and option in result.output

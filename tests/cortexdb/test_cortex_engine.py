@@ -562,3 +562,13 @@ def test_a_document_over_256_kib_is_stored_in_chunks_and_reads_back_whole(wire: 
         found = engine.fetch({"query": "paragraph 7"}).hits
         assert [h.id for h in found] == [item.id] and found[0].text == item.render_text()
     assert len(double.log.events) == 3  # one event per chunk
+
+
+def test_a_hosted_express_429_is_unavailable_and_holds_back_by_its_retry_after() -> None:
+    double, sleeps = hosted_double(), _Sleeps()
+    with _engine(double, timing=Timing(), sleep=sleeps, clock=lambda: 5.0) as engine:
+        double.knobs.update({"rate_limit_after": 0, "rate_limit_count": 3, "rate_limit_retry_after": 2})
+        health = engine.health()
+    assert not health.is_serving and "429" in (health.reason or "") and "Too many requests" in (health.reason or "")
+    assert [s.status for s in double.seen] == [429, 429, 429]
+    assert sleeps.calls == [0.25, 2.0, 0.5, 2.0]  # each retry waits, then the hold-back
