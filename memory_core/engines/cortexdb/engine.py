@@ -57,11 +57,12 @@ from memory_core.engines.cortexdb.envelope import (
 )
 from memory_core.engines.cortexdb.layout import (
     MAX_QUERY_LABELS,
-    SCOPE_ROOT,
+    check_root,
     lookup_label,
     narrowing_labels,
     parse_scope,
     scope_for,
+    scope_prefix,
 )
 from memory_core.engines.cortexdb.wire import DIRECT, HOSTED, MANAGED_DIRECT, Wire
 from memory_core.errors import ConfigError, EngineError, EngineUnavailable, InvalidRequest, MemoryCoreError, NotFound
@@ -156,13 +157,14 @@ class CortexEngine(MemoryEngine):
         headers: Extra static headers.
         consolidation: Direct only: override the declared mode (default ``automatic`` at the managed endpoint,
             ``on_demand`` elsewhere). TinyHumans is always ``scheduled``.
+        scope_root: The v3 layout's root (``org:42``); None keeps the legacy ``app:tinymemory`` layout.
         transport: An httpx transport instead of the network (a double's ``transport``).
         timing: Timeouts, retry waits and polling.
         clock / sleep: The monotonic clock and sleep used for hold-back, retries and polling.
 
     Raises:
         ConfigError: a missing or blank credential, an unusable endpoint, a credentialed ``http://`` endpoint
-            that is not loopback, or a consolidation override on TinyHumans.
+            that is not loopback, a consolidation override on TinyHumans, or a malformed ``scope_root``.
     """
 
     def __init__(
@@ -173,12 +175,17 @@ class CortexEngine(MemoryEngine):
         endpoint: str | None = None,
         headers: Mapping[str, str] | None = None,
         consolidation: Consolidation | str | None = None,
+        scope_root: str | None = None,
         transport: httpx.BaseTransport | None = None,
         timing: Timing | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.wire = wire
+        try:
+            self._root = None if scope_root is None else check_root(scope_root)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
         where = parse_endpoint(endpoint or wire.default_endpoint)
         if wire.hosted:
             if consolidation is not None and Consolidation(consolidation) is not Consolidation.SCHEDULED:
@@ -204,7 +211,7 @@ class CortexEngine(MemoryEngine):
 
     @classmethod
     def from_url(cls, url: str) -> CortexEngine:
-        """Open ``cortexdb+https://host[:port][/base][?consolidation=…]`` or ``tinyhumans+https://host``.
+        """Open ``cortexdb+https://host[:port][/base][?consolidation=…&scope_root=…]`` or ``tinyhumans+https://host``.
 
         The credential comes from the settings: ``MEMORY_CORE_CORTEXDB_KEY`` (Direct) or
         ``MEMORY_CORE_TINYHUMANS_TOKEN`` (TinyHumans). ``+http`` schemes serve loopback servers such as
@@ -221,17 +228,18 @@ class CortexEngine(MemoryEngine):
             raise ConfigError(f"unknown CortexDB scheme {scheme!r} (known: {', '.join(sorted(SCHEMES))})")
         wire, inner = SCHEMES[scheme]
         query = parse_qs(parts.query)
-        unknown = set(query) - {"consolidation"}
+        unknown = set(query) - {"consolidation", "scope_root"}
         if unknown:
-            raise ConfigError(f"{scheme}:// takes only ?consolidation=, not {sorted(unknown)}")
+            raise ConfigError(f"{scheme}:// takes only ?consolidation= and ?scope_root=, not {sorted(unknown)}")
         consolidation = query["consolidation"][-1] if "consolidation" in query else None
+        root = query["scope_root"][-1] if "scope_root" in query else None
         settings = get_settings()
         secret = settings.cortexdb_key if wire is DIRECT else settings.tinyhumans_token
         name = "MEMORY_CORE_CORTEXDB_KEY" if wire is DIRECT else "MEMORY_CORE_TINYHUMANS_TOKEN"
         if secret is None or not secret.get_secret_value().strip():
             raise ConfigError(f"{scheme}:// needs a credential: set {name}")
         endpoint = f"{inner}://{parts.netloc}{parts.path}" if parts.netloc else None
-        return cls(wire, secret.get_secret_value(), endpoint=endpoint, consolidation=consolidation)
+        return cls(wire, secret.get_secret_value(), endpoint=endpoint, consolidation=consolidation, scope_root=root)
 
     def __repr__(self) -> str:
         return f"CortexEngine({self.wire.id}, {self._client.endpoint.base_url!r})"
@@ -270,7 +278,7 @@ class CortexEngine(MemoryEngine):
 
     # scopes and listings -----------------------------------------------------------------------------
     def _all_scopes(self) -> list[tuple[str, Namespace, ItemKind]]:
-        params = {"prefix": f"{SCOPE_ROOT}/", "limit": str(_SCOPES_LIMIT)}
+        params = {"prefix": scope_prefix(self._root), "limit": str(_SCOPES_LIMIT)}
         try:
             data = self._client.read("GET", self.wire.scopes, params=params)
         except NotFound:
@@ -279,7 +287,7 @@ class CortexEngine(MemoryEngine):
         out: list[tuple[str, Namespace, ItemKind]] = []
         for entry in raw or []:
             path = entry.get("path") if isinstance(entry, dict) else entry
-            parsed = parse_scope(path) if isinstance(path, str) else None
+            parsed = parse_scope(path, self._root) if isinstance(path, str) else None
             if parsed is not None and path is not None:
                 out.append((path, parsed[0], parsed[1]))
         return sorted(set(out), key=lambda row: row[0])
@@ -409,7 +417,7 @@ class CortexEngine(MemoryEngine):
         plans: dict[str, list[EventBody]] = {item_id: encode_item(item) for item_id, item in unique.items()}
         by_scope: dict[str, list[str]] = {}
         for item_id, item in unique.items():
-            by_scope.setdefault(scope_for(item.item_meta.namespace, item.item_kind), []).append(item_id)
+            by_scope.setdefault(scope_for(item.item_meta.namespace, item.item_kind, self._root), []).append(item_id)
         hot = accepted and not self.wire.hosted and len(unique) == 1 and all(len(p) == 1 for p in plans.values())
         present: dict[str, set[int]] = {}
         if not hot:

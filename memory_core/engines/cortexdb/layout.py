@@ -1,7 +1,9 @@
 """Where items live on CortexDB: scope paths and lookup labels (contract reference §5.4); pure.
 
 Scope layout (the legacy default): ``app:tinymemory/<namespace segments>/app:{documents|conversations|learnings}``,
-so ``agent:a/agent:scout`` learnings live at ``app:tinymemory/agent:a/agent:scout/app:learnings``.
+so ``agent:a/agent:scout`` learnings live at ``app:tinymemory/agent:a/agent:scout/app:learnings``. With a v3
+``scope_root`` (``org:42``) the root replaces ``app:tinymemory``, brain documents live under ``app:brain`` and
+service sandboxes under ``app:flows`` (``scope_for``).
 
 Lookup labels are ``tm:<tag>:`` + the first 16 hex digits of SHA-256(value): ``i`` item id, ``t`` thread,
 ``s`` source id, ``r`` repo, ``w`` workspace, ``a`` agent, ``l`` language, ``k`` source kind. A read narrows the
@@ -12,6 +14,7 @@ client-side.
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import Final
 
 from memory_core.meta import ItemKind, MemoryMeta, MetaFilter
@@ -20,11 +23,13 @@ from memory_core.namespace import Namespace
 __all__ = [
     "MAX_QUERY_LABELS",
     "SCOPE_ROOT",
+    "check_root",
     "lookup_label",
     "lookup_labels",
     "narrowing_labels",
     "parse_scope",
     "scope_for",
+    "scope_prefix",
 ]
 
 SCOPE_ROOT: Final = "app:tinymemory"
@@ -39,23 +44,87 @@ _LEAVES: Final = {
 _KINDS: Final = {leaf: kind for kind, leaf in _LEAVES.items()}
 
 
-def scope_for(namespace: Namespace, kind: ItemKind) -> str:
-    """The scope path holding ``kind`` items at ``namespace`` (``app:tinymemory/agent:a/app:learnings``)."""
-    middle = "".join(f"/{seg_kind.value}:{seg_id}" for seg_kind, seg_id in namespace.segments)
-    return f"{SCOPE_ROOT}{middle}/app:{_LEAVES[kind]}"
+_BRAIN: Final = "app:brain"
+_FLOWS: Final = "app:flows"
+_ROOT_SEGMENT = re.compile(r"[a-z][a-z0-9_]*:[A-Za-z0-9_.-]{1,128}")
 
 
-def parse_scope(path: str) -> tuple[Namespace, ItemKind] | None:
-    """The namespace and kind of a scope ``scope_for`` wrote; None for any other path (foreign scopes)."""
+def check_root(root: str) -> str:
+    """A v3 ``scope_root`` (``org:42``, ``org:42/ws:main``): ``type:id`` segments.
+
+    Raises:
+        ValueError: naming what is wrong.
+    """
+    segments = root.strip("/").split("/")
+    if not root.strip("/") or not all(_ROOT_SEGMENT.fullmatch(s) for s in segments):
+        raise ValueError(f"scope_root {root!r} is not type:id segments (e.g. org:42)")
+    if any(s.startswith("app:") for s in segments):
+        raise ValueError(f"scope_root {root!r} must not hold an app: segment")
+    return root.strip("/")
+
+
+def scope_prefix(root: str | None = None) -> str:
+    """The prefix every scope of the layout starts with (what the scopes listing asks for)."""
+    return f"{SCOPE_ROOT}/" if root is None else f"{root}/"
+
+
+def scope_for(namespace: Namespace, kind: ItemKind, root: str | None = None) -> str:
+    """The scope holding ``kind`` items at ``namespace``.
+
+    Legacy (``root`` None): ``app:tinymemory/agent:a/app:learnings``. v3 (``root`` ``org:42``, reference §5.4):
+    ``org:42/agent:a/app:learnings``; a document under a ``source:`` segment lives at
+    ``org:42/…/app:brain/source:…`` (no leaf); anything under a ``service:`` segment gets ``app:flows`` inserted
+    before the first ``service:``.
+    """
+    segments = [f"{seg_kind.value}:{seg_id}" for seg_kind, seg_id in namespace.segments]
+    leaf = f"app:{_LEAVES[kind]}"
+    if root is None:
+        return "/".join([SCOPE_ROOT, *segments, leaf])
+    services = [i for i, seg in enumerate(segments) if seg.startswith("service:")]
+    if services:
+        segments.insert(services[0], _FLOWS)
+        return "/".join([root, *segments, leaf])
+    sources = [i for i, seg in enumerate(segments) if seg.startswith("source:")]
+    if kind is ItemKind.DOCUMENT and sources:
+        segments.insert(sources[0], _BRAIN)
+        return "/".join([root, *segments])
+    return "/".join([root, *segments, leaf])
+
+
+def parse_scope(path: str, root: str | None = None) -> tuple[Namespace, ItemKind] | None:
+    """The namespace and kind of a scope ``scope_for`` wrote under ``root``; None for any other path."""
     parts = path.strip("/").split("/")
-    if len(parts) < 2 or parts[0] != SCOPE_ROOT or not parts[-1].startswith("app:"):
+    base = [SCOPE_ROOT] if root is None else root.split("/")
+    if parts[: len(base)] != base:
         return None
-    kind = _KINDS.get(parts[-1].removeprefix("app:"))
-    if kind is None:
+    rest = parts[len(base) :]
+    if root is not None and _BRAIN in rest and _FLOWS not in rest:
+        at = rest.index(_BRAIN)
+        if (
+            at + 1 >= len(rest)
+            or not rest[at + 1].startswith("source:")
+            or any(s.startswith("app:") for s in rest[at + 1 :])
+        ):
+            return None
+        kind: ItemKind | None = ItemKind.DOCUMENT
+        middle = rest[:at] + rest[at + 1 :]
+    else:
+        if not rest or not rest[-1].startswith("app:"):
+            return None
+        kind = _KINDS.get(rest[-1].removeprefix("app:"))
+        middle = rest[:-1]
+        if root is not None and _FLOWS in middle:
+            at = middle.index(_FLOWS)
+            if at + 1 >= len(middle) or not middle[at + 1].startswith("service:"):
+                return None
+            middle = middle[:at] + middle[at + 1 :]
+    if kind is None or any(s.startswith("app:") for s in middle):
         return None
     try:
-        namespace = Namespace.parse("/".join(parts[1:-1]))
+        namespace = Namespace.parse("/".join(middle))
     except ValueError:
+        return None
+    if scope_for(namespace, kind, root) != "/".join(parts):
         return None
     return namespace, kind
 
