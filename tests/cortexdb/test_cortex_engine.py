@@ -572,3 +572,62 @@ def test_a_hosted_express_429_is_unavailable_and_holds_back_by_its_retry_after()
     assert not health.is_serving and "429" in (health.reason or "") and "Too many requests" in (health.reason or "")
     assert [s.status for s in double.seen] == [429, 429, 429]
     assert sleeps.calls == [0.25, 2.0, 0.5, 2.0]  # each retry waits, then the hold-back
+
+
+PRIVATE = MemoryMeta(
+    namespace=NODE, folder="/home/me/secret/src", file_path="/home/me/secret/src/app.py", workspace="/home/me/proj"
+)
+
+
+def test_local_paths_never_leave_the_machine_yet_filters_still_select() -> None:
+    double = direct_double()
+    item = Document.of("the private module", PRIVATE)
+    with _engine(double) as engine:
+        engine.store(item)
+        (hit,) = engine.list(ListRequest()).items
+        assert hit.id == item.id and hit.meta.folder is None and hit.meta.file_path == "app.py"
+        assert hit.meta.workspace is not None and hit.meta.workspace.startswith("sha256:")
+        for flt, found in [
+            ({"folder": "/home/me/secret"}, True),
+            ({"folder": "/home/me/secret/src/"}, True),
+            ({"folder": "/"}, True),
+            ({"folder": "/home/me/sec"}, False),
+            ({"file_path": "/home/me/secret/src/app.py"}, True),
+            ({"file_path": "/home/me/secret/src/app"}, False),
+            ({"workspace": "/home/me/proj"}, True),
+            ({"workspace": "/home/me/other"}, False),
+        ]:
+            assert [h.id for h in engine.list({"filter": flt}).items] == ([item.id] if found else []), flt
+            assert [h.id for h in engine.fetch({"query": "private", "filter": flt}).hits] == (
+                [item.id] if found else []
+            )
+        page = engine.export(ListRequest())
+        assert page.items == () and page.incomplete == (item.id,)  # not handed back as if whole
+        assert engine.store(item).replayed
+    sent = json.dumps([[s.body, s.query] for s in double.seen])
+    assert "/home/me" not in sent and "secret" not in sent
+
+
+@pytest.mark.parametrize(
+    ("value", "prefix"),
+    [
+        ("/a/b/c", "/a/b"),
+        ("/a/b/c", "/a/b/"),
+        ("/a/bc", "/a/b"),
+        ("/a/b", "/"),
+        ("a/b", "/"),
+        ("a/b", "a"),
+        ("a/b", "a/b/"),
+    ],
+)
+def test_prefix_digests_agree_with_the_contract_s_path_prefix_rule(value: str, prefix: str) -> None:
+    from memory_core.engines.cortexdb.envelope import Decoded, admits, private_meta
+    from memory_core.meta import MetaFilter, path_has_prefix
+
+    for field in ("folder", "file_path"):
+        stored = MemoryMeta.model_validate({field: value})
+        sent, paths = private_meta(stored)
+        item = Document.of("x", MemoryMeta.model_validate(sent))
+        found = Decoded(id=item.id, item=item, scope="s", paths=paths)
+        flt = MetaFilter.model_validate({field: prefix})
+        assert admits(flt, found) == path_has_prefix(value, prefix), (field, value, prefix)

@@ -49,6 +49,7 @@ from memory_core.engines.cortexdb.client import CortexClient, Timing
 from memory_core.engines.cortexdb.envelope import (
     Decoded,
     EventBody,
+    admits,
     decode_events,
     encode_item,
     event_index,
@@ -332,7 +333,7 @@ class CortexEngine(MemoryEngine):
             for found in self._decoded(scope, labels):
                 item = found.item
                 if item.item_kind is kind and item.item_meta.namespace == namespace:
-                    if flt.matches(kind, item.item_meta):
+                    if admits(flt, found):
                         out.append(found)
         return out
 
@@ -367,8 +368,11 @@ class CortexEngine(MemoryEngine):
         rows, start, snapshot = self._rows(request.filter, request.cursor)
         chunk = rows[start : start + request.limit]
         end = start + len(chunk)
-        items = tuple(Exported(id=found.id, item=found.item) for found in chunk)
-        return ExportPage(items=items, next_cursor=_cursor("l", end, snapshot) if end < len(rows) else None)
+        items = tuple(Exported(id=found.id, item=found.item) for found in chunk if not found.private)
+        incomplete = tuple(found.id for found in chunk if found.private)  # local paths stayed on the machine
+        return ExportPage(
+            items=items, incomplete=incomplete, next_cursor=_cursor("l", end, snapshot) if end < len(rows) else None
+        )
 
     def _lookup(self, scopes: Iterable[str], ids: Sequence[str]) -> dict[str, list[Decoded]]:
         """Per scope, the whole items among ``ids`` found there by ``tm:i:`` label lookups."""
@@ -606,7 +610,7 @@ class CortexEngine(MemoryEngine):
                 if item_id in whole
                 and whole[item_id].item.item_kind is kind
                 and whole[item_id].item.item_meta.namespace == namespace
-                and flt.matches(kind, whole[item_id].item.item_meta)
+                and admits(flt, whole[item_id])
             ]
             return scope, namespace, pack_id, admitted
 

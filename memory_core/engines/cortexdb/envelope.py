@@ -23,17 +23,20 @@ from memory_core.engine import AnyItem
 from memory_core.engines.cortexdb.layout import lookup_labels
 from memory_core.errors import InvalidRequest
 from memory_core.items import Conversation, Document, DocumentBody, Learning, LearningKind, Role, ToolCallRef, Turn
-from memory_core.meta import MemoryMeta
+from memory_core.meta import MemoryMeta, MetaFilter
 
 __all__ = [
     "MAX_EVENT_BYTES",
     "MAX_LABELS",
     "Decoded",
     "EventBody",
+    "admits",
     "decode_events",
     "event_index",
     "encode_item",
     "idempotency_key",
+    "prefix_digests",
+    "private_meta",
     "read_envelope",
     "split_text",
 ]
@@ -89,6 +92,63 @@ def split_text(text: str, limit: int = CHUNK_BYTES) -> list[str]:
     return chunks
 
 
+_DIGEST: Final = "sha256:"
+"""Prefix of an absolute workspace sent as a digest."""
+
+
+def _digest(value: str) -> str:
+    return hashlib.sha256(value.encode("utf-8")).hexdigest()[:16]
+
+
+def prefix_digests(path: str) -> list[str]:
+    """Digests of ``path`` and of every prefix ``path_has_prefix`` lets a filter name it by; pure.
+
+    Those are ``path`` itself and each part before a ``/`` (``"/a/b"``: ``"/a/b"``, ``"/a"``, ``""``).
+    """
+    bases = {path, *(path[:i] for i, ch in enumerate(path) if ch == "/")}
+    return sorted(_digest(b) for b in bases)
+
+
+def private_meta(meta: MemoryMeta) -> tuple[dict[str, Any], dict[str, list[str]]]:
+    """The metadata sent for ``meta``, and the digests that stand for its local paths (reference §5.4).
+
+    Local paths never leave the machine: ``file_path`` is sent as the file name only, ``folder`` not at all, and
+    an absolute ``workspace`` as ``sha256:<16 hex>``; ``paths`` carries the digests of the folder's and the
+    file path's prefixes, so a filter on either still selects exactly (``path_matches``).
+    """
+    sent = meta.to_dict()
+    paths: dict[str, list[str]] = {}
+    if meta.folder is not None:
+        sent.pop("folder", None)
+        paths["folder"] = prefix_digests(meta.folder)
+    if meta.file_path is not None:
+        sent["file_path"] = meta.file_path.rstrip("/").rsplit("/", 1)[-1] or meta.file_path
+        paths["file"] = prefix_digests(meta.file_path)
+    if meta.workspace is not None and meta.workspace.startswith("/"):
+        sent["workspace"] = _DIGEST + _digest(meta.workspace)
+    return sent, paths
+
+
+def admits(flt: MetaFilter, found: Decoded) -> bool:
+    """``flt.matches`` for an item read back, its local paths matched by their digests."""
+    meta = found.item.item_meta
+    cleared: dict[str, object] = {}
+    for name, key in (("folder", "folder"), ("file_path", "file")):
+        wanted = getattr(flt, name)
+        if wanted is None or key not in found.paths:
+            continue
+        held = set(found.paths[key])
+        if _digest(wanted) not in held and _digest(wanted.rstrip("/")) not in held:
+            return False
+        cleared[name] = None
+    if flt.workspace is not None and (meta.workspace or "").startswith(_DIGEST):
+        if meta.workspace != _DIGEST + _digest(flt.workspace):
+            return False
+        cleared["workspace"] = None
+    rest = flt.narrowed(**cleared) if cleared else flt
+    return rest.matches(found.item.item_kind, meta)
+
+
 def event_index(envelope: Mapping[str, Any]) -> int:
     """The place of an event within its item: its turn or chunk index (0 for a single-event item)."""
     for key in ("turn", "chunk"):
@@ -135,7 +195,10 @@ def encode_item(item: AnyItem) -> list[EventBody]:
         InvalidRequest: the envelope needs more than 64 labels (``meta``) or a text exceeds 768 KiB (``text``).
     """
     meta = item.item_meta
-    base: dict[str, Any] = {"v": _VERSION, "id": item.id, "kind": item.item_kind.value, "meta": meta.to_dict()}
+    sent, paths = private_meta(meta)
+    base: dict[str, Any] = {"v": _VERSION, "id": item.id, "kind": item.item_kind.value, "meta": sent}
+    if paths:
+        base["paths"] = paths
     observed = base["meta"].get("observed_at")
     if isinstance(item, Document):
         env = {**base, **({"title": item.title} if item.title is not None else {})}
@@ -202,6 +265,12 @@ class Decoded:
     item: AnyItem
     scope: str
     event_ids: list[str] = field(default_factory=list)
+    paths: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def private(self) -> bool:
+        """True when local paths were kept on the machine: the item read back is not the item stored."""
+        return bool(self.paths) or (self.item.item_meta.workspace or "").startswith(_DIGEST)
 
 
 @dataclass
@@ -283,5 +352,9 @@ def decode_events(events: Iterable[Mapping[str, Any]]) -> list[Decoded]:
     for (scope, item_id), parts in groups.items():
         item = _rebuild(parts)
         if item is not None:
-            out.append(Decoded(id=item_id, item=item, scope=scope, event_ids=parts.events))
+            raw = parts.envelope.get("paths")
+            paths = (
+                {k: [str(d) for d in v] for k, v in raw.items() if isinstance(v, list)} if isinstance(raw, dict) else {}
+            )
+            out.append(Decoded(id=item_id, item=item, scope=scope, event_ids=parts.events, paths=paths))
     return out
