@@ -69,3 +69,13 @@ def test_the_agent_loop_runs_over_the_double(wire: str, capsys: pytest.CaptureFi
     else:
         assert after.count("build_beliefs  scheduled") == 4
         assert not [s for s in double.seen if "beliefs" in s.path]
+
+
+@pytest.mark.parametrize("mode", ["none", "scheduled", "automatic"])
+def test_a_consolidation_override_keeps_its_promise(mode: str) -> None:
+    double = direct_double()
+    with double_engine(double, consolidation=mode) as engine:
+        report = run(engine)
+    assert report.passed, report.render()
+    assert mode in report.result("consolidate").detail
+    assert bool(double.requests("POST", "v1/beliefs/build")) == (mode == "automatic")

@@ -66,7 +66,15 @@ from memory_core.engines.cortexdb.layout import (
     scope_prefix,
 )
 from memory_core.engines.cortexdb.wire import DIRECT, HOSTED, MANAGED_DIRECT, Wire
-from memory_core.errors import ConfigError, EngineError, EngineUnavailable, InvalidRequest, MemoryCoreError, NotFound
+from memory_core.errors import (
+    ConfigError,
+    EngineError,
+    EngineUnavailable,
+    InvalidRequest,
+    MemoryCoreError,
+    NotFound,
+    Unsupported,
+)
 from memory_core.items import Learning, LearningKind
 from memory_core.limits import BELIEF_TAG
 from memory_core.meta import ItemKind, MemoryMeta, MetaFilter
@@ -693,6 +701,8 @@ class CortexEngine(MemoryEngine):
         ]
 
     def _consolidate(self, request: ConsolidateRequest) -> ConsolidateReceipt:
+        if self._consolidation is Consolidation.NONE:
+            raise Unsupported(f"engine `{self.wire.id}` is configured not to consolidate")
         if self._consolidation is Consolidation.SCHEDULED or self.wire.build is None:
             return ConsolidateReceipt.scheduled()
         scopes = self._held(request.reach, request.admitted_kinds())
