@@ -631,3 +631,16 @@ def test_prefix_digests_agree_with_the_contract_s_path_prefix_rule(value: str, p
         found = Decoded(id=item.id, item=item, scope="s", paths=paths)
         flt = MetaFilter.model_validate({field: prefix})
         assert admits(flt, found) == path_has_prefix(value, prefix), (field, value, prefix)
+
+
+def test_max_scopes_reads_the_named_scope_then_the_most_recently_written() -> None:
+    double = direct_double()
+    with _engine(double) as engine:
+        for name in ("alpha", "beta", "gamma"):
+            engine.store(Document.of(f"shared note {name}", MemoryMeta().at(f"agent:{name}")))
+        before = len(double.requests("POST", "v1/recall"))
+        newest = engine.fetch({"query": "shared note", "max_scopes": 1}).hits
+        assert [h.meta.namespace for h in newest] == [Namespace.parse("agent:gamma")]
+        assert len(double.requests("POST", "v1/recall")) - before == 1  # one pack, not three
+        named = engine.fetch({"query": "shared note alpha", "max_scopes": 2}).hits
+        assert {str(h.meta.namespace) for h in named} == {"agent:alpha", "agent:gamma"}

@@ -66,6 +66,7 @@ from memory_core.engines.cortexdb.layout import (
     scope_prefix,
 )
 from memory_core.engines.cortexdb.wire import DIRECT, HOSTED, MANAGED_DIRECT, Wire
+from memory_core.engines.reference import choose_scopes
 from memory_core.errors import (
     ConfigError,
     EngineError,
@@ -217,6 +218,8 @@ class CortexEngine(MemoryEngine):
         self._sleep = sleep
         self._lock = threading.Lock()
         self._snapshots: OrderedDict[str, list[Decoded]] = OrderedDict()
+        self._writes = 0
+        self._written: dict[Namespace, int] = {}
 
     @classmethod
     def from_url(cls, url: str) -> CortexEngine:
@@ -456,6 +459,10 @@ class CortexEngine(MemoryEngine):
                     raise EngineError(f"{self.wire.experience}: an append answered no event_id")
                 again.setdefault(item_id, []).append(answer.get("replayed_from_idempotency") is True)
                 last[scope] = (item_id, event_id, body["content"]["text"])
+            with self._lock:
+                self._writes += 1
+                for item_id in ids:
+                    self._written[unique[item_id].item_meta.namespace] = self._writes
             for item_id, flags in again.items():
                 replayed[item_id] = all(flags)
         if not accepted:
@@ -596,8 +603,14 @@ class CortexEngine(MemoryEngine):
         held = [b for b in layers.get("beliefs") or [] if isinstance(b, dict)]
         return (pack_id if isinstance(pack_id, str) else ""), ranked, held
 
-    def _ranked(self, query: str, flt: MetaFilter, events: int) -> list[tuple[str, Namespace, str, list[Decoded]]]:
-        """Per admitted scope: (scope, namespace, pack id, the admitted items in rank order); 4 packs at a time."""
+    def _ranked(
+        self, query: str, flt: MetaFilter, events: int, max_scopes: int | None = None
+    ) -> list[tuple[str, Namespace, str, list[Decoded]]]:
+        """Per admitted scope: (scope, namespace, pack id, the admitted items in rank order); 4 packs at a time.
+
+        With ``max_scopes``, only the namespaces ``choose_scopes`` keeps are read: those the query names, then
+        the most recently written (as far as this engine has written them; others rank after, by name).
+        """
         labels = narrowing_labels(flt)
 
         def one(row: tuple[str, Namespace, ItemKind]) -> tuple[str, Namespace, str, list[Decoded]]:
@@ -623,6 +636,11 @@ class CortexEngine(MemoryEngine):
             return scope, namespace, pack_id, admitted
 
         rows = self._held(flt.effective_reach(), flt.kinds)
+        if max_scopes is not None:
+            with self._lock:
+                last = {row[1]: self._written.get(row[1], 0) for row in rows}
+            kept = choose_scopes(query, last, flt.effective_reach(), max_scopes)
+            rows = [row for row in rows if row[1] in kept]
         if len(rows) <= 1:
             return [one(row) for row in rows]
         with ThreadPoolExecutor(max_workers=min(_PACKS_AT_ONCE, len(rows)), thread_name_prefix="cortex-pack") as pool:
@@ -644,7 +662,8 @@ class CortexEngine(MemoryEngine):
     def _fetch(self, request: FetchRequest) -> FetchPage:
         start, _ = _position(request.cursor, "f")
         end = start + request.limit
-        hits = self._merge(self._ranked(request.query, request.filter, min((end + 1) * 3, _MAX_PACK_EVENTS)))
+        events = min((end + 1) * 3, _MAX_PACK_EVENTS)
+        hits = self._merge(self._ranked(request.query, request.filter, events, request.max_scopes))
         if request.refers_to is not None:
             hits = request.refers_to.rank(hits)
         chunk = hits[start:end]
