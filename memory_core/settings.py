@@ -151,6 +151,8 @@ class Settings(BaseSettings):
         scrub: Scrub every write of the engines hosts, workers and commands open (``engines.open_host_engine``
             wraps them in ``safety.ScrubbingEngine``); ``MEMORY_CORE_SCRUB=off`` stores secrets verbatim, and every
             open says so on stderr.
+        cortexdb_key / tinyhumans_token: The bearer credentials of the ``cortexdb+…`` and ``tinyhumans+…``
+            engines (never shown in a repr, log or error).
     """
 
     model_config = SettingsConfigDict(env_prefix="MEMORY_CORE_", env_file=".env", extra="ignore")
@@ -195,6 +197,8 @@ class Settings(BaseSettings):
     outbox_drain_interval_s: float = Field(default=60.0, gt=0)
     dead_letter_max: int = Field(default=10000, gt=0)
     scrub: bool = True
+    cortexdb_key: SecretStr | None = None
+    tinyhumans_token: SecretStr | None = None
 
     @field_validator("engine_plugins")
     @classmethod
