@@ -8,7 +8,8 @@ A *scope* is ``(ns, kind)``; ``scopes.built_seq`` is its watermark. ``build_scop
    starts again from the new mark), then, ``MERGE_BATCH`` items at a time, load only the beliefs those
    statements can touch (by key, the *active* belief of each subject, the newest ``ANCHOR_WINDOW`` per
    anchor), merge, save, and move the watermark; a transaction commits once it has held the write lock
-   ``LOCK_BUDGET_S``, so a live turn's write never waits long behind a build.
+   ``LOCK_BUDGET_S``, and they are background writes (``connection``), so a live turn's write waits for at
+   most one of them.
 
 So a build's cost follows the new items, not the scope's size or a subject's history; a build with nothing
 new reads one index entry per scope and takes no lock; two builds racing serialise on the write lock and give
@@ -75,10 +76,9 @@ LOCK_BUDGET_S: Final = 0.05
 """A build transaction commits once it has held the write lock this long, seconds (memory-core choice: a live
 ``store_with(accepted)`` waits at most about this long behind a build; each commit costs one WAL sync)."""
 LOCK_GAP_S: Final = 0.03
-"""Pause between two write transactions of a build, seconds. A writer waiting for the lock sleeps in SQLite's
-busy handler and retries after 1, 2, 5, 10, 15, 20, 25, 25, 25, 50, 50, 100 ms (``sqliteDefaultBusyCallback``
-in sqlite3.c): a gap longer than its 25 ms steps lets it in rather than starving it while the build re-takes
-the lock at once (memory-core choice)."""
+"""Pause between two write transactions of a build, seconds. A live write does not need it (a build is a
+background write and stands back while a live write waits: ``connection``); it lets other background writers
+(another build, an ingestion chunk, a host's fold) in rather than starving them (memory-core choice)."""
 SOURCE_KINDS: Final = (ItemKind.DOCUMENT.value, ItemKind.CONVERSATION.value)
 """Item kinds beliefs are built from (learnings are never a source, reference §3)."""
 _NEWEST: Final = "observed_at DESC, last_seq DESC, key DESC"
@@ -341,7 +341,7 @@ def build_scope(
         done = 0
         while done < len(groups):
             step = partial(_write_round, ns=ns, kind=kind, mark=mark, groups=groups[done:], budget_s=budget_s)
-            result = db.run(step, write=True)
+            result = db.run(step, write=True, background=True)
             if result is None:
                 break  # another build moved the watermark: read again from it
             ids, n = result

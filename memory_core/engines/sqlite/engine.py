@@ -6,11 +6,13 @@ power-loss durability for speed; ``?busy_timeout_ms=N``). The folder is created 
 * Items are keyed by id (the fingerprint): storing a held id is a replay. ``list``/``export`` page in write
   order with an opaque keyset cursor on ``seq`` (stable under concurrent writes); ``fetch`` pages a ranking
   frozen at the first page's last seq.
-* ``store_with(accepted)`` commits the row durably and leaves it pending (no embedding, no FTS row);
-  ``visible`` (and ``store``) indexes it in the same transaction and drains older pending rows, and so does
-  every ``consolidate``. A fetch folds pending rows in first only when the write lock is free at that moment
-  (``Database.try_write``): a live-turn read never waits for another process's write, and an accepted item
-  (which the contract lets lag) ranks from the first read that finds the lock free, a visible write or a build.
+* ``store_with(accepted)`` commits the row (a live write: ``connection``) and leaves it pending (no
+  embedding, no FTS row); ``visible`` (and ``store``) indexes it in the same transaction (``VISIBLE_CHUNK``
+  items per background transaction), then indexes older pending rows, embedding them outside the lock, and so
+  does every ``consolidate``. Live writes go before background ones (``connection``: the gate). A fetch folds
+  pending rows in first only when the write lock is free at that moment (``Database.try_write``): a live-turn
+  read never waits for another process's write, and an accepted item (which the contract lets lag) ranks
+  from the first read that finds the lock free, a visible write or a build.
   Reads on other threads of the same engine wait for that fold, so all the sections of one pack agree.
 * ``consolidate`` (``on_demand``) builds beliefs incrementally per scope (``beliefs_store``); ``beliefs`` and
   ``fetch(beliefs=N)`` serve them as learning hits tagged ``belief`` with ``derived_from`` naming their items.
@@ -80,7 +82,7 @@ from .rows import chunks, now_us, ns_key, ns_of_key, placeholders, vec_blob
 from .schema import check_version, migrate
 from .scopes import build_scopes, counts, decode_cursor, encode_cursor, scope_rows
 from .search import hint_window
-from .writes import Prepared, delete_seqs, drain, index_rows, insert, pending_texts, prepare
+from .writes import Prepared, delete_seqs, index_rows, insert, pending_texts, prepare
 
 __all__ = ["SQLiteEngine"]
 
@@ -88,6 +90,9 @@ _T = TypeVar("_T")
 _ITEM_CACHE = 4096
 """Parsed items kept per engine, by seq (items never change once stored)."""
 _DRAIN_BATCH = 1000
+VISIBLE_CHUNK = 20
+"""Items per write transaction of a ``visible`` batch (memory-core choice: 20 embedded passages insert with
+their FTS rows in a few ms, so a live write waiting behind one chunk waits that long)."""
 _FOLD_WAIT_S = 1.0
 """Longest a read waits for another thread of this engine that is indexing pending rows (*memory-core*: the
 reads of one pack run on several threads, and without waiting only the one that drained saw a turn just stored
@@ -164,14 +169,33 @@ class SQLiteEngine(MemoryEngine):
 
     # writes ----------------------------------------------------------------------------------------------
     def _write(self, rows: Sequence[Prepared], visible: bool) -> Receipts:
-        def tx(conn: sqlite3.Connection) -> Receipts:
-            at = now_us()
-            receipts = [StoreReceipt(id=row.id, replayed=insert(conn, row, at) is None) for row in rows]
-            if visible:
-                drain(conn, _DRAIN_BATCH)
-            return receipts
+        """Insert ``rows``: ``accepted`` as one live transaction, ``visible`` in background chunks.
 
-        return self._db.run(tx, write=True)
+        An ``accepted`` write is the live turn's: one short transaction, no embedding, committed with
+        ``synchronous = NORMAL`` (``connection``: durable once it returns unless the machine loses power).
+        A ``visible`` batch (ingestion) was embedded before the lock (``prepare``); it is written
+        ``VISIBLE_CHUNK`` items per background transaction, so a live write never waits behind a whole batch
+        (the contract lets a failed batch keep its earlier items), and older pending rows are then indexed with
+        their embeddings computed outside the lock (``drain_pending``).
+        """
+        if not visible:
+
+            def tx(conn: sqlite3.Connection) -> Receipts:
+                at = now_us()
+                return [StoreReceipt(id=row.id, replayed=insert(conn, row, at) is None) for row in rows]
+
+            return self._db.run(tx, write=True, relaxed=True)
+        receipts: list[StoreReceipt] = []
+        for start in range(0, len(rows), VISIBLE_CHUNK):
+            part = rows[start : start + VISIBLE_CHUNK]
+
+            def chunk_tx(conn: sqlite3.Connection, part: Sequence[Prepared] = part) -> Receipts:
+                at = now_us()
+                return [StoreReceipt(id=row.id, replayed=insert(conn, row, at) is None) for row in part]
+
+            receipts.extend(self._db.run(chunk_tx, write=True, background=True))
+        self.drain_pending()
+        return receipts
 
     def _store(self, item: AnyItem) -> StoreReceipt:
         return self._write([prepare(item, index=True)], visible=True)[0]
@@ -216,7 +240,7 @@ class SQLiteEngine(MemoryEngine):
                 return total
             computed = [(seq, text, vec_blob(embed(text))) for seq, text in rows]
             write = partial(index_rows, rows=computed)
-            done = self._db.run(write, write=True) if wait else self._db.try_write(write)
+            done = self._db.run(write, write=True, background=True) if wait else self._db.try_write(write)
             if done is None:
                 return total
             total += done
