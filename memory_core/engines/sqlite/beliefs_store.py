@@ -87,13 +87,13 @@ lowest: sqlite.org/datatype3.html §4.1)."""
 
 _BELIEF_COLUMNS = (
     "id", "ns", "from_kind", "key", "subject", "status", "text", "learning_kind", "confidence", "state", "meta",
-    *META_COLUMN_NAMES, "last_seq", "updated_at", "vec",
+    *META_COLUMN_NAMES, "last_seq", "updated_at", "vec", "version",
 )  # fmt: skip
 _INSERT = f"INSERT INTO beliefs ({', '.join(_BELIEF_COLUMNS)}) VALUES ({', '.join('?' for _ in _BELIEF_COLUMNS)})"
 _UPDATE = (
     "UPDATE beliefs SET status = ?, confidence = ?, state = ?, meta = ?, "
     + ", ".join(f"{c} = ?" for c in META_COLUMN_NAMES)
-    + ", last_seq = ?, updated_at = ? WHERE bid = ?"
+    + ", last_seq = ?, updated_at = ?, version = ? WHERE bid = ?"
 )
 _Row = tuple[int, str, str]
 """One item read for a round: ``(seq, id, its JSON)``."""
@@ -148,13 +148,15 @@ def _held(conn: sqlite3.Connection, ns: str, from_kind: str, item_ids: Sequence[
 
 
 # saving -------------------------------------------------------------------------------------------------
-def _insert(conn: sqlite3.Connection, ns: str, from_kind: str, belief: Belief, state: str, at_us: int) -> int:
+def _insert(
+    conn: sqlite3.Connection, ns: str, from_kind: str, belief: Belief, state: str, at_us: int, version: int
+) -> int:
     cur = conn.execute(
         _INSERT,
         (
             belief_id(ns_of_key(ns), from_kind, belief.key), ns, from_kind, belief.key, belief.subject,
             belief.status.value, belief.text, belief.kind.value, belief.confidence, state, belief.meta.to_json(),
-            *meta_columns(belief.meta), belief.last_seq, at_us, vec_blob(embed(belief.text)),
+            *meta_columns(belief.meta), belief.last_seq, at_us, vec_blob(embed(belief.text)), version,
         ),
     )  # fmt: skip
     bid = int(cur.lastrowid or 0)
@@ -172,12 +174,14 @@ def _put_anchors(conn: sqlite3.Connection, ns: str, from_kind: str, bid: int, be
         )
 
 
-def _update(conn: sqlite3.Connection, ns: str, from_kind: str, bid: int, old: Belief, new: Belief, state: str) -> None:
+def _update(
+    conn: sqlite3.Connection, ns: str, from_kind: str, bid: int, old: Belief, new: Belief, state: str, version: int
+) -> None:
     conn.execute(
         _UPDATE,
         (
             new.status.value, new.confidence, state, new.meta.to_json(), *meta_columns(new.meta), new.last_seq,
-            now_us(), bid,
+            now_us(), version, bid,
         ),
     )  # fmt: skip
     if new.text != old.text:  # a rebuild after its text's item was forgotten
@@ -194,18 +198,19 @@ def _update(conn: sqlite3.Connection, ns: str, from_kind: str, bid: int, old: Be
 
 def _save(conn: sqlite3.Connection, ns: str, from_kind: str, beliefs: Sequence[Belief], at_us: int) -> None:
     """Insert or update ``beliefs`` and append the evidence each gained (``Belief.added``)."""
-    if beliefs:
-        bump_version(conn)  # per-process belief indexes reload (``belief_index``)
+    if not beliefs:
+        return
+    version = bump_version(conn)  # per-process belief indexes load the rows stamped with it (``belief_index``)
     for belief in beliefs:
         state = json.dumps(belief.to_state(), separators=(",", ":"), ensure_ascii=False)
         row = conn.execute(
             "SELECT bid, state FROM beliefs WHERE ns = ? AND from_kind = ? AND key = ?", (ns, from_kind, belief.key)
         ).fetchone()
         if row is None:
-            bid = _insert(conn, ns, from_kind, belief, state, at_us)
+            bid = _insert(conn, ns, from_kind, belief, state, at_us, version)
         else:
             bid = int(row[0])
-            _update(conn, ns, from_kind, bid, Belief.from_state(json.loads(row[1])), belief, state)
+            _update(conn, ns, from_kind, bid, Belief.from_state(json.loads(row[1])), belief, state, version)
         conn.executemany(
             "INSERT OR IGNORE INTO belief_evidence (bid, item_id) VALUES (?, ?)", [(bid, e) for e in belief.added]
         )
@@ -218,8 +223,9 @@ def _delete(conn: sqlite3.Connection, ns: str, from_kind: str, keys: Sequence[st
         ).fetchone()
         if row is None:
             continue
-        bump_version(conn)
+        version = bump_version(conn)
         bid, text = int(row[0]), str(row[1])
+        conn.execute("INSERT INTO beliefs_removed (version, bid) VALUES (?, ?)", (version, bid))
         conn.execute("INSERT INTO beliefs_fts (beliefs_fts, rowid, text) VALUES ('delete', ?, ?)", (bid, text))
         conn.execute("DELETE FROM belief_evidence WHERE bid = ?", (bid,))
         conn.execute("DELETE FROM belief_anchors WHERE bid = ?", (bid,))
