@@ -19,15 +19,18 @@ power-loss durability for speed; ``?busy_timeout_ms=N``). The folder is created 
 * Forget and erase remove the beliefs derived only from the removed items, in the same transaction.
 * ``fetch(max_scopes=N)`` ranks the items of at most N scopes (namespaces holding admitted items): those the
   query names first, then the most recently written by ``scopes.last_write`` (``reference.choose_scopes``,
-  reference §1.3). Beliefs are not narrowed by it.
+  reference §1.3), each scope's conversations over its newest ``scoped.SCOPE_WINDOW`` turns (*memory-core*:
+  a section's cost is bounded, ``scoped``). Beliefs are not narrowed by it. ``reads`` counts the rows each
+  ranked read ranked.
 """
 
 from __future__ import annotations
 
 import sqlite3
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
@@ -72,7 +75,7 @@ from memory_core.query import (
 )
 from memory_core.scoring import embed
 
-from . import beliefs_store
+from . import beliefs_store, scoped
 from .belief_index import BeliefIndex
 from .connection import Database, SQLiteOptions, parse_url
 from .filters import compile_filter
@@ -80,6 +83,7 @@ from .index import CandidateRows, ItemIndex
 from .ranking import rank_items
 from .rows import chunks, now_us, ns_key, ns_of_key, placeholders, vec_blob
 from .schema import check_version, migrate
+from .scoped import newest_per_scope, row_scopes, windowed
 from .scopes import build_scopes, counts, decode_cursor, encode_cursor, scope_rows
 from .search import hint_window
 from .writes import Prepared, delete_seqs, index_rows, insert, pending_texts, prepare
@@ -90,6 +94,7 @@ _T = TypeVar("_T")
 _ITEM_CACHE = 4096
 """Parsed items kept per engine, by seq (items never change once stored)."""
 _DRAIN_BATCH = 1000
+_RECENT_READS = 64
 VISIBLE_CHUNK = 20
 """Items per write transaction of a ``visible`` batch (memory-core choice: 20 embedded passages insert with
 their FTS rows in a few ms, so a live write waiting behind one chunk waits that long)."""
@@ -97,6 +102,32 @@ _FOLD_WAIT_S = 1.0
 """Longest a read waits for another thread of this engine that is indexing pending rows (*memory-core*: the
 reads of one pack run on several threads, and without waiting only the one that drained saw a turn just stored
 ``accepted``; the pack waits for that thread anyway, so waiting adds no latency to it)."""
+
+
+@dataclass
+class ReadStats:
+    """How many rows this engine's ranked reads ranked (counts since it was opened; issue 12 "bounded sections").
+
+    Attributes:
+        fetches: Ranked item reads.
+        rows: Candidate rows they ranked, summed.
+        most: The most candidate rows one read ranked.
+        recent: ``(filter, rows)`` of the last ``_RECENT_READS`` reads, oldest first.
+    """
+
+    fetches: int = 0
+    rows: int = 0
+    most: int = 0
+    recent: deque[tuple[MetaFilter, int]] = field(default_factory=lambda: deque(maxlen=_RECENT_READS))
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def ranked(self, flt: MetaFilter, rows: int) -> None:
+        """Count one ranked read of ``rows`` candidates."""
+        with self._lock:
+            self.fetches += 1
+            self.rows += rows
+            self.most = max(self.most, rows)
+            self.recent.append((flt, rows))
 
 
 class SQLiteEngine(MemoryEngine):
@@ -124,6 +155,7 @@ class SQLiteEngine(MemoryEngine):
         self._items_lock = threading.Lock()
         self._drain_lock = threading.Lock()
         self._instance = ""
+        self.reads = ReadStats()
 
     @classmethod
     def from_url(cls, url: str) -> SQLiteEngine:
@@ -322,6 +354,7 @@ class SQLiteEngine(MemoryEngine):
         rows = self._index.candidates(conn, request.filter, snapshot)
         if request.max_scopes is not None and len(rows):
             rows = self._within_scopes(conn, rows, request, request.max_scopes)
+        self.reads.ranked(request.filter, len(rows))
         hinted = None
         if request.refers_to is not None and len(rows):
             where = compile_filter(request.filter, "i")
@@ -339,24 +372,29 @@ class SQLiteEngine(MemoryEngine):
     def _within_scopes(
         self, conn: sqlite3.Connection, rows: CandidateRows, request: FetchRequest, max_scopes: int
     ) -> CandidateRows:
-        """The candidates inside the at most ``max_scopes`` scopes ``choose_scopes`` keeps."""
-        names = rows.namespaces()
-        distinct = sorted(set(names))
-        if len(distinct) <= max_scopes:
-            return rows
-        kinds = [k.value for k in request.filter.kinds or ItemKind.all()]
-        last: dict[Namespace, int] = {}
-        for chunk in chunks(distinct):
-            for ns, at in conn.execute(
-                f"SELECT ns, max(last_write) FROM scopes WHERE ns IN ({placeholders(len(chunk))}) "
-                f"AND kind IN ({placeholders(len(kinds))}) GROUP BY ns",
-                (*chunk, *kinds),
-            ):
-                last[ns_of_key(str(ns))] = int(at or 0)
-        for key in distinct:
-            last.setdefault(ns_of_key(key), 0)
-        kept = {ns_key(ns) for ns in choose_scopes(request.query, last, request.filter.effective_reach(), max_scopes)}
-        return rows.subset(np.fromiter((n in kept for n in names), dtype=bool, count=len(names)))
+        """The candidates inside the at most ``max_scopes`` scopes ``choose_scopes`` keeps.
+
+        Each kept scope's conversations are cut to its newest ``scoped.SCOPE_WINDOW`` (``scoped``).
+        """
+        codes, names = row_scopes(rows)
+        distinct = np.unique(codes)
+        keep = np.ones(len(codes), dtype=bool)
+        if len(distinct) > max_scopes:
+            kinds = [k.value for k in request.filter.kinds or ItemKind.all()]
+            keys = [names[int(c)] for c in distinct]
+            last: dict[Namespace, int] = {ns_of_key(key): 0 for key in keys}
+            for chunk in chunks(keys):
+                for ns, at in conn.execute(
+                    f"SELECT ns, max(last_write) FROM scopes WHERE ns IN ({placeholders(len(chunk))}) "
+                    f"AND kind IN ({placeholders(len(kinds))}) GROUP BY ns",
+                    (*chunk, *kinds),
+                ):
+                    last[ns_of_key(str(ns))] = int(at or 0)
+            chosen = choose_scopes(request.query, last, request.filter.effective_reach(), max_scopes)
+            kept = np.array([c for c, key in zip(distinct, keys, strict=True) if ns_of_key(key) in chosen])
+            keep = np.isin(codes, kept)
+        keep &= newest_per_scope(codes, windowed(rows) & keep, scoped.SCOPE_WINDOW)
+        return rows if keep.all() else rows.subset(keep)
 
     def _fetch(self, request: FetchRequest) -> FetchPage:
         state = decode_cursor("f", request.cursor, ("o", "s"))
