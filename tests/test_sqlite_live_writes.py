@@ -10,14 +10,26 @@ commit, at most one build transaction commits.
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from memory_core import Conversation, MemoryMeta, Namespace, ObservedActor, Role, Turn, WriteOptions
-from memory_core.engines.sqlite import SQLiteEngine, beliefs_store
+from memory_core import (
+    ConsolidateRequest,
+    Conversation,
+    MemoryMeta,
+    Namespace,
+    ObservedActor,
+    Reach,
+    Role,
+    Turn,
+    WriteOptions,
+)
+from memory_core.engines.sqlite import SQLiteEngine, beliefs_store, connection
 from memory_core.engines.sqlite.rows import ns_key
 
 BUILT = "worker-scope"
@@ -96,3 +108,28 @@ def test_a_host_write_waits_for_at_most_one_build_transaction(tmp_path: Path) ->
 
 if __name__ == "__main__":
     _build(sys.argv[1], sys.argv[2])
+
+
+def test_live_writes_never_checkpoint_or_sync_and_background_work_does(tmp_path: Path) -> None:
+    """A live write pays neither a checkpoint nor an fsync; a background unit of work ends with both as due."""
+    with SQLiteEngine(tmp_path / "memory.db") as engine:
+        stats = engine._db.stats
+        engine.store_many([turn(n, BUILT) for n in range(100)])  # a visible batch: background work
+        assert stats.syncs == 1 and stats.checkpoints == 0  # the log is still small
+        engine._db._checkpoint = _spy(engine._db._checkpoint, seen := [])  # type: ignore[method-assign]
+        live = stats.live
+        for n in range(20):
+            engine.store_with(turn(n, HOST, tag=" live"), WriteOptions.accepted())
+        assert stats.syncs == 1 and stats.live == live + 20
+        assert seen == [connection.LIVE_CHECKPOINT_BYTES] * 20  # only past the live safety net
+        engine.consolidate(ConsolidateRequest(reach=Reach.subtree()))
+        assert stats.syncs == 2  # the build (and the drain before it) end with one fsync of the log
+        assert set(seen[20:]) == {connection.CHECKPOINT_BYTES}
+
+
+def _spy(fn: Callable[[sqlite3.Connection, int], None], seen: list[int]) -> Callable[[sqlite3.Connection, int], None]:
+    def spy(conn: sqlite3.Connection, past: int) -> None:
+        seen.append(past)
+        fn(conn, past)
+
+    return spy

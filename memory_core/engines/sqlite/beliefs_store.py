@@ -70,12 +70,13 @@ __all__ = [
 
 BUILD_CHUNK: Final = 500
 """Most items one round reads and extracts (outside the write lock)."""
-MERGE_BATCH: Final = 50
+MERGE_BATCH: Final = 10
 """Items merged and saved between two looks at the clock inside a build transaction."""
-LOCK_BUDGET_S: Final = 0.05
+LOCK_BUDGET_S: Final = 0.01
 """A build transaction commits once it has held the write lock this long, seconds (memory-core choice: a live
-``store_with(accepted)`` waits at most about this long behind a build; each commit costs one WAL sync)."""
-LOCK_GAP_S: Final = 0.03
+``store_with(accepted)`` waits for at most one build transaction; a build commits without an fsync under the
+lock (``connection``: background writes), so a commit costs little and transactions can be short)."""
+LOCK_GAP_S: Final = 0.002
 """Pause between two write transactions of a build, seconds. A live write does not need it (a build is a
 background write and stands back while a live write waits: ``connection``); it lets other background writers
 (another build, an ingestion chunk, a host's fold) in rather than starving them (memory-core choice)."""

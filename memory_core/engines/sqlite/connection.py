@@ -23,22 +23,17 @@ coming; the gate is released when a process dies (``flock`` locks belong to the 
 orders writers: SQLite's own locks keep them correct, so a gate file removed by the last process closing the
 database (as SQLite removes the WAL) while another opens it costs at most a moment's ordering.
 
-**Durability** (``docs/live-turn.md``): a live ``accepted`` write commits with ``synchronous = NORMAL``
-(``relaxed``): in WAL mode it survives the death of the process at once, and a power loss or OS crash can roll
-back only what was committed since the last synced commit or checkpoint; every other write commits at the URL's
-``synchronous`` (``full`` by default), which syncs the write-ahead log and so everything before it.
+**Checkpoints.** SQLite's automatic checkpoint runs inside whichever commit crosses 1,000 pages of log, and
+again in every commit while readers keep it from finishing: a live write would pay for a build's pages (and a
+sync of the file). Connections run with ``wal_autocheckpoint = 0``; a background write checkpoints
+(``PASSIVE``, never waiting) after its commit once the log passes ``CHECKPOINT_BYTES``, a live write only past
+``LIVE_CHECKPOINT_BYTES`` (a host writing with nothing in the background still bounds its log).
 
-Failures are mapped onto the contract's errors (reference §1.11):
-
-| SQLite says | raised |
-| --- | --- |
-| ``database is locked`` / ``busy`` after ``busy_timeout`` and the bounded retries | ``EngineUnavailable`` |
-| ``file is not a database``, ``database disk image is malformed`` | ``EngineUnavailable`` naming the file |
-| ``attempt to write a readonly database``, ``unable to open database file`` | ``EngineError`` naming the file |
-| anything else | ``EngineError`` |
-
-Opening never changes a file it cannot use: the header is read, then the file is opened read-only to check it,
-and only then opened for writing.
+**Durability** (``docs/live-turn.md``): a live ``accepted`` write (``relaxed``) and every background write commit
+with ``synchronous = NORMAL``: in WAL mode a commit survives the death of the process at once, and no fsync is
+paid under the write lock. A background unit of work ends with ``sync`` (an fsync of the log, holding no lock),
+which makes every commit before it durable, ``accepted`` ones included; a power loss or OS crash can roll back
+only what was committed since. Live forget and erase commit at the URL's ``synchronous`` (``full`` by default).
 """
 
 from __future__ import annotations
@@ -83,6 +78,10 @@ STEP_S = 0.0005
 STEP_CAP_S = 0.002
 """Longest pause between two attempts, seconds (memory-core choice: well under a build's ``LOCK_GAP_S``, so a
 waiting writer sees the lock free the moment a build transaction commits; an attempt costs a few µs)."""
+CHECKPOINT_BYTES = 4_000_000
+"""A background write checkpoints once the write-ahead log is this big (SQLite's own default is 1,000 pages)."""
+LIVE_CHECKPOINT_BYTES = 64_000_000
+"""A live write checkpoints only past this (a safety net for a host no background work runs beside)."""
 GATE_SUFFIX = "-gate"
 """The file beside the database whose ``flock`` orders live writes before background ones (module docstring)."""
 INTEGRITY_TTL_S = 60.0
@@ -204,6 +203,8 @@ class WriteStats:
         background: Background write transactions committed.
         background_busy: Attempts of a background write that found the write lock held.
         yields: Times a background writer stood back because a live write held the gate.
+        checkpoints: Checkpoints this process ran after a commit.
+        syncs: ``sync`` calls that synced the write-ahead log.
     """
 
     live: int = 0
@@ -211,6 +212,8 @@ class WriteStats:
     background: int = 0
     background_busy: int = 0
     yields: int = 0
+    checkpoints: int = 0
+    syncs: int = 0
 
 
 class _Gate:
@@ -292,6 +295,7 @@ class Database:
         self._checked_at: float | None = None
         self._check_lock = threading.Lock()
         self._gate = _Gate(self.path.with_name(self.path.name + GATE_SUFFIX))
+        self._wal = self.path.with_name(self.path.name + "-wal")
         self._stats_lock = threading.Lock()
         self.stats = WriteStats()
         self.trace: Callable[[str], None] | None = None
@@ -358,6 +362,7 @@ class Database:
             conn.execute("PRAGMA foreign_keys = OFF")
             conn.execute("PRAGMA temp_store = MEMORY")
             conn.execute("PRAGMA cache_size = -32000")
+            conn.execute("PRAGMA wal_autocheckpoint = 0")  # checkpoints are background work (``_checkpoint``)
         except sqlite3.Error as exc:
             raise self._failed(exc) from None
         return conn
@@ -464,7 +469,35 @@ class Database:
             raise
         self._count("background" if background else "live")
         self._note("background-commit" if background else "live-commit")
+        self._checkpoint(conn, CHECKPOINT_BYTES if background else LIVE_CHECKPOINT_BYTES)
         return out
+
+    def sync(self) -> None:
+        """Make every commit so far durable: ``fsync`` the write-ahead log, holding no lock.
+
+        Background work calls it when a unit of work ends (a build, a ``visible`` batch, a drain), so its
+        transactions commit without a sync under the write lock (one fsync is 7-20 ms on a busy disk) and the
+        ``accepted`` writes before them become durable too (module docstring).
+        """
+        try:
+            fd = os.open(self._wal, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return  # no log: everything is in the file (SQLite synced it when it checkpointed)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self._count("syncs")
+
+    def _checkpoint(self, conn: sqlite3.Connection, past: int) -> None:
+        """Copy the write-ahead log into the file (``PASSIVE``: never waits) once it has grown past ``past`` bytes."""
+        try:
+            size = self._wal.stat().st_size
+        except OSError:
+            return
+        if size > past:
+            conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            self._count("checkpoints")
 
     def try_write(self, fn: Callable[[sqlite3.Connection], _T]) -> _T | None:
         """Run ``fn(conn)`` in a background write transaction only if it can begin now; else None at once.
@@ -505,7 +538,8 @@ class Database:
         Args:
             fn: The transaction's body.
             write: Take the write lock.
-            background: A background write (module docstring): it stands back while a live write waits.
+            background: A background write (module docstring): it stands back while a live write waits, and
+                commits with ``synchronous = NORMAL`` (its unit of work ends with ``sync``).
             relaxed: Commit with ``synchronous = NORMAL`` (a live ``accepted`` write; module docstring).
 
         Raises:
@@ -516,7 +550,7 @@ class Database:
         try:
             if not write:
                 return self._retry(partial(self._read, conn, fn))
-            self._set_sync(conn, "NORMAL" if relaxed else self.options.synchronous.upper())
+            self._set_sync(conn, "NORMAL" if relaxed or background else self.options.synchronous.upper())
             if background:
                 return self._write(conn, fn, background=True, wait=True)
             with self._gate.shared():

@@ -95,6 +95,9 @@ _ITEM_CACHE = 4096
 """Parsed items kept per engine, by seq (items never change once stored)."""
 _DRAIN_BATCH = 1000
 _RECENT_READS = 64
+INDEX_CHUNK = 50
+"""Pending rows indexed per background transaction, their embeddings computed before it (memory-core choice:
+a few ms of FTS inserts, so a live write waiting behind one waits that long)."""
 VISIBLE_CHUNK = 20
 """Items per write transaction of a ``visible`` batch (memory-core choice: 20 embedded passages insert with
 their FTS rows in a few ms, so a live write waiting behind one chunk waits that long)."""
@@ -227,6 +230,7 @@ class SQLiteEngine(MemoryEngine):
 
             receipts.extend(self._db.run(chunk_tx, write=True, background=True))
         self.drain_pending()
+        self._db.sync()  # background work: durable once it returns (``connection``)
         return receipts
 
     def _store(self, item: AnyItem) -> StoreReceipt:
@@ -250,7 +254,10 @@ class SQLiteEngine(MemoryEngine):
         for SQLite's write lock.
         """
         with self._drain_lock:
-            return self._drain(wait=True)
+            done = self._drain(wait=True)
+        if done:
+            self._db.sync()  # background work: durable once it returns (``connection``)
+        return done
 
     def _fold_pending(self) -> None:
         """Before a read: index pending rows unless another process holds the write lock (never waited for).
@@ -271,11 +278,12 @@ class SQLiteEngine(MemoryEngine):
             if not rows:
                 return total
             computed = [(seq, text, vec_blob(embed(text))) for seq, text in rows]
-            write = partial(index_rows, rows=computed)
-            done = self._db.run(write, write=True, background=True) if wait else self._db.try_write(write)
-            if done is None:
-                return total
-            total += done
+            for start in range(0, len(computed), INDEX_CHUNK):
+                write = partial(index_rows, rows=computed[start : start + INDEX_CHUNK])
+                done = self._db.run(write, write=True, background=True) if wait else self._db.try_write(write)
+                if done is None:
+                    return total
+                total += done
             if len(rows) < _DRAIN_BATCH:
                 return total
 
@@ -490,17 +498,25 @@ class SQLiteEngine(MemoryEngine):
         Returns:
             Ids of the beliefs created or changed (empty when nothing was written since the last build).
         """
-        return beliefs_store.build_scope(self._db, ns_key(ns), kind.value)
+        try:
+            return beliefs_store.build_scope(self._db, ns_key(ns), kind.value)
+        finally:
+            self._db.sync()
 
     def _consolidate(self, request: ConsolidateRequest) -> ConsolidateReceipt:
         """Build every admitted scope with items past its watermark; the others cost one read, no lock."""
-        self.drain_pending()  # builds run in workers: the place to index what live turns stored accepted
+        with self._drain_lock:  # builds run in workers: the place to index what live turns stored accepted
+            drained = self._drain(wait=True)
         kinds = [k.value for k in request.admitted_kinds()]
         scopes = self._read(partial(beliefs_store.scopes_to_build, reach=request.reach, kinds=kinds))
         changed: set[str] = set()
-        for ns, kind, due in scopes:
-            if due:
-                changed |= beliefs_store.build_scope(self._db, ns, kind)
+        try:
+            for ns, kind, due in scopes:
+                if due:
+                    changed |= beliefs_store.build_scope(self._db, ns, kind)
+        finally:
+            if drained or any(due for _, _, due in scopes):
+                self._db.sync()  # one fsync for the whole unit of work, holding no lock
         return ConsolidateReceipt(status=ConsolidateStatus.COMPLETED, scopes=len(scopes), built=len(changed))
 
     def _beliefs(self, request: BeliefsRequest) -> list[Hit]:
