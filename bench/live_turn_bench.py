@@ -118,7 +118,11 @@ def _running_worker(db: Path, tmp: Path) -> Iterator[Path]:
         yield trace
     finally:
         stop.touch()
-        proc.wait(timeout=600)
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:  # mid-build (a big scope): its transactions are atomic, stop it
+            proc.terminate()
+            proc.wait(timeout=60)
 
 
 # the host ----------------------------------------------------------------------------------------------------
@@ -134,11 +138,11 @@ def _rss_mb() -> float:
         return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
 
 
-def _demo_store(engine: SQLiteEngine) -> tuple[str, list[str]]:
+def _demo_store(engine: SQLiteEngine, sample: str) -> tuple[str, list[str]]:
     """The demo's data: PEPs in the brain, the LoCoMo conversation replayed and built; (agent, questions)."""
     Brain(engine, LAYOUT).ingest_many(_passages())
     settings = get_settings()
-    conv = load_conversations(settings.data_dir / "locomo" / "locomo_dev.json", "locomo", [SAMPLE])
+    conv = load_conversations(settings.data_dir / "locomo" / "locomo_dev.json", "locomo", [sample])
     Replayer(engine, LAYOUT, lambda job: None).replay(conv)
     engine.consolidate(BUILD_ALL)
     _, questions = _locomo()
@@ -193,11 +197,11 @@ def _section_rows(engine: SQLiteEngine, agent: str) -> int:
     return max((rows for flt, rows in engine.reads.recent if flt in flts), default=0)
 
 
-def _rows_at(tmp: Path, stored: int, calls: int, pinning: str) -> list[Row]:
+def _rows_at(tmp: Path, stored: int, calls: int, pinning: str, sample: str) -> list[Row]:
     db = tmp / f"live-{stored}.db"
     started = time.perf_counter()
     engine = SQLiteEngine(db)
-    agent, questions = _demo_store(engine)
+    agent, questions = _demo_store(engine, sample)
     turns, _ = _locomo()
     held = int(engine.stats()["items"])
     _fill(engine, _turns(turns, max(0, stored - held), tag="fill"))
@@ -235,10 +239,10 @@ def _rows_at(tmp: Path, stored: int, calls: int, pinning: str) -> list[Row]:
     return rows
 
 
-def _small_beside_big(tmp: Path, big: int, calls: int, pinning: str) -> list[Row]:
+def _small_beside_big(tmp: Path, big: int, calls: int, pinning: str, sample: str) -> list[Row]:
     db = tmp / "small-big.db"
     engine = SQLiteEngine(db)
-    agent, questions = _demo_store(engine)
+    agent, questions = _demo_store(engine, sample)
     _calls(engine, agent, questions, 3, 10_000)
     before = _calls(engine, agent, questions, calls, 20_000).pre
     turns, _ = _locomo()
@@ -252,8 +256,8 @@ def _small_beside_big(tmp: Path, big: int, calls: int, pinning: str) -> list[Row
     ]  # fmt: skip
 
 
-def run(quick: bool = False, sizes: Sizes | None = None) -> list[Row]:
-    """Every row (see the module docstring); ``quick`` uses ``QUICK``, ``sizes`` overrides.
+def run(quick: bool = False, sizes: Sizes | None = None, sample: str = SAMPLE) -> list[Row]:
+    """Every row (see the module docstring); ``quick`` uses ``QUICK``, ``sizes`` overrides; ``sample`` is replayed.
 
     Raises:
         FileNotFoundError: no LoCoMo file or PEPs under ``MEMORY_CORE_DATA_DIR``.
@@ -265,8 +269,8 @@ def run(quick: bool = False, sizes: Sizes | None = None) -> list[Row]:
     try:
         rows: list[Row] = []
         for stored in size.stored:
-            rows.extend(_rows_at(tmp, stored, size.calls, pinning))
-        rows.extend(_small_beside_big(tmp, size.stored[-1], size.calls, pinning))
+            rows.extend(_rows_at(tmp, stored, size.calls, pinning, sample))
+        rows.extend(_small_beside_big(tmp, size.stored[-1], size.calls, pinning, sample))
         return rows
     finally:
         os.sched_setaffinity(0, affinity)
