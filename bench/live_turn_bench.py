@@ -13,8 +13,8 @@ At each size, in the same run:
   is pinned to CPU 0 and the worker to CPU 1 (``os.sched_setaffinity``; ``taskset`` semantics), so the figures
   show waiting, not CPU contention;
 * the counts behind them (``docs/live-turn.md``): host writes that waited for more than one background
-  transaction (from both processes' commit order), full belief-index loads and refreshes during (b), and the
-  most rows one History/Team read ranked;
+  transaction (``WriteStats.behind_more_than_one``: SQLite's own commit order), full belief-index loads and
+  refreshes during (b), and the most rows one History/Team read ranked;
 * the host's RSS after the calls, and the cold start: a new engine's first ``pre_turn`` on the file.
 
 Last, a **small agent beside a big one**: the replayed agent's ``pre_turn`` p99 before another agent of its
@@ -78,44 +78,39 @@ def _passages() -> list[BrainDocument]:
     return [doc for job in plan_ingest([peps]).jobs for doc in job.documents]
 
 
-def _worker(db: str, trace: str, stop: str) -> None:
+def _worker(db: str, started: str, stop: str) -> None:
     """Ingest 100 passages under a new collection, then build every due scope; again until ``stop`` exists."""
     if (os.cpu_count() or 1) >= 2:
         os.sched_setaffinity(0, {1})
     docs = _passages()
-    with SQLiteEngine(db) as engine, open(trace, "w", encoding="utf-8") as out:
-
-        def note(event: str) -> None:
-            out.write(f"{event} {time.monotonic_ns()}\n")
-
-        engine._db.trace = note
+    with SQLiteEngine(db) as engine:
         brain = Brain(engine, LAYOUT)
         i = 0
         while not Path(stop).exists():
             start = (i * 100) % max(1, len(docs) - 100)
             brain.ingest_many(docs[start : start + 100], collection=f"worker-{i}")
+            Path(started).touch()
             engine.consolidate(BUILD_ALL)
-            out.flush()
             i += 1
 
 
 @contextmanager
 def _running_worker(db: Path, tmp: Path) -> Iterator[Path]:
-    trace, stop = tmp / "worker.trace", tmp / "worker.stop"
+    started, stop = tmp / "worker.started", tmp / "worker.stop"
     stop.unlink(missing_ok=True)
-    trace.unlink(missing_ok=True)
+    started.unlink(missing_ok=True)
     env = {**os.environ, "MEMORY_CORE_DATA_DIR": str(get_settings().data_dir)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "bench.live_turn_bench", "--worker", str(db), str(trace), str(stop)],
+        [sys.executable, "-m", "bench.live_turn_bench", "--worker", str(db), str(started), str(stop)],
         cwd=Path(__file__).resolve().parents[1],
         env=env,
     )
     try:
-        while not trace.exists() or not trace.stat().st_size:  # its first commit
+        while not started.exists():  # its first batch is in: it builds from now on
             if proc.poll() is not None:
                 raise RuntimeError(f"the bench worker exited with {proc.returncode}")
             time.sleep(0.05)
-        yield trace
+        yield started
     finally:
         stop.touch()
         try:
@@ -151,44 +146,29 @@ def _demo_store(engine: SQLiteEngine, sample: str) -> tuple[str, list[str]]:
 
 @dataclass
 class Timed:
-    """One phase's samples and the host's write order."""
+    """One phase's samples, and how the host's live writes waited (``WriteStats`` deltas)."""
 
     pre: list[float]
     post: list[float]
-    host: list[tuple[str, int]]
+    writes: int
+    over_one: int
 
 
 def _calls(engine: SQLiteEngine, agent: str, questions: list[str], calls: int, base: int) -> Timed:
     memory = AgentMemory(engine, LAYOUT, agent)
-    host: list[tuple[str, int]] = []
-    engine._db.trace = lambda event: host.append((event, time.monotonic_ns()))
+    stats = engine._db.stats
+    writes, over = stats.live, stats.behind_more_than_one
     pre: list[float] = []
     post: list[float] = []
-    try:
-        for i in range(calls):
-            turn = base + 2 * i
-            start = time.perf_counter()
-            memory.pre_turn({"thread_id": "bench", "turn_index": turn, "user_text": questions[i % len(questions)]})
-            pre.append((time.perf_counter() - start) * 1000)
-            start = time.perf_counter()
-            memory.post_turn({"thread_id": "bench", "turn_index": turn + 1, "assistant_text": f"Noted, {i}."})
-            post.append((time.perf_counter() - start) * 1000)
-    finally:
-        engine._db.trace = None
-    return Timed(pre, post, host)
-
-
-def waited_past_one(host: list[tuple[str, int]], worker_trace: Path) -> tuple[int, int]:
-    """``(host writes, those during which more than one background transaction committed)``; pure on its inputs."""
-    commits = [
-        int(at)
-        for name, at in (line.split() for line in worker_trace.read_text(encoding="utf-8").splitlines() if line)
-        if name == "background-commit"
-    ]
-    waits = [at for name, at in host if name == "live-waiting"]
-    done = [at for name, at in host if name == "live-commit"]
-    over = sum(1 for s, e in zip(waits, done, strict=False) if sum(1 for c in commits if s < c < e) > 1)
-    return len(done), over
+    for i in range(calls):
+        turn = base + 2 * i
+        start = time.perf_counter()
+        memory.pre_turn({"thread_id": "bench", "turn_index": turn, "user_text": questions[i % len(questions)]})
+        pre.append((time.perf_counter() - start) * 1000)
+        start = time.perf_counter()
+        memory.post_turn({"thread_id": "bench", "turn_index": turn + 1, "assistant_text": f"Noted, {i}."})
+        post.append((time.perf_counter() - start) * 1000)
+    return Timed(pre, post, stats.live - writes, stats.behind_more_than_one - over)
 
 
 def _section_rows(engine: SQLiteEngine, agent: str) -> int:
@@ -211,9 +191,9 @@ def _rows_at(tmp: Path, stored: int, calls: int, pinning: str, sample: str) -> l
     quiet = _calls(engine, agent, questions, calls, 20_000)
     loads = engine._belief_index.stats
     full, refreshes = loads.full, loads.refreshes
-    with _running_worker(db, tmp) as trace:
+    with _running_worker(db, tmp):
         busy = _calls(engine, agent, questions, calls, 40_000)
-    writes, over = waited_past_one(busy.host, trace)
+    writes, over = busy.writes, busy.over_one
     rows_read = _section_rows(engine, agent)
     rss = _rss_mb()
     engine.close()
@@ -282,7 +262,7 @@ def main(argv: list[str] | None = None, out: Callable[[str], object] = print) ->
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="1k/3k stored, about a minute")
     parser.add_argument("--full", action="store_true", help="add 1M stored turns (long)")
-    parser.add_argument("--worker", nargs=3, metavar=("DB", "TRACE", "STOP"), help=argparse.SUPPRESS)
+    parser.add_argument("--worker", nargs=3, metavar=("DB", "STARTED", "STOP"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         _worker(*args.worker)

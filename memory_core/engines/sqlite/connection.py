@@ -83,6 +83,13 @@ CHECKPOINT_BYTES = 4_000_000
 LIVE_CHECKPOINT_BYTES = 64_000_000
 """A live write checkpoints only past this (a safety net for a host no background work runs beside)."""
 GATE_SUFFIX = "-gate"
+BACKGROUND_KEY = "background_tx"
+"""The ``meta`` key every background transaction increments, in the transaction: a live write reads it when it
+starts waiting and again once it holds the lock, so ``WriteStats.behind_most`` is exact across processes."""
+_COUNT_BACKGROUND = (
+    "INSERT INTO meta (key, value) VALUES (?, '1') "
+    "ON CONFLICT(key) DO UPDATE SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT)"
+)
 """The file beside the database whose ``flock`` orders live writes before background ones (module docstring)."""
 INTEGRITY_TTL_S = 60.0
 """How long a clean ``PRAGMA quick_check`` stands before ``Database.damage`` runs another, seconds (memory-core
@@ -205,6 +212,9 @@ class WriteStats:
         yields: Times a background writer stood back because a live write held the gate.
         checkpoints: Checkpoints this process ran after a commit.
         syncs: ``sync`` calls that synced the write-ahead log.
+        behind_most: The most background transactions that committed while one live write waited (from
+            ``meta.background_tx``, counted by SQLite's own serialisation: exact across processes).
+        behind_more_than_one: Live writes that waited behind more than one background transaction.
     """
 
     live: int = 0
@@ -214,6 +224,8 @@ class WriteStats:
     yields: int = 0
     checkpoints: int = 0
     syncs: int = 0
+    behind_most: int = 0
+    behind_more_than_one: int = 0
 
 
 class _Gate:
@@ -298,9 +310,6 @@ class Database:
         self._wal = self.path.with_name(self.path.name + "-wal")
         self._stats_lock = threading.Lock()
         self.stats = WriteStats()
-        self.trace: Callable[[str], None] | None = None
-        """Called with ``live-waiting`` (a live write holds the gate), ``live-commit`` and ``background-commit``
-        (for tests that check the order of transactions across processes); None by default."""
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -419,9 +428,21 @@ class Database:
         with self._stats_lock:
             setattr(self.stats, field, getattr(self.stats, field) + 1)
 
-    def _note(self, event: str) -> None:
-        if self.trace is not None:
-            self.trace(event)
+    def _behind(self, conn: sqlite3.Connection) -> int | None:
+        """The background transactions committed so far (``meta.background_tx``; None before the schema exists)."""
+        try:
+            row = conn.execute("SELECT value FROM meta WHERE key = ?", (BACKGROUND_KEY,)).fetchone()
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):
+                return None
+            raise
+        return int(row[0]) if row else 0
+
+    def _waited(self, behind: int) -> None:
+        with self._stats_lock:
+            self.stats.behind_most = max(self.stats.behind_most, behind)
+            if behind > 1:
+                self.stats.behind_more_than_one += 1
 
     def _begin(self, conn: sqlite3.Connection, background: bool) -> bool:
         """One attempt at ``BEGIN IMMEDIATE``; False when the lock (or, for background, the gate) is held."""
@@ -462,13 +483,14 @@ class Database:
             step = min(step * 2, STEP_CAP_S)
         try:
             out = fn(conn)
+            if background:
+                conn.execute(_COUNT_BACKGROUND, (BACKGROUND_KEY,))
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
         self._count("background" if background else "live")
-        self._note("background-commit" if background else "live-commit")
         self._checkpoint(conn, CHECKPOINT_BYTES if background else LIVE_CHECKPOINT_BYTES)
         return out
 
@@ -554,8 +576,16 @@ class Database:
             if background:
                 return self._write(conn, fn, background=True, wait=True)
             with self._gate.shared():
-                self._note("live-waiting")
-                return self._write(conn, fn, background=False, wait=True)
+                before = self._behind(conn)  # the background commits it may wait for start after this
+                if before is None:
+                    return self._write(conn, fn, background=False, wait=True)
+                start = before
+
+                def counted(conn: sqlite3.Connection) -> _T:
+                    self._waited(int(self._behind(conn) or 0) - start)
+                    return fn(conn)
+
+                return self._write(conn, counted, background=False, wait=True)
         except sqlite3.Error as exc:
             raise self._failed(exc) from None
 
