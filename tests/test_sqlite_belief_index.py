@@ -242,3 +242,15 @@ def test_a_read_during_another_threads_refresh_keeps_the_previous_version(engine
         index._loading.release()
     assert [t for _, t, _ in ranked(engine, "favorite color dog")] == texts
     assert index.stats.refreshes == 1 and index.stats.full == 1
+
+
+def test_a_full_load_in_small_pages_ranks_as_sql(engine: SQLiteEngine, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(belief_index_module, "LOAD_PAGE", 2)
+    _seed(engine)
+    for query in ("dog named Max", "animal shelter weekend", "marathon"):
+        assert [(h.id, h.score) for h in by_index(engine, MetaFilter(), query)] == [
+            (h.id, h.score) for h in by_sql(engine, MetaFilter(), query)
+        ]
+    loaded = engine._belief_index._loaded
+    assert loaded is not None and len(loaded.keys) > 2  # more than one page was read
+    assert engine._belief_index.stats.full == 1

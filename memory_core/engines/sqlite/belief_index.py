@@ -66,6 +66,8 @@ VERSION_KEY: Final = "beliefs_version"
 _ACTIVE: Final = "active"
 _REACH_CACHE: Final = 64
 """Reaches whose admitted-namespace arrays are kept (least recently used dropped first)."""
+LOAD_PAGE: Final = 20_000
+"""Rows per page of a full load (``BeliefIndex._full``)."""
 _COLUMNS: Final = "bid, vec, coalesce(observed_at, updated_at), confidence, ns"
 _LOAD_SQL: Final = f"SELECT {_COLUMNS} FROM beliefs WHERE status = ? ORDER BY bid"
 _CHANGED_SQL: Final = f"SELECT {_COLUMNS}, status FROM beliefs WHERE version > ? AND version <= ?"
@@ -218,12 +220,21 @@ class BeliefIndex:
         return loaded
 
     def _full(self, conn: sqlite3.Connection, instance: str, version: int) -> _Loaded:
-        rows = conn.execute(_LOAD_SQL, (_ACTIVE,)).fetchall()
+        """Every active belief, read ``LOAD_PAGE`` rows at a time into arrays.
+
+        At most one page of rows is held as Python objects (at 1M beliefs the row tuples alone would be ~0.5 GB).
+        """
+        cursor = conn.execute(_LOAD_SQL, (_ACTIVE,))
         codes: dict[str, int] = {}
-        keys, vectors, when, conf, ns_code = _arrays(rows, codes)
+        parts: list[tuple[IntArray, F32Array, IntArray, FloatArray, Any]] = []
+        while rows := cursor.fetchmany(LOAD_PAGE):
+            parts.append(_arrays(rows, codes))
+        if not parts:
+            parts.append(_arrays([], codes))
+        keys, vectors, when, conf, ns_code = (np.concatenate([p[i] for p in parts]) for i in range(5))
         with self._lock:
             self.stats.full += 1
-            self.stats.rows += len(rows)
+            self.stats.rows += len(keys)
         return _Loaded(
             instance=instance,
             version=version,
