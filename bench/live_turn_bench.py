@@ -15,7 +15,8 @@ At each size, in the same run:
 * the counts behind them (``docs/live-turn.md``): host writes that waited for more than one background
   transaction (``WriteStats.behind_more_than_one``: SQLite's own commit order), full belief-index loads and
   refreshes during (b), and the most rows one History/Team read ranked;
-* the host's RSS after the calls, and the cold start: a new engine's first ``pre_turn`` on the file.
+* the host's RSS after the calls, and the cold start: a new engine's first ``pre_turn`` on the file;
+* the read-pool question: ``pre_turn`` wall and CPU time with its reads on one thread against the shared pool.
 
 Last, a **small agent beside a big one**: the replayed agent's ``pre_turn`` p99 before another agent of its
 layout exists, then while that agent holds the largest size's turns and a worker builds them.
@@ -33,6 +34,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -171,6 +173,30 @@ def _calls(engine: SQLiteEngine, agent: str, questions: list[str], calls: int, b
     return Timed(pre, post, stats.live - writes, stats.behind_more_than_one - over)
 
 
+def _pool_rows(engine: SQLiteEngine, agent: str, questions: list[str], calls: int, setup: str) -> list[Row]:
+    """The read-pool question: ``pre_turn`` with its reads on one thread against the shared pool (wall and CPU)."""
+    out: dict[str, tuple[list[float], list[float]]] = {}
+    with ThreadPoolExecutor(max_workers=1) as one:
+        for name, executor in (("pool", None), ("one thread", one)):
+            memory = AgentMemory(engine, LAYOUT, agent, executor=executor)
+            wall: list[float] = []
+            cpu: list[float] = []
+            for i in range(calls):
+                text = questions[i % len(questions)]
+                start, used = time.perf_counter(), time.process_time()
+                memory.pre_turn({"thread_id": f"pool-{name}", "turn_index": i, "user_text": text})
+                wall.append((time.perf_counter() - start) * 1000)
+                cpu.append((time.process_time() - used) * 1000)
+            out[name] = (wall, cpu)
+    (pool_wall, pool_cpu), (one_wall, one_cpu) = out["pool"], out["one thread"]
+    return [
+        Row("pre_turn p50, reads on one thread", setup, percentile(one_wall, 50), "ms", percentile(pool_wall, 50),
+            "the shared read pool"),
+        Row("pre_turn CPU p50, reads on one thread", setup, percentile(one_cpu, 50), "ms", percentile(pool_cpu, 50),
+            "the shared read pool", "process CPU time per call"),
+    ]  # fmt: skip
+
+
 def _section_rows(engine: SQLiteEngine, agent: str) -> int:
     """The most rows one History or Team read ranked in the last reads."""
     flts = {LAYOUT.conversations_filter(agent), LAYOUT.conversations_filter(None)}
@@ -195,6 +221,7 @@ def _rows_at(tmp: Path, stored: int, calls: int, pinning: str, sample: str) -> l
         busy = _calls(engine, agent, questions, calls, 40_000)
     writes, over = busy.writes, busy.over_one
     rows_read = _section_rows(engine, agent)
+    pool = _pool_rows(engine, agent, questions, calls, f"{stored:,} stored")
     rss = _rss_mb()
     engine.close()
     cold_engine = SQLiteEngine(db)
@@ -216,7 +243,7 @@ def _rows_at(tmp: Path, stored: int, calls: int, pinning: str, sample: str) -> l
     rows.append(Row("fill", setup, fill_s, "s", note="brain + replay + beliefs + filler turns"))
     rows.append(Row("host RSS", setup, rss, "MB"))
     rows.append(Row("cold start: first pre_turn", setup, cold_ms, "ms"))
-    return rows
+    return [*rows, *pool]
 
 
 def _small_beside_big(tmp: Path, big: int, calls: int, pinning: str, sample: str) -> list[Row]:

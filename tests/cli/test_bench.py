@@ -86,9 +86,10 @@ def test_the_live_turn_rows_have_the_tables_shape_and_count_what_the_worker_did(
     """A real worker process ingests and builds beside the timed calls; the counts are in the notes."""
     rows = live_turn_bench.run(sizes=live_turn_bench.Sizes((20, 40), 3), sample="tiny-1")
     timed = [f"{name} p{q} (b) worker" for name in ("pre_turn", "post_turn") for q in (50, 99)]
-    each = [*timed, "fill", "host RSS", "cold start: first pre_turn"]
+    pool = ["pre_turn p50, reads on one thread", "pre_turn CPU p50, reads on one thread"]
+    each = [*timed, "fill", "host RSS", "cold start: first pre_turn", *pool]
     assert [r.bench for r in rows] == [*each, *each, "small agent pre_turn p99"]
-    assert [r.setup for r in rows[:7]] == ["20 stored"] * 7
+    assert [r.setup for r in rows[:9]] == ["20 stored"] * 9
     assert all(_finite(r) and r.value > 0 for r in rows)
     assert all(r.baseline_name == "(a) no worker" for r in rows[:4])
     assert "0 waited past one background tx" in rows[0].note
