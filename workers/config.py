@@ -28,6 +28,16 @@ from urllib.parse import urlsplit, urlunsplit
 
 from memory_core.errors import ConfigError
 from memory_core.settings import Settings
+from workers.kinds import (
+    JOB_KINDS,
+    MAINTENANCE_QUEUE,
+    TASK_BUILD_BELIEFS,
+    TASK_BUILD_DUE,
+    TASK_DRAIN_OUTBOX,
+    TASK_INGEST_BRAIN,
+    JobKinds,
+    queue_name,
+)
 
 __all__ = [
     "QUEUE_OF_TASK",
@@ -49,18 +59,8 @@ __all__ = [
     "var_paths",
 ]
 
-TASK_BUILD_BELIEFS = "memory.build_beliefs"
-TASK_INGEST_BRAIN = "memory.ingest_brain"
-TASK_BUILD_DUE = "memory.build_due"
-TASK_DRAIN_OUTBOX = "memory.drain_outbox"
-
-QUEUE_OF_TASK: dict[str, str] = {
-    TASK_BUILD_BELIEFS: "queue_beliefs",
-    TASK_INGEST_BRAIN: "queue_ingest",
-    TASK_BUILD_DUE: "queue_maintenance",
-    TASK_DRAIN_OUTBOX: "queue_maintenance",
-}
-"""Task name → the ``Settings`` field naming its queue (issue 5 §2: queues beliefs, ingest, maintenance)."""
+QUEUE_OF_TASK: dict[str, str] = JOB_KINDS.queues()
+"""Task name → the ``Settings`` field naming its queue, from the table of job kinds (``workers.kinds``)."""
 
 SAFE_REDIS_TRANSPORT = "workers.transport:SafeRedisTransport"
 SAFE_FILESYSTEM_TRANSPORT = "workers.transport:SafeFilesystemTransport"
@@ -118,16 +118,16 @@ def redis_url_of(settings: Settings) -> str | None:
     return settings.broker_url if is_redis_url(settings.broker_url) else None
 
 
-def queue_for(settings: Settings, task_name: str) -> str:
-    """The queue a task is routed to.
+def queue_for(settings: Settings, task_name: str, kinds: JobKinds = JOB_KINDS) -> str:
+    """The queue a task is routed to (its row of the table of job kinds).
 
     Raises:
         ConfigError: an unknown task name.
     """
-    try:
-        return str(getattr(settings, QUEUE_OF_TASK[task_name]))
-    except KeyError:
-        raise ConfigError(f"no queue for task {task_name!r}") from None
+    attr = kinds.queues().get(task_name)
+    if attr is None:
+        raise ConfigError(f"no queue for task {task_name!r}")
+    return queue_name(settings, attr)
 
 
 def resolve_queues(settings: Settings, spec: str | None) -> tuple[list[str], list[str]]:
@@ -142,8 +142,8 @@ def resolve_queues(settings: Settings, spec: str | None) -> tuple[list[str], lis
     Returns:
         (names in order without duplicates, unknown entries).
     """
-    configured = {"beliefs": settings.queue_beliefs, "ingest": settings.queue_ingest}
-    configured["maintenance"] = settings.queue_maintenance
+    fields = dict.fromkeys(JOB_KINDS.queues().values())  # queue_beliefs, queue_ingest, queue_maintenance, …
+    configured = {attr.removeprefix("queue_"): queue_name(settings, attr) for attr in fields}
     entries = [e.strip() for e in (spec or "").split(",") if e.strip()] or list(configured.values())
     names: list[str] = []
     unknown: list[str] = []
@@ -231,8 +231,12 @@ def _broker_options(settings: Settings, url: str) -> tuple[str | None, dict[str,
     return None, {"visibility_timeout": settings.visibility_timeout_s}
 
 
-def celery_config(settings: Settings) -> dict[str, Any]:
+def celery_config(settings: Settings, kinds: JobKinds = JOB_KINDS) -> dict[str, Any]:
     """The worker-side Celery configuration (see the module table for why each item is set).
+
+    Args:
+        settings: The settings.
+        kinds: The table of job kinds the routes come from.
 
     Raises:
         ConfigError: time settings that break ``check_timeouts``.
@@ -280,8 +284,8 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "result_expires": settings.result_expires_s,
         "result_extended": True,
         # routing [1.14]
-        "task_routes": {name: {"queue": queue_for(settings, name)} for name in QUEUE_OF_TASK},
-        "task_default_queue": settings.queue_maintenance,
+        "task_routes": kinds.routes(settings),
+        "task_default_queue": queue_name(settings, MAINTENANCE_QUEUE),
         "timezone": "UTC",
         "enable_utc": True,
         "beat_schedule": beat_config(settings),
@@ -296,7 +300,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
     return conf
 
 
-def host_config(settings: Settings) -> dict[str, Any]:
+def host_config(settings: Settings, kinds: JobKinds = JOB_KINDS) -> dict[str, Any]:
     """The producer-only configuration ``JobQueue`` publishes with.
 
     Same broker and routing as the workers, but: no result backend (a submit never subscribes to a result
@@ -306,7 +310,7 @@ def host_config(settings: Settings) -> dict[str, Any]:
     Raises:
         ConfigError: time settings that break ``check_timeouts``.
     """
-    conf = celery_config(settings)
+    conf = celery_config(settings, kinds)
     conf["result_backend"] = None
     conf["task_publish_retry"] = False
     conf["task_send_sent_event"] = True

@@ -2,8 +2,8 @@
 
 ```
 clear the pending mark ─► twin of a finished job? drop ─► count the attempt ─► over the cap? dead letter
-    ─► parse (malformed → dead letter at once) ─► another engine's job? dead letter, unrun
-    ─► run ─► done (mark it) | a scope too soon after its last build → defer: come back when the interval ends
+    ─► parse by the task's kind (workers.kinds; malformed → dead letter at once) ─► another engine's job? dead
+    letter, unrun ─► the kind's handler (workers.handlers) ─► done (mark it) | a scope too soon after its last build → defer: come back when the interval ends
                              | transient → retry with backoff
                              | anything else → dead letter
 ```
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -37,19 +37,20 @@ import kombu.exceptions
 import redis
 from celery.exceptions import SoftTimeLimitExceeded
 
-from memory_core.consolidation import BuildScope, ConsolidateRequest
+from memory_core._model import ContractModel
 from memory_core.engine import MemoryEngine
 from memory_core.errors import EngineUnavailable, InvalidRequest
-from memory_core.lifecycle.jobs import BuildBeliefs, IngestBrain, JobReport, parse_job
 from memory_core.lifecycle.layout import MemoryLayout
 from memory_core.lifecycle.runner import BackgroundRunner
-from memory_core.namespace import Reach
-from memory_core.settings import Settings
-from workers.config import TASK_BUILD_BELIEFS, TASK_BUILD_DUE, TASK_DRAIN_OUTBOX, TASK_INGEST_BRAIN
+from memory_core.settings import Settings, get_settings
 from workers.coordination import Coordination
 from workers.dead_letters import DeadLetter, DeadLetterStore
-from workers.locks import Flight, engine_key, scope_key, single_flight
+from workers.handlers import Deferred
+from workers.kinds import JOB_KINDS, JobKind, JobKinds
+from workers.locks import engine_key
+from workers.per_process import PerProcess
 from workers.queue import JobQueue
+from workers.stores import open_coordination, open_dead_letters, open_worker_engine
 
 __all__ = [
     "TRANSIENT",
@@ -62,7 +63,10 @@ __all__ = [
     "WrongEngine",
     "backoff_s",
     "check_engine",
+    "close_runtime",
     "execute",
+    "parse_job_delivery",
+    "runtime",
 ]
 
 log = logging.getLogger(__name__)
@@ -85,17 +89,6 @@ class WrongEngine(Exception):
     Two deployments that share a Redis and its default queue names take each other's jobs; running one would
     apply it to the wrong store.
     """
-
-
-class Deferred(Exception):
-    """Raised by ``run_build`` when a scope must wait for its minimum interval; ``wait_s`` until it may build.
-
-    The scopes built before it are recorded as progress, so the next delivery builds only the deferred ones.
-    """
-
-    def __init__(self, wait_s: float) -> None:
-        super().__init__(f"a scope may build again in {wait_s:.3f}s")
-        self.wait_s = wait_s
 
 
 class DeadLettered(Exception):
@@ -160,6 +153,7 @@ class Runtime:
     Args:
         settings: The settings.
         engine / coordination / letters / queue: Injected parts (tests); default opened from settings.
+        kinds: The table of job kinds deliveries are parsed and dispatched by.
     """
 
     def __init__(
@@ -170,8 +164,10 @@ class Runtime:
         coordination: Coordination | None = None,
         letters: DeadLetterStore | None = None,
         queue: JobQueue | None = None,
+        kinds: JobKinds = JOB_KINDS,
     ) -> None:
         self.settings = settings
+        self.kinds = kinds
         self._engine = engine
         self._coordination = coordination
         self._letters = letters
@@ -183,8 +179,6 @@ class Runtime:
     def engine(self) -> MemoryEngine:
         """The engine (``Settings.engine``, plugins registered)."""
         if self._engine is None:
-            from workers.stores import open_worker_engine
-
             self._engine = open_worker_engine(self.settings)
         return self._engine
 
@@ -197,8 +191,6 @@ class Runtime:
     def coordination(self) -> Coordination:
         """The coordination store."""
         if self._coordination is None:
-            from workers.stores import open_coordination
-
             self._coordination = open_coordination(self.settings)
         return self._coordination
 
@@ -206,8 +198,6 @@ class Runtime:
     def letters(self) -> DeadLetterStore:
         """The dead-letter store."""
         if self._letters is None:
-            from workers.stores import open_dead_letters
-
             self._letters = open_dead_letters(self.settings)
         return self._letters
 
@@ -215,7 +205,7 @@ class Runtime:
     def queue(self) -> JobQueue:
         """A ``JobQueue`` for follow-up jobs (sharing the coordination store)."""
         if self._queue is None:
-            self._queue = JobQueue(self.settings, coordination=self.coordination)
+            self._queue = JobQueue(self.settings, coordination=self.coordination, kinds=self.kinds)
         return self._queue
 
     def close(self) -> None:
@@ -228,31 +218,39 @@ class Runtime:
                     log.warning("closing %s failed: %s", type(part).__name__, exc)
 
 
-# parsing ---------------------------------------------------------------------------------------------------
-_JOB_KWARGS = {TASK_BUILD_BELIEFS: {"triggered_us", "pending", "engine"}, TASK_INGEST_BRAIN: {"engine"}}
-_PLAIN_KWARGS = {TASK_BUILD_DUE: {"reach"}, TASK_DRAIN_OUTBOX: {"limit"}}
+_runtime: PerProcess[Runtime] = PerProcess(lambda: Runtime(get_settings()))
 
 
-def _check_kwargs(d: Delivery, allowed: set[str]) -> None:
+def runtime() -> Runtime:
+    """This process's ``Runtime`` (opened on first use, and again in a forked child)."""
+    return _runtime.get()
+
+
+def close_runtime() -> None:
+    """Close this process's ``Runtime`` (worker process shutdown)."""
+    _runtime.reset(Runtime.close)
+
+
+# parsing and dispatch: from the table of job kinds -------------------------------------------------------
+def _check_kwargs(d: Delivery, allowed: frozenset[str]) -> None:
     unknown = sorted(set(d.kwargs) - allowed)
     if unknown:
         raise InvalidRequest(f"unexpected keyword argument(s) {unknown}", field="kwargs")
 
 
-def parse_job_delivery(d: Delivery) -> BuildBeliefs | IngestBrain:
-    """The job a ``build_beliefs``/``ingest_brain`` delivery carries.
+def parse_job_delivery(d: Delivery, kind: JobKind, kinds: JobKinds = JOB_KINDS) -> ContractModel:
+    """The job a delivery of ``kind``'s task carries.
 
     Raises:
-        InvalidRequest: not exactly one argument, unknown keyword arguments, a malformed job, a job of the
-            other kind, a non-integer ``triggered_us`` or a non-string ``engine``.
+        InvalidRequest: not exactly one argument, keyword arguments the kind does not take, a malformed job, a job
+            of another kind, a non-integer ``triggered_us`` or a non-string ``engine``.
     """
-    _check_kwargs(d, _JOB_KWARGS[d.task])
+    _check_kwargs(d, kind.kwargs)
     if len(d.args) != 1:
         raise InvalidRequest(f"expected one argument (the job's JSON), got {len(d.args)}", field="args")
-    job = parse_job(d.args[0])
-    expected = BuildBeliefs if d.task == TASK_BUILD_BELIEFS else IngestBrain
-    if not isinstance(job, expected):
-        raise InvalidRequest(f"task {d.task} cannot run a {job.name()} job", field="job")
+    job = kinds.parse(d.args[0])
+    if type(job) is not kind.model:
+        raise InvalidRequest(f"task {d.task} cannot run a {kinds.of(job).tag} job", field="job")
     stamp = d.kwargs.get("triggered_us")
     if stamp is not None and (isinstance(stamp, bool) or not isinstance(stamp, int)):
         raise InvalidRequest("must be an integer", field="triggered_us")
@@ -278,104 +276,19 @@ def check_engine(rt: Runtime, d: Delivery) -> None:
         )
 
 
-# handlers --------------------------------------------------------------------------------------------------
-def _scope_report(scope: BuildScope, flight: Flight[JobReport]) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "namespace": str(scope.namespace),
-        "kinds": [k.value for k in scope.kinds],
-        "enter": flight.enter.value,
-        "passes": len(flight.results),
-    }
-    if flight.results:
-        last = flight.results[-1]
-        out["outcome"] = last.outcome.outcome.value
-        if last.consolidation is not None and last.consolidation.built is not None:
-            out["built"] = sum((r.consolidation.built or 0) for r in flight.results if r.consolidation)
-    if flight.lost:
-        out["lease_lost"] = True
-    return out
-
-
-def run_build(rt: Runtime, d: Delivery, job: BuildBeliefs) -> dict[str, Any]:
-    """One ``consolidate`` per scope under ``job.request``, each single flight, resuming after a retry.
-
-    Raises:
-        Deferred: a scope must wait for ``build_min_interval_s`` (the others are done and recorded).
-    """
-    stamp = d.kwargs.get("triggered_us")
-    done_before = rt.coordination.progress(d.job_id)
-    scopes: list[dict[str, Any]] = []
-    waits: list[float] = []
-    runner = rt.runner
-    for scope in rt.engine.scopes(job.request):
-        unit = scope_key(rt.engine_key, scope)
-        if unit in done_before:
-            scopes.append({"namespace": str(scope.namespace), "enter": "done_before"})
-            continue
-
-        def one_pass(s: BuildScope = scope) -> JobReport:
-            return runner.run(BuildBeliefs(request=s.request()))
-
-        flight = single_flight(
-            rt.coordination, unit, d.job_id, stamp, rt.settings.lock_ttl_s, one_pass, rt.settings.build_min_interval_s
-        )
-        if flight.deferred:
-            waits.append(flight.wait_s)
-            continue
-        rt.coordination.add_progress(d.job_id, unit)
-        scopes.append(_scope_report(scope, flight))
-    if waits:
-        raise Deferred(max(waits))
-    return {"job": job.name(), "scopes": scopes}
-
-
-def run_ingest(rt: Runtime, d: Delivery, job: IngestBrain) -> dict[str, Any]:
-    """``Brain.ingest_many`` through the runner; the batch's build jobs are submitted as follow-ups."""
-    report = rt.runner.run(job)
-    follow_ups = [rt.queue.submit(j) for j in report.follow_ups]
-    return {"job": job.name(), "stored": len(report.stored), "follow_ups": follow_ups}
-
-
-def run_build_due(rt: Runtime, d: Delivery) -> dict[str, Any]:
-    """Submit a ``BuildBeliefs`` for every scope under the reach (default: the layout) written since its build."""
-    _check_kwargs(d, _PLAIN_KWARGS[TASK_BUILD_DUE])
-    if d.args:
-        raise InvalidRequest("takes no positional arguments", field="args")
-    raw = d.kwargs.get("reach")
-    reach = Reach.subtree(rt.layout.root) if raw is None else Reach.coerce(raw, "reach")
-    scopes = rt.engine.scopes(ConsolidateRequest(reach=reach))
-    due = [s for s in scopes if s.due]
-    jobs = [rt.queue.submit(BuildBeliefs(request=s.request())) for s in due]
-    return {"scopes": len(scopes), "due": len(due), "jobs": jobs}
-
-
-def run_drain(rt: Runtime, d: Delivery) -> dict[str, Any]:
-    """Publish jobs parked in this machine's outbox; prune rows delivered more than a day ago."""
-    _check_kwargs(d, _PLAIN_KWARGS[TASK_DRAIN_OUTBOX])
-    if d.args:
-        raise InvalidRequest("takes no positional arguments", field="args")
-    limit = d.kwargs.get("limit", 1000)
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
-        raise InvalidRequest("must be a positive integer", field="limit")
-    report = rt.queue.drain(limit)
-    rt.queue.outbox.prune()
-    return {"delivered": report.delivered, "left": report.left, "error": report.error}
-
-
 def _dispatch(rt: Runtime, d: Delivery) -> dict[str, Any]:
-    if d.task in _JOB_KWARGS:
-        job = parse_job_delivery(d)
+    kind = rt.kinds.of_task(d.task)
+    if kind is not None:
+        job = parse_job_delivery(d, kind, rt.kinds)
         check_engine(rt, d)
-        if isinstance(job, BuildBeliefs):
-            return run_build(rt, d, job)
-        return run_ingest(rt, d, job)
-    handlers: dict[str, Callable[[Runtime, Delivery], dict[str, Any]]] = {
-        TASK_BUILD_DUE: run_build_due,
-        TASK_DRAIN_OUTBOX: run_drain,
-    }
-    if d.task not in handlers:
+        return kind.handler(rt, d, job)
+    task = rt.kinds.maintenance_task(d.task)
+    if task is None:
         raise InvalidRequest(f"unknown task {d.task!r}", field="task")
-    return handlers[d.task](rt, d)
+    _check_kwargs(d, task.kwargs)
+    if d.args:
+        raise InvalidRequest("takes no positional arguments", field="args")
+    return task.handler(rt, d)
 
 
 # the flow --------------------------------------------------------------------------------------------------

@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Generic, TypeVar
 
+from memory_core._model import ContractModel
 from memory_core.consolidation import BuildScope
 from memory_core.errors import EngineUnavailable
-from memory_core.lifecycle.jobs import BuildBeliefs, IngestBrain
 from workers.coordination import Coordination, Enter, Leave
 
 __all__ = ["Flight", "Lease", "engine_key", "pending_key", "scope_key", "single_flight"]
@@ -50,7 +50,7 @@ def scope_key(engine: str, scope: BuildScope) -> str:
     return hashlib.sha256(f"{engine}\x00{scope.namespace}\x00{kinds}".encode()).hexdigest()[:16]
 
 
-def pending_key(engine: str, job: BuildBeliefs | IngestBrain) -> str:
+def pending_key(engine: str, job: ContractModel) -> str:
     """32 hex digits naming (engine, job JSON): identical triggers share one pending job."""
     return hashlib.sha256(f"{engine}\x00{job.to_json()}".encode()).hexdigest()[:32]
 

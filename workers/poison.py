@@ -9,7 +9,7 @@ formed but cannot become a task request (a body of JSON ``null``, a junk ``timel
 the consumer (``workers.consumer``, through ``refuse``); those that name an unknown task or carry a foreign
 content type reach Celery, which rejects them; ``workers.signals`` dead-letters those (through ``refuse`` too).
 
-Every letter written here is kept under the message's task id when ``workers.queue.check_job_id`` accepts it
+Every letter written here is kept under the message's task id when ``workers.kinds.check_job_id`` accepts it
 (so ``requeue`` can publish the job again under it), else under a unique generated id (``letter_id``), so two
 such letters never replace each other; it records the attempts the coordination store counted for the job
 (``attempts_of``), 0 when it never started.
@@ -28,7 +28,9 @@ from memory_core.errors import InvalidRequest
 from memory_core.settings import get_settings
 from workers.coordination import Coordination
 from workers.dead_letters import DeadLetter, DeadLetterStore
+from workers.kinds import check_job_id
 from workers.per_process import PerProcess
+from workers.stores import open_coordination, open_dead_letters
 
 __all__ = [
     "BODY_ENCODINGS",
@@ -52,14 +54,10 @@ value or ``utf-8`` in any case means the body is plain text: ``Channel.decode_bo
 
 
 def _open_letters() -> DeadLetterStore:
-    from workers.stores import open_dead_letters
-
     return open_dead_letters(get_settings())
 
 
 def _open_coordination() -> Coordination:
-    from workers.stores import open_coordination
-
     return open_coordination(get_settings())
 
 
@@ -73,15 +71,13 @@ def letters() -> DeadLetterStore:
 
 
 def letter_id(candidate: Any, kind: str) -> str:
-    """``candidate`` when it can name a job (``workers.queue.check_job_id``), else ``<kind>-<32 hex digits>``.
+    """``candidate`` when it can name a job (``workers.kinds.check_job_id``), else ``<kind>-<32 hex digits>``.
 
     One rule for both: a letter kept under an id ``check_job_id`` refuses (too long, control characters) could
     never be requeued, since publishing the job again under its id is refused. A message without a task id
     must not share a fixed id ("unknown", "undecodable") with every other one: a dead letter replaces the one
     with its id.
     """
-    from workers.queue import check_job_id  # workers.queue imports this module (through workers.transport)
-
     try:
         return check_job_id(candidate)
     except InvalidRequest:

@@ -28,10 +28,13 @@ from celery.worker.consumer import consumer as celery_consumer
 from memory_core.errors import ConfigError
 from memory_core.settings import get_settings
 from workers.dead_letters import DeadLetter
-from workers.execution import DeadLettered
+from workers.execution import DeadLettered, close_runtime
 from workers.poison import attempts_of, dead_letter, letter_id, message_payload, refuse
+from workers.queue import JobQueue
+from workers.stores import open_worker_engine
+from workers.transport import prepare
 
-__all__ = ["ExpectedLetters", "check_engine", "message_payload"]  # message_payload: from workers.poison
+__all__ = ["ExpectedLetters", "check_engine", "connect", "message_payload"]  # message_payload: from workers.poison
 
 log = logging.getLogger(__name__)
 
@@ -75,8 +78,6 @@ LETTER_LOGGERS = ("celery.app.trace", "celery.worker.consumer.consumer")
 
 def make_folders(**_: Any) -> None:
     """Create the server-less transport's folders under ``var_dir`` before the first connection."""
-    from workers.transport import prepare
-
     prepare(get_settings())
 
 
@@ -94,8 +95,6 @@ def check_engine(**_: Any) -> None:
     Raises:
         SystemExit: status 2, after ``memory-core worker: ConfigError: …`` on stderr.
     """
-    from workers.stores import open_worker_engine
-
     try:
         engine = open_worker_engine(get_settings())
     except ConfigError as exc:
@@ -113,8 +112,6 @@ def check_engine(**_: Any) -> None:
 
 def drain_on_start(sender: Any = None, **_: Any) -> None:
     """Drain the outbox once when a worker is ready (never raises)."""
-    from workers.queue import JobQueue
-
     try:
         queue = JobQueue(get_settings())
         try:
@@ -131,8 +128,6 @@ def drain_on_start(sender: Any = None, **_: Any) -> None:
 
 def close_process(**_: Any) -> None:
     """Close the worker process's runtime."""
-    from workers.tasks import close_runtime
-
     close_runtime()
 
 
@@ -194,10 +189,14 @@ def failed(
     )
 
 
-def _connect() -> None:
+def connect() -> None:
+    """Attach the log filter and connect the handlers (called by ``workers.celery_app.create_app``).
+
+    Connecting twice is harmless: Celery keeps one connection per receiver.
+    """
     for name in LETTER_LOGGERS:
         logging.getLogger(name).addFilter(EXPECTED_LETTERS)
-    hub: Any = signals  # Celery's signals are untyped; connect once, at import
+    hub: Any = signals  # Celery's signals are untyped
     hub.worker_init.connect(make_folders)
     hub.worker_init.connect(check_engine)
     hub.beat_init.connect(make_folders)
@@ -206,6 +205,3 @@ def _connect() -> None:
     hub.task_unknown.connect(unknown_task)
     hub.task_rejected.connect(rejected)
     hub.task_failure.connect(failed)
-
-
-_connect()
