@@ -2,10 +2,12 @@
 
 ```
 clear the pending mark ─► twin of a finished job? drop ─► count the attempt ─► over the cap? dead letter
-    ─► parse by the task's kind (workers.kinds; malformed → dead letter at once) ─► another engine's job? dead
-    letter, unrun ─► the kind's handler (workers.handlers) ─► done (mark it) | a scope too soon after its last build → defer: come back when the interval ends
-                             | transient → retry with backoff
-                             | anything else → dead letter
+    ─► parse by the task's kind (workers.kinds; malformed → dead letter at once)
+    ─► another engine's job? dead letter, unrun
+    ─► the kind's handler (workers.handlers)
+        ─► done (mark it) | must wait (a scope's interval, a twin delivery building) → defer: come back then
+                          | transient → retry with backoff
+                          | anything else → dead letter
 ```
 
 ``execute`` never raises: even opening the coordination store is inside the flow (a SQLite store locked by

@@ -6,11 +6,10 @@ submit(job) ─► [outbox not empty?] drain ─► coalescing kind: pending mar
 ```
 
 * The job's kind (``workers.kinds``) names its task, queue and Flower summary. The task's argument is the job's
-  JSON object; nothing is pickled. Every job carries ``engine``, this host's
-  ``engine_key`` (a worker of another engine dead-letters it unrun: two deployments sharing one Redis and its
-  queue names never apply each other's jobs). A job of a coalescing kind (``BuildBeliefs``) also carries ``triggered_us`` (the
-  store-clock stamp single flight compares with a build's start) and ``pending`` (the mark the worker clears
-  when it starts).
+  JSON object; nothing is pickled. Every job carries ``engine``, this host's ``engine_key`` (a worker of another
+  engine dead-letters it unrun: two deployments sharing one Redis and its queue names never apply each other's
+  jobs). A job of a coalescing kind (``BuildBeliefs``) also carries ``triggered_us`` (the store-clock stamp single
+  flight compares with a build's start) and ``pending`` (the mark the worker clears when it starts).
 * Identical jobs of a coalescing kind while one is still queued return that job's id instead of queueing another
   (for at most ``pending_ttl_s``).
 * The publish is bounded by ``Settings.publish_timeout_s`` (socket timeouts, no reconnect loop, no publish
