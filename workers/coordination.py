@@ -9,7 +9,7 @@ stamp and a worker's build start compare without clock skew.
 | --- | --- | --- |
 | pending mark per (engine, job) | ``claim_pending``, ``clear_pending`` | triggers while a build is queued collapse |
 | scope gate: lock, dirty, built, later | ``gate_enter/extend/leave/abort`` | single flight, one follow-up |
-| per-job marks | ``count_attempt``, ``add_progress``, ``mark_done``, … | attempts, resumable scopes, twin drop |
+| per-job marks | ``bind_job``, ``count_attempt``, ``mark_done``, … | one payload per id, attempts, twin drop |
 
 The scope gate's three marks: ``lock`` (``token|task_id|started_us`` of the pass running now), ``built`` (the
 start of the newest pass that completed) and ``dirty`` (the newest stamp of a trigger still waiting for a pass
@@ -43,6 +43,7 @@ from pathlib import Path
 from workers.local_db import LocalDb
 
 __all__ = [
+    "JOB_MARKS",
     "Coordination",
     "Enter",
     "Entered",
@@ -54,6 +55,10 @@ __all__ = [
     "lock_value",
     "split_lock",
 ]
+
+
+JOB_MARKS = ("attempts", "progress", "done", "payload")
+"""The per-job marks (``P:job:<id>:<mark>``); ``forget_job`` drops them all."""
 
 
 class Enter(StrEnum):
@@ -214,6 +219,14 @@ class Coordination:
         raise NotImplementedError
 
     # per-job marks -------------------------------------------------------------------------------------
+    def bind_job(self, job_id: str, digest: str) -> bool:
+        """Bind ``job_id`` to the payload ``digest`` unless it names another one; True when bound (now or before).
+
+        A job id names one payload for as long as the job's marks are kept (``job_ttl_s``): a second submit under
+        the id with the same payload is a replay, one with another payload is refused by the caller (issue 11 §3).
+        """
+        raise NotImplementedError
+
     def count_attempt(self, job_id: str) -> int:
         """Count one more start of ``job_id`` (retries and redeliveries alike) and return the count."""
         raise NotImplementedError
@@ -399,6 +412,15 @@ class SqliteCoordination(Coordination):
                 self._raise_dirty(db, dirty, split_lock(current)[2])
                 self._del(db, lock)
 
+    def bind_job(self, job_id: str, digest: str) -> bool:
+        """See ``Coordination.bind_job``."""
+        k = self.key("job", job_id, "payload")
+        with self._tx() as db:
+            current = self._get(db, k)
+            if current is None:
+                self._set(db, k, digest, self.job_ttl_s)
+            return current is None or current == digest
+
     def count_attempt(self, job_id: str) -> int:
         """See ``Coordination.count_attempt``."""
         k = self.key("job", job_id, "attempts")
@@ -446,7 +468,7 @@ class SqliteCoordination(Coordination):
     def forget_job(self, job_id: str) -> None:
         """See ``Coordination.forget_job``."""
         with self._tx() as db:
-            for part in ("attempts", "progress", "done"):
+            for part in JOB_MARKS:
                 self._del(db, self.key("job", job_id, part))
 
     def close(self) -> None:

@@ -32,7 +32,7 @@ from memory_core.consolidation import BuildScope
 from memory_core.errors import EngineUnavailable
 from workers.coordination import Coordination, Enter, Leave
 
-__all__ = ["Flight", "Lease", "engine_key", "pending_key", "scope_key", "single_flight"]
+__all__ = ["Flight", "Lease", "engine_key", "job_digest", "pending_key", "scope_key", "single_flight"]
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +53,11 @@ def scope_key(engine: str, scope: BuildScope) -> str:
 def pending_key(engine: str, job: ContractModel) -> str:
     """32 hex digits naming (engine, job JSON): identical triggers share one pending job."""
     return hashlib.sha256(f"{engine}\x00{job.to_json()}".encode()).hexdigest()[:32]
+
+
+def job_digest(task: str, job: ContractModel) -> str:
+    """32 hex digits naming (task, job JSON): the payload a job id is bound to (``Coordination.bind_job``)."""
+    return hashlib.sha256(f"{task}\x00{job.to_json()}".encode()).hexdigest()[:32]
 
 
 class Lease:

@@ -45,13 +45,13 @@ import redis
 from celery import Celery
 
 from memory_core._model import ContractModel
-from memory_core.errors import EngineUnavailable
+from memory_core.errors import EngineUnavailable, InvalidRequest
 from memory_core.settings import Settings, get_settings
 from workers.config import host_config, queue_for
 from workers.coordination import Coordination
-from workers.dead_letters import DeadLetter, DeadLetterStore
+from workers.dead_letters import DeadLetter, DeadLetterStore, quote_id
 from workers.kinds import JOB_KINDS, MAX_JOB_ID_CHARS, JobKinds, check_job_id, describe_reach, new_job_id
-from workers.locks import engine_key, pending_key
+from workers.locks import engine_key, job_digest, pending_key
 from workers.outbox import MAX_FAULTS, Outbox, OutboxEntry
 from workers.stores import open_coordination, open_dead_letters, open_outbox
 from workers.transport import prepare
@@ -302,6 +302,11 @@ class JobQueue:
     # internals -----------------------------------------------------------------------------------------
     def _publish(self, job: ContractModel, job_id: str, engine: str | None = None) -> str:
         kind = self.kinds.of(job)
+        if not self.coordination.bind_job(job_id, job_digest(kind.task, job)):
+            raise InvalidRequest(
+                f"job id {quote_id(job_id)} names another job (a job id names one payload while its record is kept)",
+                field="job_id",
+            )
         stamp = engine or self.engine
         kwargs: dict[str, Any] = {"engine": stamp}
         key = None

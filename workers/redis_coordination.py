@@ -9,7 +9,7 @@ microsecond times (~1.8e15) compare exactly; they are built and stored as string
 numbers.
 
 Keys (``P`` = ``Settings.redis_prefix``; ``{h}`` a hash tag so a scope's keys share a cluster slot):
-``P:pending:<key>``, ``P:gate:{h}:lock|dirty|built|later``, ``P:job:<id>:attempts|progress|done``.
+``P:pending:<key>``, ``P:gate:{h}:lock|dirty|built|later``, ``P:job:<id>:attempts|progress|done|payload``.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import redis
 from redis.commands.core import Script
 
 from memory_core.errors import EngineUnavailable
-from workers.coordination import Coordination, Enter, Entered, Leave, Left, Pending, later_ttl_s
+from workers.coordination import JOB_MARKS, Coordination, Enter, Entered, Leave, Left, Pending, later_ttl_s
 
 __all__ = ["RedisCoordination", "redis_client"]
 
@@ -146,6 +146,16 @@ return 0
 )
 
 
+_BIND = """
+local cur = redis.call('GET', KEYS[1])
+if not cur then
+  redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+  return 1
+end
+if cur == ARGV[1] then return 1 end
+return 0
+"""
+
 _FORGIVE = """
 local n = tonumber(redis.call('GET', KEYS[1]) or '0')
 if n > 0 then redis.call('DECR', KEYS[1]) end
@@ -189,6 +199,7 @@ class RedisCoordination(Coordination):
         self._leave: Script = client.register_script(_LEAVE)
         self._abort: Script = client.register_script(_ABORT)
         self._forgive: Script = client.register_script(_FORGIVE)
+        self._bind: Script = client.register_script(_BIND)
 
     @contextmanager
     def _reachable(self) -> Iterator[None]:
@@ -247,6 +258,12 @@ class RedisCoordination(Coordination):
         with self._reachable():
             self._abort(keys=self._gate_keys(scope)[:2], args=[token, self.keep_s * 1000])
 
+    def bind_job(self, job_id: str, digest: str) -> bool:
+        """See ``Coordination.bind_job``."""
+        with self._reachable():
+            got = self._bind(keys=[self.key("job", job_id, "payload")], args=[digest, self.job_ttl_s])
+        return bool(int(cast(int, got)))
+
     def count_attempt(self, job_id: str) -> int:
         """See ``Coordination.count_attempt``."""
         key = self.key("job", job_id, "attempts")
@@ -294,7 +311,7 @@ class RedisCoordination(Coordination):
     def forget_job(self, job_id: str) -> None:
         """See ``Coordination.forget_job``."""
         with self._reachable():
-            self.client.delete(*(self.key("job", job_id, part) for part in ("attempts", "progress", "done")))
+            self.client.delete(*(self.key("job", job_id, part) for part in JOB_MARKS))
 
     def close(self) -> None:
         """Close the client's connections."""

@@ -328,3 +328,12 @@ def test_fast_builds_triggered_from_many_threads_within_the_interval_build_at_mo
         deliver(job, dict(stamps)[job])
     assert overlaps == 0
     assert passes <= 2
+
+
+def test_a_job_id_binds_one_payload_until_its_marks_are_forgotten(store: Coordination) -> None:
+    assert store.bind_job("j", "digest-a")
+    assert store.bind_job("j", "digest-a")  # a replay
+    assert not store.bind_job("j", "digest-b")  # another payload under the id
+    assert store.bind_job("k", "digest-b")  # ids are independent
+    store.forget_job("j")  # a requeue starts the id afresh
+    assert store.bind_job("j", "digest-b")
