@@ -9,7 +9,9 @@ on worker start, dead letters for messages Celery rejects). ``app`` is the proce
 Every task is the same thin shell over ``workers.execution.execute``, and takes ``*args, **kwargs`` so a message
 of the wrong shape reaches the flow (and the dead letters) instead of failing inside Celery's call. A retry, and
 a build deferred to later, raise Celery's ``Retry`` (a new message with a countdown, the same task id); a
-dead-lettered job raises ``DeadLettered`` so Flower shows it failed.
+dead-lettered job raises ``DeadLettered`` so Flower shows it failed. Celery's own retry cap is off
+(``max_retries=None`` on the task: ``Task.retry(max_retries=None)`` would fall back on Celery's default of 3):
+the flow counts attempts itself and dead-letters past ``Settings.max_retries``, and a deferral is no attempt.
 """
 
 from __future__ import annotations
@@ -71,10 +73,11 @@ def create_app(settings: Settings, kinds: JobKinds = JOB_KINDS) -> Celery:
     celery = Celery("memory-core")
     celery.conf.update(celery_config(settings, kinds))
     registry: Any = celery  # Celery's task decorator is untyped
+    options = {"bind": True, "shared": False, "max_retries": None}
     for kind in kinds:
-        registry.task(name=kind.task, bind=True, shared=False)(_shell(f"Run a {kind.tag} job ({kind.model.__name__})."))
+        registry.task(name=kind.task, **options)(_shell(f"Run a {kind.tag} job ({kind.model.__name__})."))
     for task in kinds.maintenance:
-        registry.task(name=task.task, bind=True, shared=False)(_shell(f"{task.handler.__doc__}"))
+        registry.task(name=task.task, **options)(_shell(f"{task.handler.__doc__}"))
     signals.connect()
     return celery
 

@@ -49,6 +49,7 @@ __all__ = [
     "broker_url",
     "celery_config",
     "check_timeouts",
+    "max_countdown_s",
     "host_config",
     "is_redis_url",
     "queue_for",
@@ -160,14 +161,26 @@ def resolve_queues(settings: Settings, spec: str | None) -> tuple[list[str], lis
     return names, unknown
 
 
+def max_countdown_s(settings: Settings) -> float:
+    """The longest countdown the flow puts on a message, seconds: a retry's backoff, or a deferral.
+
+    A retry waits at most ``retry_backoff_max_s``; a build deferred to its scope's minimum interval at most
+    ``build_min_interval_s``; a delivery deferred because another delivery of its job holds the scope
+    (``Enter.BUSY``) waits the lease left, capped here, and simply defers again if the lease still lives.
+    """
+    return max(settings.retry_backoff_max_s, settings.build_min_interval_s)
+
+
 def check_timeouts(settings: Settings) -> None:
     """Refuse time settings that would run a job twice or never.
 
     Rules [1.5-1.7]: soft limit < hard limit < visibility timeout (else a running task is redelivered to a
-    second worker); ``retry_backoff_max_s`` < visibility timeout (a retry is an ETA message, redelivered
-    in a loop past it); ``lock_ttl_s`` <= visibility timeout (a dead holder's lease ends before its message
-    comes back); ``build_min_interval_s`` + hard limit < visibility timeout (a deferred follow-up build is an
-    ETA message of up to that countdown, held unacked by a worker until it has run).
+    second worker); ``lock_ttl_s`` <= visibility timeout (a dead holder's lease ends before its message comes
+    back). And every path by which a message waits, unacked, on a worker before it runs: a countdown message
+    (a retry, up to ``retry_backoff_max_s``; a deferred build, up to ``build_min_interval_s``; see
+    ``max_countdown_s``) is held by the worker that fetched it until its time comes, and then runs up to the hard
+    limit, so each countdown plus the hard limit must stay below the visibility timeout, or Redis hands the
+    message out again while its first delivery still runs (issue 11 §2). The flow sends no other ETA.
 
     Raises:
         ConfigError: naming the setting that breaks a rule.
@@ -177,15 +190,15 @@ def check_timeouts(settings: Settings) -> None:
         raise ConfigError(f"task_soft_time_limit_s ({soft}) must be below task_time_limit_s ({hard})")
     if hard >= vis:
         raise ConfigError(f"task_time_limit_s ({hard}) must be below visibility_timeout_s ({vis})")
-    if settings.retry_backoff_max_s >= vis:
-        raise ConfigError(f"retry_backoff_max_s ({settings.retry_backoff_max_s}) must be below visibility_timeout_s")
     if settings.lock_ttl_s > vis:
         raise ConfigError(f"lock_ttl_s ({settings.lock_ttl_s}) must not exceed visibility_timeout_s ({vis})")
-    if settings.build_min_interval_s + hard >= vis:
-        raise ConfigError(
-            f"build_min_interval_s ({settings.build_min_interval_s}) plus task_time_limit_s ({hard}) must stay below "
-            f"visibility_timeout_s ({vis})"
-        )
+    for name in ("retry_backoff_max_s", "build_min_interval_s"):
+        countdown = float(getattr(settings, name))
+        if countdown + hard >= vis:
+            raise ConfigError(
+                f"{name} ({countdown:g}) plus task_time_limit_s ({hard}) must stay below visibility_timeout_s "
+                f"({vis}): a message waiting out that countdown and then running would be handed out again"
+            )
 
 
 def restore_sweep(period_s: int) -> tuple[int, int]:

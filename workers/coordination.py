@@ -74,6 +74,10 @@ class Enter(StrEnum):
     DEFERRED = "deferred"
     """The scope's last pass started less than the minimum interval ago: the caller holds the follow-up slot and
     comes back after ``Entered.wait_us``."""
+    BUSY = "busy"
+    """Another delivery of the caller's own job holds the lock and its lease is alive (the message came back while
+    its first delivery still runs: issue 11 §2): the caller comes back after ``Entered.wait_us`` (the lease left),
+    when the job is done, or the lock is free because that delivery died."""
 
 
 class Leave(StrEnum):
@@ -182,10 +186,12 @@ class Coordination:
     ) -> Entered:
         """Take the scope's lock, or coalesce into the running build, or find the trigger covered, or defer.
 
-        A lock held by an earlier delivery of the same ``task_id`` is taken over: that delivery is dead
-        (a child killed and requeued, or redelivered after the visibility timeout, which exceeds the hard
-        time limit). A coalesced trigger raises the dirty mark to its stamp (the store's clock when None or
-        later: a stamp from the future would otherwise ask for follow-up passes without end).
+        A lock held by another delivery of the same ``task_id`` (another ``token``) is never taken over while its
+        lease lives: the answer is ``busy`` with the lease left, since that delivery may still be running (a
+        retry's countdown or an ETA held past the visibility timeout hands the message out again); a dead
+        delivery's lease runs out, and the job's next delivery then acquires. A coalesced trigger raises the
+        dirty mark to its stamp (the store's clock when None or later: a stamp from the future would otherwise
+        ask for follow-up passes without end).
         "Covered" needs a running pass that started after ``stamp_us``, or, with the lock free, a completed
         pass that did and no dirty mark. Acquiring leaves the dirty mark: only ``gate_leave`` after a pass
         that started later clears it, so a pass that dies before completing loses no trigger.
@@ -298,6 +304,13 @@ class SqliteCoordination(Coordination):
         return str(row[0])
 
     @staticmethod
+    def _left_us(db: sqlite3.Connection, key: str) -> int:
+        row = db.execute("SELECT expires FROM kv WHERE key = ?", (key,)).fetchone()
+        if row is None or row[0] is None:
+            return 0
+        return max(1, int((row[0] - time.time()) * 1_000_000))
+
+    @staticmethod
     def _set(db: sqlite3.Connection, key: str, value: str, ttl_s: float | None) -> None:
         expires = None if ttl_s is None else time.time() + ttl_s
         db.execute("INSERT OR REPLACE INTO kv (key, value, expires) VALUES (?, ?, ?)", (key, value, expires))
@@ -346,11 +359,12 @@ class SqliteCoordination(Coordination):
             current = self._get(db, lock)
             if current is not None:
                 _, holder, started = split_lock(current)
-                if holder != task_id:
-                    if stamp_us is not None and stamp_us < started:
-                        return Entered(Enter.COVERED)
-                    self._raise_dirty(db, dirty, mark)
-                    return Entered(Enter.COALESCED)
+                if holder == task_id:  # a twin delivery of this job holds it: never two at once
+                    return Entered(Enter.BUSY, self._left_us(db, lock))
+                if stamp_us is not None and stamp_us < started:
+                    return Entered(Enter.COVERED)
+                self._raise_dirty(db, dirty, mark)
+                return Entered(Enter.COALESCED)
             else:
                 slot = self._get(db, later)
                 if slot is not None and slot != task_id:

@@ -45,6 +45,7 @@ from memory_core.errors import EngineUnavailable, InvalidRequest
 from memory_core.lifecycle.layout import MemoryLayout
 from memory_core.lifecycle.runner import BackgroundRunner
 from memory_core.settings import Settings, get_settings
+from workers.config import max_countdown_s
 from workers.coordination import Coordination
 from workers.dead_letters import DeadLetter, DeadLetterStore
 from workers.handlers import Deferred
@@ -356,8 +357,9 @@ def execute(rt: Runtime, d: Delivery, rng: random.Random | None = None) -> Outco
             coordination.forgive_attempt(d.job_id)  # nothing ran: a deferral is not an attempt
         except Exception as forgive_exc:  # the count stays one high; the cap still leaves room for retries
             log.warning("job %s: could not take back the deferred attempt: %s", d.job_id, forgive_exc)
-        log.info("job %s: deferred %.3fs (build_min_interval_s)", d.job_id, exc.wait_s)
-        return Outcome(Verdict.DEFER, countdown=exc.wait_s)
+        wait = min(exc.wait_s, max_countdown_s(settings))  # below the visibility timeout: check_timeouts
+        log.info("job %s: deferred %.3fs", d.job_id, wait)
+        return Outcome(Verdict.DEFER, countdown=wait)
     except (InvalidRequest, WrongEngine) as exc:
         return _dead(rt, d, exc, attempts)
     except TRANSIENT as exc:

@@ -102,8 +102,9 @@ class Flight(Generic[T]):
     """What one trigger of one scope did.
 
     Attributes:
-        enter: ``acquired`` (this caller built), ``coalesced`` (the running build goes again), ``covered`` or
-            ``deferred`` (too soon after the last pass: come back after ``wait_s``).
+        enter: ``acquired`` (this caller built), ``coalesced`` (the running build goes again), ``covered``,
+            ``deferred`` (too soon after the last pass: come back after ``wait_s``) or ``busy`` (another delivery
+            of this job is building the scope: come back after ``wait_s``, at most its lease).
         results: One entry per pass built by this caller: the first, then each follow-up.
         lost: True when the lease ended before the caller left (another build may have overlapped).
         wait_s: Seconds until this caller's scope may build again, when a pass was deferred (on entry, or a
@@ -118,7 +119,7 @@ class Flight(Generic[T]):
     @property
     def deferred(self) -> bool:
         """True when this caller owes the scope a pass after ``wait_s``."""
-        return self.wait_s > 0 or self.enter is Enter.DEFERRED
+        return self.wait_s > 0 or self.enter in (Enter.DEFERRED, Enter.BUSY)
 
 
 def single_flight(
@@ -135,7 +136,7 @@ def single_flight(
     Args:
         coordination: The store holding the lock.
         scope: ``scope_key(...)`` of the scope.
-        task_id: The job id; a lock left by an earlier (dead) delivery of the same job is taken over.
+        task_id: The job id; a lock another delivery of the same job holds is waited out (``busy``), never shared.
         stamp_us: When the trigger was stamped (store clock), or None to always count as new.
         ttl_s: The lease, seconds.
         build: One pass; its result is kept in ``Flight.results``.

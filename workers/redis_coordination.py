@@ -68,11 +68,10 @@ if stamp and stamp < tonumber(now) then mark = ARGV[3] end
 local cur = redis.call('GET', KEYS[1])
 if cur then
   local tok, tid, started = string.match(cur, '^([^|]*)|(.*)|(%d+)$')
-  if tid ~= ARGV[2] then
-    if stamp and stamp < tonumber(started) then return {'covered', 0} end
-    raise_dirty(KEYS[2], mark, ARGV[5])
-    return {'coalesced', 0}
-  end
+  if tid == ARGV[2] then return {'busy', math.max(1, redis.call('PTTL', KEYS[1])) * 1000} end
+  if stamp and stamp < tonumber(started) then return {'covered', 0} end
+  raise_dirty(KEYS[2], mark, ARGV[5])
+  return {'coalesced', 0}
 else
   local slot = redis.call('GET', KEYS[4])
   if slot and slot ~= ARGV[2] then

@@ -66,12 +66,35 @@ def test_a_trigger_stamped_before_the_running_pass_started_is_covered(store: Coo
     assert store.gate_enter("s", "job-4", "t4", store.now_us(), 30).enter is Enter.ACQUIRED
 
 
-def test_a_lock_left_by_an_earlier_delivery_of_the_same_job_is_taken_over(store: Coordination) -> None:
-    assert store.gate_enter("s", "job-1", "dead-token", None, 30).enter is Enter.ACQUIRED
-    assert store.gate_enter("s", "job-1", "new-token", None, 30).enter is Enter.ACQUIRED
-    assert not store.gate_extend("s", "dead-token", 30)  # the dead holder's lease is gone
-    assert store.gate_leave("s", "dead-token", 30).leave is Leave.LOST
-    assert store.gate_leave("s", "new-token", 30).leave is Leave.RELEASED
+def expire_lock(store: Coordination, scope: str) -> None:
+    """What the end of a dead holder's lease does: the lock key is gone."""
+    if isinstance(store, RedisCoordination):
+        store.client.delete(store.key("gate", "{" + scope + "}", "lock"))
+        return
+    assert isinstance(store, SqliteCoordination)
+    with store._tx() as db:
+        db.execute("UPDATE kv SET expires = 0 WHERE key = ?", (store.key("gate", scope, "lock"),))
+
+
+def test_a_twin_delivery_of_a_job_never_shares_its_lock_and_acquires_once_the_lease_is_gone(
+    store: Coordination,
+) -> None:
+    """Issue 11 §2: the same job id no longer takes over a live lock (a redelivery while the first still runs)."""
+    assert store.gate_enter("s", "job-1", "first", None, 30).enter is Enter.ACQUIRED
+    twin = store.gate_enter("s", "job-1", "second", None, 30)
+    assert twin.enter is Enter.BUSY and 0 < twin.wait_us <= 30_000_000  # at most the lease left
+    assert store.gate_extend("s", "first", 30)  # the first delivery still owns it
+    assert store.gate_leave("s", "first", 30).leave is Leave.RELEASED
+    assert store.gate_enter("s", "job-1", "third", None, 30).enter is Enter.ACQUIRED  # the lock is free again
+    store.gate_abort("s", "third")
+
+    assert store.gate_enter("s", "job-2", "dying", None, 30).enter is Enter.ACQUIRED
+    assert store.gate_enter("s", "job-2", "redelivered", None, 30).enter is Enter.BUSY
+    expire_lock(store, "s")  # the first delivery died: its lease ran out
+    assert store.gate_enter("s", "job-2", "redelivered", None, 30).enter is Enter.ACQUIRED
+    assert not store.gate_extend("s", "dying", 30)
+    assert store.gate_leave("s", "dying", 30).leave is Leave.LOST
+    assert store.gate_leave("s", "redelivered", 30).leave is Leave.RELEASED
 
 
 def test_release_is_compare_and_delete(store: Coordination) -> None:

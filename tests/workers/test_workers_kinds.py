@@ -64,6 +64,8 @@ def test_a_third_kind_is_routed_to_its_rows_queue(tmp_path: Path) -> None:
         queue_for(s, "memory.test_echo")  # the default table has no such kind
     app = create_app(s, TABLE)
     assert {"memory.test_echo", "memory.build_beliefs", "memory.ingest_brain", "memory.build_due"} <= set(app.tasks)
+    # the flow caps attempts itself: Celery's default cap (3) would dead-letter a job deferred a fourth time
+    assert all(app.tasks[name].max_retries is None for name in TABLE.queues())
 
 
 def test_a_third_kind_is_parsed_by_its_tag_and_refused_by_a_table_without_it() -> None:
