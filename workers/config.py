@@ -21,10 +21,13 @@ reliability item has its reason next to it; the sources are ``../shared/referenc
 
 from __future__ import annotations
 
+import socket
 import ssl
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
+
+import redis
 
 from memory_core.errors import ConfigError
 from memory_core.settings import Settings
@@ -48,11 +51,14 @@ __all__ = [
     "beat_config",
     "broker_url",
     "celery_config",
+    "broker_problem",
     "check_timeouts",
+    "config_problem",
     "max_countdown_s",
     "host_config",
     "is_redis_url",
     "queue_for",
+    "redact",
     "redis_url_of",
     "resolve_queues",
     "restore_sweep",
@@ -74,6 +80,94 @@ SOFT_SHUTDOWN_S = 10.0
 def is_redis_url(url: str | None) -> bool:
     """True for ``redis://`` and ``rediss://`` URLs."""
     return url is not None and urlsplit(url).scheme.lower() in {"redis", "rediss"}
+
+
+def redact(url: str) -> str:
+    """``url`` without its credentials (``redis://:***@host:6379/0``), for printing and logs."""
+    parts = urlsplit(url)
+    if parts.password is None and parts.username is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f":***@{host}" + (f":{parts.port}" if parts.port else "")
+    return parts._replace(netloc=netloc).geturl()
+
+
+_AUTH_ERRORS: tuple[type[BaseException], ...] = (
+    redis.exceptions.AuthenticationError,
+    redis.exceptions.AuthenticationWrongNumberOfArgsError,
+    redis.exceptions.AuthorizationError,
+    redis.exceptions.NoPermissionError,
+)
+_AUTH_REPLIES = ("WRONGPASS", "NOAUTH", "NOPERM", "invalid username-password pair", "Authentication required")
+"""Redis's replies to a wrong, missing or unpermitted login (kombu may carry them as text only)."""
+_OUTAGE_ERRORS = (ConnectionRefusedError, TimeoutError, socket.gaierror)
+"""Errors that say the server is away, not that it refused this configuration."""
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and all(current is not e for e in seen):
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return seen
+
+
+def config_problem(exc: BaseException) -> str | None:
+    """Why ``exc`` (or an error it was raised from) says the Redis URL is wrong rather than the server away.
+
+    Authentication and permission errors (a wrong or missing password, a user without the rights) and TLS errors
+    (a ``rediss://`` URL to a server without TLS, a certificate that does not verify) are configuration errors:
+    retrying cannot fix them (issue 11 §4). A TLS-only server reached with ``redis://`` only resets the
+    connection; ``broker_problem`` recognises it by a TLS handshake.
+
+    Returns:
+        ``AuthenticationError: …`` or ``TLS: …``; None for anything else (an outage).
+    """
+    for error in _chain(exc):
+        text = str(error)
+        if isinstance(error, _AUTH_ERRORS) or any(reply in text for reply in _AUTH_REPLIES):
+            return f"AuthenticationError: {text or type(error).__name__} (check the user and password in the URL)"
+        if isinstance(error, ssl.SSLError) or "[SSL" in text:
+            return f"TLS: {text or type(error).__name__} (check the URL's scheme: rediss:// is TLS, redis:// is not)"
+    return None
+
+
+def speaks_tls(url: str, timeout_s: float) -> bool:
+    """True when the server of a ``redis://`` URL completes a TLS handshake (certificates not checked)."""
+    parts = urlsplit(url)
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    try:
+        with (
+            socket.create_connection((parts.hostname or "localhost", parts.port or 6379), timeout_s) as raw,
+            context.wrap_socket(raw, server_hostname=parts.hostname),
+        ):
+            return True
+    except (OSError, ValueError):
+        return False
+
+
+def broker_problem(url: str, exc: BaseException, timeout_s: float) -> str | None:
+    """``config_problem(exc)``, or, when a ``redis://`` connection was reset, whether the server speaks TLS only.
+
+    Args:
+        url: The broker URL that failed.
+        exc: The error.
+        timeout_s: Bound on the TLS handshake tried for a reset connection, seconds.
+
+    Returns:
+        The configuration error, or None for an outage.
+    """
+    problem = config_problem(exc)
+    if problem is not None or urlsplit(url).scheme.lower() != "redis":
+        return problem
+    if any(isinstance(error, _OUTAGE_ERRORS) for error in _chain(exc)):
+        return None
+    if speaks_tls(url, timeout_s):
+        return "TLS: the server speaks TLS only (use a rediss:// URL)"
+    return None
 
 
 def var_paths(settings: Settings) -> dict[str, Path]:

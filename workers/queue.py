@@ -47,7 +47,7 @@ from celery import Celery
 from memory_core._model import ContractModel
 from memory_core.errors import EngineUnavailable, InvalidRequest
 from memory_core.settings import Settings, get_settings
-from workers.config import host_config, queue_for
+from workers.config import broker_problem, host_config, queue_for, redact
 from workers.coordination import Coordination
 from workers.dead_letters import DeadLetter, DeadLetterStore, quote_id
 from workers.kinds import JOB_KINDS, MAX_JOB_ID_CHARS, JobKinds, check_job_id, describe_reach, new_job_id
@@ -179,6 +179,7 @@ class JobQueue:
         self._circuit_s = 0.0
         self._trips = 0
         self._outbox_may_hold = True
+        self._config_error: str | None = None  # logged once: a wrong password is no outage (issue 11 §4)
 
     # public --------------------------------------------------------------------------------------------
     def submit(self, job: ContractModel | dict[str, Any] | str, *, job_id: str | None = None) -> str:
@@ -399,7 +400,19 @@ class JobQueue:
             self._trips += 1
             self._circuit_s = min(_CIRCUIT_MAX_S, max(_CIRCUIT_MIN_S, self._circuit_s * 2))
             self._closed_until = time.monotonic() + self._circuit_s
-        log.warning("publish failed (%s); straight to the outbox for %.1fs", _error_text(exc), self._circuit_s)
+            known = self._config_error
+        problem = known or broker_problem(str(self.settings.broker_url or ""), exc, self.settings.publish_timeout_s)
+        if problem is None:
+            log.warning("publish failed (%s); straight to the outbox for %.1fs", _error_text(exc), self._circuit_s)
+            return
+        if known is None:  # once, loudly: retrying cannot fix a configuration; the jobs wait in the outbox
+            self._config_error = problem
+            log.critical(
+                "broker configuration error: %s refuses this configuration: %s; jobs are kept in the outbox "
+                "and published once the configuration is fixed",
+                redact(str(self.settings.broker_url)),
+                problem,
+            )
 
     def _reset(self) -> None:
         with self._lock:

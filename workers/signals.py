@@ -4,6 +4,7 @@
 | --- | --- |
 | ``worker_init``, ``beat_init`` | create the server-less folders under ``var_dir`` (no-op on Redis) |
 | ``worker_init`` | open the engine once (plugins applied): a ``ConfigError`` stops the worker, exit status 2 |
+| ``worker_init``, ``beat_init`` | probe the broker once: a wrong password or TLS mismatch stops it, status 2 |
 | ``worker_ready`` | drain this machine's outbox once (jobs a host parked while Redis was down) |
 | ``worker_process_shutdown`` | close the process's engine and connections |
 | ``task_unknown`` | dead-letter a message naming a task no worker has |
@@ -29,6 +30,7 @@ from memory_core.errors import ConfigError
 from memory_core.settings import get_settings
 from workers.dead_letters import DeadLetter
 from workers.execution import DeadLettered, close_runtime
+from workers.monitor import require_broker
 from workers.poison import attempts_of, dead_letter, letter_id, message_payload, refuse
 from workers.queue import JobQueue
 from workers.stores import open_worker_engine
@@ -108,6 +110,27 @@ def check_engine(**_: Any) -> None:
         engine.close()
     except Exception as exc:
         log.warning("closing the start-up check's engine failed: %s", exc)
+
+
+BROKER_CHECK_TIMEOUT_S = 5.0
+"""Bound on the start-up probe of the broker, seconds (an unreachable broker is waited out by Celery)."""
+
+
+def check_broker(sender: Any = None, **_: Any) -> None:
+    """Stop a worker or beat whose broker refuses its configuration (issue 11 §4), with status 2 and the reason.
+
+    A wrong or missing password, or TLS on one side only, would otherwise read as an outage, retried forever.
+
+    Raises:
+        SystemExit: status 2, after ``memory-core worker: ConfigError: broker redis://:***@…: …`` on stderr.
+    """
+    try:
+        require_broker(get_settings(), BROKER_CHECK_TIMEOUT_S)
+    except ConfigError as exc:
+        role = "beat" if type(sender).__name__ == "Service" else "worker"
+        log.critical("the broker refuses this configuration: %s", exc)
+        print(f"memory-core {role}: ConfigError: {exc}", file=sys.stderr, flush=True)
+        raise SystemExit(2) from None
 
 
 def drain_on_start(sender: Any = None, **_: Any) -> None:
@@ -198,7 +221,9 @@ def connect() -> None:
         logging.getLogger(name).addFilter(EXPECTED_LETTERS)
     hub: Any = signals  # Celery's signals are untyped
     hub.worker_init.connect(make_folders)
+    hub.worker_init.connect(check_broker)
     hub.worker_init.connect(check_engine)
+    hub.beat_init.connect(check_broker)
     hub.beat_init.connect(make_folders)
     hub.worker_ready.connect(drain_on_start)
     hub.worker_process_shutdown.connect(close_process)
