@@ -27,9 +27,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+import kombu.exceptions
 import redis
+from celery.exceptions import SoftTimeLimitExceeded
 
-from memory_core.errors import ConfigError
+from memory_core.errors import ConfigError, EngineUnavailable
 from memory_core.settings import Settings
 from workers.kinds import (
     JOB_KINDS,
@@ -44,6 +46,7 @@ from workers.kinds import (
 
 __all__ = [
     "QUEUE_OF_TASK",
+    "TRANSIENT",
     "TASK_BUILD_BELIEFS",
     "TASK_BUILD_DUE",
     "TASK_DRAIN_OUTBOX",
@@ -68,6 +71,19 @@ __all__ = [
 
 QUEUE_OF_TASK: dict[str, str] = JOB_KINDS.queues()
 """Task name → the ``Settings`` field naming its queue, from the table of job kinds (``workers.kinds``)."""
+
+TRANSIENT: tuple[type[BaseException], ...] = (
+    EngineUnavailable,  # an engine, or a coordination store, that is away (both raise it)
+    SoftTimeLimitExceeded,  # a build's finished scopes are kept, so the retry resumes
+    kombu.exceptions.OperationalError,
+    kombu.exceptions.ConnectionError,
+    redis.RedisError,
+    OSError,  # ConnectionError, TimeoutError, a socket's errors
+)
+"""The one list of errors that say "try again later": a worker retries the job with backoff (up to
+``max_retries``, then dead-letters it); a host parks the job in the outbox. Anything else is the job's own fault:
+dead-lettered at once. A broker that refuses the configuration (``config_problem``) raises one of these too: the
+worker and beat refuse to start on it, and the host logs it once (issue 11 §4)."""
 
 SAFE_REDIS_TRANSPORT = "workers.transport:SafeRedisTransport"
 SAFE_FILESYSTEM_TRANSPORT = "workers.transport:SafeFilesystemTransport"

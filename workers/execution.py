@@ -16,9 +16,10 @@ another process is transient, so the delivery is retried on Celery's own count).
 * Attempts are counted in the coordination store across retries AND redeliveries (Redis has no delivery
   count, reference §1.2); a job started more than ``max_retries + 1`` times is dead-lettered without running,
   which caps poison loops through ``task_reject_on_worker_lost``.
-* Transient: ``EngineUnavailable``, broker/Redis errors, and the soft time limit (a build's finished scopes are
-  kept, so the retry resumes). Backoff is exponential with full jitter: uniform(0, min(max, base·2^(n-1)))
-  seconds (https://aws.amazon.com/blogs/architecture/exponential-backoff-and-jitter/).
+* Transient (``workers.config.TRANSIENT``, the one list): ``EngineUnavailable``, broker/Redis and socket errors, and
+  the soft time limit (a build's finished scopes are kept, so the retry resumes). Backoff is exponential with
+  full jitter: uniform(0, min(max, base·2^(n-1))) seconds
+  (https://aws.amazon.com/blogs/architecture/exponential-backoff-and-jitter/).
 * ``build_beliefs`` runs one ``consolidate`` per scope the job's reach admits (``engine.scopes``), each under
   its own single-flight lock, each recorded when done, so a failing scope never redoes the others.
 * A scope whose last build started less than ``Settings.build_min_interval_s`` ago is deferred
@@ -35,19 +36,15 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-import kombu.exceptions
-import redis
-from celery.exceptions import SoftTimeLimitExceeded
-
 from memory_core._model import ContractModel
 from memory_core.engine import MemoryEngine
 from memory_core.errors import EngineUnavailable, InvalidRequest
 from memory_core.lifecycle.layout import MemoryLayout
 from memory_core.lifecycle.runner import BackgroundRunner
 from memory_core.settings import Settings, get_settings
-from workers.config import max_countdown_s
+from workers.config import TRANSIENT, max_countdown_s
 from workers.coordination import Coordination
-from workers.dead_letters import DeadLetter, DeadLetterStore
+from workers.dead_letters import DeadLetter, DeadLetterStore, keep
 from workers.handlers import Deferred
 from workers.kinds import JOB_KINDS, JobKind, JobKinds
 from workers.locks import engine_key
@@ -73,17 +70,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-TRANSIENT: tuple[type[BaseException], ...] = (
-    EngineUnavailable,
-    SoftTimeLimitExceeded,
-    kombu.exceptions.OperationalError,
-    redis.ConnectionError,
-    redis.TimeoutError,
-    ConnectionError,
-    TimeoutError,
-)
-"""Errors retried with backoff (up to ``max_retries``); everything else is dead-lettered at once."""
 
 
 class WrongEngine(Exception):
@@ -296,23 +282,10 @@ def _dispatch(rt: Runtime, d: Delivery) -> dict[str, Any]:
 
 # the flow --------------------------------------------------------------------------------------------------
 def _dead(rt: Runtime, d: Delivery, error: BaseException | str, attempts: int, message: str | None = None) -> Outcome:
-    payload: Any = d.args[0] if len(d.args) == 1 else {"args": list(d.args), "kwargs": dict(d.kwargs)}
-    engine = d.kwargs.get("engine")
-    letter = DeadLetter.of(
-        d.job_id,
-        error,
-        payload=payload,
-        task=d.task,
-        queue=d.queue,
-        attempts=attempts,
-        message=message,
-        engine=engine if isinstance(engine, str) else None,
+    letter = DeadLetter.of_call(
+        d.job_id, error, d.args, d.kwargs, task=d.task, queue=d.queue, attempts=attempts, message=message
     )
-    try:
-        rt.letters.put(letter)
-        log.error("job %s dead-lettered after %d attempt(s): %s: %s", d.job_id, attempts, letter.error, letter.message)
-    except Exception as exc:  # no store answers: the log keeps the letter whole, so it is not lost silently
-        log.critical("dead-letter store unreachable (%s); letter: %s", exc, letter.to_json())
+    keep(lambda: rt.letters, letter, logging.ERROR)
     try:
         rt.coordination.mark_done(d.job_id)
     except Exception as exc:  # a twin would be dead-lettered again under the same id, replacing this letter

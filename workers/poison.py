@@ -27,7 +27,7 @@ from typing import Any
 from memory_core.errors import InvalidRequest
 from memory_core.settings import get_settings
 from workers.coordination import Coordination
-from workers.dead_letters import DeadLetter, DeadLetterStore
+from workers.dead_letters import DeadLetter, DeadLetterStore, keep
 from workers.kinds import check_job_id
 from workers.per_process import PerProcess
 from workers.stores import open_coordination, open_dead_letters
@@ -99,11 +99,7 @@ def dead_letter(letter: DeadLetter) -> None:
     No traceback: the letter keeps the payload, and a poison message is expected, not a bug. If the store is
     unreachable the letter is logged whole at CRITICAL, so it is not lost silently.
     """
-    try:
-        letters().put(letter)
-        log.warning("dead letter %s (%s): %s: %s", letter.id, letter.task or "no task", letter.error, letter.message)
-    except Exception as exc:
-        log.critical("dead-letter store unreachable (%s); letter: %s", exc, letter.to_json())
+    keep(letters, letter)
 
 
 def headers_of(message: Any) -> dict[str, Any]:

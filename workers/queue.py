@@ -40,14 +40,12 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-import kombu.exceptions
-import redis
 from celery import Celery
 
 from memory_core._model import ContractModel
 from memory_core.errors import EngineUnavailable, InvalidRequest
 from memory_core.settings import Settings, get_settings
-from workers.config import broker_problem, host_config, queue_for, redact
+from workers.config import TRANSIENT, broker_problem, host_config, queue_for, redact
 from workers.coordination import Coordination
 from workers.dead_letters import DeadLetter, DeadLetterStore, quote_id
 from workers.kinds import JOB_KINDS, MAX_JOB_ID_CHARS, JobKinds, check_job_id, describe_reach, new_job_id
@@ -71,16 +69,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-BROKER_ERRORS: tuple[type[BaseException], ...] = (
-    kombu.exceptions.OperationalError,
-    kombu.exceptions.ConnectionError,
-    redis.RedisError,
-    EngineUnavailable,
-    ConnectionError,
-    TimeoutError,
-    OSError,
-)
-"""What counts as "the broker (or the coordination store) is unreachable" on the submit path."""
+BROKER_ERRORS = TRANSIENT
+"""What counts as "the broker (or the coordination store) is unreachable" on the submit path: the one list of
+transient errors (``workers.config.TRANSIENT``)."""
 
 _CIRCUIT_MIN_S = 0.5
 _CIRCUIT_MAX_S = 15.0

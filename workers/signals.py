@@ -197,19 +197,10 @@ def failed(
         call_kwargs = dict(kwargs) if isinstance(kwargs, dict) else {}
     except Exception:
         call_kwargs = {}
-    payload: Any = call_args[0] if len(call_args) == 1 else {"args": call_args, "kwargs": call_kwargs}
-    engine = call_kwargs.get("engine")
     jid = letter_id(task_id, "failed")
-    dead_letter(
-        DeadLetter.of(
-            jid,
-            exception if exception is not None else "Failed",
-            payload=payload,
-            task=getattr(sender, "name", None),
-            attempts=attempts_of(jid),
-            engine=engine if isinstance(engine, str) else None,
-        )
-    )
+    error = exception if exception is not None else "Failed"
+    task = getattr(sender, "name", None)
+    dead_letter(DeadLetter.of_call(jid, error, call_args, call_kwargs, task=task, attempts=attempts_of(jid)))
 
 
 def connect() -> None:
