@@ -245,7 +245,7 @@ def resolve_queues(settings: Settings, spec: str | None) -> tuple[list[str], lis
     """The queue names a worker consumes for ``--queues spec``, and the names that match no queue.
 
     Each comma-separated entry is a configured queue name (``Settings.queue_beliefs`` …, taken as is) or one of
-    the logical names ``beliefs``, ``ingest``, ``maintenance`` (mapped to the configured name), so the README's
+    the logical names ``beliefs``, ``ingest``, ``maintenance`` (mapped to the configured name), so docs/jobs.md's
     ``--queues beliefs,maintenance`` consumes ``MEMORY_CORE_QUEUE_BELIEFS=nc-beliefs`` too. Any other entry is
     kept (it may be a queue of another app) and returned in the second list so the caller can warn: no task of
     this app is routed there. None or blank means every configured queue.
