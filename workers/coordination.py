@@ -180,6 +180,21 @@ class Coordination:
         """Drop the pending mark of ``key`` if it still names ``job_id`` (compare-and-delete)."""
         raise NotImplementedError
 
+    def claim_job(self, job_id: str, digest: str, pending: str | None, ttl_s: int) -> Pending | None:
+        """What a submit asks of the store, in one round trip: ``bind_job``, then ``claim_pending`` when coalescing.
+
+        Args:
+            job_id: The job id.
+            digest: The payload's digest (``workers.locks.job_digest``).
+            pending: The pending key of a coalescing job (``workers.locks.pending_key``), or None.
+            ttl_s: The pending mark's lifetime, seconds.
+
+        Returns:
+            None when the id names another payload (nothing is marked pending); else the ``Pending`` answer
+            (for a job that does not coalesce: this job, fresh, stamped 0).
+        """
+        raise NotImplementedError
+
     # scope gate (worker side) --------------------------------------------------------------------------
     def gate_enter(
         self, scope: str, task_id: str, token: str, stamp_us: int | None, ttl_s: int, gap_us: int = 0
@@ -343,6 +358,25 @@ class SqliteCoordination(Coordination):
             current = self._get(db, k)
             if current is not None and current.rsplit("|", 1)[0] == job_id:
                 self._del(db, k)
+
+    def claim_job(self, job_id: str, digest: str, pending: str | None, ttl_s: int) -> Pending | None:
+        """See ``Coordination.claim_job`` (one transaction)."""
+        bound, k = self.key("job", job_id, "payload"), None if pending is None else self.key("pending", pending)
+        with self._tx() as db:
+            current = self._get(db, bound)
+            if current is not None and current != digest:
+                return None
+            if current is None:
+                self._set(db, bound, digest, self.job_ttl_s)
+            if k is None:
+                return Pending(job_id, 0, fresh=True)
+            queued = self._get(db, k)
+            if queued is not None:
+                other, stamp = queued.rsplit("|", 1)
+                return Pending(other, int(stamp), fresh=False)
+            now = self.now_us()
+            self._set(db, k, f"{job_id}|{now}", ttl_s)
+            return Pending(job_id, now, fresh=True)
 
     def _gate(self, scope: str) -> tuple[str, str, str, str]:
         lock, dirty, built, later = (self.key("gate", scope, part) for part in ("lock", "dirty", "built", "later"))

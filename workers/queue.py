@@ -294,19 +294,18 @@ class JobQueue:
     # internals -----------------------------------------------------------------------------------------
     def _publish(self, job: ContractModel, job_id: str, engine: str | None = None) -> str:
         kind = self.kinds.of(job)
-        if not self.coordination.bind_job(job_id, job_digest(kind.task, job)):
+        stamp = engine or self.engine
+        kwargs: dict[str, Any] = {"engine": stamp}
+        key = pending_key(stamp, job) if kind.coalesce else None
+        pending = self.coordination.claim_job(job_id, job_digest(kind.task, job), key, self.pending_ttl_s)
+        if pending is None:
             raise InvalidRequest(
                 f"job id {quote_id(job_id)} names another job (a job id names one payload while its record is kept)",
                 field="job_id",
             )
-        stamp = engine or self.engine
-        kwargs: dict[str, Any] = {"engine": stamp}
-        key = None
-        if kind.coalesce:
-            key = pending_key(stamp, job)
-            pending = self.coordination.claim_pending(key, job_id, self.pending_ttl_s)
-            if not pending.fresh:
-                return pending.job_id
+        if not pending.fresh:
+            return pending.job_id  # an identical job is still queued: it serves this trigger
+        if key is not None:
             kwargs.update(triggered_us=pending.stamp_us, pending=key)
         try:
             self.app.send_task(

@@ -228,6 +228,30 @@ class RedisCoordination(Coordination):
         with self._reachable():
             self._clear(keys=[self.key("pending", key)], args=[job_id])
 
+    def claim_job(self, job_id: str, digest: str, pending: str | None, ttl_s: int) -> Pending | None:
+        """See ``Coordination.claim_job``: both scripts in one pipeline, one round trip (each key keeps its slot).
+
+        ``EVAL`` with the script's text, not ``EVALSHA``: a pipeline of ``EVALSHA`` would first ask ``SCRIPT
+        EXISTS`` (another round trip), and Redis caches a script it has compiled either way.
+        """
+        bound = self.key("job", job_id, "payload")
+        with self._reachable():
+            pipe = self.client.pipeline(transaction=False)
+            pipe.eval(_BIND, 1, bound, digest, self.job_ttl_s)
+            if pending is not None:
+                pipe.eval(_CLAIM, 1, self.key("pending", pending), job_id, ttl_s * 1000)
+            got: list[Any] = pipe.execute()
+        claimed = Pending(job_id, 0, fresh=True) if pending is None else self._pending(got[1])
+        if int(got[0]):
+            return claimed
+        if pending is not None and claimed.fresh:  # marked pending under an id that names another job: undo
+            self.clear_pending(pending, job_id)
+        return None
+
+    @staticmethod
+    def _pending(got: list[Any]) -> Pending:
+        return Pending(str(got[0]), int(got[1]), fresh=bool(int(got[2])))
+
     def gate_enter(
         self, scope: str, task_id: str, token: str, stamp_us: int | None, ttl_s: int, gap_us: int = 0
     ) -> Entered:

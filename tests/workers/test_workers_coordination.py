@@ -360,3 +360,16 @@ def test_a_job_id_binds_one_payload_until_its_marks_are_forgotten(store: Coordin
     assert store.bind_job("k", "digest-b")  # ids are independent
     store.forget_job("j")  # a requeue starts the id afresh
     assert store.bind_job("j", "digest-b")
+
+
+def test_a_submit_binds_its_id_and_claims_its_pending_mark_together(store: Coordination) -> None:
+    plain = store.claim_job("j", "digest-a", None, 30)
+    assert plain is not None and (plain.job_id, plain.fresh) == ("j", True)
+    assert store.claim_job("j", "digest-b", None, 30) is None  # the id names another payload
+    first = store.claim_job("b1", "digest-build", "pk", 30)
+    assert first is not None and first.fresh and first.stamp_us > 0
+    again = store.claim_job("b2", "digest-build", "pk", 30)
+    assert again is not None and (again.job_id, again.fresh, again.stamp_us) == ("b1", False, first.stamp_us)
+    assert store.claim_job("j", "digest-c", "pk2", 30) is None  # refused: and no pending mark is left behind
+    fresh = store.claim_job("c", "digest-c", "pk2", 30)
+    assert fresh is not None and (fresh.job_id, fresh.fresh) == ("c", True)
