@@ -1,7 +1,8 @@
 """Single flight and coalescing per (engine, scope), on a ``Coordination`` store.
 
 A build of one scope runs under that scope's lock (owner token, compare-and-delete release, a lease extended
-every third of its TTL while the build runs), and no sooner than ``gap_s`` (``Settings.build_min_interval_s``)
+every third of its TTL while the build runs, by one keeper thread per store: a short build starts no thread),
+and no sooner than ``gap_s`` (``Settings.build_min_interval_s``)
 after the scope's last pass started: a trigger that comes sooner, or a follow-up pass that would, is deferred
 (``Flight.wait_s``) and the caller's job is delivered again when the interval ends (``workers.coordination``).
 A trigger that finds the lock taken either raises the scope's dirty mark, so the holder runs exactly one more
@@ -20,8 +21,11 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import secrets
 import threading
+import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -32,7 +36,17 @@ from memory_core.consolidation import BuildScope
 from memory_core.errors import EngineUnavailable
 from workers.coordination import Coordination, Enter, Leave
 
-__all__ = ["Flight", "Lease", "engine_key", "job_digest", "pending_key", "scope_key", "single_flight"]
+__all__ = [
+    "Flight",
+    "Lease",
+    "LeaseKeeper",
+    "engine_key",
+    "job_digest",
+    "keeper_of",
+    "pending_key",
+    "scope_key",
+    "single_flight",
+]
 
 log = logging.getLogger(__name__)
 
@@ -61,40 +75,101 @@ def job_digest(task: str, job: ContractModel) -> str:
 
 
 class Lease:
-    """Keeps a scope lock alive while a build runs: a daemon thread extends it every ``ttl_s / 3`` seconds.
+    """One build's hold on its scope's lock, kept alive by the store's ``LeaseKeeper`` while the build runs.
+
+    A build shorter than a third of the lease costs no thread and no extension: it is registered, then removed.
 
     Attributes:
         lost: True once an extension found the lock owned by someone else (or expired).
     """
 
-    def __init__(self, coordination: Coordination, scope: str, token: str, ttl_s: int) -> None:
-        self._coordination = coordination
-        self._scope = scope
-        self._token = token
-        self._ttl_s = ttl_s
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._beat, name=f"lease-{scope}", daemon=True)
+    def __init__(self, keeper: LeaseKeeper, scope: str, token: str, ttl_s: int) -> None:
+        self.keeper = keeper
+        self.scope = scope
+        self.token = token
+        self.ttl_s = ttl_s
+        self.due = 0.0
         self.lost = False
 
-    def _beat(self) -> None:
-        while not self._stop.wait(self._ttl_s / 3):
-            try:
-                if not self._coordination.gate_extend(self._scope, self._token, self._ttl_s):
-                    self.lost = True
-                    log.warning("scope %s: lease lost while building", self._scope)
-                    return
-            except EngineUnavailable as exc:  # a blip: try again next beat, the lease still has 2/3 left
-                log.warning("scope %s: lease extension failed: %s", self._scope, exc)
-
     def __enter__(self) -> Lease:
-        self._thread.start()
+        self.keeper.hold(self)
         return self
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
+        self.keeper.release(self)
+
+
+class LeaseKeeper:
+    """One daemon thread per coordination store that extends, every third of their TTL, the leases still held.
+
+    Started by the first lease that is held (and again in a forked child, which has no thread of its parent);
+    a lease released before its first third has passed is never touched. An extension that finds the lock gone
+    marks the lease lost; one that cannot reach the store is tried again a third later (the lease has 2/3 left).
+    """
+
+    def __init__(self, coordination: Coordination) -> None:
+        self._coordination = coordination
+        self._held: dict[int, Lease] = {}
+        self._pid = os.getpid()
+        self._wake = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def hold(self, lease: Lease) -> None:
+        """Keep ``lease`` alive from now until ``release``."""
+        if self._pid != os.getpid():  # a forked child: the parent's thread and lock are not ours
+            self.__init__(self._coordination)  # type: ignore[misc]
+        with self._wake:
+            lease.due = time.monotonic() + lease.ttl_s / 3
+            self._held[id(lease)] = lease
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="lease-keeper", daemon=True)
+                self._thread.start()
+            self._wake.notify()
+
+    def release(self, lease: Lease) -> None:
+        """Stop extending ``lease``."""
+        with self._wake:
+            self._held.pop(id(lease), None)
+
+    def _run(self) -> None:
+        while True:
+            with self._wake:
+                now = time.monotonic()
+                due = [lease for lease in self._held.values() if lease.due <= now]
+                if not due:
+                    wait = min((lease.due for lease in self._held.values()), default=now + 60.0) - now
+                    self._wake.wait(max(wait, 0.001))
+                    continue
+                for lease in due:
+                    lease.due = now + lease.ttl_s / 3
+            for lease in due:
+                self._extend(lease)
+
+    def _extend(self, lease: Lease) -> None:
+        try:
+            kept = self._coordination.gate_extend(lease.scope, lease.token, lease.ttl_s)
+        except EngineUnavailable as exc:  # a blip: try again next time, the lease still has 2/3 left
+            log.warning("scope %s: lease extension failed: %s", lease.scope, exc)
+            return
+        if not kept:
+            lease.lost = True
+            log.warning("scope %s: lease lost while building", lease.scope)
+            self.release(lease)
+
+
+_KEEPERS: weakref.WeakKeyDictionary[Coordination, LeaseKeeper] = weakref.WeakKeyDictionary()
+_KEEPERS_LOCK = threading.Lock()
+
+
+def keeper_of(coordination: Coordination) -> LeaseKeeper:
+    """The ``LeaseKeeper`` of a coordination store (made on first use; it goes with the store)."""
+    with _KEEPERS_LOCK:
+        keeper = _KEEPERS.get(coordination)
+        if keeper is None:
+            keeper = _KEEPERS[coordination] = LeaseKeeper(coordination)
+        return keeper
 
 
 @dataclass
@@ -155,7 +230,7 @@ def single_flight(
     flight: Flight[T] = Flight(entered.enter, wait_s=entered.wait_us / 1_000_000)
     if entered.enter is not Enter.ACQUIRED:
         return flight
-    with Lease(coordination, scope, token, ttl_s) as lease:
+    with Lease(keeper_of(coordination), scope, token, ttl_s) as lease:
         try:
             while True:
                 flight.results.append(build())

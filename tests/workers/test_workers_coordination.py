@@ -373,3 +373,50 @@ def test_a_submit_binds_its_id_and_claims_its_pending_mark_together(store: Coord
     assert store.claim_job("j", "digest-c", "pk2", 30) is None  # refused: and no pending mark is left behind
     fresh = store.claim_job("c", "digest-c", "pk2", 30)
     assert fresh is not None and (fresh.job_id, fresh.fresh) == ("c", True)
+
+
+class CountingStore(SqliteCoordination):
+    """Counts lease extensions; ``extended`` is set at the first."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path, "keeper", 60, 60)
+        self.extensions = 0
+        self.extended = threading.Event()
+
+    def gate_extend(self, scope: str, token: str, ttl_s: int) -> bool:
+        self.extensions += 1
+        kept = super().gate_extend(scope, token, ttl_s)
+        self.extended.set()
+        return kept
+
+
+def test_short_builds_start_no_lease_thread_each_and_are_never_extended(tmp_path: Path) -> None:
+    store = CountingStore(tmp_path / "c.db")
+    single_flight(store, "warm", "job-0", None, 60, lambda: 0)  # the store's one keeper thread starts here
+    threads = threading.active_count()
+    for n in range(20):
+        flight = single_flight(store, f"s{n}", f"job-{n}", None, 60, lambda n=n: n)
+        assert flight.results == [n] and not flight.lost
+    assert threading.active_count() == threads  # no thread per build
+    assert store.extensions == 0  # released long before a third of the lease
+
+
+def test_a_long_build_is_extended_and_a_lost_lease_is_reported(tmp_path: Path) -> None:
+    store = CountingStore(tmp_path / "c.db")
+
+    def long_build() -> str:  # runs until the keeper has extended its lease at least once
+        assert store.extended.wait(30), "the keeper never extended the lease"
+        return "built"
+
+    flight = single_flight(store, "long", "job-1", None, 1, long_build)
+    assert flight.results == ["built"] and not flight.lost and store.extensions >= 1
+
+    store.extended.clear()
+
+    def robbed() -> str:  # the lock vanishes mid-build (its lease ran out): the next extension finds it gone
+        with store._tx() as db:
+            db.execute("DELETE FROM kv WHERE key = ?", (store.key("gate", "robbed", "lock"),))
+        assert store.extended.wait(30)
+        return "built"
+
+    assert single_flight(store, "robbed", "job-2", None, 1, robbed).lost
