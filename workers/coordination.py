@@ -7,9 +7,9 @@ stamp and a worker's build start compare without clock skew.
 
 | state | operations | purpose |
 | --- | --- | --- |
-| pending mark per (engine, job) | ``claim_pending``, ``clear_pending`` | triggers while a build is queued collapse |
+| pending mark per (engine, job) | ``claim_job``, ``clear_pending`` | triggers while a build is queued collapse |
 | scope gate: lock, dirty, built, later | ``gate_enter/extend/leave/abort`` | single flight, one follow-up |
-| per-job marks | ``bind_job``, ``count_attempt``, ``mark_done``, … | one payload per id, attempts, twin drop |
+| per-job marks | ``claim_job``, ``count_attempt``, ``mark_done``, … | one payload per id, attempts, twin drop |
 
 The scope gate's three marks: ``lock`` (``token|task_id|started_us`` of the pass running now), ``built`` (the
 start of the newest pass that completed) and ``dirty`` (the newest stamp of a trigger still waiting for a pass
@@ -112,7 +112,7 @@ class Left:
 
 @dataclass(frozen=True)
 class Pending:
-    """The answer of ``claim_pending``.
+    """The answer of ``claim_job``.
 
     Attributes:
         job_id: The job that will serve the trigger (the caller's, or the one already pending).
@@ -172,16 +172,17 @@ class Coordination:
         """The store's clock, microseconds since the epoch."""
         raise NotImplementedError
 
-    def claim_pending(self, key: str, job_id: str, ttl_s: int) -> Pending:
-        """Record ``job_id`` as the pending job for ``key`` unless one is pending already; stamp the trigger."""
-        raise NotImplementedError
-
     def clear_pending(self, key: str, job_id: str) -> None:
         """Drop the pending mark of ``key`` if it still names ``job_id`` (compare-and-delete)."""
         raise NotImplementedError
 
     def claim_job(self, job_id: str, digest: str, pending: str | None, ttl_s: int) -> Pending | None:
-        """What a submit asks of the store, in one round trip: ``bind_job``, then ``claim_pending`` when coalescing.
+        """What a submit asks of the store, in one round trip: bind the id to its payload, and claim the pending mark.
+
+        A job id names one payload for as long as the job's marks are kept (``job_ttl_s``): a second submit under
+        the id with the same payload is a replay, one with another payload is refused (issue 11 §3). For a
+        coalescing job, the pending mark of ``pending`` is taken unless one is there already (its job serves the
+        trigger), and the trigger is stamped with the store's clock.
 
         Args:
             job_id: The job id.
@@ -240,14 +241,6 @@ class Coordination:
         raise NotImplementedError
 
     # per-job marks -------------------------------------------------------------------------------------
-    def bind_job(self, job_id: str, digest: str) -> bool:
-        """Bind ``job_id`` to the payload ``digest`` unless it names another one; True when bound (now or before).
-
-        A job id names one payload for as long as the job's marks are kept (``job_ttl_s``): a second submit under
-        the id with the same payload is a replay, one with another payload is refused by the caller (issue 11 §3).
-        """
-        raise NotImplementedError
-
     def count_attempt(self, job_id: str) -> int:
         """Count one more start of ``job_id`` (retries and redeliveries alike) and return the count."""
         raise NotImplementedError
@@ -338,18 +331,6 @@ class SqliteCoordination(Coordination):
         current = self._get(db, key)
         if current is None or int(current) < stamp_us:
             self._set(db, key, str(stamp_us), self.keep_s)
-
-    def claim_pending(self, key: str, job_id: str, ttl_s: int) -> Pending:
-        """See ``Coordination.claim_pending``."""
-        k = self.key("pending", key)
-        with self._tx() as db:
-            now = self.now_us()
-            current = self._get(db, k)
-            if current is not None:
-                other, stamp = current.rsplit("|", 1)
-                return Pending(other, int(stamp), fresh=False)
-            self._set(db, k, f"{job_id}|{now}", ttl_s)
-            return Pending(job_id, now, fresh=True)
 
     def clear_pending(self, key: str, job_id: str) -> None:
         """See ``Coordination.clear_pending``."""
@@ -459,15 +440,6 @@ class SqliteCoordination(Coordination):
             if current is not None and split_lock(current)[0] == token:
                 self._raise_dirty(db, dirty, split_lock(current)[2])
                 self._del(db, lock)
-
-    def bind_job(self, job_id: str, digest: str) -> bool:
-        """See ``Coordination.bind_job``."""
-        k = self.key("job", job_id, "payload")
-        with self._tx() as db:
-            current = self._get(db, k)
-            if current is None:
-                self._set(db, k, digest, self.job_ttl_s)
-            return current is None or current == digest
 
     def count_attempt(self, job_id: str) -> int:
         """See ``Coordination.count_attempt``."""

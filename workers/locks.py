@@ -70,7 +70,7 @@ def pending_key(engine: str, job: ContractModel) -> str:
 
 
 def job_digest(task: str, job: ContractModel) -> str:
-    """32 hex digits naming (task, job JSON): the payload a job id is bound to (``Coordination.bind_job``)."""
+    """32 hex digits naming (task, job JSON): the payload a job id is bound to (``Coordination.claim_job``)."""
     return hashlib.sha256(f"{task}\x00{job.to_json()}".encode()).hexdigest()[:32]
 
 

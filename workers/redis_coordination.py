@@ -191,14 +191,12 @@ class RedisCoordination(Coordination):
     def __init__(self, client: redis.Redis[str], prefix: str, job_ttl_s: int, keep_s: int) -> None:
         super().__init__(prefix, job_ttl_s, keep_s)
         self.client = client
-        self._claim: Script = client.register_script(_CLAIM)
         self._clear: Script = client.register_script(_CLEAR)
         self._enter: Script = client.register_script(_ENTER)
         self._extend: Script = client.register_script(_EXTEND)
         self._leave: Script = client.register_script(_LEAVE)
         self._abort: Script = client.register_script(_ABORT)
         self._forgive: Script = client.register_script(_FORGIVE)
-        self._bind: Script = client.register_script(_BIND)
 
     @contextmanager
     def _reachable(self) -> Iterator[None]:
@@ -216,12 +214,6 @@ class RedisCoordination(Coordination):
         with self._reachable():
             seconds, micros = cast(tuple[int, int], self.client.time())
             return int(seconds) * 1_000_000 + int(micros)
-
-    def claim_pending(self, key: str, job_id: str, ttl_s: int) -> Pending:
-        """See ``Coordination.claim_pending``."""
-        with self._reachable():
-            got = cast(list[Any], self._claim(keys=[self.key("pending", key)], args=[job_id, ttl_s * 1000]))
-        return Pending(str(got[0]), int(got[1]), fresh=bool(int(got[2])))
 
     def clear_pending(self, key: str, job_id: str) -> None:
         """See ``Coordination.clear_pending``."""
@@ -280,12 +272,6 @@ class RedisCoordination(Coordination):
         """See ``Coordination.gate_abort``."""
         with self._reachable():
             self._abort(keys=self._gate_keys(scope)[:2], args=[token, self.keep_s * 1000])
-
-    def bind_job(self, job_id: str, digest: str) -> bool:
-        """See ``Coordination.bind_job``."""
-        with self._reachable():
-            got = self._bind(keys=[self.key("job", job_id, "payload")], args=[digest, self.job_ttl_s])
-        return bool(int(cast(int, got)))
 
     def count_attempt(self, job_id: str) -> int:
         """See ``Coordination.count_attempt``."""

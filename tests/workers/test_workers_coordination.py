@@ -15,7 +15,7 @@ from memory_core.errors import EngineUnavailable
 from memory_core.lifecycle.jobs import BuildBeliefs
 from memory_core.meta import ItemKind
 from memory_core.namespace import Namespace, Reach
-from workers.coordination import Coordination, Enter, Leave, SqliteCoordination, lock_value, split_lock
+from workers.coordination import Coordination, Enter, Leave, Pending, SqliteCoordination, lock_value, split_lock
 from workers.locks import engine_key, pending_key, scope_key, single_flight
 from workers.redis_coordination import RedisCoordination, redis_client
 
@@ -35,6 +35,13 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Coordinati
     if keys:
         client.delete(*keys)
     client.close()
+
+
+def claim(store: Coordination, key: str, job_id: str) -> Pending:
+    """The pending mark a submit of ``job_id`` (its own payload) claims for ``key``."""
+    got = store.claim_job(job_id, f"digest-{job_id}", key, 30)
+    assert got is not None
+    return got
 
 
 def test_lock_values_round_trip_even_with_bars_in_the_job_id() -> None:
@@ -113,14 +120,14 @@ def test_a_lease_that_ran_out_frees_the_scope(store: Coordination) -> None:
 
 
 def test_pending_marks_collapse_identical_triggers_until_the_job_starts(store: Coordination) -> None:
-    first = store.claim_pending("k", "job-1", 30)
+    first = claim(store, "k", "job-1")
     assert first.fresh and first.job_id == "job-1"
-    again = store.claim_pending("k", "job-2", 30)
+    again = claim(store, "k", "job-2")
     assert not again.fresh and again.job_id == "job-1" and again.stamp_us == first.stamp_us
     store.clear_pending("k", "job-2")  # not its mark: kept
-    assert store.claim_pending("k", "job-3", 30).job_id == "job-1"
+    assert claim(store, "k", "job-3").job_id == "job-1"
     store.clear_pending("k", "job-1")
-    assert store.claim_pending("k", "job-4", 30).fresh
+    assert claim(store, "k", "job-4").fresh
 
 
 def test_per_job_marks_count_record_and_forget(store: Coordination) -> None:
@@ -354,12 +361,12 @@ def test_fast_builds_triggered_from_many_threads_within_the_interval_build_at_mo
 
 
 def test_a_job_id_binds_one_payload_until_its_marks_are_forgotten(store: Coordination) -> None:
-    assert store.bind_job("j", "digest-a")
-    assert store.bind_job("j", "digest-a")  # a replay
-    assert not store.bind_job("j", "digest-b")  # another payload under the id
-    assert store.bind_job("k", "digest-b")  # ids are independent
+    assert store.claim_job("j", "digest-a", None, 30) is not None
+    assert store.claim_job("j", "digest-a", None, 30) is not None  # a replay
+    assert store.claim_job("j", "digest-b", None, 30) is None  # another payload under the id
+    assert store.claim_job("k", "digest-b", None, 30) is not None  # ids are independent
     store.forget_job("j")  # a requeue starts the id afresh
-    assert store.bind_job("j", "digest-b")
+    assert store.claim_job("j", "digest-b", None, 30) is not None
 
 
 def test_a_submit_binds_its_id_and_claims_its_pending_mark_together(store: Coordination) -> None:
