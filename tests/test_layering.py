@@ -6,10 +6,10 @@ Each module may import only modules of its own layer or of the layers above it (
 | --- | --- | --- |
 | 1 | contract | ``memory_core``'s top-level modules (model, engine base, errors, limits, settings, scoring, timing) |
 | 2 | beliefs | ``memory_core.beliefs`` (pure distillation over the contract's items) |
-| 3 | engines | ``memory_core.engines``, ``memory_core.conformance``, the package root's re-exports |
+| 3 | engines | ``memory_core.engines``, the package root's re-exports |
 | 4 | lifecycle | ``memory_core.lifecycle``, ``memory_core.recall``, ``memory_core.documents`` |
 | 5 | workers | ``workers``, ``beat_schedule`` |
-| 6 | surfaces | ``memory_core.cli``, ``.eval``, ``.replay``, ``.examples``, ``bench`` |
+| 6 | surfaces | ``memory_core.cli``, ``.conformance``, ``.eval``, ``.replay``, ``.examples``, ``bench`` |
 
 Beliefs rank above the engines because an engine that builds beliefs itself calls the distiller inside its
 ``consolidate`` (the design says so under "Beliefs"). Besides the ranks: only ``workers``, ``beat_schedule`` and
@@ -31,7 +31,6 @@ ROOT = Path(__file__).resolve().parent.parent
 RANKS: dict[str, int] = {
     "memory_core.beliefs": 2,
     "memory_core.engines": 3,
-    "memory_core.conformance": 3,
     "memory_core": 3,  # the package root re-exports the contract and the engine registry
     "memory_core.lifecycle": 4,
     "memory_core.recall": 4,
@@ -39,6 +38,7 @@ RANKS: dict[str, int] = {
     "workers": 5,
     "beat_schedule": 5,
     "memory_core.cli": 6,
+    "memory_core.conformance": 6,  # a test kit over engines, run by the CLI and the tests
     "memory_core.eval": 6,
     "memory_core.replay": 6,
     "memory_core.examples": 6,
