@@ -6,7 +6,8 @@
 | ``handlers`` | what each kind's delivery does (per-scope builds, ingest, build-due, outbox drain) |
 | ``config`` | the Celery configuration as data, from settings (and why each item is set) |
 | ``celery_app`` | ``app`` with a task per kind: ``celery -A workers.celery_app worker|beat|flower`` |
-| ``execution`` | one delivery's flow: attempts, parsing, dispatch, retries, dead letters; the process's runtime |
+| ``execution`` | one delivery's flow: attempts, parsing, dispatch, retries, dead letters |
+| ``runtime`` | the process's ``Runtime`` (engine, coordination, dead letters, queue) every part asks |
 | ``queue`` | ``JobQueue``: the host side (``submit`` returns at once; outbox when Redis is away) |
 | ``outbox`` | the durable local outbox (SQLite under ``var_dir``) |
 | ``locks`` | single flight and coalescing per (engine, scope) |

@@ -58,6 +58,7 @@ __all__ = [
     "check_timeouts",
     "config_problem",
     "max_countdown_s",
+    "prepare",
     "host_config",
     "is_redis_url",
     "queue_for",
@@ -466,3 +467,25 @@ def beat_config(settings: Settings) -> dict[str, dict[str, Any]]:
             "options": {"queue": queue_for(settings, task), "expires": period},
         }
     return out
+
+
+def prepare(settings: Settings) -> None:
+    """Create the local folders: ``var_dir`` always (outbox, beat schedule), the server-less ones without Redis.
+
+    Raises:
+        ConfigError: a folder cannot be created (``var_dir`` is a file, or not writable), naming
+            ``MEMORY_CORE_VAR_DIR``; otherwise a worker would stop later with Celery's "Unrecoverable error".
+    """
+    paths = var_paths(settings)
+    keys = ["var"]
+    if broker_url(settings) == "filesystem://":
+        keys += ["broker_queue", "broker_control", "broker_processed"]
+        if result_backend_url(settings).startswith("file://"):
+            keys.append("results")
+    for key in keys:
+        try:
+            paths[key].mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(
+                f"MEMORY_CORE_VAR_DIR: cannot create {paths[key]}: {exc.strerror or type(exc).__name__}"
+            ) from None

@@ -18,7 +18,8 @@ from memory_core.namespace import Reach
 from workers.locks import Flight, scope_key, single_flight
 
 if TYPE_CHECKING:  # types only: workers.execution imports this module
-    from workers.execution import Delivery, Runtime
+    from workers.execution import Delivery
+    from workers.runtime import Runtime
 
 __all__ = ["Deferred", "run_build", "run_build_due", "run_drain", "run_ingest", "scope_report"]
 

@@ -49,7 +49,8 @@ from memory_core.settings import Settings
 from workers.handlers import run_build, run_build_due, run_drain, run_ingest
 
 if TYPE_CHECKING:  # types only: workers.execution imports this module
-    from workers.execution import Delivery, Runtime
+    from workers.execution import Delivery
+    from workers.runtime import Runtime
 
 __all__ = [
     "JOB_KINDS",

@@ -25,12 +25,9 @@ import uuid
 from typing import Any
 
 from memory_core.errors import InvalidRequest
-from memory_core.settings import get_settings
-from workers.coordination import Coordination
 from workers.dead_letters import DeadLetter, DeadLetterStore, keep
 from workers.kinds import check_job_id
-from workers.per_process import PerProcess
-from workers.stores import open_coordination, open_dead_letters
+from workers.runtime import runtime
 
 __all__ = [
     "BODY_ENCODINGS",
@@ -53,21 +50,9 @@ value or ``utf-8`` in any case means the body is plain text: ``Channel.decode_bo
 ``kombu/transport/virtual/base.py``); any other value makes ``Message()`` raise ``AttributeError``."""
 
 
-def _open_letters() -> DeadLetterStore:
-    return open_dead_letters(get_settings())
-
-
-def _open_coordination() -> Coordination:
-    return open_coordination(get_settings())
-
-
-_letters: PerProcess[DeadLetterStore] = PerProcess(_open_letters)
-_coordination: PerProcess[Coordination] = PerProcess(_open_coordination)
-
-
 def letters() -> DeadLetterStore:
-    """This process's dead-letter store (opened from settings on first use, again after a fork)."""
-    return _letters.get()
+    """This process's dead-letter store (its ``Runtime``'s: opened from settings on first use, again after a fork)."""
+    return runtime().letters
 
 
 def letter_id(candidate: Any, kind: str) -> str:
@@ -87,7 +72,7 @@ def letter_id(candidate: Any, kind: str) -> str:
 def attempts_of(job_id: str) -> int:
     """How many times the flow started ``job_id`` (the coordination store's count); 0 if unknown or unreadable."""
     try:
-        return _coordination.get().attempts(job_id)
+        return runtime().coordination.attempts(job_id)
     except Exception as exc:  # a letter is still written; the count is only unknown
         log.warning("attempts of %s unknown: %s", job_id, exc)
         return 0

@@ -45,14 +45,13 @@ from celery import Celery
 from memory_core._model import ContractModel
 from memory_core.errors import EngineUnavailable, InvalidRequest
 from memory_core.settings import Settings, get_settings
-from workers.config import TRANSIENT, broker_problem, host_config, queue_for, redact
+from workers.config import TRANSIENT, broker_problem, host_config, prepare, queue_for, redact
 from workers.coordination import Coordination
 from workers.dead_letters import DeadLetter, DeadLetterStore, quote_id
 from workers.kinds import JOB_KINDS, MAX_JOB_ID_CHARS, JobKinds, check_job_id, describe_reach, new_job_id
 from workers.locks import engine_key, job_digest, pending_key
 from workers.outbox import MAX_FAULTS, Outbox, OutboxEntry
 from workers.stores import open_coordination, open_dead_letters, open_outbox
-from workers.transport import prepare
 
 __all__ = [
     "BROKER_ERRORS",

@@ -29,10 +29,11 @@ from celery.worker.consumer import consumer as celery_consumer
 from memory_core.errors import ConfigError
 from memory_core.settings import get_settings
 from workers.dead_letters import DeadLetter
-from workers.execution import DeadLettered, close_runtime
+from workers.execution import DeadLettered
 from workers.monitor import require_broker
 from workers.poison import attempts_of, dead_letter, letter_id, message_payload, refuse
 from workers.queue import JobQueue
+from workers.runtime import close_runtime
 from workers.stores import open_worker_engine
 from workers.transport import prepare
 
