@@ -31,6 +31,7 @@ import kombu.exceptions
 import redis
 from celery.exceptions import SoftTimeLimitExceeded
 
+from beat_schedule import ENTRIES
 from memory_core.errors import ConfigError, EngineUnavailable
 from memory_core.settings import Settings
 from workers.kinds import (
@@ -453,8 +454,6 @@ def beat_config(settings: Settings) -> dict[str, dict[str, Any]]:
     An entry's ``every`` is seconds or the name of a ``Settings`` field holding seconds. Each message expires
     after one period, so ticks queued while no worker runs do not pile up.
     """
-    from beat_schedule import ENTRIES
-
     out: dict[str, dict[str, Any]] = {}
     for name, entry in ENTRIES.items():
         every = entry["every"]

@@ -31,6 +31,7 @@ from celery.result import AsyncResult
 from memory_core.errors import ConfigError
 from memory_core.settings import Settings, get_settings
 from workers.config import broker_problem, broker_url, host_config, is_redis_url, redact, result_backend_url, var_paths
+from workers.outbox import Outbox
 from workers.redis_coordination import redis_client
 from workers.transport import prepare
 
@@ -230,8 +231,6 @@ class JobMonitor:
         path = var_paths(self.settings)["outbox"]
         if not path.exists():
             return 0
-        from workers.outbox import Outbox
-
         try:
             outbox = Outbox(path)
             try:
