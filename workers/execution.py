@@ -54,7 +54,7 @@ __all__ = [
     "Verdict",
     "WrongEngine",
     "backoff_s",
-    "check_engine",
+    "refuse_foreign",
     "close_runtime",
     "execute",
     "parse_job_delivery",
@@ -157,7 +157,7 @@ def parse_job_delivery(d: Delivery, kind: JobKind, kinds: JobKinds = JOB_KINDS) 
     return job
 
 
-def check_engine(rt: Runtime, d: Delivery) -> None:
+def refuse_foreign(rt: Runtime, d: Delivery) -> None:
     """Refuse a job submitted for another engine (its ``engine`` kwarg, the host's ``engine_key``).
 
     A job without the kwarg (published before it existed, or by hand) runs: nothing says it is foreign.
@@ -177,7 +177,7 @@ def _dispatch(rt: Runtime, d: Delivery) -> dict[str, Any]:
     kind = rt.kinds.of_task(d.task)
     if kind is not None:
         job = parse_job_delivery(d, kind, rt.kinds)
-        check_engine(rt, d)
+        refuse_foreign(rt, d)
         return kind.handler(rt, d, job)
     task = rt.kinds.maintenance_task(d.task)
     if task is None:

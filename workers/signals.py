@@ -37,7 +37,13 @@ from workers.runtime import close_runtime
 from workers.stores import open_worker_engine
 from workers.transport import prepare
 
-__all__ = ["ExpectedLetters", "check_engine", "connect", "message_payload"]  # message_payload: from workers.poison
+__all__ = [
+    "ExpectedLetters",
+    "check_broker",
+    "connect",
+    "message_payload",
+    "open_engine_at_start",
+]  # message_payload: from workers.poison
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +90,7 @@ def make_folders(**_: Any) -> None:
     prepare(get_settings())
 
 
-def check_engine(**_: Any) -> None:
+def open_engine_at_start(**_: Any) -> None:
     """Open the configured engine once in the worker's main process, before any child starts, then close it.
 
     A misconfigured engine (an unknown scheme, a malformed ``engine_plugins`` entry, a plugin target that cannot
@@ -214,7 +220,7 @@ def connect() -> None:
     hub: Any = signals  # Celery's signals are untyped
     hub.worker_init.connect(make_folders)
     hub.worker_init.connect(check_broker)
-    hub.worker_init.connect(check_engine)
+    hub.worker_init.connect(open_engine_at_start)
     hub.beat_init.connect(check_broker)
     hub.beat_init.connect(make_folders)
     hub.worker_ready.connect(drain_on_start)
