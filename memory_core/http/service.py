@@ -1,0 +1,202 @@
+"""What each route does, as plain synchronous calls over one engine and one job queue (run on worker threads).
+
+Every call takes a ``Scope`` (the layout and agent a token resolved to) and a parsed body, so nothing here reads
+HTTP, and nothing reaches outside the scope's root: the lifecycle calls go through ``AgentMemory`` at the
+scope's layout, ``learn`` stores at the root's learnings node, ``forget`` reads ids back under
+``Reach.subtree(root)`` and forgets only those (``forget_within``), and ``ingest`` places its job at the root.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from memory_core.engine import MemoryEngine
+from memory_core.errors import InvalidRequest
+from memory_core.http.errors import OutOfScope
+from memory_core.http.metrics import Metrics
+from memory_core.http.models import ForgetBody, ForgetResult, Health, JobAccepted, JobStatus, LearnBody, PostTurnResult
+from memory_core.items import Learning
+from memory_core.lifecycle.agent import AgentMemory, Compaction, PostTurn, PreTurn, StartSession, TurnContext
+from memory_core.lifecycle.jobs import BuildBeliefs, IngestBrain
+from memory_core.lifecycle.layout import MemoryLayout
+from memory_core.meta import MemoryMeta, SourceKind, SourceRef
+from memory_core.namespace import Reach
+from memory_core.query import GetRequest, StoreReceipt
+from memory_core.recall.types import ContextPack
+
+__all__ = ["JobSink", "JobStates", "MemoryService", "Scope"]
+
+
+class JobSink(Protocol):
+    """What the service needs of ``workers.queue.JobQueue``."""
+
+    def send(self, job: BuildBeliefs | IngestBrain) -> Any:
+        """Queue ``job``; a value with ``.id`` and ``.state``."""
+
+    def close(self) -> None:
+        """Release connections."""
+
+
+class JobStates(Protocol):
+    """What the service needs of ``workers.monitor.JobMonitor``."""
+
+    def state(self, job_id: str) -> Any:
+        """The job's state: ``.id``, ``.state``, ``.follow_ups``, ``.error``."""
+
+    def close(self) -> None:
+        """Release connections."""
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Where one request acts: the token's layout and the agent it resolved to."""
+
+    layout: MemoryLayout
+    agent: str
+
+
+def _open_queue() -> JobSink:
+    from workers.queue import JobQueue  # workers (Celery) is imported only when a job is first queued
+
+    return JobQueue()
+
+
+def _open_monitor() -> JobStates:
+    from workers.monitor import JobMonitor
+
+    return JobMonitor()
+
+
+class _Lazy:
+    """One object made on first use, from any thread, and closed once."""
+
+    def __init__(self, make: Callable[[], Any]) -> None:
+        self._make = make
+        self._value: Any = None
+        self._lock = threading.Lock()
+
+    def get(self) -> Any:
+        with self._lock:
+            if self._value is None:
+                self._value = self._make()
+            return self._value
+
+    def close(self) -> None:
+        with self._lock:
+            value, self._value = self._value, None
+        if value is not None:
+            value.close()
+
+
+class MemoryService:
+    """The operations behind the routes.
+
+    Args:
+        engine: The engine (shared by every request's thread; the caller owns and closes it).
+        metrics: Where job and log-failure counts go.
+        queue: Makes the job queue on first use (default ``workers.queue.JobQueue()``).
+        monitor: Makes the job monitor on first use (default ``workers.monitor.JobMonitor()``).
+    """
+
+    def __init__(
+        self,
+        engine: MemoryEngine,
+        metrics: Metrics,
+        *,
+        queue: Callable[[], JobSink] = _open_queue,
+        monitor: Callable[[], JobStates] = _open_monitor,
+    ) -> None:
+        self.engine = engine
+        self.metrics = metrics
+        self._queue = _Lazy(queue)
+        self._monitor = _Lazy(monitor)
+
+    def close(self) -> None:
+        """Close the queue and monitor if they were opened (not the engine: its owner closes it)."""
+        self._queue.close()
+        self._monitor.close()
+
+    def _agent(self, scope: Scope) -> AgentMemory:
+        return AgentMemory(self.engine, scope.layout, scope.agent)
+
+    def _submit(self, job: BuildBeliefs | IngestBrain) -> JobAccepted:
+        sent = self._queue.get().send(job)
+        self.metrics.jobs.labels(job.job, sent.state).inc()
+        return JobAccepted(job_id=str(sent.id), state=str(sent.state))
+
+    # the lifecycle ------------------------------------------------------------------------------------
+    def start_session(self, scope: Scope, body: StartSession) -> ContextPack:
+        """``AgentMemory.start_session``."""
+        return self._agent(scope).start_session(body)
+
+    def pre_turn(self, scope: Scope, body: PreTurn) -> TurnContext:
+        """``AgentMemory.pre_turn`` (a failed log is reported in ``log_error`` and counted, never raised)."""
+        context = self._agent(scope).pre_turn(body)
+        if context.log_error is not None:
+            self.metrics.log_errors.inc()
+        return context
+
+    def post_turn(self, scope: Scope, body: PostTurn) -> PostTurnResult:
+        """``AgentMemory.post_turn``, then its jobs queued; a retried call is a replay and queues them again."""
+        report = self._agent(scope).post_turn(body)
+        ids = tuple(self._submit(job).job_id for job in report.jobs)
+        return PostTurnResult(receipt=report.receipt, jobs=report.jobs, job_ids=ids)
+
+    def recall_for_compaction(self, scope: Scope, body: Compaction) -> ContextPack:
+        """``AgentMemory.recall_for_compaction``."""
+        return self._agent(scope).recall_for_compaction(body)
+
+    def recall(self, scope: Scope, query: str | None) -> ContextPack:
+        """``AgentMemory.recall(query)``."""
+        return self._agent(scope).recall(query)
+
+    # learn / forget ------------------------------------------------------------------------------------
+    def learn(self, scope: Scope, body: LearnBody) -> StoreReceipt:
+        """Store a learning at the root's learnings node, stamped with the agent and source ``agent``."""
+        meta = MemoryMeta(
+            namespace=scope.layout.learnings(),
+            agent_id=scope.agent,
+            source=SourceRef(kind=SourceKind.AGENT),
+            observed_at=datetime.now(UTC),
+        )
+        return self.engine.store(Learning(text=body.text, kind=body.kind, confidence=body.confidence, meta=meta))
+
+    def forget(self, scope: Scope, body: ForgetBody) -> ForgetResult:
+        """Forget the ids found under the root; the rest are skipped (unknown and elsewhere look the same)."""
+        reach = Reach.subtree(scope.layout.root)
+        wanted = tuple(dict.fromkeys(body.ids))
+        found = [hit.id for hit in self.engine.get(GetRequest(ids=wanted, reach=reach))]
+        if not found:
+            return ForgetResult(forgotten=0, skipped=len(wanted))
+        report = self.engine.forget_within(found, reach)
+        return ForgetResult(forgotten=report.forgotten, skipped=len(wanted) - len(found))
+
+    # jobs ------------------------------------------------------------------------------------------------
+    def ingest(self, scope: Scope, body: IngestBrain) -> JobAccepted:
+        """Queue an ``IngestBrain`` at the token's root (a body naming another root is ``OutOfScope``)."""
+        if body.root is not None and body.root != scope.layout.root:
+            raise OutOfScope("this token is not bound to that root")
+        return self._submit(body.placed_at(scope.layout.root))
+
+    def job(self, job_id: str) -> JobStatus:
+        """A job's state by id.
+
+        Raises:
+            InvalidRequest: ``field="job_id"``: an id no job can have.
+        """
+        from workers.queue import check_job_id
+
+        try:
+            checked = check_job_id(job_id)
+        except InvalidRequest as exc:
+            raise InvalidRequest(exc.reason, field="job_id") from None
+        state = self._monitor.get().state(checked)
+        return JobStatus(id=state.id, state=state.state, follow_ups=tuple(state.follow_ups), error=state.error)
+
+    def health(self) -> Health:
+        """The engine's id and health."""
+        return Health(engine=self.engine.descriptor().id, health=self.engine.health())
