@@ -263,3 +263,19 @@ def test_the_logged_turn_is_the_one_agent_memory_logs(setup) -> None:  # type: i
         LAYOUT.conversations("assistant"), "assistant", "t1", 0, Turn(role=Role.USER, text=turn(0)["user_text"])
     )
     assert result.logged is not None and result.logged.id == expected.id
+
+
+def test_compaction_uses_completed_context_only_cached_apart_from_turn_packs(setup) -> None:  # type: ignore[no-untyped-def]
+    _, cache, pool, clock = setup
+    cache.pre_turn("assistant", turn(0))
+    pool.run_all()  # the thread's turn pack is ready; its compaction pack is not
+    dropped = {"thread_id": "t1", "dropped": [{"role": "user", "text": "Where does Mara live these days?"}]}
+    cold = cache.recall_for_compaction("assistant", dropped)
+    assert not cold.earlier_lookup and cold.pack == ContextPack()
+    assert cache.pending("assistant", "t1", compaction=True) == 1 and cache.pending("assistant", "t1") == 0
+    pool.run_all()
+    clock.now += 2
+    warm = cache.recall_for_compaction("assistant", dropped)
+    assert warm.earlier_lookup and warm.age_s == 2
+    assert warm.pack.markdown.startswith(NOTICE + "\n\n# Memory\n\n## Earlier in this conversation")
+    assert "Where does Mara live these days?" in warm.pack.markdown  # the folded span, summarised

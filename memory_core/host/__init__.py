@@ -6,6 +6,13 @@ on its own pool.
 
 from __future__ import annotations
 
-from memory_core.host.prefetch import PrefetchedTurn, PrefetchLimits, PrefetchMemory, PrefetchStats, refilter
+from memory_core.host.prefetch import (
+    PrefetchedPack,
+    PrefetchedTurn,
+    PrefetchLimits,
+    PrefetchMemory,
+    PrefetchStats,
+    refilter,
+)
 
-__all__ = ["PrefetchLimits", "PrefetchMemory", "PrefetchStats", "PrefetchedTurn", "refilter"]
+__all__ = ["PrefetchLimits", "PrefetchMemory", "PrefetchStats", "PrefetchedPack", "PrefetchedTurn", "refilter"]

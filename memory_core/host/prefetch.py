@@ -5,7 +5,8 @@ Live turns never wait on engine reads. ``pre_turn`` logs the user turn as ``Agen
 completed** pack for (agent, thread), re-filtered by this call's exclusions (``refilter``: never the turn just
 logged, never a turn of the thread at or after ``in_prompt_from``) and marked as coming from an earlier lookup
 (``PrefetchedTurn.earlier_lookup``, and a notice leading the markdown); a cold cache gives an empty pack. It
-then queues a refresh for this turn's text on the wrapper's own pool.
+then queues a refresh for this turn's text on the wrapper's own pool. ``recall_for_compaction`` does the same
+with the thread's compaction pack (cached apart from its turn packs): the summariser uses completed context only.
 
 Limits (``PrefetchLimits``, the reference's values):
 
@@ -39,13 +40,23 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, fields
+from functools import partial
 from typing import Any
 
+from memory_core._model import ContractModel
 from memory_core.consolidation import WriteOptions
 from memory_core.engine import AnyItem, MemoryEngine, check_engine
 from memory_core.errors import MemoryCoreError
 from memory_core.items import Role, Turn
-from memory_core.lifecycle.agent import AgentMemory, PostTurn, PostTurnReport, PreTurn, TurnContext, turn_item
+from memory_core.lifecycle.agent import (
+    AgentMemory,
+    Compaction,
+    PostTurn,
+    PostTurnReport,
+    PreTurn,
+    TurnContext,
+    turn_item,
+)
 from memory_core.lifecycle.layout import MemoryLayout, check_agent_id, check_layout
 from memory_core.lifecycle.policy import PACK_TITLE, CoreScope, RecallPolicy, standard_sections
 from memory_core.query import ForgetReport, StoreReceipt
@@ -54,7 +65,15 @@ from memory_core.recall.bullets import bullet
 from memory_core.recall.render import Line, Lines, Prose, Section, estimate_tokens, render
 from memory_core.recall.types import ContextPack, HolisticRecall, SectionHits, ThreadWindow
 
-__all__ = ["NOTICE", "PrefetchLimits", "PrefetchMemory", "PrefetchStats", "PrefetchedTurn", "refilter"]
+__all__ = [
+    "NOTICE",
+    "PrefetchLimits",
+    "PrefetchMemory",
+    "PrefetchStats",
+    "PrefetchedPack",
+    "PrefetchedTurn",
+    "refilter",
+]
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +121,18 @@ class PrefetchedTurn(TurnContext):
         age_s: Seconds since that pack was completed (None when cold).
     """
 
+    earlier_lookup: bool = False
+    age_s: float | None = None
+
+
+_Key = tuple[str, str, bool]
+"""(agent, thread, compaction): turn packs and compaction packs of one thread are cached apart."""
+
+
+class PrefetchedPack(ContractModel):
+    """``{pack, earlier_lookup, age_s?}``: a compaction pack from the cache (``earlier_lookup``), or an empty one."""
+
+    pack: ContextPack
     earlier_lookup: bool = False
     age_s: float | None = None
 
@@ -208,7 +239,7 @@ class PrefetchMemory:
         self._owned = executor is None
         self._pool: Executor = executor or ThreadPoolExecutor(self.limits.workers, thread_name_prefix="prefetch")
         self._lock = threading.Lock()
-        self._entries: dict[tuple[str, str], _Entry] = {}
+        self._entries: dict[_Key, _Entry] = {}
         self._revision = 0
         self._tickets = 0
         self._stats = PrefetchStats()
@@ -247,11 +278,30 @@ class PrefetchMemory:
             exclude_thread=window,
             min_relevance=self.policy.min_relevance,
         )
-        cached, age = self._take((agent, req.thread_id), request)
+        cached, age = self._take((agent, req.thread_id, False), partial(build_pack, self.engine, request))
         if cached is None:
             return PrefetchedTurn(pack=ContextPack(), logged=logged, log_error=log_error)
         pack = refilter(cached, (item.id,), window, self.policy.budget_tokens)
         return PrefetchedTurn(pack=pack, logged=logged, log_error=log_error, earlier_lookup=True, age_s=age)
+
+    def recall_for_compaction(self, agent_id: str, compaction: Compaction | Mapping[str, Any] | str) -> PrefetchedPack:
+        """The last completed compaction pack for (agent, thread) at once, and a refresh queued for this span.
+
+        Compaction uses completed context only (reference §6.3): the summariser never waits on the engine; the
+        pack is marked as an earlier lookup, and a cold cache gives an empty one.
+
+        Raises:
+            InvalidRequest: a blank agent id or thread id, or a malformed turn.
+        """
+        agent = check_agent_id(agent_id)
+        req = Compaction.coerce(compaction, "compaction")
+        memory = AgentMemory(self.engine, self.layout, agent).with_policy(self.policy).with_core(self.core)
+        cached, age = self._take((agent, req.thread_id, True), partial(memory.recall_for_compaction, req))
+        if cached is None:
+            return PrefetchedPack(pack=ContextPack())
+        return PrefetchedPack(
+            pack=refilter(cached, (), None, self.policy.budget_tokens), earlier_lookup=True, age_s=age
+        )
 
     def post_turn(self, agent_id: str, turn: PostTurn | Mapping[str, Any] | str) -> PostTurnReport:
         """``AgentMemory.post_turn`` (synchronous; engine errors propagate; packs are kept).
@@ -294,10 +344,10 @@ class PrefetchMemory:
         with self._lock:
             return len(self._entries)
 
-    def pending(self, agent_id: str, thread_id: str) -> int:
-        """Refreshes queued or running for (agent, thread)."""
+    def pending(self, agent_id: str, thread_id: str, *, compaction: bool = False) -> int:
+        """Refreshes queued or running for (agent, thread), or for its compaction pack."""
         with self._lock:
-            entry = self._entries.get((agent_id, thread_id))
+            entry = self._entries.get((agent_id, thread_id, compaction))
             return 0 if entry is None else entry.pending
 
     def close(self) -> None:
@@ -320,7 +370,7 @@ class PrefetchMemory:
         except Exception as exc:  # as AgentMemory.pre_turn: a failed log is reported, never raised
             return None, str(exc) if isinstance(exc, MemoryCoreError) else f"{type(exc).__name__}: {exc}"
 
-    def _take(self, key: tuple[str, str], request: HolisticRecall) -> tuple[ContextPack | None, float | None]:
+    def _take(self, key: _Key, compute: Callable[[], ContextPack]) -> tuple[ContextPack | None, float | None]:
         """The entry's pack if fresh (counted), and a refresh queued unless a bound says skip."""
         now = self._clock()
         with self._lock:
@@ -342,10 +392,10 @@ class PrefetchMemory:
                 entry = self._admit(key, now)
             if entry is not None:
                 entry.touched = now
-                self._queue(entry, request)
+                self._queue(entry, compute)
         return cached, age
 
-    def _admit(self, key: tuple[str, str], now: float) -> _Entry | None:
+    def _admit(self, key: _Key, now: float) -> _Entry | None:
         """A new entry for ``key``, evicting the least recently touched idle one at the limit (None: all busy)."""
         if self._closed:
             return None
@@ -361,7 +411,7 @@ class PrefetchMemory:
         self._entries[key] = entry
         return entry
 
-    def _queue(self, entry: _Entry, request: HolisticRecall) -> None:
+    def _queue(self, entry: _Entry, compute: Callable[[], ContextPack]) -> None:
         if self._closed:
             return
         if entry.pending >= self.limits.pending_per_entry:
@@ -373,14 +423,14 @@ class PrefetchMemory:
         entry.latest_ticket = ticket
         entry.pending += 1
         try:
-            self._pool.submit(self._refresh, entry, ticket, self._revision, request)
+            self._pool.submit(self._refresh, entry, ticket, self._revision, compute)
         except RuntimeError:  # the pool was shut down
             entry.pending -= 1
             self._stats.skipped_busy += 1
             return
         self._stats.queued += 1
 
-    def _refresh(self, entry: _Entry, ticket: int, revision: int, request: HolisticRecall) -> None:
+    def _refresh(self, entry: _Entry, ticket: int, revision: int, compute: Callable[[], ContextPack]) -> None:
         with self._lock:
             if ticket != entry.latest_ticket:  # a newer refresh is queued behind this one
                 entry.pending -= 1
@@ -389,7 +439,7 @@ class PrefetchMemory:
         started = self._clock()
         pack: ContextPack | None = None
         try:
-            pack = build_pack(self.engine, request)
+            pack = compute()
         except Exception:
             log.exception("prefetch: refresh failed")
         finished = self._clock()
