@@ -31,7 +31,7 @@ __all__ = ["DEFAULT_AGENT", "MIN_TOKEN_CHARS", "TokenScope", "TokenTable"]
 MIN_TOKEN_CHARS = 16
 """The shortest token accepted in a token file (a guessable token is no credential)."""
 DEFAULT_AGENT = "assistant"
-"""The agent a request that names none acts as (the first of the token's agents when it is bound to some)."""
+"""The agent a request naming none acts as (a token bound to agents: the alphabetically first of them)."""
 
 
 def _digest(token: str) -> bytes:

@@ -59,7 +59,7 @@ def openapi_document(routes: Sequence[ApiRoute]) -> dict[str, Any]:
     for route in routes:
         params = [
             _param("root", "query", "The layout root; must be the token's (default: the token's)."),
-            _param("agent", "query", "The agent acting; must be one the token is bound to (default: its first)."),
+            _param("agent", "query", "The agent acting; one the token is bound to (default: alphabetically first)."),
         ]
         params += [_param(p, "path", p, required=True) for p in _path_params(route.path)]
         operation: dict[str, Any] = {
