@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from concurrent.futures import Executor, Future
 from typing import Any
 
 import pytest
+from _executors import ManualExecutor
 
 from memory_core.engines.reference import ReferenceEngine
 from memory_core.errors import EngineUnavailable
@@ -30,31 +29,6 @@ class Clock:
     def __call__(self) -> float:
         self.now += self.step
         return self.now
-
-
-class ManualExecutor(Executor):
-    """Runs nothing until told: the test decides when background work happens."""
-
-    def __init__(self) -> None:
-        self.queue: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
-        self.down = False
-
-    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
-        if self.down:
-            raise RuntimeError("cannot schedule new futures after shutdown")
-        self.queue.append((fn, args))
-        return Future()
-
-    def run_all(self) -> int:
-        ran = 0
-        while self.queue:
-            fn, args = self.queue.pop(0)
-            fn(*args)
-            ran += 1
-        return ran
-
-    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
-        self.down = True
 
 
 def learning(text: str) -> Learning:

@@ -7,7 +7,8 @@ read once, kept as digests, and never printed; the access log shows paths, never
 
 The engine is opened as every command opens it (``_common.engine_session``); the jobs post_turn and ingest
 make go to the workers through ``workers.queue.JobQueue`` (``--broker``, else ``MEMORY_CORE_BROKER_URL``), and
-the worker's engine URL must be the server's (a job for another engine is dead-lettered unrun).
+the worker's engine URL must be the server's (a job for another engine is dead-lettered unrun). With
+``--prefetch``, ``pre_turn`` answers from the prefetch cache (``memory_core.host.PrefetchMemory``, one per root).
 """
 
 from __future__ import annotations
@@ -54,6 +55,9 @@ def serve(
         typer.Option("--insecure-local", help="No token, as --root, any agent: only on a loopback --host."),
     ] = False,
     max_body: Annotated[int, typer.Option(min=1, metavar="BYTES", help="Largest request body.")] = 1 << 20,
+    prefetch: Annotated[
+        bool, typer.Option("--prefetch", help="Answer pre_turn from the prefetch cache (the last completed pack).")
+    ] = False,
     engine: EngineOption = None,
     broker: BrokerOption = None,
     root: RootOption = None,
@@ -77,7 +81,7 @@ def serve(
     import uvicorn
 
     with engine_session(None) as memory_engine:
-        api = create_app(memory_engine, table, max_body=max_body)
+        api = create_app(memory_engine, table, max_body=max_body, prefetch=prefetch)
         how = "no token (--insecure-local)" if table.insecure else repr(table)
         console.print(f"serving the memory-core API on http://{host}:{port} ({how})", soft_wrap=True)
         uvicorn.Server(uvicorn.Config(api, host=host, port=port, log_level="info", lifespan="on")).run()

@@ -6,7 +6,7 @@ maps every error at one place (``errors.error_response``).
 | route | body → result |
 | --- | --- |
 | ``POST /v1/start_session`` | ``StartSession`` → ``ContextPack`` |
-| ``POST /v1/pre_turn`` | ``PreTurn`` → ``TurnContext`` |
+| ``POST /v1/pre_turn`` | ``PreTurn`` → ``TurnContext`` (with ``prefetch``: plus ``earlier_lookup``, ``age_s``) |
 | ``POST /v1/post_turn`` | ``PostTurn`` → ``PostTurnResult`` (the report, its jobs queued) |
 | ``POST /v1/recall_for_compaction`` | ``Compaction`` → ``ContextPack`` |
 | ``POST /v1/recall`` | ``RecallBody`` → ``ContextPack`` |
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Callable
+from concurrent.futures import Executor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -39,6 +40,7 @@ from starlette.routing import Route
 from memory_core._model import ContractModel
 from memory_core.engine import MemoryEngine
 from memory_core.errors import InvalidRequest, MemoryCoreError, NotFound
+from memory_core.host.prefetch import PrefetchedTurn
 from memory_core.http.auth import TokenTable
 from memory_core.http.body import DEFAULT_MAX_BODY_BYTES, parse_body, read_body
 from memory_core.http.errors import error_response
@@ -55,7 +57,7 @@ from memory_core.http.models import (
 )
 from memory_core.http.openapi import openapi_document
 from memory_core.http.service import JobSink, JobStates, MemoryService, Scope, _open_monitor, _open_queue
-from memory_core.lifecycle.agent import Compaction, PostTurn, PreTurn, StartSession, TurnContext
+from memory_core.lifecycle.agent import Compaction, PostTurn, PreTurn, StartSession
 from memory_core.lifecycle.jobs import IngestBrain
 from memory_core.query import StoreReceipt
 from memory_core.recall.types import ContextPack
@@ -88,9 +90,9 @@ ROUTES: tuple[ApiRoute, ...] = (
     ),
     ApiRoute(
         "/v1/pre_turn",
-        "Log the user turn and return the pack for it.",
+        "Log the user turn and return the pack for it (with --prefetch: the last completed pack, marked).",
         PreTurn,
-        TurnContext,
+        PrefetchedTurn,
         lambda s, scope, body, _: s.pre_turn(scope, body),
     ),
     ApiRoute(
@@ -158,6 +160,8 @@ def create_app(
     max_body: int = DEFAULT_MAX_BODY_BYTES,
     queue: Callable[[], JobSink] = _open_queue,
     monitor: Callable[[], JobStates] = _open_monitor,
+    prefetch: bool = False,
+    prefetch_executor: Executor | None = None,
 ) -> Starlette:
     """The API over ``engine`` for the holders of ``tokens``.
 
@@ -167,6 +171,9 @@ def create_app(
         max_body: The largest request body, bytes (413 past it).
         queue: Makes the job queue on first use (tests pass a double).
         monitor: Makes the job monitor on first use.
+        prefetch: Serve ``pre_turn`` from the prefetch cache (``MemoryService``; the answer then carries
+            ``earlier_lookup`` and ``age_s``).
+        prefetch_executor: The pool for its refreshes (default: one the service owns and closes).
 
     Raises:
         InvalidRequest: ``field="max_body"``: not a positive integer.
@@ -174,7 +181,9 @@ def create_app(
     if isinstance(max_body, bool) or not isinstance(max_body, int) or max_body <= 0:
         raise InvalidRequest("must be a positive number of bytes", field="max_body")
     metrics = Metrics()
-    service = MemoryService(engine, metrics, queue=queue, monitor=monitor)
+    service = MemoryService(
+        engine, metrics, queue=queue, monitor=monitor, prefetch=prefetch, prefetch_executor=prefetch_executor
+    )
 
     def endpoint(route: ApiRoute) -> Callable[[Request], Any]:
         async def handle(request: Request) -> Response:

@@ -37,6 +37,12 @@ class Metrics:
             "pre_turn calls whose user turn could not be logged (the pack was still returned).",
             registry=self.registry,
         )
+        self.prefetch = Counter(
+            "memory_core_prefetch_lookups",
+            "pre_turn calls served with prefetch: a cached pack (hit) or none yet (miss).",
+            ("result",),
+            registry=self.registry,
+        )
         self.jobs = Counter(
             "memory_core_jobs_submitted",
             "Background jobs handed to the queue, by job kind and what became of them.",

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from memory_core.engine import MemoryEngine
 from memory_core.errors import InvalidRequest
+from memory_core.host.prefetch import PrefetchLimits, PrefetchMemory
 from memory_core.http.errors import OutOfScope
 from memory_core.http.metrics import Metrics
 from memory_core.http.models import ForgetBody, ForgetResult, Health, JobAccepted, JobStatus, LearnBody, PostTurnResult
@@ -24,7 +26,7 @@ from memory_core.lifecycle.agent import AgentMemory, Compaction, PostTurn, PreTu
 from memory_core.lifecycle.jobs import BuildBeliefs, IngestBrain
 from memory_core.lifecycle.layout import MemoryLayout
 from memory_core.meta import MemoryMeta, SourceKind, SourceRef
-from memory_core.namespace import Reach
+from memory_core.namespace import Namespace, Reach
 from memory_core.query import GetRequest, StoreReceipt
 from memory_core.recall.types import ContextPack
 
@@ -100,6 +102,10 @@ class MemoryService:
         metrics: Where job and log-failure counts go.
         queue: Makes the job queue on first use (default ``workers.queue.JobQueue()``).
         monitor: Makes the job monitor on first use (default ``workers.monitor.JobMonitor()``).
+        prefetch: Serve ``pre_turn`` from a prefetch cache (``host.PrefetchMemory``), one per layout root, all
+            refreshing on one pool of ``PrefetchLimits.workers`` threads that the service owns; ``learn`` and
+            ``forget`` clear the root's packs.
+        prefetch_executor: The pool for those refreshes instead (tests pass a manual one; the caller closes it).
     """
 
     def __init__(
@@ -109,16 +115,47 @@ class MemoryService:
         *,
         queue: Callable[[], JobSink] = _open_queue,
         monitor: Callable[[], JobStates] = _open_monitor,
+        prefetch: bool = False,
+        prefetch_executor: Executor | None = None,
     ) -> None:
         self.engine = engine
         self.metrics = metrics
         self._queue = _Lazy(queue)
         self._monitor = _Lazy(monitor)
+        self.prefetch = prefetch
+        self._owned_pool = prefetch and prefetch_executor is None
+        self._pool: Executor | None = (
+            ThreadPoolExecutor(PrefetchLimits().workers, thread_name_prefix="prefetch")
+            if self._owned_pool
+            else prefetch_executor
+        )
+        self._caches: dict[Namespace, PrefetchMemory] = {}
+        self._caches_lock = threading.Lock()
+
+    def _cache(self, layout: MemoryLayout) -> PrefetchMemory:
+        with self._caches_lock:
+            cache = self._caches.get(layout.root)
+            if cache is None:
+                cache = PrefetchMemory(self.engine, layout, executor=self._pool)
+                self._caches[layout.root] = cache
+            return cache
+
+    def _invalidate(self, layout: MemoryLayout) -> None:
+        with self._caches_lock:
+            cache = self._caches.get(layout.root)
+        if cache is not None:
+            cache.invalidate()
 
     def close(self) -> None:
-        """Close the queue and monitor if they were opened (not the engine: its owner closes it)."""
+        """Close the queue, monitor and prefetch caches (and their pool when the service owns it), not the engine."""
         self._queue.close()
         self._monitor.close()
+        with self._caches_lock:
+            caches, self._caches = list(self._caches.values()), {}
+        for cache in caches:
+            cache.close()
+        if self._owned_pool and self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
 
     def _agent(self, scope: Scope) -> AgentMemory:
         return AgentMemory(self.engine, scope.layout, scope.agent)
@@ -134,8 +171,16 @@ class MemoryService:
         return self._agent(scope).start_session(body)
 
     def pre_turn(self, scope: Scope, body: PreTurn) -> TurnContext:
-        """``AgentMemory.pre_turn`` (a failed log is reported in ``log_error`` and counted, never raised)."""
-        context = self._agent(scope).pre_turn(body)
+        """``AgentMemory.pre_turn``, or with ``prefetch`` ``PrefetchMemory.pre_turn`` (the last completed pack).
+
+        A failed log is reported in ``log_error`` and counted, never raised.
+        """
+        if self.prefetch:
+            cached = self._cache(scope.layout).pre_turn(scope.agent, body)
+            self.metrics.prefetch.labels("hit" if cached.earlier_lookup else "miss").inc()
+            context: TurnContext = cached
+        else:
+            context = self._agent(scope).pre_turn(body)
         if context.log_error is not None:
             self.metrics.log_errors.inc()
         return context
@@ -163,7 +208,9 @@ class MemoryService:
             source=SourceRef(kind=SourceKind.AGENT),
             observed_at=datetime.now(UTC),
         )
-        return self.engine.store(Learning(text=body.text, kind=body.kind, confidence=body.confidence, meta=meta))
+        receipt = self.engine.store(Learning(text=body.text, kind=body.kind, confidence=body.confidence, meta=meta))
+        self._invalidate(scope.layout)
+        return receipt
 
     def forget(self, scope: Scope, body: ForgetBody) -> ForgetResult:
         """Forget the ids found under the root; the rest are skipped (unknown and elsewhere look the same)."""
@@ -173,6 +220,7 @@ class MemoryService:
         if not found:
             return ForgetResult(forgotten=0, skipped=len(wanted))
         report = self.engine.forget_within(found, reach)
+        self._invalidate(scope.layout)
         return ForgetResult(forgotten=report.forgotten, skipped=len(wanted) - len(found))
 
     # jobs ------------------------------------------------------------------------------------------------

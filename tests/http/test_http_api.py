@@ -8,6 +8,7 @@ from typing import Any
 
 import httpx
 import pytest
+from _executors import ManualExecutor
 from httpkit import TOKEN_A, TOKEN_A_BOT, TOKEN_B, TOKENS, Api, RecordingQueue, run
 
 from memory_core.engines.reference import ReferenceEngine
@@ -308,3 +309,25 @@ def test_the_server_closes_the_queue_it_opened_on_shutdown() -> None:
 
     run(lifespan)
     assert queue.closed
+
+
+# prefetch ----------------------------------------------------------------------------------------------------
+def test_with_prefetch_pre_turn_answers_the_last_completed_pack_per_root_and_learn_clears_it() -> None:
+    engine, pool = ReferenceEngine(), ManualExecutor()
+    app = create_app(engine, TokenTable.from_json(TOKENS), queue=RecordingQueue, prefetch=True, prefetch_executor=pool)
+    api = Api(engine, RecordingQueue(), app)
+    learn(api, "Mara moved to Porto in March.")
+    cold = api.post("/v1/pre_turn", PRE).json()
+    assert cold["earlier_lookup"] is False and cold["pack"]["markdown"] == ""
+    assert cold["logged"]["replayed"] is False  # logged at once, as without the cache
+    assert pool.run_all() == 1
+    warm = api.post("/v1/pre_turn", {**PRE, "turn_index": 2}).json()
+    assert warm["earlier_lookup"] is True and "Porto" in warm["pack"]["markdown"]
+    other = api.post("/v1/pre_turn", {**PRE, "turn_index": 2}, TOKEN_B).json()
+    assert other["earlier_lookup"] is False  # another root, another cache
+    pool.run_all()
+    learn(api, "Mara's sister lives in Braga.")  # a write clears the root's packs
+    assert api.post("/v1/pre_turn", {**PRE, "turn_index": 4}).json()["earlier_lookup"] is False
+    metrics = api.call("GET", "/metrics").text
+    assert 'memory_core_prefetch_lookups_total{result="hit"} 1.0' in metrics
+    assert 'memory_core_prefetch_lookups_total{result="miss"} 3.0' in metrics
