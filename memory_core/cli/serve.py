@@ -63,7 +63,12 @@ def serve(
     root: RootOption = None,
 ) -> None:
     """Serve the HTTP API (lifecycle, learn/forget, ingest jobs, job status, health, metrics) with bearer tokens."""
-    from memory_core.http import TokenTable, create_app  # the http extra, imported only by this command
+    try:  # the http extra, imported only by this command
+        import uvicorn
+
+        from memory_core.http import TokenTable, create_app
+    except ImportError as exc:
+        raise fail(f"serve needs the http extra (pip install 'memory-core[http]'): {exc}") from None
 
     use_options(engine, broker)
     if tokens is not None and insecure_local:
@@ -78,7 +83,6 @@ def serve(
         table = TokenTable.insecure_local(layout_for(root)) if tokens is None else TokenTable.from_file(tokens)
     except MemoryCoreError as exc:
         raise engine_failure(exc, opening=True) from None
-    import uvicorn
 
     with engine_session(None) as memory_engine:
         api = create_app(memory_engine, table, max_body=max_body, prefetch=prefetch)
