@@ -9,7 +9,8 @@ run:
 * HTTP ``post_turn`` p50/p99 (the server queues the builds for the worker) beside in-process ``post_turn``;
 * ``PrefetchMemory.pre_turn`` p50/p99 with the cache hot (each refresh allowed to finish before the agent's next
   turn, as a model's reply time would; that wait is not timed) beside ``AgentMemory.pre_turn``; the note gives
-  the share of turns served from the cache.
+  the share of turns served from the cache;
+* HTTP ``pre_turn`` against ``serve --prefetch`` (``THINK_S`` untimed between turns) beside HTTP without it.
 
 The server and worker share one SQLite file and the server-less transport (or ``MEMORY_CORE_BROKER_URL`` when it
 is a Redis URL) under a temporary folder.
@@ -37,7 +38,7 @@ from bench.locomo_bench import QUICK_SAMPLE, _locomo
 from memory_core.cli._procs import WorkerProcess
 from memory_core.consolidation import ConsolidateRequest
 from memory_core.engines.sqlite import SQLiteEngine
-from memory_core.host import PrefetchMemory
+from memory_core.host import PrefetchedTurn, PrefetchMemory
 from memory_core.http.models import PostTurnResult
 from memory_core.lifecycle.agent import PostTurn, PostTurnReport, PreTurn, TurnContext
 from memory_core.lifecycle.jobs import BuildBeliefs
@@ -54,6 +55,8 @@ __all__ = ["run"]
 
 ROOT = "team:bench"
 QUICK_TURNS = 60
+THINK_S = 0.05
+"""Seconds between an agent's turns in the ``serve --prefetch`` replay (untimed): the refresh's chance to finish."""
 
 
 def _history_build(layout: MemoryLayout, agent_id: str) -> BuildBeliefs:
@@ -64,8 +67,9 @@ def _history_build(layout: MemoryLayout, agent_id: str) -> BuildBeliefs:
 class HttpAgent:
     """``AgentMemory``'s live-turn calls over the HTTP API (what a host in another language would send)."""
 
-    def __init__(self, client: httpx.Client, layout: MemoryLayout, agent_id: str) -> None:
-        self.client, self.layout, self.agent_id = client, layout, agent_id
+    def __init__(self, client: httpx.Client, layout: MemoryLayout, agent_id: str, think_s: float = 0.0) -> None:
+        self.client, self.layout, self.agent_id, self.think_s = client, layout, agent_id, think_s
+        self.hits = 0
 
     def _post(self, path: str, body: str) -> bytes:
         response = self.client.post(path, content=body, params={"agent": self.agent_id})
@@ -74,7 +78,12 @@ class HttpAgent:
         return response.content
 
     def pre_turn(self, request: PreTurn) -> TurnContext:
-        return TurnContext.model_validate_json(self._post("/v1/pre_turn", request.to_json()))
+        context = PrefetchedTurn.model_validate_json(self._post("/v1/pre_turn", request.to_json()))
+        self.hits += context.earlier_lookup
+        return context
+
+    def settle(self) -> None:
+        time.sleep(self.think_s)  # a model's reply time, in which a prefetch refresh completes; not timed
 
     def post_turn(self, request: PostTurn) -> PostTurnReport:
         result = PostTurnResult.model_validate_json(self._post("/v1/post_turn", request.to_json()))
@@ -157,7 +166,18 @@ def _answers(url: str) -> bool:
         return False
 
 
-def _http_replay(conv: ConversationFile, tmp: Path, layout: MemoryLayout) -> ReplayReport:
+class _Settling(_Replayer):
+    """A replayer whose agents ``settle()`` (untimed) before each ``pre_turn``, as a live host's reply time."""
+
+    def _pre_turn(self, agent_id, turn, actor, report):
+        self.agent(agent_id).settle()
+        super()._pre_turn(agent_id, turn, actor, report)
+
+
+def _http_replay(
+    conv: ConversationFile, tmp: Path, layout: MemoryLayout, *, prefetch: bool = False
+) -> tuple[ReplayReport, int]:
+    tmp.mkdir(parents=True, exist_ok=True)
     env = _env(tmp)
     token = uuid.uuid4().hex
     tokens = tmp / "tokens.json"
@@ -165,6 +185,7 @@ def _http_replay(conv: ConversationFile, tmp: Path, layout: MemoryLayout) -> Rep
     port = _free_port()
     with WorkerProcess(tmp / "worker.log", "beliefs,ingest,maintenance", 1, f"http-bench-{port}@%h", env) as worker:
         argv = [sys.executable, "-m", "memory_core", "serve", "--port", str(port), "--tokens", str(tokens)]
+        argv += ["--prefetch"] if prefetch else []
         log = (tmp / "serve.log").open("wb")
         server = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
         try:
@@ -173,10 +194,14 @@ def _http_replay(conv: ConversationFile, tmp: Path, layout: MemoryLayout) -> Rep
                 raise RuntimeError(f"the worker exited:\n{worker.tail()}")
             headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
             with httpx.Client(base_url=f"http://127.0.0.1:{port}", headers=headers, timeout=60) as client:
-                replayer = _Replayer(
-                    lambda agent: HttpAgent(client, layout, agent), engine=None, layout=layout, submit=lambda j: None
-                )
-                return replayer.replay(conv)
+                agents: list[HttpAgent] = []
+
+                def make(agent: str) -> HttpAgent:
+                    agents.append(HttpAgent(client, layout, agent, THINK_S if prefetch else 0.0))
+                    return agents[-1]
+
+                report = _Settling(make, engine=None, layout=layout, submit=lambda j: None).replay(conv)
+                return report, sum(a.hits for a in agents)
         finally:
             server.terminate()
             server.wait(timeout=30)
@@ -201,12 +226,7 @@ def _prefetch(conv: ConversationFile, path: Path, layout: MemoryLayout) -> tuple
                 agents[agent_id] = PrefetchAgent(cache, agent_id, {t.thread_id for t in conv.turns})
                 return agents[agent_id]
 
-            class Settling(_Replayer):
-                def _pre_turn(self, agent_id, turn, actor, report):
-                    self.agent(agent_id).settle()  # the reply time a live host has; not timed
-                    super()._pre_turn(agent_id, turn, actor, report)
-
-            report = Settling(make, engine=engine, layout=layout, submit=lambda j: None).replay(conv)
+            report = _Settling(make, engine=engine, layout=layout, submit=lambda j: None).replay(conv)
             return report, sum(a.hits for a in agents.values())
     finally:
         engine.close()
@@ -231,7 +251,8 @@ def run(quick: bool = False, sample: str = QUICK_SAMPLE) -> list[Row]:
     layout = MemoryLayout(ROOT)
     with tempfile.TemporaryDirectory(prefix="http-bench-") as folder:
         tmp = Path(folder)
-        http = _http_replay(conv, tmp, layout)
+        http, _ = _http_replay(conv, tmp / "http", layout)
+        served, served_hits = _http_replay(conv, tmp / "http-prefetch", layout, prefetch=True)
         local = _in_process(conv, tmp / "local.db", layout)
         cached, hits = _prefetch(conv, tmp / "prefetch.db", layout)
     setup = f"replay {sample}, {len(conv.turns)} turns"
@@ -240,6 +261,14 @@ def run(quick: bool = False, sample: str = QUICK_SAMPLE) -> list[Row]:
         *_rows("HTTP pre_turn", setup + ", worker running", http.pre_turn_ms, local.pre_turn_ms, "in-process"),
         *_rows("HTTP post_turn", setup + ", worker running", http.post_turn_ms, local.post_turn_ms, "in-process"),
         *_rows("prefetch pre_turn, cache hot", setup, cached.pre_turn_ms, local.pre_turn_ms, "no cache", share),
+        *_rows(
+            "HTTP pre_turn, serve --prefetch",
+            setup + ", worker running",
+            served.pre_turn_ms,
+            http.pre_turn_ms,
+            "HTTP, no cache",
+            f"{served_hits} of {len(served.pre_turn_ms)} from the cache, {THINK_S * 1000:.0f} ms between turns",
+        ),
     ]
 
 
