@@ -12,7 +12,7 @@ from memory_core.errors import EngineUnavailable
 from memory_core.host import PrefetchLimits, PrefetchMemory, refilter
 from memory_core.host.prefetch import NOTICE
 from memory_core.items import Learning
-from memory_core.lifecycle.agent import turn_item
+from memory_core.lifecycle.agent import AgentMemory
 from memory_core.lifecycle.layout import MemoryLayout
 from memory_core.meta import MemoryMeta, SourceKind, SourceRef, TurnRange
 from memory_core.query import GetRequest, Hit
@@ -228,15 +228,16 @@ def test_the_wrapper_owns_and_closes_its_pool() -> None:
     assert cache._pool._shutdown  # type: ignore[attr-defined]
 
 
-def test_the_logged_turn_is_the_one_agent_memory_logs(setup) -> None:  # type: ignore[no-untyped-def]
-    from memory_core.items import Role, Turn
-
-    _, cache, _, _ = setup
-    result = cache.pre_turn("assistant", turn(0))
-    expected = turn_item(
-        LAYOUT.conversations("assistant"), "assistant", "t1", 0, Turn(role=Role.USER, text=turn(0)["user_text"])
-    )
-    assert result.logged is not None and result.logged.id == expected.id
+@pytest.mark.parametrize("text", ["Where does Mara live these days?", "Mara " * 2000])
+def test_the_logged_turn_is_the_one_agent_memory_logs(setup, text: str) -> None:  # type: ignore[no-untyped-def]
+    engine, cache, _, _ = setup
+    request = {**turn(0), "user_text": text, "at": "2024-05-01T09:30:00Z"}
+    mine = cache.pre_turn("assistant", request)
+    theirs = AgentMemory(ReferenceEngine(), LAYOUT, "assistant").pre_turn(request)
+    assert mine.logged is not None and theirs.logged is not None
+    assert mine.logged.id == theirs.logged.id  # the same item: capped text, node, thread, turn
+    [stored] = engine.get(GetRequest(ids=[mine.logged.id]))
+    assert ("truncated by memory" in stored.text) == (len(text) > 4000)  # capped as lifecycle.caps says
 
 
 def test_compaction_uses_completed_context_only_cached_apart_from_turn_packs(setup) -> None:  # type: ignore[no-untyped-def]

@@ -234,6 +234,7 @@ class PrefetchMemory:
             base = base.with_policy(policy)
         base = base.with_core(core)
         self.policy = base.policy
+        self.caps = base.caps
         self.core = base.core
         self._clock = clock
         self._owned = executor is None
@@ -263,14 +264,14 @@ class PrefetchMemory:
             agent,
             req.thread_id,
             req.turn_index,
-            Turn(role=Role.USER, text=req.user_text),
+            Turn(role=Role.USER, text=self.caps.user(req.user_text)),  # as AgentMemory logs it (lifecycle.caps)
             at=req.at,
             observed_actor=req.observed_actor,
         )
         logged, log_error = self._log(item)
         window = ThreadWindow(thread_id=req.thread_id, from_turn=req.in_prompt_from)
         request = HolisticRecall(
-            query=req.user_text,
+            query=req.user_text[: self.caps.user_text],  # ranked for what memory keeps, as AgentMemory
             sections=standard_sections(self.layout, agent, self.policy, self.core),
             budget_tokens=self.policy.budget_tokens,
             title=PACK_TITLE,
