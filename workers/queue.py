@@ -47,6 +47,7 @@ from celery import Celery
 from memory_core.errors import EngineUnavailable, InvalidRequest
 from memory_core.lifecycle.jobs import BuildBeliefs, IngestBrain, parse_job
 from memory_core.namespace import Reach
+from memory_core.safety.jobs import scrub_job
 from memory_core.settings import Settings, get_settings
 from workers.config import TASK_BUILD_BELIEFS, TASK_INGEST_BRAIN, host_config, queue_for
 from workers.coordination import Coordination
@@ -234,7 +235,7 @@ class JobQueue:
             InvalidRequest: as ``submit``.
             EngineUnavailable: as ``submit``.
         """
-        parsed = parse_job(job)
+        parsed = scrub_job(parse_job(job)) if self.settings.scrub else parse_job(job)  # no secret reaches Redis
         jid = new_job_id() if job_id is None else check_job_id(job_id)
         trips = self._may_publish()
         if trips is not None:

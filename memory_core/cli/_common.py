@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from memory_core.engine import MemoryEngine
-from memory_core.engines import open_engine
+from memory_core.engines import open_host_engine
 from memory_core.errors import ConfigError, InvalidRequest, MemoryCoreError
 from memory_core.lifecycle.layout import MemoryLayout, agent_segment_id
 from memory_core.settings import get_settings
@@ -175,13 +175,14 @@ def engine_errors() -> Iterator[None]:
         raise engine_failure(exc) from None
 
 
-def open_engine_or_exit(url: str | None, *, read_only: bool = False) -> MemoryEngine:
+def open_engine_or_exit(url: str | None, *, read_only: bool = False, scrub: bool | None = None) -> MemoryEngine:
     """Open ``url`` (default: the configured engine); exit 2 with the error on a bad URL or unusable engine.
 
     Args:
         url: The engine URL, or None for the ``MEMORY_CORE_ENGINE`` setting.
         read_only: The command only reads (``status``, ``recall``, ``context``): a ``sqlite://`` URL naming a
             file that does not exist exits 2 (``no_database``) instead of creating an empty database.
+        scrub: Wrap it in a ``ScrubbingEngine`` (``open_host_engine``); None: the ``MEMORY_CORE_SCRUB`` setting.
     """
     try:
         target = url or get_settings().engine
@@ -191,7 +192,7 @@ def open_engine_or_exit(url: str | None, *, read_only: bool = False) -> MemoryEn
     if missing is not None:
         raise fail(no_database(missing))
     try:
-        return open_engine(target)
+        return open_host_engine(target, scrub=scrub)
     except MemoryCoreError as exc:
         raise engine_failure(exc, opening=True) from None
 

@@ -54,7 +54,7 @@ from memory_core.cli._demo_broker import broker_problem, forget_or_warn, probe_o
 from memory_core.cli._jobs import DOCS_PER_JOB, open_monitor, open_queue, plan_ingest
 from memory_core.cli._procs import LockHeld, WorkerProcess, exclusive_lock, exit_code_of, interrupts
 from memory_core.engine import MemoryEngine
-from memory_core.engines import open_engine
+from memory_core.engines import open_host_engine
 from memory_core.errors import ConfigError, MemoryCoreError
 from memory_core.eval.baseline import Bm25Baseline
 from memory_core.eval.evidence import evidence_recall
@@ -198,7 +198,7 @@ def _run(
             try:
                 settings = get_settings()
                 conversations = load_conversations(locomo, "locomo", [sample])
-                engine = open_engine(settings.engine)
+                engine = open_host_engine(settings.engine)
             except MemoryCoreError as exc:
                 raise fail(str(exc)) from None
             monitor = open_monitor()

@@ -174,6 +174,12 @@ def _no_database(path: Path, as_json: bool) -> NoReturn:
     raise fail(no_database(path))
 
 
+def _scrub_line(on: bool) -> str:
+    if on:
+        return "scrub   on (credentials and personal identifiers are redacted on every write)"
+    return "[bold red]scrub   OFF (MEMORY_CORE_SCRUB=off): secrets written now are stored verbatim[/]"
+
+
 @app.command()
 def status(
     engine: EngineOption = None,
@@ -202,6 +208,7 @@ def status(
             "health": health.to_dict(),
             "items": {b.value: b.count for b in kinds.buckets},
             "engine_stats": stats,
+            "scrubbing": get_settings().scrub,
             "scopes": [s.to_dict() for s in listed],
             "jobs": jobs,
         }
@@ -212,6 +219,7 @@ def status(
         f"{health.state.value}{': ' + escape(health.reason) if health.reason else ''})",
         soft_wrap=True,
     )
+    console.print(_scrub_line(get_settings().scrub), soft_wrap=True)
     items = ", ".join(f"{b.value} {b.count}" for b in kinds.buckets) or "none"
     extra = (
         f"; beliefs {stats['beliefs']} active, {stats.get('superseded', 0)} superseded" if "beliefs" in stats else ""

@@ -24,7 +24,7 @@ from memory_core.engine import MemoryEngine
 from memory_core.errors import ConfigError
 from memory_core.settings import get_settings, parse_engine_plugins
 
-__all__ = ["known_schemes", "load_plugins", "open_engine", "register_engine"]
+__all__ = ["known_schemes", "load_plugins", "open_engine", "open_host_engine", "register_engine"]
 
 _REGISTRY: dict[str, str] = {
     "reference": "memory_core.engines.reference:ReferenceEngine.from_url",
@@ -102,3 +102,20 @@ def open_engine(url: str, *, plugins: str | None = None) -> MemoryEngine:
     if not scheme or scheme not in _REGISTRY:
         raise ConfigError(f"unknown engine scheme {scheme or url!r} (known: {', '.join(known_schemes())})")
     return _resolve(_REGISTRY[scheme])(url.strip())
+
+
+def open_host_engine(url: str, *, plugins: str | None = None, scrub: bool | None = None) -> MemoryEngine:
+    """``open_engine``, wrapped in a ``ScrubbingEngine``: how hosts, workers and commands open their engine.
+
+    Args:
+        url: The engine URL.
+        plugins: As ``open_engine``.
+        scrub: Wrap it; None: the ``MEMORY_CORE_SCRUB`` setting (on unless turned off; off is logged as a warning
+            on every open).
+
+    Raises:
+        ConfigError: as ``open_engine``.
+    """
+    from memory_core.safety.host import guard
+
+    return guard(open_engine(url, plugins=plugins), enabled=scrub)
