@@ -45,6 +45,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "flower",
     "dead_letters",
     "serve",
+    "mcp",
     "cortex_double",
 )
 """Modules under ``memory_core.cli`` whose import registers commands on ``app``."""

@@ -2,8 +2,9 @@
 
 Every call takes a ``Scope`` (the layout and agent a token resolved to) and a parsed body, so nothing here reads
 HTTP, and nothing reaches outside the scope's root: the lifecycle calls go through ``AgentMemory`` at the
-scope's layout, ``learn`` stores at the root's learnings node, ``forget`` reads ids back under
-``Reach.subtree(root)`` and forgets only those (``forget_within``), and ``ingest`` places its job at the root.
+scope's layout, ``learn`` and ``forget`` go through ``MemoryTools`` confined to the root (``host.tools``: stored at
+the root's learnings node, scrubbed; only ids read back under ``Reach.subtree(root)`` are forgotten), and
+``ingest`` places its job at the root.
 """
 
 from __future__ import annotations
@@ -12,22 +13,20 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from memory_core.engine import MemoryEngine
 from memory_core.errors import InvalidRequest
 from memory_core.host.prefetch import PrefetchLimits, PrefetchMemory
+from memory_core.host.tools import scoped_tools
 from memory_core.http.errors import OutOfScope
 from memory_core.http.metrics import Metrics
 from memory_core.http.models import ForgetBody, ForgetResult, Health, JobAccepted, JobStatus, LearnBody, PostTurnResult
-from memory_core.items import Learning
 from memory_core.lifecycle.agent import AgentMemory, Compaction, PostTurn, PreTurn, StartSession, TurnContext
 from memory_core.lifecycle.jobs import BuildBeliefs, IngestBrain
 from memory_core.lifecycle.layout import MemoryLayout
-from memory_core.meta import MemoryMeta, SourceKind, SourceRef
-from memory_core.namespace import Namespace, Reach
-from memory_core.query import GetRequest, StoreReceipt
+from memory_core.namespace import Namespace
+from memory_core.query import StoreReceipt
 from memory_core.recall.types import ContextPack
 
 __all__ = ["JobSink", "JobStates", "MemoryService", "Scope"]
@@ -201,27 +200,17 @@ class MemoryService:
 
     # learn / forget ------------------------------------------------------------------------------------
     def learn(self, scope: Scope, body: LearnBody) -> StoreReceipt:
-        """Store a learning at the root's learnings node, stamped with the agent and source ``agent``."""
-        meta = MemoryMeta(
-            namespace=scope.layout.learnings(),
-            agent_id=scope.agent,
-            source=SourceRef(kind=SourceKind.AGENT),
-            observed_at=datetime.now(UTC),
-        )
-        receipt = self.engine.store(Learning(text=body.text, kind=body.kind, confidence=body.confidence, meta=meta))
+        """Store a learning at the root's learnings node, through ``MemoryTools`` (``memory_store``, scrubbed)."""
+        learning = {"text": body.text, "learning_kind": body.kind.value, "confidence": body.confidence}
+        out = scoped_tools(self.engine, scope.layout).call("memory_store", {"learning": learning})
         self._invalidate(scope.layout)
-        return receipt
+        return StoreReceipt(id=out["id"], replayed=out["replayed"])
 
     def forget(self, scope: Scope, body: ForgetBody) -> ForgetResult:
-        """Forget the ids found under the root; the rest are skipped (unknown and elsewhere look the same)."""
-        reach = Reach.subtree(scope.layout.root)
-        wanted = tuple(dict.fromkeys(body.ids))
-        found = [hit.id for hit in self.engine.get(GetRequest(ids=wanted, reach=reach))]
-        if not found:
-            return ForgetResult(forgotten=0, skipped=len(wanted))
-        report = self.engine.forget_within(found, reach)
+        """Forget the ids ``MemoryTools`` reads back under the root; the rest are skipped (``memory_forget``)."""
+        out = scoped_tools(self.engine, scope.layout).call("memory_forget", {"ids": list(body.ids)})
         self._invalidate(scope.layout)
-        return ForgetResult(forgotten=report.forgotten, skipped=len(wanted) - len(found))
+        return ForgetResult(forgotten=out["forgotten"], skipped=out["skipped"])
 
     # jobs ------------------------------------------------------------------------------------------------
     def ingest(self, scope: Scope, body: IngestBrain) -> JobAccepted:
