@@ -44,6 +44,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "beat",
     "flower",
     "dead_letters",
+    "serve",
+    "mcp",
     "cortex_double",
 )
 """Modules under ``memory_core.cli`` whose import registers commands on ``app``."""

@@ -2,9 +2,10 @@
 
 Everything is read-only: status creates no file or folder (no database, outbox, coordination store, ``var_dir``
 or server-less transport folder: ``workers.monitor.JobMonitor(read_only=True)``). A part that cannot be read (no
-worker answering, the broker down) is shown as ``?`` with the reason, rather than failing the command; only an
+worker answering, the broker down) is shown as ``?`` with the reason, rather than failing the command; an
 unusable engine URL, one naming no database, or a broker that refuses this configuration (a wrong password, a
-TLS-only Redis reached with ``redis://``: shown, then exit 2, since waiting cannot fix it) exits non-zero (2).
+TLS-only Redis reached with ``redis://``: shown, then exit 2, since waiting cannot fix it) exits 2, and an engine
+failing while it is read exits 1 (the errors every command maps the same way: ``cli._common.engine_session``).
 
 Time is bounded: a Redis broker is probed first (one PING, ``PROBE_TIMEOUT_S`` to connect and to answer); when
 it does not answer, nothing else is asked of it (queue depths, running jobs and dead letters all live there)
@@ -31,11 +32,11 @@ from memory_core.cli._common import (
     EngineOption,
     RootOption,
     console,
+    engine_session,
     fail,
     layout_for,
     missing_database,
     no_database,
-    open_engine_or_exit,
 )
 from memory_core.consolidation import BuildScope, ConsolidateRequest
 from memory_core.explore import ExploreRequest, Facet
@@ -204,16 +205,13 @@ def status(
     missing = missing_database(get_settings().engine)
     if missing is not None:  # read-only: never create the file; the jobs are still worth showing
         _no_database(missing, as_json)
-    memory_engine = open_engine_or_exit(None)
-    try:
+    with engine_session(None) as memory_engine:
         descriptor = memory_engine.descriptor()
         health = memory_engine.health()
         reach = layout.holistic_filter()
         kinds = memory_engine.explore(ExploreRequest(facet=Facet.KIND, filter=reach, scan_limit=MAX_SCAN_LIMIT))
         listed = memory_engine.scopes(ConsolidateRequest(reach=reach.effective_reach()))
         stats: dict[str, Any] = getattr(memory_engine, "stats", dict)()
-    finally:
-        memory_engine.close()
     jobs = _jobs_view(get_settings())
     if as_json:
         out = {
