@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _sqlite_files import downgrade_to_v1
 
 from memory_core import (
     BeliefsRequest,
@@ -29,6 +30,7 @@ from memory_core import (
 from memory_core.engines.sqlite import SQLiteEngine, schema
 from memory_core.engines.sqlite import engine as engine_module
 
+REAL_MIGRATIONS = schema.MIGRATIONS
 FAKE_VERSION = len(schema.MIGRATIONS) + 1
 """The version the test-only step below upgrades to (after every real step)."""
 
@@ -73,10 +75,15 @@ def _v1_file(path: Path) -> dict[str, Any]:
         ),
         Learning(text="Ann prefers tea over coffee.", confidence=0.8, meta=MemoryMeta(namespace=at)),
     ]
-    with SQLiteEngine(path) as engine:
-        engine.store_many(items)
-        engine.consolidate(ConsolidateRequest(reach=Reach.subtree()))
-        return _seen(engine)
+    with pytest.MonkeyPatch.context() as undo:  # written by the current code (without the test-only step) …
+        undo.setattr(schema, "MIGRATIONS", REAL_MIGRATIONS)
+        undo.setattr(schema, "SCHEMA_VERSION", len(REAL_MIGRATIONS))
+        with SQLiteEngine(path) as engine:
+            engine.store_many(items)
+            engine.consolidate(ConsolidateRequest(reach=Reach.subtree()))
+            seen = _seen(engine)
+    downgrade_to_v1(path)  # … then put back in the layout version-1 code wrote
+    return seen
 
 
 def _seen(engine: SQLiteEngine) -> dict[str, Any]:
@@ -90,10 +97,7 @@ def _seen(engine: SQLiteEngine) -> dict[str, Any]:
 
 def test_a_version_1_file_migrates_forward_and_keeps_its_data(tmp_path: Path, v2: None) -> None:
     path = tmp_path / "memory.db"
-    with pytest.MonkeyPatch.context() as undo:  # write the file with the real version-1 code
-        undo.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:1])
-        undo.setattr(schema, "SCHEMA_VERSION", 1)
-        before = _v1_file(path)
+    before = _v1_file(path)
     assert _version(path) == 1 and before["beliefs"]
     with SQLiteEngine(path) as engine:
         assert _seen(engine) == before
@@ -135,10 +139,7 @@ def _open_together(path: str, barrier: Any, results: Any) -> None:
 
 def test_two_processes_migrating_at_once_apply_the_step_once(tmp_path: Path, v2: None) -> None:
     path = tmp_path / "memory.db"
-    with pytest.MonkeyPatch.context() as undo:
-        undo.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:1])
-        undo.setattr(schema, "SCHEMA_VERSION", 1)
-        _v1_file(path)
+    _v1_file(path)
     ctx = multiprocessing.get_context("fork")  # the children inherit the patched MIGRATIONS
     barrier, results = ctx.Barrier(2), ctx.Queue()
     children = [ctx.Process(target=_open_together, args=(str(path), barrier, results)) for _ in range(2)]
