@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
@@ -144,6 +145,10 @@ class Settings(BaseSettings):
             of triggers shorter than this gives at most two builds however fast a build is (issue 5 §4).
         outbox_drain_interval_s: How often beat drains the local outbox, seconds.
         dead_letter_max: Dead letters kept; the oldest are dropped past it.
+        embedder: The ranking model (``retrieval.embedder``): ``minilm`` (all-MiniLM-L6-v2, int8 ONNX) or
+            ``hash`` (the reference vector; no model).
+        embedder_model: A local ONNX file to run instead of the pinned MiniLM (same inputs and output).
+        embed_batch: Items one embedding job encodes and stores per transaction.
     """
 
     model_config = SettingsConfigDict(env_prefix="MEMORY_CORE_", env_file=".env", extra="ignore")
@@ -185,6 +190,9 @@ class Settings(BaseSettings):
     build_min_interval_s: float = Field(default=1.0, ge=0)
     outbox_drain_interval_s: float = Field(default=60.0, gt=0)
     dead_letter_max: int = Field(default=10000, gt=0)
+    embedder: Literal["minilm", "hash"] = "minilm"
+    embedder_model: str | None = None
+    embed_batch: int = Field(default=256, gt=0, le=10_000)
 
     @field_validator("engine_plugins")
     @classmethod

@@ -19,7 +19,7 @@ import re
 from functools import lru_cache
 from typing import Final
 
-import snowballstemmer  # type: ignore[import-untyped]
+import snowballstemmer
 
 from memory_core.beliefs.text import STOPWORDS
 
