@@ -8,11 +8,12 @@ from pathlib import Path
 
 def downgrade_to_v1(path: Path) -> None:
     """Put a current file back in the version-1 layout (what version-1 code wrote): FTS5 over ``bodies.text``,
-    no ``item_terms``, the version-1 belief index."""
+    no ``item_terms`` or ``item_vectors``, the version-1 belief index."""
     conn = sqlite3.connect(path)
     conn.executescript(
         """
         DROP TABLE items_fts_vocab; DROP TABLE items_fts; DROP TABLE item_terms;
+        DROP TRIGGER item_vectors_gone; DROP TABLE item_vectors;
         CREATE VIRTUAL TABLE items_fts USING fts5(
             text, content='bodies', content_rowid='seq', tokenize='unicode61 remove_diacritics 0');
         CREATE VIRTUAL TABLE items_fts_vocab USING fts5vocab(items_fts, 'row');

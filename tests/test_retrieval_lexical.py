@@ -70,3 +70,16 @@ def test_a_version_1_file_is_indexed_by_terms_and_windows_after_migrating(tmp_pa
         assert len(keyword(engine, "painting")) == 2  # stemmed, and the next turn holds it in its window
         assert len(keyword(engine, "refund")) == 1
         assert keyword(engine, "the") == []
+
+
+def test_stemming_is_safe_on_many_threads_at_once() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from memory_core.retrieval.terms import stem
+
+    words = [f"{w}{i}ings" for i in range(4000) for w in ("paint", "walk", "connect")]
+    expected = [f"{w[:-4]}" for w in words]  # "paint7ings" → "paint7" (Porter2 strips "ings")
+    stem.cache_clear()
+    with ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(stem, words))
+    assert got == expected

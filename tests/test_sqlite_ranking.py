@@ -31,6 +31,7 @@ from memory_core.engines.sqlite.rows import vec_blob, vec_from_blob
 from memory_core.engines.sqlite.search import Candidates, order, query_vector, score
 from memory_core.engines.sqlite.writes import index_rows, pending_texts
 from memory_core.query import Hit
+from memory_core.retrieval.terms import query_terms
 from memory_core.scoring import embed
 
 NOW_US = 1_760_000_000_000_000
@@ -88,7 +89,7 @@ def _brute(engine: SQLiteEngine, req: FetchRequest, want: int) -> list[tuple[int
         when = np.array([got[int(k)][2] for k in keys], dtype=np.int64)
         conf = np.array([got[int(k)][3] for k in keys], dtype=np.float64)
         total = int(conn.execute("SELECT count(*) FROM items WHERE vec IS NOT NULL").fetchone()[0])
-        matches = fts.fts_matches(conn, "items_fts", req.query, total)
+        matches = fts.fts_matches(conn, "items_fts", req.query, total, query_terms(req.query))
         if req.mode is FetchMode.VECTOR:
             matches = (keys[:0], np.zeros(0))
         cos = None if req.mode is FetchMode.KEYWORD else (vecs @ query_vector(req.query)).astype(np.float64)
@@ -171,6 +172,7 @@ def test_common_words_are_read_only_for_rows_that_can_reach_the_top(
         return real(conn, table, words, targets, total)
 
     monkeypatch.setattr(fts, "matching", counting)
+    monkeypatch.setattr(engine_module, "RERANK_POOL", 1)  # the lexical stage alone, asked for `limit` hits
     big.fetch(FetchRequest(query="alpha pct", mode=FetchMode.HYBRID, limit=5))
     assert sizes == []  # rows holding "alpha" or near the query vector fill the top five whatever "pct" says
     big.fetch(FetchRequest(query="alpha pct", mode=FetchMode.HYBRID, limit=50))

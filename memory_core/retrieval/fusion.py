@@ -11,13 +11,16 @@ the fused order, and a fetch's best score is the best absolute score it holds, a
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Final
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["RRF_K", "envelope", "ranks", "rrf"]
+from .late import maxsim
+
+__all__ = ["RRF_K", "SPEAKER_BOOST", "envelope", "fuse", "names_speaker", "query_words", "ranks", "rrf"]
 
 RRF_K: Final = 60
 """The RRF constant of Cormack et al. (2009)."""
@@ -50,4 +53,52 @@ def rrf(rankings: Sequence[IntArray], k: int = RRF_K) -> FloatArray:
 def envelope(scores_in_order: FloatArray) -> FloatArray:
     """Scores of a fused order: each the maximum of its own and every later one (non-increasing)."""
     out: FloatArray = np.maximum.accumulate(scores_in_order[::-1])[::-1]
+    return out
+
+
+SPEAKER_BOOST: Final = 0.15
+"""Share a fused value gains when the query names the item's speaker (issue 14's study: "a small boost for
+turns spoken by the person the question names")."""
+_NAME = re.compile(r"[^\W\d_]+")
+
+
+def names_speaker(query_words: frozenset[str], speaker: str | None) -> bool:
+    """Whether a query (its lowercase words) names ``speaker`` by their first name."""
+    if not speaker:
+        return False
+    first = _NAME.findall(speaker.lower())
+    return bool(first) and first[0] in query_words
+
+
+def query_words(query: str) -> frozenset[str]:
+    """The lowercase words of a query, for ``names_speaker``."""
+    return frozenset(_NAME.findall(query.lower()))
+
+
+def fuse(
+    lexical_rank: IntArray,
+    own: npt.NDArray[np.float32],
+    window: npt.NDArray[np.float32],
+    embedded: npt.NDArray[np.bool_],
+    weight: FloatArray,
+    spoken: npt.NDArray[np.bool_],
+) -> FloatArray:
+    """The fused value of each candidate (higher first).
+
+    Args:
+        lexical_rank: Rank in the lexical stage (1 = best; 0 = not matched lexically).
+        own: ``late.token_max`` rows of each candidate's own token vectors (``(n, m)``).
+        window: The same over the candidate and the turn before it (the elementwise max with its rows).
+        embedded: Which candidates have vectors (the others rank by the lexical stage alone).
+        weight: ``0.85 + 0.10 × recency + 0.05 × confidence`` (``engines.sqlite.search.weights``).
+        spoken: Which candidates were said by someone the query names.
+
+    Returns:
+        ``(1/(k + r_lex) + weight × (1/(k + r_own) + 1/(k + r_window))) × (1 + SPEAKER_BOOST if spoken)``: RRF
+        of the three rankings, recency and confidence weighing the model's two (the lexical stage's scores
+        hold them already), so with nothing embedded and no speaker named the lexical order is kept.
+    """
+    r_own = ranks(maxsim(own), embedded)
+    r_win = ranks(maxsim(window), embedded)
+    out: FloatArray = (rrf([lexical_rank]) + weight * rrf([r_own, r_win])) * np.where(spoken, 1.0 + SPEAKER_BOOST, 1.0)
     return out

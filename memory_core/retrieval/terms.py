@@ -16,6 +16,7 @@ Source: M. F. Porter, "Snowball: A language for stemming algorithms" (2001), the
 from __future__ import annotations
 
 import re
+import threading
 from functools import lru_cache
 from typing import Final
 
@@ -29,13 +30,20 @@ MAX_QUERY_TERMS: Final = 64
 """Distinct query terms kept (a pasted page must not become thousands of FTS5 phrases)."""
 
 _WORD: Final = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
-_STEMMER: Final = snowballstemmer.stemmer("english")
+_LOCAL: Final = threading.local()
 
 
 @lru_cache(maxsize=200_000)
 def stem(word: str) -> str:
-    """The Snowball English stem of one lowercase word (cached: the vocabulary of a store is small)."""
-    out: str = _STEMMER.stemWord(word)
+    """The Snowball English stem of one lowercase word (cached: the vocabulary of a store is small).
+
+    A Snowball stemmer keeps its word in its own state, so each thread has its own (a pack reads its sections
+    on several threads at once).
+    """
+    stemmer = getattr(_LOCAL, "stemmer", None)
+    if stemmer is None:
+        stemmer = _LOCAL.stemmer = snowballstemmer.stemmer("english")
+    out: str = stemmer.stemWord(word)
     return out
 
 

@@ -232,18 +232,23 @@ def matching(conn: sqlite3.Connection, table: str, words: list[str], targets: In
     return members(targets, np.unique(found))
 
 
-def fts_matches(conn: sqlite3.Connection, table: str, query: str, total: int) -> tuple[IntArray, FloatArray]:
+def fts_matches(
+    conn: sqlite3.Connection, table: str, query: str, total: int, words: list[str] | None = None
+) -> tuple[IntArray, FloatArray]:
     """Every row of FTS5 ``table`` matching a word of ``query``: keys ascending and their relevance.
+
+    ``words`` are the query's words as the table holds them (default ``search.query_words(query)``, plain words,
+    as ``beliefs_fts`` holds them; ``items_fts`` holds ``retrieval.terms.query_terms``).
 
     Relevance is ``-bm25()`` over the rare words, else ``COMMON_ONLY`` for a row held only by common words.
     ``total`` is about how many rows the table holds. Used where the whole table is read (beliefs); items go
     through ``ranking``, which reads only the rows a read needs.
     """
-    words = classify(conn, table, query_words(query), common_cutoff(total))
-    keys, values = bm25_rows(conn, table, words, None, total)
-    if words.common:
+    held = classify(conn, table, query_words(query) if words is None else words, common_cutoff(total))
+    keys, values = bm25_rows(conn, table, held, None, total)
+    if held.common:
         csv = conn.execute(
-            f"SELECT group_concat(rowid) FROM {table} WHERE {table} MATCH ?", (words.common_expr,)
+            f"SELECT group_concat(rowid) FROM {table} WHERE {table} MATCH ?", (held.common_expr,)
         ).fetchone()[0]
         only = np.setdiff1d(_ints(csv), keys)
         keys = np.concatenate([keys, only])

@@ -14,6 +14,7 @@ Layout (version 1):
 | ``bodies`` | the item's JSON (export returns it whole) and ``render_text()`` (the FTS content) |
 | ``item_tags`` | ``(tag, seq)``, one row per tag |
 | ``item_terms`` | per indexed item: its terms with its neighbours' (``fts``, ``retrieval.window``), and its speaker |
+| ``item_vectors`` | per embedded item: the model's pooled and quantised token vectors (``vectors``) |
 | ``items_fts`` | FTS5 over ``item_terms.text`` (external content, BM25); ``items_fts_vocab`` its document frequencies |
 | ``pending`` | seqs stored ``accepted`` and not yet indexed (FTS + vector) |
 | ``deleted`` | a log of deleted seqs, so each process's ``ItemIndex`` drops them |
@@ -200,7 +201,15 @@ def _v3(conn: sqlite3.Connection) -> None:
     fts.backfill(conn)
 
 
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2, _v3)
+def _v4(conn: sqlite3.Connection) -> None:
+    """The model's vectors of items, written by the embedding job (``vectors``)."""
+    from .vectors import SCHEMA
+
+    for statement in SCHEMA:
+        conn.execute(statement)
+
+
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2, _v3, _v4)
 """``MIGRATIONS[i]`` upgrades version ``i`` to ``i + 1``; append, never edit, to change the schema."""
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -218,6 +227,7 @@ _OURS = {
     "belief_evidence",
     "belief_anchors",
     "item_terms",
+    "item_vectors",
 }
 
 
