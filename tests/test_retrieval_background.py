@@ -17,6 +17,7 @@ from memory_core.lifecycle.jobs import BuildBeliefs
 from memory_core.lifecycle.layout import MemoryLayout
 from memory_core.lifecycle.runner import BackgroundRunner
 from memory_core.query import FetchMode
+from memory_core.retrieval import fusion
 from memory_core.retrieval.embedder import Encoded, HashEmbedder
 
 
@@ -88,7 +89,12 @@ class Marked(HashEmbedder):
         return Encoded(super().encode(texts).pooled, tokens)
 
 
-def test_an_item_ranks_lexically_until_embedded_then_late_interaction_joins_the_fusion(tmp_path: Path) -> None:
+def test_an_item_ranks_lexically_until_embedded_then_late_interaction_joins_the_fusion(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # two items: with the lexical ranking weighing as much as the model's two views together, the model's
+    # preference only ties it; weighed like one view, the model's two views decide
+    monkeypatch.setattr(fusion, "LEXICAL_WEIGHT", 1.0)
     strong = Document.of("report report report weekly", MemoryMeta())
     blue = Document.of("the report cover is blue", MemoryMeta())
     request = FetchRequest(query="report colour", mode=FetchMode.HYBRID, limit=2)

@@ -87,3 +87,25 @@ def test_rrf_adds_reciprocal_ranks_and_the_envelope_never_rises() -> None:
     fused = rrf([r1, r2], k=60)
     assert np.allclose(fused, [1 / 61 + 1 / 62, 1 / 63 + 1 / 61, 1 / 62])
     assert envelope(np.array([0.2, 0.5, 0.1, 0.3])).tolist() == [0.5, 0.5, 0.3, 0.3]
+
+
+def test_fuse_keeps_the_lexical_order_until_the_model_or_a_named_speaker_speaks() -> None:
+    from memory_core.retrieval.fusion import fuse, names_speaker, query_words
+
+    n = 4
+    lexical = np.arange(1, n + 1)
+    none = np.full((n, 2), -1.0, dtype=np.float32)
+    flat = np.ones(n)
+    off = np.zeros(n, dtype=bool)
+    assert np.argsort(-fuse(lexical, none, none, off, flat, off)).tolist() == [0, 1, 2, 3]
+    own = np.array([[0.1, 0.1], [0.2, 0.2], [0.3, 0.3], [0.9, 0.9]], dtype=np.float32)
+    moved = fuse(lexical, own, own, np.ones(n, dtype=bool), flat, off)
+    assert np.argmax(moved) == 0 and moved[3] > moved[2]  # the model lifts the last one past its neighbour
+    spoken = np.array([False, True, False, False])
+    assert np.argmax(fuse(lexical, none, none, off, flat, spoken)) == 1
+    words = query_words("What did Caroline paint?")
+    assert (
+        names_speaker(words, "Caroline Smith")
+        and not names_speaker(words, "Melanie")
+        and not names_speaker(words, None)
+    )

@@ -52,8 +52,10 @@ __all__ = [
 ]
 
 F32 = npt.NDArray[np.float32]
-MAX_TOKENS: Final = 40
-"""Token vectors kept per text (content wordpieces, in order): 40 × 384 int8 values ≈ 15.4 KB at most."""
+MAX_TOKENS: Final = 36
+"""Token vectors kept per text (content wordpieces, in order): 36 × (384 int8 + a float32 scale) = 13,968 bytes at
+most, 15,504 with the pooled float32 vector: both views of a turn within 16 KB (the window view is read from the
+previous turn's own row, nothing more is stored)."""
 MAX_WORDPIECES: Final = 256
 """Wordpieces the model reads per text (its training length, ``max_seq_length``); the rest is cut."""
 MINILM_NAME: Final = "minilm-l6-v2-int8"

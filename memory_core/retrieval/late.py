@@ -1,8 +1,8 @@
 """Late interaction over stored token vectors (pure): quantisation and MaxSim.
 
 A text's token vectors (``Embedder.encode``) are stored int8, one scale per token (``quantise``): a token of
-``d`` dimensions costs ``d + 4`` bytes (384-dimension MiniLM: 388 bytes; ``MAX_TOKENS`` = 40 tokens at most
-≈ 15.5 KB a turn). Dequantised cosines are within ~0.01 of the float ones.
+``d`` dimensions costs ``d + 4`` bytes (384-dimension MiniLM: 388 bytes; ``MAX_TOKENS`` = 36 tokens at most
+≈ 14 KB a turn). Dequantised cosines are within ~0.01 of the float ones.
 
 MaxSim (Khattab & Zaharia 2020, "ColBERT"): for each query token, the best cosine with any token of the text;
 the score is their mean over the query's content tokens. ``token_max`` gives the per-query-token maxima of many

@@ -95,6 +95,9 @@ _T = TypeVar("_T")
 _ITEM_CACHE = 4096
 """Parsed items kept per engine, by seq (items never change once stored)."""
 _DRAIN_BATCH = 1000
+_EMBED_PER_BUILD = 4096
+"""Most items one ``consolidate`` embeds (a build job stays well inside a worker's time limit; the next build
+takes the rest)."""
 _QUERY_CACHE = 256
 """Query encodings kept per engine (a pack's sections ask the same question)."""
 _FOLD_WAIT_S = 1.0
@@ -510,7 +513,7 @@ class SQLiteEngine(MemoryEngine):
     def _consolidate(self, request: ConsolidateRequest) -> ConsolidateReceipt:
         """Build every admitted scope with items past its watermark; the others cost one read, no lock."""
         self.drain_pending()  # builds run in workers: the place to index what live turns stored accepted
-        self.embed_backlog()  # … and to run the model over what waits for it
+        self.embed_backlog(limit=_EMBED_PER_BUILD)  # … and to run the model over what waits for it
         kinds = [k.value for k in request.admitted_kinds()]
         scopes = self._read(partial(beliefs_store.scopes_to_build, reach=request.reach, kinds=kinds))
         changed: set[str] = set()
