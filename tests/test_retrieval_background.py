@@ -53,14 +53,17 @@ def test_a_turn_stored_accepted_is_never_embedded_on_the_hosts_thread(tmp_path: 
         assert len(model.calls) == 2  # each pack's query once, for all its sections
 
         reports = []
-        worker = threading.Thread(
-            target=lambda: reports.append(
+
+        def work() -> None:  # what a worker's build job does: the builds, then the embedding backlog
+            reports.append(
                 BackgroundRunner(engine).run(BuildBeliefs(request=ConsolidateRequest(reach=Reach.subtree())))
             )
-        )
+            reports.append(engine.embed_backlog())
+
+        worker = threading.Thread(target=work)
         worker.start()
         worker.join()
-        assert reports and engine.stats()["embedding_wait"] == 0
+        assert reports[-1] == 2 and engine.stats()["embedding_wait"] == 0
         assert stored_texts <= set(model.texts_on(worker.ident or 0))
         assert not stored_texts & set(model.texts_on(host))
         assert all(ident == worker.ident for ident, _ in model.calls[2:])  # every later encoding: the job

@@ -39,6 +39,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 
 from memory_core.consolidation import BuildScope, ConsolidateRequest
 from memory_core.engine import MemoryEngine
+from memory_core.engines.sqlite.engine import EMBED_PER_JOB
 from memory_core.errors import EngineUnavailable, InvalidRequest
 from memory_core.lifecycle.jobs import BuildBeliefs, IngestBrain, JobReport, parse_job
 from memory_core.lifecycle.layout import MemoryLayout
@@ -324,9 +325,11 @@ def run_build(rt: Runtime, d: Delivery, job: BuildBeliefs) -> dict[str, Any]:
             continue
         rt.coordination.add_progress(d.job_id, unit)
         scopes.append(_scope_report(scope, flight))
+    embed = getattr(rt.engine, "embed_backlog", None)
+    embedded = embed(limit=EMBED_PER_JOB) if callable(embed) else 0  # the model, outside the scope locks
     if waits:
         raise Deferred(max(waits))
-    return {"job": job.name(), "scopes": scopes}
+    return {"job": job.name(), "scopes": scopes, "embedded": embedded}
 
 
 def run_ingest(rt: Runtime, d: Delivery, job: IngestBrain) -> dict[str, Any]:

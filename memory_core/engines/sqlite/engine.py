@@ -17,8 +17,8 @@ power-loss durability for speed; ``?busy_timeout_ms=N``). The folder is created 
 * Forget and erase remove the beliefs derived only from the removed items, in the same transaction.
 * A hybrid ``fetch`` reorders the lexical stage's best by late interaction over the model's stored token
   vectors (``rerank``); the query is encoded once per process for each distinct query text (an LRU), so the
-  sections of one pack share one encoding. The model never runs on a write: ``embed_backlog`` (the embedding
-  job, and every ``consolidate``, which runs on the workers) encodes what waits, in batches.
+  sections of one pack share one encoding. The model never runs on a write: ``embed_backlog`` encodes what
+  waits, in batches, on the workers (every build job runs it after its builds, outside the scope locks).
 * ``fetch(max_scopes=N)`` ranks the items of at most N scopes (namespaces holding admitted items): those the
   query names first, then the most recently written by ``scopes.last_write`` (``reference.choose_scopes``,
   reference §1.3). Beliefs are not narrowed by it.
@@ -95,9 +95,9 @@ _T = TypeVar("_T")
 _ITEM_CACHE = 4096
 """Parsed items kept per engine, by seq (items never change once stored)."""
 _DRAIN_BATCH = 1000
-_EMBED_PER_BUILD = 4096
-"""Most items one ``consolidate`` embeds (a build job stays well inside a worker's time limit; the next build
-takes the rest)."""
+EMBED_PER_JOB = 4096
+"""Most items one worker build job embeds after its builds (``workers.execution.run_build``): the job stays well
+inside a worker's time limit, and the next build job takes the rest."""
 _QUERY_CACHE = 256
 """Query encodings kept per engine (a pack's sections ask the same question)."""
 _FOLD_WAIT_S = 1.0
@@ -273,7 +273,7 @@ class SQLiteEngine(MemoryEngine):
         """Encode stored items that have no vectors of the current model, ``batch`` at a time; how many were.
 
         The model runs outside any transaction; each batch's vectors are written in one short write. This is
-        the embedding job's work (and every ``consolidate``'s): never called on a write.
+        the workers' work (``workers.execution.run_build``, after a build job's builds): never called on a write.
 
         Args:
             limit: Most items to encode (None: until none waits).
@@ -513,7 +513,6 @@ class SQLiteEngine(MemoryEngine):
     def _consolidate(self, request: ConsolidateRequest) -> ConsolidateReceipt:
         """Build every admitted scope with items past its watermark; the others cost one read, no lock."""
         self.drain_pending()  # builds run in workers: the place to index what live turns stored accepted
-        self.embed_backlog(limit=_EMBED_PER_BUILD)  # … and to run the model over what waits for it
         kinds = [k.value for k in request.admitted_kinds()]
         scopes = self._read(partial(beliefs_store.scopes_to_build, reach=request.reach, kinds=kinds))
         changed: set[str] = set()
