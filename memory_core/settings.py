@@ -153,6 +153,8 @@ class Settings(BaseSettings):
             ``hash`` (the reference vector; no model).
         embedder_model: A local ONNX file to run instead of the pinned MiniLM (same inputs and output).
         embed_batch: Items one embedding job encodes and stores per transaction.
+        cortexdb_key / tinyhumans_token: The bearer credentials of the ``cortexdb+…`` and ``tinyhumans+…``
+            engines (never shown in a repr, log or error).
     """
 
     model_config = SettingsConfigDict(env_prefix="MEMORY_CORE_", env_file=".env", extra="ignore")
@@ -199,6 +201,8 @@ class Settings(BaseSettings):
     embedder: Literal["minilm", "hash"] = "minilm"
     embedder_model: str | None = None
     embed_batch: int = Field(default=256, gt=0, le=10_000)
+    cortexdb_key: SecretStr | None = None
+    tinyhumans_token: SecretStr | None = None
 
     @field_validator("engine_plugins")
     @classmethod

@@ -8,7 +8,7 @@ from pathlib import Path
 
 def downgrade_to_v1(path: Path) -> None:
     """Put a current file back in the version-1 layout (what version-1 code wrote): FTS5 over ``bodies.text``,
-    no ``item_terms`` or ``item_vectors``, the version-1 belief index."""
+    no ``item_terms`` or ``item_vectors``, the version-1 beliefs table and index."""
     conn = sqlite3.connect(path)
     conn.executescript(
         """
@@ -20,6 +20,9 @@ def downgrade_to_v1(path: Path) -> None:
         INSERT INTO items_fts (items_fts) VALUES ('rebuild');
         DROP INDEX beliefs_subject_newest;
         CREATE INDEX beliefs_subject ON beliefs(ns, from_kind, subject);
+        DROP INDEX beliefs_version; DROP INDEX beliefs_status;
+        ALTER TABLE beliefs DROP COLUMN version;
+        DROP TABLE beliefs_removed;
         PRAGMA user_version = 1;
         """
     )

@@ -27,7 +27,7 @@ from memory_core import (
     Role,
     Turn,
 )
-from memory_core.engines.sqlite import SQLiteEngine, schema
+from memory_core.engines.sqlite import SQLiteEngine, belief_index, schema
 from memory_core.engines.sqlite import engine as engine_module
 
 REAL_MIGRATIONS = schema.MIGRATIONS
@@ -111,6 +111,31 @@ def test_a_version_1_file_migrates_forward_and_keeps_its_data(tmp_path: Path, v2
     conn = sqlite3.connect(path)
     assert "note" in {str(r[1]) for r in conn.execute("PRAGMA table_info(items)")}
     conn.close()
+
+
+def test_step_3_stamps_beliefs_and_indexes_the_full_load(tmp_path: Path) -> None:
+    """Version 3 (issue 12): existing beliefs get version 0, new writes are stamped, and a first full load of the
+    active beliefs reads an index on ``status`` rather than scanning the table."""
+    path = tmp_path / "memory.db"
+    before = _v1_file(path)
+    with SQLiteEngine(path) as engine:
+        assert _seen(engine) == before  # the beliefs written before the step still rank and list
+        engine.store(
+            Conversation(
+                turns=(Turn(role=Role.USER, text="I adopted a rescue dog named Max yesterday."),),
+                meta=MemoryMeta(namespace=Namespace.agent("bob")),
+            )
+        )
+        engine.consolidate(ConsolidateRequest(reach=Reach.subtree()))
+    assert _version(path) == schema.SCHEMA_VERSION >= 3
+    conn = sqlite3.connect(path)
+    try:
+        versions = [int(r[0]) for r in conn.execute("SELECT version FROM beliefs ORDER BY bid")]
+        assert versions[0] == 0 and versions[-1] > 0
+        plan = " ".join(str(r[3]) for r in conn.execute(f"EXPLAIN QUERY PLAN {belief_index._LOAD_SQL}", ("active",)))
+        assert "USING INDEX beliefs_status" in plan, plan
+    finally:
+        conn.close()
 
 
 def _open_together(path: str, barrier: Any, results: Any) -> None:
