@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
@@ -151,6 +152,10 @@ class Settings(BaseSettings):
         scrub: Scrub every write of the engines hosts, workers and commands open (``engines.open_host_engine``
             wraps them in ``safety.ScrubbingEngine``); ``MEMORY_CORE_SCRUB=off`` stores secrets verbatim, and every
             open says so on stderr.
+        embedder: The ranking model (``retrieval.embedder``): ``minilm`` (all-MiniLM-L6-v2, int8 ONNX) or
+            ``hash`` (the reference vector; no model).
+        embedder_model: A local ONNX file to run instead of the pinned MiniLM (same inputs and output).
+        embed_batch: Items one embedding job encodes and stores per transaction.
         cortexdb_key / tinyhumans_token: The bearer credentials of the ``cortexdb+…`` and ``tinyhumans+…``
             engines (never shown in a repr, log or error).
     """
@@ -197,6 +202,9 @@ class Settings(BaseSettings):
     outbox_drain_interval_s: float = Field(default=60.0, gt=0)
     dead_letter_max: int = Field(default=10000, gt=0)
     scrub: bool = True
+    embedder: Literal["minilm", "hash"] = "minilm"
+    embedder_model: str | None = None
+    embed_batch: int = Field(default=256, gt=0, le=10_000)
     cortexdb_key: SecretStr | None = None
     tinyhumans_token: SecretStr | None = None
 

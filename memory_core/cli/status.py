@@ -236,6 +236,8 @@ def status(
     extra = (
         f"; beliefs {stats['beliefs']} active, {stats.get('superseded', 0)} superseded" if "beliefs" in stats else ""
     )
+    if "embedding_wait" in stats:
+        extra += f"; {stats['embedding_wait']} waiting for embedding"
     console.print(f"items   {kinds.total} ({items}){' (lower bound)' if kinds.truncated else ''}{extra}")
     console.print(escape(_jobs_line(jobs)), soft_wrap=True)
     if scopes:
