@@ -144,6 +144,12 @@ class Settings(BaseSettings):
             of triggers shorter than this gives at most two builds however fast a build is (issue 5 §4).
         outbox_drain_interval_s: How often beat drains the local outbox, seconds.
         dead_letter_max: Dead letters kept; the oldest are dropped past it.
+        pg_pool_min_size / pg_pool_max_size: Connections the PostgreSQL engine's one pool per process keeps open
+            at least / at most (a URL's ``pool_min_size`` / ``pool_max_size`` override them).
+        pg_pool_timeout_s: Longest a PostgreSQL call waits for a pooled connection, seconds; past it the call
+            fails ``EngineUnavailable``.
+        pg_connect_timeout_s: libpq's ``connect_timeout`` for each new PostgreSQL connection, seconds.
+        pg_statement_timeout_ms: PostgreSQL's ``statement_timeout`` on every pooled connection, ms (0: none).
     """
 
     model_config = SettingsConfigDict(env_prefix="MEMORY_CORE_", env_file=".env", extra="ignore")
@@ -185,6 +191,11 @@ class Settings(BaseSettings):
     build_min_interval_s: float = Field(default=1.0, ge=0)
     outbox_drain_interval_s: float = Field(default=60.0, gt=0)
     dead_letter_max: int = Field(default=10000, gt=0)
+    pg_pool_min_size: int = Field(default=1, ge=0)
+    pg_pool_max_size: int = Field(default=8, gt=0)
+    pg_pool_timeout_s: float = Field(default=10.0, gt=0)
+    pg_connect_timeout_s: int = Field(default=5, gt=0)
+    pg_statement_timeout_ms: int = Field(default=30_000, ge=0)
 
     @field_validator("engine_plugins")
     @classmethod

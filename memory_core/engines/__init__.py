@@ -4,6 +4,7 @@
 | --- | --- | --- |
 | ``reference`` | ``ReferenceEngine`` (in memory) | ``reference://?consolidation=scheduled`` |
 | ``sqlite`` | ``SQLiteEngine`` (one local file, shared by processes) | ``sqlite:///./var/memory.db`` |
+| ``postgresql``, ``postgres`` | ``PostgresEngine`` (the ``postgres`` extra) | ``postgresql://user:pw@host/db`` |
 
 Later engines register their scheme here (``register_engine``); each is imported only when its URL is opened.
 ``open_engine`` is the one place engines are opened, and it registers the ``MEMORY_CORE_ENGINE_PLUGINS``
@@ -27,6 +28,8 @@ __all__ = ["known_schemes", "load_plugins", "open_engine", "register_engine"]
 _REGISTRY: dict[str, str] = {
     "reference": "memory_core.engines.reference:ReferenceEngine.from_url",
     "sqlite": "memory_core.engines.sqlite:SQLiteEngine.from_url",
+    "postgresql": "memory_core.engines.postgres:PostgresEngine.from_url",
+    "postgres": "memory_core.engines.postgres:PostgresEngine.from_url",
 }
 
 
