@@ -37,6 +37,7 @@ from memory_core.cli._common import (
     open_engine_or_exit,
 )
 from memory_core.consolidation import BuildScope, ConsolidateRequest
+from memory_core.engines import mask_url
 from memory_core.explore import ExploreRequest, Facet
 from memory_core.limits import MAX_SCAN_LIMIT
 from memory_core.settings import get_settings
@@ -210,7 +211,8 @@ def status(
         typer.echo(json.dumps(out, indent=2, default=str))
         return
     console.print(
-        f"engine  {escape(get_settings().engine)} ({descriptor.id}, consolidation {descriptor.consolidation.value}, "
+        f"engine  {escape(mask_url(get_settings().engine))} ({descriptor.id}, "
+        f"consolidation {descriptor.consolidation.value}, "
         f"{health.state.value}{': ' + escape(health.reason) if health.reason else ''})",
         soft_wrap=True,
     )

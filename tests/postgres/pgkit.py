@@ -44,7 +44,7 @@ def _admin(sql: str) -> None:
     import psycopg
 
     with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
-        conn.execute(sql)  # type: ignore[arg-type]
+        conn.execute(sql)  # type: ignore[arg-type,unused-ignore]
 
 
 def create_database() -> str:

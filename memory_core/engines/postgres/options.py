@@ -21,10 +21,11 @@ from dataclasses import dataclass
 from typing import Final
 from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
 
+from memory_core.engines import mask_url
 from memory_core.errors import ConfigError
 from memory_core.settings import get_settings
 
-__all__ = ["SCHEMES", "SETTING", "PgOptions", "mask_url", "parse_url"]
+__all__ = ["SCHEMES", "SETTING", "PgOptions", "parse_url"]
 
 SCHEMES: Final = ("postgresql", "postgres")
 SETTING: Final = "engine URL (--engine / MEMORY_CORE_ENGINE)"
@@ -67,19 +68,6 @@ class PgOptions:
         for secret in {self.password, quote(self.password, safe="")}:
             text = text.replace(secret, "***")
         return text
-
-
-def mask_url(url: str) -> str:
-    """``url`` with the password of its authority replaced by ``***`` (unchanged when it has none)."""
-    try:
-        parts = urlsplit(url)
-        if parts.password is None:
-            return url
-        host = parts.netloc.rpartition("@")[2]
-        user = parts.netloc.rpartition("@")[0].partition(":")[0]
-        return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
-    except ValueError:
-        return "postgresql://***"
 
 
 def _number(name: str, raw: str, masked: str, *, low: float, integer: bool) -> float:
