@@ -27,12 +27,12 @@ from . import beliefs
 from .driver import Conn
 from .schema import SCHEMA
 
-__all__ = ["MAX_WORDS_CHARS", "Prepared", "delete_where", "insert", "prepare", "words_of"]
+__all__ = ["COLUMNS", "MAX_WORDS_CHARS", "Prepared", "delete_where", "insert", "prepare", "words_of"]
 
 MAX_WORDS_CHARS: Final = 500_000
 """Longest ``words`` text kept per row: a ``tsvector`` holds at most 1 MB (PostgreSQL docs §8.11.1)."""
 
-_COLUMNS = ("id", "kind", "ns", *META_COLUMN_NAMES, "tags", "confidence", "stored_at", "item", "words", "vec")
+COLUMNS = ("id", "kind", "ns", *META_COLUMN_NAMES, "tags", "confidence", "stored_at", "item", "words", "vec")
 
 
 def words_of(text: str) -> str:
@@ -48,7 +48,7 @@ class Prepared:
         id: The content id.
         kind: ``document``, ``conversation`` or ``learning``.
         ns: The namespace key.
-        values: Values of ``_COLUMNS`` but ``stored_at`` (filled at write time).
+        values: Values of ``COLUMNS`` but ``stored_at`` (filled at write time).
     """
 
     id: str
@@ -78,8 +78,8 @@ def insert(conn: Conn, rows: Sequence[Prepared], at_us: int) -> list[bool]:
     for i, row in enumerate(rows):
         first.setdefault(row.id, i)
     unique = [rows[i] for i in sorted(first.values())]
-    width = len(_COLUMNS)
-    stored_at = _COLUMNS.index("stored_at")
+    width = len(COLUMNS)
+    stored_at = COLUMNS.index("stored_at")
     marks = ", ".join("(" + ", ".join("%s" for _ in range(width)) + ")" for _ in unique)
     params: list[Any] = []
     for row in unique:
@@ -88,7 +88,7 @@ def insert(conn: Conn, rows: Sequence[Prepared], at_us: int) -> list[bool]:
         params.extend(values)
     scopes = sorted({(row.ns, row.kind) for row in unique})
     sql = (
-        f"WITH new AS (INSERT INTO {SCHEMA}.items ({', '.join(_COLUMNS)}) VALUES {marks} "
+        f"WITH new AS (INSERT INTO {SCHEMA}.items ({', '.join(COLUMNS)}) VALUES {marks} "
         "ON CONFLICT (id) DO NOTHING RETURNING id, ns, kind), "
         f"touch AS (INSERT INTO {SCHEMA}.scopes (ns, kind, last_write) "
         "SELECT s.ns, s.kind, %s FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY AS s(ns, kind, o) "
