@@ -172,8 +172,14 @@ SCHEMA_VERSION: Final = len(MIGRATIONS)
 
 def read_version(conn: Conn) -> int:
     """The database's schema version (0: no ``memory_core`` schema yet)."""
-    row = conn.execute("SELECT to_regclass(%s)", (f"{SCHEMA}.meta",)).fetchone()
-    if row is None or row[0] is None:
+    # a plain catalog scan sees what committed before this statement; ``to_regclass`` reads the syscache, which
+    # an advisory lock does not refresh, so a process that waited for another's migration could miss its tables
+    row = conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE n.nspname = %s AND c.relname = 'meta')",
+        (SCHEMA,),
+    ).fetchone()
+    if row is None or not row[0]:
         return 0
     found = conn.execute(f"SELECT value FROM {SCHEMA}.meta WHERE key = 'schema_version'").fetchone()
     return 0 if found is None else int(found[0])
