@@ -69,26 +69,37 @@ def prepare(item: Document | Conversation | Learning) -> Prepared:
     return Prepared(id=item.id, kind=item.item_kind.value, ns=ns, values=values)
 
 
-def insert(conn: Conn, rows: Sequence[Prepared], at_us: int) -> list[bool]:
+def insert(
+    conn: Conn, rows: Sequence[Prepared], at_us: int, *, seqs: Sequence[int] | None = None, times: Sequence[int] = ()
+) -> list[bool]:
     """Insert ``rows`` and touch their scopes in one statement; per row, whether it was new (False: a replay).
 
     An id repeated inside the batch is new once, then a replay, as storing it twice would be.
+
+    Args:
+        conn: The caller's transaction.
+        rows: The prepared items.
+        at_us: The write time, µs (``stored_at`` and the scopes' ``last_write``).
+        seqs: Explicit write-order numbers, one per row (``migrate`` keeps a SQLite store's order); None: new ones.
+        times: Explicit ``stored_at`` per row (``migrate``); empty: ``at_us`` for all.
     """
     first: dict[str, int] = {}
     for i, row in enumerate(rows):
         first.setdefault(row.id, i)
     unique = [rows[i] for i in sorted(first.values())]
-    width = len(COLUMNS)
-    stored_at = COLUMNS.index("stored_at")
-    marks = ", ".join("(" + ", ".join("%s" for _ in range(width)) + ")" for _ in unique)
+    order = sorted(first.values())
+    columns = ("seq", *COLUMNS) if seqs is not None else COLUMNS
+    stored_at = columns.index("stored_at")
+    marks = ", ".join("(" + ", ".join("%s" for _ in columns) + ")" for _ in unique)
     params: list[Any] = []
-    for row in unique:
-        values = list(row.values)
-        values[stored_at] = at_us
+    for i in order:
+        values = [seqs[i], *rows[i].values] if seqs is not None else list(rows[i].values)
+        values[stored_at] = times[i] if times else at_us
         params.extend(values)
+    overriding = " OVERRIDING SYSTEM VALUE" if seqs is not None else ""
     scopes = sorted({(row.ns, row.kind) for row in unique})
     sql = (
-        f"WITH new AS (INSERT INTO {SCHEMA}.items ({', '.join(COLUMNS)}) VALUES {marks} "
+        f"WITH new AS (INSERT INTO {SCHEMA}.items ({', '.join(columns)}){overriding} VALUES {marks} "
         "ON CONFLICT (id) DO NOTHING RETURNING id, ns, kind), "
         f"touch AS (INSERT INTO {SCHEMA}.scopes (ns, kind, last_write) "
         "SELECT s.ns, s.kind, %s FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY AS s(ns, kind, o) "
