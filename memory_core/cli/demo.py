@@ -18,6 +18,8 @@ that Redis never see them. ``--broker`` must be a ``redis://``/``rediss://`` URL
 ``--broker``), and that Redis must answer one PING within a second before anything starts (else exit 2 with
 the reason); when the run ends, however it ends, what it wrote there is deleted (``_demo_broker``).
 
+``--engine URL`` runs it on another engine (``postgresql://…``: give it a fresh database; the worker uses it too).
+
 One demo at a time: ``var/demo.lock`` is held for the run and a second demo is refused (exit 1); a
 ``MEMORY_CORE_VAR_DIR`` this user cannot write exits 2 naming it. The worker is
 stopped (warm shutdown, see ``_procs``) on exit, on error, on Ctrl-C and on SIGTERM/SIGHUP, and "the worker was
@@ -51,7 +53,7 @@ from memory_core.cli._demo_broker import broker_problem, forget_or_warn, probe_o
 from memory_core.cli._jobs import DOCS_PER_JOB, open_monitor, open_queue, plan_ingest
 from memory_core.cli._procs import LockHeld, WorkerProcess, exclusive_lock, exit_code_of, interrupts
 from memory_core.engine import MemoryEngine
-from memory_core.engines import open_engine
+from memory_core.engines import mask_url, open_engine
 from memory_core.errors import ConfigError, MemoryCoreError
 from memory_core.eval.baseline import Bm25Baseline
 from memory_core.eval.evidence import evidence_recall
@@ -92,6 +94,16 @@ def demo(
             callback=not_blank("--broker"),
         ),
     ] = None,
+    engine: Annotated[
+        str | None,
+        typer.Option(
+            "--engine",
+            "-e",
+            metavar="URL",
+            help="Run on this engine (postgresql://…, a fresh database) instead of var/demo/memory.db.",
+            callback=not_blank("--engine"),
+        ),
+    ] = None,
 ) -> None:
     """Run the main job end to end: a worker, the PEPs ingested, a LoCoMo conversation replayed, packs shown."""
     started = time.monotonic()
@@ -115,17 +127,22 @@ def demo(
             ) from None
         except ConfigError as exc:
             raise fail(f"MEMORY_CORE_VAR_DIR {var}: {exc.message}") from None
-        problem = _run(var / "demo", locomo, peps, sample, questions, concurrency, timeout, keep, broker, started)
+        problem = _run(
+            var / "demo", locomo, peps, sample, questions, concurrency, timeout, keep, broker, started, engine
+        )
     if problem is not None:
         raise fail(problem, code=1)
 
 
-def demo_env(home: Path, broker: str | None, run_id: str) -> dict[str, str]:
-    """The demo's own ``MEMORY_CORE_`` settings (see the module docstring); pure."""
+def demo_env(home: Path, broker: str | None, run_id: str, engine: str | None = None) -> dict[str, str]:
+    """The demo's own ``MEMORY_CORE_`` settings (see the module docstring); pure.
+
+    ``engine`` (``--engine``) replaces the SQLite file under ``home``, for the worker too.
+    """
     tag = f"demo-{run_id}" if broker else "demo"
     return {
         "MEMORY_CORE_VAR_DIR": str(home),
-        "MEMORY_CORE_ENGINE": f"sqlite:///{home / 'memory.db'}",
+        "MEMORY_CORE_ENGINE": engine or f"sqlite:///{home / 'memory.db'}",
         "MEMORY_CORE_BROKER_URL": broker or "",
         "MEMORY_CORE_RESULT_BACKEND": "",
         "MEMORY_CORE_LAYOUT_ROOT": "root",
@@ -165,6 +182,7 @@ def _run(
     keep: bool,
     broker: str | None,
     started: float,
+    engine_url: str | None = None,
 ) -> str | None:
     """The demo under its lock; the reason it failed (None when every job finished)."""
     try:
@@ -177,7 +195,7 @@ def _run(
     hostname = f"demo-{run_id}@%h"
     worker: WorkerProcess | None = None
     try:
-        with interrupts(), _environment(demo_env(home, broker, run_id)):
+        with interrupts(), _environment(demo_env(home, broker, run_id, engine_url)):
             try:
                 settings = get_settings()
                 conversations = load_conversations(locomo, "locomo", [sample])
@@ -189,7 +207,8 @@ def _run(
                 probe_or_exit(monitor, engine)
             transport = settings.broker_url or f"server-less (files under {home / 'broker'})"
             console.print(Rule("memory-core demo"))
-            console.print(f"engine  {settings.engine}\nbroker  {transport}\nworker  log {home / 'worker.log'}")
+            shown = mask_url(settings.engine)
+            console.print(f"engine  {shown}\nbroker  {transport}\nworker  log {home / 'worker.log'}")
             layout = MemoryLayout(settings.layout_root)
             queue = open_queue()
             names = (settings.queue_beliefs, settings.queue_ingest, settings.queue_maintenance)

@@ -9,7 +9,8 @@ required. Options:
 | ``pool_timeout_s`` | longest a call waits for a pooled connection, seconds | settings |
 | ``connect_timeout`` | libpq's connect timeout, seconds | settings |
 | ``statement_timeout_ms`` | PostgreSQL ``statement_timeout`` on every connection, ms (0: none) | settings |
-| ``sslmode``, ``sslrootcert``, ``sslcert``, ``sslkey``, ``application_name``, ``target_session_attrs`` | libpq's | |
+| ``host`` (a socket folder), ``sslmode``, ``sslrootcert``, ``sslcert``, ``sslkey`` | libpq's | |
+| ``application_name``, ``target_session_attrs`` | libpq's | |
 
 Any other option is refused, naming it (a typo must not be ignored silently). The password is never shown:
 ``masked`` replaces it with ``***`` and ``mask`` scrubs it from any message (libpq echoes parts of a conninfo).
@@ -31,7 +32,16 @@ SCHEMES: Final = ("postgresql", "postgres")
 SETTING: Final = "engine URL (--engine / MEMORY_CORE_ENGINE)"
 """How errors name the setting at fault."""
 _LIBPQ: Final = frozenset(
-    {"sslmode", "sslrootcert", "sslcert", "sslkey", "application_name", "target_session_attrs", "connect_timeout"}
+    {
+        "host",
+        "sslmode",
+        "sslrootcert",
+        "sslcert",
+        "sslkey",
+        "application_name",
+        "target_session_attrs",
+        "connect_timeout",
+    }
 )
 _OURS: Final = frozenset({"pool_min_size", "pool_max_size", "pool_timeout_s", "statement_timeout_ms"})
 
