@@ -66,7 +66,7 @@ def test_conformance_on_pgvector(url: str) -> None:
 
 def test_vector_candidates_come_from_the_hnsw_index(url: str) -> None:
     with open_engine(url) as engine:
-        assert isinstance(engine, PostgresEngine) and engine.features.pgvector
+        assert isinstance(engine, PostgresEngine) and engine.features.vectors == "pgvector"
         engine.store_many(
             [Document.of(f"kayak trip number {n} on the lake", MemoryMeta(workspace="w")) for n in range(40)]
         )

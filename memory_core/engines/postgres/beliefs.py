@@ -370,6 +370,6 @@ def rank(conn: Conn, flt: MetaFilter, query: str | None, mode: FetchMode, limit:
         query=query,
         mode=mode,
         want=limit,
-        features=Features(trigram=features.trigram, pgvector=False),
+        features=features,
     )
     return _hits(conn, fuse(signals, mode, now_us(), limit))

@@ -65,7 +65,7 @@ from .driver import Conn, Driver
 from .filters import Where, compile_filter, reach_sql
 from .fusion import fuse
 from .options import PgOptions, parse_url
-from .schema import MIGRATION_LOCK, SCHEMA, SCHEMA_VERSION, check_newer, ensure_pgvector, migrate
+from .schema import MIGRATION_LOCK, SCHEMA, SCHEMA_VERSION, check_newer, ensure_vectors, migrate
 from .search import Features, candidates
 from .writes import delete_where, insert, prepare
 
@@ -93,12 +93,12 @@ class PostgresEngine(MemoryEngine):
         try:
             self._driver.run(partial(check_newer, where=self.options.masked))
             self._driver.run(partial(migrate, where=self.options.masked))
-            pgvector = self._driver.run(ensure_pgvector)
+            vectors = self._driver.run(ensure_vectors)
             trigram = self._driver.run(_trigram)
         except BaseException:
             self._driver.release()
             raise
-        self.features = Features(trigram=trigram, pgvector=pgvector)
+        self.features = Features(trigram=trigram, vectors=vectors)
         self._closed = False
 
     @classmethod
@@ -128,7 +128,7 @@ class PostgresEngine(MemoryEngine):
         )
 
     def health(self) -> EngineHealth:
-        """``ok`` naming what ranking uses (full text, ``pg_trgm``, pgvector or a scan), else ``down`` and why."""
+        """``ok`` naming what ranking uses (full text, ``pg_trgm``, the vector index), else ``down`` and why."""
         try:
             self._driver.run(lambda conn: conn.execute(f"SELECT count(*) FROM {SCHEMA}.meta").fetchone())
         except MemoryCoreError as exc:
@@ -137,7 +137,7 @@ class PostgresEngine(MemoryEngine):
             f"schema v{SCHEMA_VERSION}",
             "tsvector+GIN",
             "pg_trgm" if self.features.trigram else "no pg_trgm",
-            "pgvector HNSW" if self.features.pgvector else "vector scan (no pgvector)",
+            {"pgvector": "pgvector HNSW", "cube": "cube GiST (no pgvector)"}.get(self.features.vectors, "vector scan"),
         ]
         return EngineHealth(state=HealthState.OK, reason=", ".join(parts))
 
@@ -234,8 +234,8 @@ class PostgresEngine(MemoryEngine):
                 want=want,
                 features=self.features,
                 refers_to=request.refers_to,
-                extra="i.seq <= %s",
-                extra_params=[snapshot],
+                extra="i.seq <= %s" if state else "",  # the first page reads everything up to its snapshot
+                extra_params=[snapshot] if state else [],
             )
             ranked = fuse(signals, request.mode, now_us(), want)
             page = ranked[offset : offset + request.limit]

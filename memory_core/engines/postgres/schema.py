@@ -26,9 +26,9 @@ Layout (version 1):
 ``ns`` is the namespace path with a trailing ``/`` (root ``''``) in the ``C`` collation, so exact and ancestor
 reaches are equality lookups and a subtree is one B-tree range ``[p, p[:-1] + '0')``.
 
-When the ``vector`` extension (pgvector) can be created, ``ensure_pgvector`` adds a generated ``pvec
-vector(64)`` column and an HNSW index (inner product) to ``items`` and records ``meta.pgvector``; vector
-candidates then come from the index instead of a scan of the reach.
+``ensure_vectors`` gives the embeddings an index once per database: a generated ``pvec vector(64)`` column
+with an HNSW index when pgvector can be created, else a generated ``cube`` column with a GiST index (contrib),
+else none (a scan); ``meta.vectors`` records which.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from memory_core.errors import Conflict
 
 from .driver import Conn
 
-__all__ = ["MIGRATION_LOCK", "SCHEMA", "SCHEMA_VERSION", "ensure_pgvector", "migrate", "read_version"]
+__all__ = ["MIGRATION_LOCK", "SCHEMA", "SCHEMA_VERSION", "VECTOR_INDEXES", "ensure_vectors", "migrate", "read_version"]
 
 SCHEMA: Final = "memory_core"
 MIGRATION_LOCK: Final = 0x6D656D636F7265
@@ -224,34 +224,60 @@ def migrate(conn: Conn, where: str) -> int:
     return found
 
 
-def ensure_pgvector(conn: Conn) -> bool:
-    """Add the pgvector column and HNSW index when the extension can be created; whether they are in use.
+VECTOR_INDEXES: Final = ("pgvector", "cube", "scan")
+"""How vector candidates are found, best first (``ensure_vectors``)."""
 
-    Runs under the migration lock, once per database (``meta.pgvector``). A server without the extension, or a
-    role that may not create it, keeps the scan path (``False``).
+
+def _add_pgvector(conn: Conn) -> None:
+    conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    for table in ("items", "beliefs"):
+        conn.execute(
+            f"ALTER TABLE {SCHEMA}.{table} ADD COLUMN pvec vector(64) GENERATED ALWAYS AS (vec::vector(64)) STORED"
+        )
+        conn.execute(f"CREATE INDEX {table}_pvec ON {SCHEMA}.{table} USING hnsw (pvec vector_ip_ops)")
+
+
+def _add_cube(conn: Conn) -> None:
+    conn.execute("CREATE EXTENSION IF NOT EXISTS cube")
+    for table in ("items", "beliefs"):
+        conn.execute(
+            f"ALTER TABLE {SCHEMA}.{table} ADD COLUMN cvec cube GENERATED ALWAYS AS (cube(vec::float8[])) STORED"
+        )
+        conn.execute(f"CREATE INDEX {table}_cvec ON {SCHEMA}.{table} USING gist (cvec)")
+
+
+def ensure_vectors(conn: Conn) -> str:
+    """Give the embeddings an index, once per database; which one is in use (``VECTOR_INDEXES``).
+
+    pgvector (an HNSW index, inner product) when the ``vector`` extension can be created; else ``cube``
+    (PostgreSQL's contrib, on every standard server: a GiST index whose distance ordering is computed in C, and
+    for unit vectors Euclidean order is cosine order); else ``scan`` (cosines computed in SQL over the reach).
+    Runs under the migration lock; the choice is recorded in ``meta.vectors``. A refused ``CREATE EXTENSION``
+    (no privilege) falls through to the next option.
     """
-    row = conn.execute(f"SELECT value FROM {SCHEMA}.meta WHERE key = 'pgvector'").fetchone()
+    row = conn.execute(f"SELECT value FROM {SCHEMA}.meta WHERE key = 'vectors'").fetchone()
     if row is not None:
-        return bool(row[0] == "1")
+        return str(row[0])
     conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
-    row = conn.execute(f"SELECT value FROM {SCHEMA}.meta WHERE key = 'pgvector'").fetchone()
+    row = conn.execute(f"SELECT value FROM {SCHEMA}.meta WHERE key = 'vectors'").fetchone()
     if row is not None:
-        return bool(row[0] == "1")
-    available = conn.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'").fetchone() is not None
-    used = False
-    if available:
+        return str(row[0])
+    available = {
+        str(r[0])
+        for r in conn.execute("SELECT name FROM pg_available_extensions WHERE name IN ('vector', 'cube')").fetchall()
+    }
+    used = "scan"
+    for name, extension, add in (("pgvector", "vector", _add_pgvector), ("cube", "cube", _add_cube)):
+        if extension not in available:
+            continue
         try:
             with conn.transaction():  # a savepoint: a refused CREATE EXTENSION leaves the rest intact
-                conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-                conn.execute(
-                    f"ALTER TABLE {SCHEMA}.items ADD COLUMN pvec vector(64) "
-                    "GENERATED ALWAYS AS (vec::vector(64)) STORED"
-                )
-                conn.execute(f"CREATE INDEX items_pvec ON {SCHEMA}.items USING hnsw (pvec vector_ip_ops)")
-            used = True
-        except Exception:  # no privilege or an old pgvector: keep the scan path
-            used = False
-    conn.execute(f"INSERT INTO {SCHEMA}.meta (key, value) VALUES ('pgvector', %s)", ("1" if used else "0",))
+                add(conn)
+            used = name
+            break
+        except Exception:  # no privilege or an old version: try the next option
+            continue
+    conn.execute(f"INSERT INTO {SCHEMA}.meta (key, value) VALUES ('vectors', %s)", (used,))
     return used
 
 

@@ -1,33 +1,40 @@
 """Candidates and their signals from PostgreSQL, in one statement per ranked read (``fusion`` scores them).
 
-One ``WITH`` statement per fetch:
+One ``WITH`` statement per ranked read:
 
-1. ``words``: the query's distinct words (the reference tokenizer, ``scoring.tokenize``) with their document
-   frequency, counted on the ``tsv`` GIN index and capped at ``DF_CAP`` rows per word, and an IDF from it;
-2. ``lex``: the rows the filter admits that hold a query word (``tsv @@`` the OR of the words, GIN), the
-   best ``pool`` by the IDF-weighted sum of the words they hold, length-normalised (BM25 with term frequency 1);
-3. ``vec`` (vector and hybrid modes): the best ``pool`` rows by the cosine of the stored embeddings: pgvector's
-   HNSW index (inner product of unit vectors) when installed, else an exact scan of the reach in SQL;
-4. the union, with every signal ``fusion.Signals`` needs, including ``pg_trgm``'s ``word_similarity`` of the
-   query to the candidate's words when the extension is there.
+1. ``w``: the query's distinct words (the reference tokenizer, ``scoring.tokenize``) with their document
+   frequency, counted on the ``tsv`` GIN index and capped at ``DF_CAP`` rows per word;
+2. ``lex``: the rows the filter admits holding one of the query's *informative* words (document frequency at
+   most ``COMMON_SHARE`` of the rows, or ``COMMON_MIN``; all words when none is), found on the GIN index, the
+   best ``pool`` by ``ts_rank_cd``; and ``com``: rows holding only common words, newest first, so a query of
+   common words still has hits (as on SQLite, where such rows rank below any informative match);
+3. ``vec`` (vector and hybrid modes): the best ``pool`` rows by embedding distance: pgvector's HNSW index, or
+   ``cube``'s GiST index (distance computed in C), or a cosine scan of the reach in SQL;
+4. for the union, what ``fusion.Signals`` needs: the query words each row holds (its lexemes intersected with
+   the query's), its length, its embedding, ``pg_trgm``'s ``word_similarity`` when installed, its time,
+   confidence and hint flag, plus the words' document frequencies and the row count.
 
-Every part filters by the request's reach and filter in SQL (``filters.compile_filter``).
+The IDF-weighted lexical score (BM25 with term frequency 1) and the cosine are computed here in Python over the
+candidates only. Every part filters by the request's reach and filter in SQL (``filters.compile_filter``).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from memory_core.engines.sqlite.search import hint_window, query_words
+import numpy as np
+
+from memory_core.engines.sqlite.search import COMMON_MIN, COMMON_SHARE, hint_window, query_words
 from memory_core.query import FetchMode, TimeHint
 from memory_core.scoring import embed
 
 from .filters import Where
 from .fusion import Signals
 
-__all__ = ["DF_CAP", "AVG_WORDS", "Features", "candidates", "pool_size"]
+__all__ = ["AVG_WORDS", "DF_CAP", "Features", "bm25", "candidates", "pool_size"]
 
 DF_CAP: Final = 20_000
 """Most rows counted for one query word's document frequency (a word that common has an IDF near 0 anyway)."""
@@ -39,10 +46,15 @@ _B: Final = 0.75
 
 @dataclass(frozen=True)
 class Features:
-    """What a database offers ranking: ``pg_trgm`` and pgvector (``health()`` reports them)."""
+    """What a database offers ranking (``health()`` reports it).
+
+    Attributes:
+        trigram: ``pg_trgm`` is installed.
+        vectors: How vector candidates are found: ``pgvector``, ``cube`` or ``scan`` (``schema.ensure_vectors``).
+    """
 
     trigram: bool
-    pgvector: bool
+    vectors: str
 
 
 def pool_size(want: int) -> int:
@@ -50,9 +62,36 @@ def pool_size(want: int) -> int:
     return max(50, 3 * want)
 
 
+def bm25(held: Sequence[str], df: dict[str, float], total: float, length: int) -> float:
+    """IDF-weighted match of the query words a row holds, length-normalised (BM25 with term frequency 1; pure).
+
+    Args:
+        held: The query words the row holds.
+        df: Each query word's document frequency.
+        total: Rows in the table.
+        length: The row's distinct words.
+    """
+    norm = 1 + _K1 * (1 - _B + _B * length / AVG_WORDS)
+    score = 0.0
+    for word in held:
+        n = min(df.get(word, 0.0), total)
+        score += math.log(1 + (total - n + 0.5) / (n + 0.5)) * (_K1 + 1) / norm
+    return score
+
+
 def _tsquery(words: Sequence[str]) -> str:
     """The OR of ``words`` as ``to_tsquery`` text; every word is letters and digits, so quoting is enough."""
     return " | ".join(f"'{w}'" for w in words)
+
+
+def _vector_source(table: str, key: str, cond: str, pool: int, vectors: str) -> str:
+    if vectors == "pgvector":
+        order = "i.pvec <#> %s::real[]::vector"
+    elif vectors == "cube":
+        order = "i.cvec <-> cube(%s::float8[])"
+    else:
+        order = "(SELECT coalesce(sum(a * b), 0) FROM unnest(i.vec, %s::real[]) AS t(a, b)) DESC"
+    return f"vec AS (SELECT i.{key} AS k FROM {table} i WHERE {cond} ORDER BY {order}, i.{key} LIMIT {pool})"
 
 
 def candidates(
@@ -85,40 +124,39 @@ def candidates(
         extra_params: Its parameters.
     """
     words = query_words(query)
-    qvec = [float(v) for v in embed(query)]
+    qvec = np.asarray(embed(query), dtype=np.float64)
     pool = pool_size(want)
     cond = where.sql + (f" AND {extra}" if extra else "")
-    params: list[Any] = []
-    parts: list[str] = []
-    with_sql = [
+    cond_params = [*where.params, *extra_params]
+    ctes = [
         f"n AS (SELECT greatest(coalesce(max({key}), 0), 1)::float8 AS total FROM {table})",
-        "w AS (SELECT to_tsquery('simple', quote_literal(word)) AS q, "
-        f"(SELECT count(*) FROM (SELECT 1 FROM {table} x WHERE x.tsv @@ to_tsquery('simple', quote_literal(word)) "
-        f"LIMIT {DF_CAP}) c)::float8 AS df FROM unnest(%s::text[]) AS word)",
-        "wi AS (SELECT q, ln(1 + (greatest(n.total, w.df) - w.df + 0.5) / (w.df + 0.5)) AS idf FROM w, n)",
+        f"w AS MATERIALIZED (SELECT word, (SELECT count(*) FROM (SELECT 1 FROM {table} x WHERE x.tsv @@ "
+        f"to_tsquery('simple', quote_literal(word)) LIMIT {DF_CAP}) c)::float8 AS df "
+        "FROM unnest(%s::text[]) AS word)",
     ]
-    params.append(words)
-    lex_expr = (
-        "(SELECT coalesce(sum(wi.idf), 0) FROM wi WHERE i.tsv @@ wi.q) * "
-        f"{(_K1 + 1):.3f} / (1 + {_K1} * ({1 - _B} + {_B} * length(i.tsv) / {AVG_WORDS}))"
-    )
+    params: list[Any] = [words]
+    parts: list[str] = []
     if words:
-        with_sql.append(
-            f"lex AS (SELECT i.{key} AS k FROM {table} i WHERE i.tsv @@ to_tsquery('simple', %s) AND {cond} "
-            f"ORDER BY {lex_expr} DESC, i.{key} LIMIT {pool})"
+        common = f"greatest({COMMON_SHARE} * n.total, {COMMON_MIN})"
+        ctes.append(
+            "rq AS MATERIALIZED (SELECT coalesce(to_tsquery('simple', string_agg(quote_literal(w.word), ' | ') "
+            f"FILTER (WHERE w.df <= {common})), to_tsquery('simple', %s)) AS q FROM w, n)"
         )
-        params.extend([_tsquery(words), *where.params, *extra_params])
-        parts.append("SELECT k FROM lex")
-    if features.pgvector and table.endswith(".items"):
-        cos_expr = "(-(i.pvec <#> %s::real[]::vector))"
-    else:
-        cos_expr = "(SELECT coalesce(sum(a * b), 0) FROM unnest(i.vec, %s::real[]) AS t(a, b))"
+        params.append(_tsquery(words))
+        ctes.append(
+            f"lex AS (SELECT i.{key} AS k FROM {table} i WHERE i.tsv @@ (SELECT q FROM rq) AND {cond} "
+            f"ORDER BY ts_rank_cd(i.tsv, (SELECT q FROM rq), 1) DESC, i.{key} LIMIT {pool})"
+        )
+        params.extend(cond_params)
+        ctes.append(
+            f"com AS (SELECT i.{key} AS k FROM {table} i WHERE i.tsv @@ to_tsquery('simple', %s) AND {cond} "
+            f"ORDER BY i.{key} DESC LIMIT {pool})"
+        )
+        params.extend([_tsquery(words), *cond_params])
+        parts += ["SELECT k FROM lex", "SELECT k FROM com"]
     if mode is not FetchMode.KEYWORD:
-        order_by = "i.pvec <#> %s::real[]::vector" if "pvec" in cos_expr else f"{cos_expr} DESC"
-        with_sql.append(
-            f"vec AS (SELECT i.{key} AS k FROM {table} i WHERE {cond} ORDER BY {order_by}, i.{key} LIMIT {pool})"
-        )
-        params.extend([*where.params, *extra_params, qvec])
+        ctes.append(_vector_source(table, key, cond, pool, features.vectors))
+        params.extend([*cond_params, [float(v) for v in qvec]])
         parts.append("SELECT k FROM vec")
     if not parts:
         return []
@@ -127,33 +165,41 @@ def candidates(
     if refers_to is not None:
         start, end = hint_window(refers_to)
         hint_sql, hint_params = "(i.observed_at >= %s AND i.observed_at < %s)", [start, end]
-    when = (
-        "coalesce(i.observed_at, i.stored_at)" if table.endswith(".items") else "coalesce(i.observed_at, i.updated_at)"
-    )
-    match_sql = "i.tsv @@ to_tsquery('simple', %s)" if words else "false"
+    when = "i.stored_at" if table.endswith(".items") else "i.updated_at"
     select = (
-        f"SELECT i.{key}, {lex_expr if words else '0::float8'}, {match_sql}, {cos_expr}, {trigram}, {when}, "
-        f"coalesce(i.confidence, 0.5), {hint_sql} FROM {table} i WHERE i.{key} IN ({' UNION '.join(parts)})"
+        f"SELECT i.{key}, ARRAY(SELECT x FROM unnest(tsvector_to_array(i.tsv)) AS x WHERE x = ANY(%s::text[])), "
+        f"length(i.tsv), i.vec, {trigram}, coalesce(i.observed_at, {when}), coalesce(i.confidence, 0.5), "
+        f"{hint_sql}, (SELECT array_agg(df ORDER BY word) FROM w), (SELECT total FROM n) "
+        f"FROM {table} i WHERE i.{key} IN ({' UNION '.join(parts)})"
     )
-    sql = "WITH " + ", ".join(with_sql) + " " + select
-    select_params: list[Any] = []
-    if words:
-        select_params.append(_tsquery(words))
-    select_params.append(qvec)
+    select_params: list[Any] = [words]
     if features.trigram and words:
         select_params.append(" ".join(words))
     select_params.extend(hint_params)
-    rows = conn.execute(sql, [*params, *select_params]).fetchall()
-    return [
-        Signals(
-            key=int(r[0]),
-            lexical=float(r[1] or 0.0),
-            matched=bool(r[2]),
-            cosine=float(r[3] or 0.0),
-            trigram=float(r[4] or 0.0),
-            when_us=int(r[5]),
-            confidence=float(r[6]),
-            hinted=bool(r[7]),
+    rows = conn.execute("WITH " + ", ".join(ctes) + " " + select, [*params, *select_params]).fetchall()
+    return _signals(rows, sorted(words), qvec)
+
+
+def _signals(rows: Sequence[Sequence[Any]], words: Sequence[str], qvec: np.ndarray[Any, Any]) -> list[Signals]:
+    if not rows:
+        return []
+    df = dict(zip(words, [float(v) for v in (rows[0][8] or [])], strict=False))
+    total = float(rows[0][9] or 1.0)
+    vecs = np.asarray([r[3] for r in rows], dtype=np.float64)
+    cosines = vecs @ qvec if len(qvec) == vecs.shape[1] else np.zeros(len(rows))
+    out: list[Signals] = []
+    for r, cosine in zip(rows, cosines, strict=True):
+        held = list(r[1] or [])
+        out.append(
+            Signals(
+                key=int(r[0]),
+                lexical=bm25(held, df, total, int(r[2] or 0)),
+                matched=bool(held),
+                cosine=float(cosine),
+                trigram=float(r[4] or 0.0),
+                when_us=int(r[5]),
+                confidence=float(r[6]),
+                hinted=bool(r[7]),
+            )
         )
-        for r in rows
-    ]
+    return out
