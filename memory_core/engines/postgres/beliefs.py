@@ -50,7 +50,7 @@ from .driver import Conn
 from .filters import compile_filter, reach_sql
 from .fusion import fuse
 from .schema import SCHEMA
-from .search import Features, candidates
+from .search import Features, Frequencies, candidates
 
 __all__ = ["BUILD_CHUNK", "build_scope", "evidence_of", "rank", "retract", "scope_lock", "scopes_to_build"]
 
@@ -351,7 +351,15 @@ def _hits(conn: Conn, ranked: Sequence[tuple[int, float]]) -> list[Hit]:
     return [rows[bid].model_copy(update={"score": score}) for bid, score in ranked if bid in rows]
 
 
-def rank(conn: Conn, flt: MetaFilter, query: str | None, mode: FetchMode, limit: int, features: Features) -> list[Hit]:
+def rank(
+    conn: Conn,
+    flt: MetaFilter,
+    query: str | None,
+    mode: FetchMode,
+    limit: int,
+    features: Features,
+    frequencies: Frequencies,
+) -> list[Hit]:
     """Active beliefs the filter admits: ranked for ``query`` in ``mode``; else most confident, then newest."""
     where = compile_filter(flt, "i", beliefs=True)
     where.add("i.status = %s", BeliefStatus.ACTIVE.value)
@@ -371,5 +379,6 @@ def rank(conn: Conn, flt: MetaFilter, query: str | None, mode: FetchMode, limit:
         mode=mode,
         want=limit,
         features=features,
+        frequencies=frequencies,
     )
     return _hits(conn, fuse(signals, mode, now_us(), limit))

@@ -66,7 +66,7 @@ from .filters import Where, compile_filter, reach_sql
 from .fusion import fuse
 from .options import PgOptions, parse_url
 from .schema import MIGRATION_LOCK, SCHEMA, SCHEMA_VERSION, check_newer, ensure_vectors, migrate
-from .search import Features, candidates
+from .search import Features, Frequencies, candidates
 from .writes import delete_where, insert, prepare
 
 __all__ = ["PostgresEngine"]
@@ -99,6 +99,7 @@ class PostgresEngine(MemoryEngine):
             self._driver.release()
             raise
         self.features = Features(trigram=trigram, vectors=vectors)
+        self._frequencies = Frequencies()
         self._closed = False
 
     @classmethod
@@ -233,6 +234,7 @@ class PostgresEngine(MemoryEngine):
                 mode=request.mode,
                 want=want,
                 features=self.features,
+                frequencies=self._frequencies,
                 refers_to=request.refers_to,
                 extra="i.seq <= %s" if state else "",  # the first page reads everything up to its snapshot
                 extra_params=[snapshot] if state else [],
@@ -242,7 +244,9 @@ class PostgresEngine(MemoryEngine):
             more = len(ranked) > offset + request.limit
             found: list[Hit] = []
             if request.beliefs and state is None:
-                found = beliefs.rank(conn, request.filter, request.query, request.mode, request.beliefs, self.features)
+                found = beliefs.rank(
+                    conn, request.filter, request.query, request.mode, request.beliefs, self.features, self._frequencies
+                )
             return FetchPage(
                 hits=tuple(self._hits(conn, page)),
                 next_cursor=encode_cursor("f", {"o": offset + len(page), "s": snapshot}) if more else None,
@@ -332,7 +336,9 @@ class PostgresEngine(MemoryEngine):
     def _beliefs(self, request: BeliefsRequest) -> list[Hit]:
         flt = MetaFilter(reach=request.reach)
         return self._run(
-            lambda conn: beliefs.rank(conn, flt, request.query, FetchMode.HYBRID, request.limit, self.features)
+            lambda conn: beliefs.rank(
+                conn, flt, request.query, FetchMode.HYBRID, request.limit, self.features, self._frequencies
+            )
         )
 
     def _scopes(self, request: ConsolidateRequest) -> list[BuildScope]:

@@ -23,6 +23,9 @@ Layout (version 1):
 ``words`` (the reference tokenizer's words), ``tsv`` (a generated ``tsvector`` over ``words``, GIN) and ``vec``
 (the embedding); ``tags`` is an array with a GIN index.
 
+The ``tsvector`` GIN indexes are built with ``fastupdate = off``: a read never scans a pending list of recent
+inserts (PostgreSQL docs §70.4.1), which made every full-text read cost grow with the recent writes.
+
 ``ns`` is the namespace path with a trailing ``/`` (root ``''``) in the ``C`` collation, so exact and ancestor
 reaches are equality lookups and a subtree is one B-tree range ``[p, p[:-1] + '0')``.
 
@@ -88,7 +91,7 @@ CREATE TABLE {SCHEMA}.items (
 CREATE INDEX items_kind_ns ON {SCHEMA}.items (kind, ns);
 CREATE INDEX items_ns_kind_seq ON {SCHEMA}.items (ns, kind, seq);
 CREATE INDEX items_ns_kind_tx ON {SCHEMA}.items (ns, kind, tx);
-CREATE INDEX items_tsv ON {SCHEMA}.items USING gin (tsv);
+CREATE INDEX items_tsv ON {SCHEMA}.items USING gin (tsv) WITH (fastupdate = off);
 CREATE INDEX items_tags ON {SCHEMA}.items USING gin (tags);
 CREATE INDEX items_workspace ON {SCHEMA}.items (workspace) WHERE workspace IS NOT NULL;
 CREATE INDEX items_thread ON {SCHEMA}.items (thread_id, turn_last) WHERE thread_id IS NOT NULL;
@@ -134,7 +137,7 @@ CREATE TABLE {SCHEMA}.beliefs (
 );
 CREATE INDEX beliefs_subject ON {SCHEMA}.beliefs (ns, from_kind, subject, status, observed_at, last_seq, key);
 CREATE INDEX beliefs_ns_status ON {SCHEMA}.beliefs (ns, status);
-CREATE INDEX beliefs_tsv ON {SCHEMA}.beliefs USING gin (tsv);
+CREATE INDEX beliefs_tsv ON {SCHEMA}.beliefs USING gin (tsv) WITH (fastupdate = off);
 
 CREATE TABLE {SCHEMA}.belief_evidence (
     bid     bigint NOT NULL REFERENCES {SCHEMA}.beliefs (bid) ON DELETE CASCADE,
