@@ -8,9 +8,9 @@ counts on the ``tsv`` GIN index, capped at ``DF_CAP`` rows per word). Then one `
    planner picks the GIN index for them);
 2. ``lex``: the rows the filter admits holding one of the query's *informative* words (document frequency at
    most ``COMMON_SHARE`` of the rows, or ``COMMON_MIN``; all words when none is), found on the GIN index, the
-   best ``pool`` by ``ts_rank_cd``; and, when those are fewer than the pool, ``com``: rows holding common words,
-   newest first, so a query of common words still has hits (as on SQLite, where they rank below any
-   informative match);
+   best ``pool`` by ``bm25`` (its IDFs passed as constants); and, when those are fewer than the pool,
+   ``com``: rows holding common words, newest first, so a query of common words still has hits (as on
+   SQLite, where they rank below any informative match);
 3. ``vec`` (vector mode, and hybrid mode when the lexical pool cannot fill the page): the best ``pool`` rows by
    embedding distance: pgvector's HNSW index, or ``cube``'s GiST index (distance computed in C), or a cosine
    scan of the reach in SQL;
@@ -109,6 +109,11 @@ def pool_size(want: int) -> int:
     return max(50, 3 * want)
 
 
+def _idf(df: float, total: float) -> float:
+    n = min(df, total)
+    return math.log(1 + (total - n + 0.5) / (n + 0.5))
+
+
 def bm25(held: Sequence[str], df: dict[str, float], total: float, length: int) -> float:
     """IDF-weighted match of the query words a row holds, length-normalised (BM25 with term frequency 1; pure).
 
@@ -121,8 +126,7 @@ def bm25(held: Sequence[str], df: dict[str, float], total: float, length: int) -
     norm = 1 + _K1 * (1 - _B + _B * length / AVG_WORDS)
     score = 0.0
     for word in held:
-        n = min(df.get(word, 0.0), total)
-        score += math.log(1 + (total - n + 0.5) / (n + 0.5)) * (_K1 + 1) / norm
+        score += _idf(df.get(word, 0.0), total) * (_K1 + 1) / norm
     return score
 
 
@@ -184,11 +188,15 @@ def candidates(
     params: list[Any] = []
     parts: list[str] = []
     if words:
-        ctes.append(
+        weight = " + ".join("CASE WHEN i.tsv @@ to_tsquery('simple', %s) THEN %s ELSE 0 END" for _ in rare)
+        ctes.append(  # ordered by ``bm25`` itself: the IDFs are constants of this statement
             f"lex AS (SELECT i.{key} AS k FROM {table} i WHERE i.tsv @@ to_tsquery('simple', %s) AND {cond} "
-            f"ORDER BY ts_rank_cd(i.tsv, to_tsquery('simple', %s), 1) DESC, i.{key} LIMIT {pool})"
+            f"ORDER BY ({weight}) / (1 + {_K1} * ({1 - _B} + {_B} * length(i.tsv) / {AVG_WORDS})) DESC, "
+            f"i.{key} LIMIT {pool})"
         )
-        params.extend([_tsquery(rare), *cond_params, _tsquery(rare)])
+        params.extend([_tsquery(rare), *cond_params])
+        for word in rare:
+            params.extend([f"'{word}'", _idf(df.get(word, 0.0), total)])
         ctes.append(  # only when informative words leave the pool short: a common word matches most rows
             f"com AS (SELECT i.{key} AS k FROM {table} i WHERE (SELECT count(*) FROM lex) < {pool} "
             f"AND i.tsv @@ to_tsquery('simple', %s) AND {cond} ORDER BY i.{key} DESC LIMIT {pool})"
