@@ -85,3 +85,29 @@ def test_vector_candidates_come_from_the_hnsw_index(url: str) -> None:
                 )
             )
         assert "items_pvec" in plan, plan
+
+
+def test_a_server_that_goes_down_is_unavailable_and_a_restart_is_survived(server: object, url: str) -> None:
+    """Runs last in this module: it stops the module's server, then starts it again."""
+    import pgserver
+
+    from memory_core.errors import EngineUnavailable
+    from memory_core.lifecycle.agent import AgentMemory
+    from memory_core.lifecycle.layout import MemoryLayout
+
+    secret_url = url + "&pool_timeout_s=2"  # a down server fails calls after 2 s, not the default 10
+    with open_engine(secret_url) as engine:
+        memory = AgentMemory(engine, MemoryLayout(), "ann")
+        first = memory.pre_turn({"thread_id": "t", "turn_index": 0, "user_text": "I adopted a dog named Max."})
+        assert first.logged is not None and first.log_error is None
+        pgserver.pg_ctl(["-w", "-m", "fast", "stop"], pgdata=server.pgdata, user=server.system_user)  # type: ignore[attr-defined]
+        try:
+            down = memory.pre_turn({"thread_id": "t", "turn_index": 1, "user_text": "What is my dog called?"})
+            assert down.pack is not None and down.log_error is not None  # reported, never raised
+            assert not engine.health().is_serving
+            with pytest.raises(EngineUnavailable):
+                engine.list()
+        finally:
+            server.ensure_postgres_running()  # type: ignore[attr-defined]
+        again = memory.pre_turn({"thread_id": "t", "turn_index": 2, "user_text": "What is my dog called?"})
+        assert again.log_error is None and engine.health().is_serving
