@@ -42,7 +42,7 @@ class Signals:
 
     Attributes:
         key: The row key (``items.seq`` or ``beliefs.bid``).
-        lexical: IDF-weighted, length-normalised match of the query words (BM25 with term frequency 1; 0: none).
+        lexical: Okapi BM25 of the query words the row holds (``search.bm25``; 0: none).
         matched: Whether any query word is among the row's words.
         cosine: Cosine of the stored embedding with the query's.
         trigram: ``word_similarity(query, words)`` in [0, 1] (0 without ``pg_trgm``).

@@ -18,7 +18,7 @@ counts on the ``tsv`` GIN index, capped at ``DF_CAP`` rows per word). Then one `
    the query's), its length, its embedding, ``pg_trgm``'s ``word_similarity`` when installed, its time,
    confidence and hint flag.
 
-The IDF-weighted lexical score (BM25 with term frequency 1) and the cosine are computed here in Python over the
+The lexical score (Okapi BM25, ``bm25``) and the cosine are computed here in Python over the
 candidates only. Every part filters by the request's reach and filter in SQL (``filters.compile_filter``).
 """
 
@@ -45,10 +45,12 @@ __all__ = ["AVG_WORDS", "DF_CAP", "DF_TTL_S", "Features", "Frequencies", "bm25",
 DF_CAP: Final = 5_000
 """Most rows counted for one query word's document frequency; a word held by more is common (``COMMON_SHARE``
 of a large table), its IDF near 0 anyway."""
-AVG_WORDS: Final = 40.0
-"""Typical distinct words of an item, for BM25's length normalisation (a LoCoMo turn holds ~20-60)."""
+AVG_WORDS: Final = 30.0
+"""Typical words of an item, for BM25's length normalisation (a LoCoMo turn holds ~10-60)."""
 DF_TTL_S: Final = 300.0
 """Seconds a cached document frequency is used before it is counted again (frequencies drift slowly)."""
+DF_GROWTH: Final = 1.1
+"""A cached count is recounted once the table holds this many times the rows it held when counted."""
 _DF_ENTRIES: Final = 50_000
 """Words cached per table; the cache is emptied when it grows past this."""
 _K1: Final = 1.2
@@ -69,39 +71,39 @@ class Features:
 
 
 class Frequencies:
-    """A per-process cache of document frequencies per table, ``word → (df, counted at)``, thread-safe."""
+    """A per-process cache of document frequencies per table, thread-safe.
+
+    A word's count is reused while it is younger than ``DF_TTL_S`` and the table has grown by less than
+    ``DF_GROWTH`` since it was counted (a store filling up, as a replay does, recounts as it grows). The row
+    count (the newest key) is read on every call: one index lookup.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._df: dict[tuple[str, str], tuple[float, float]] = {}
-        self._total: dict[str, tuple[float, float]] = {}
+        self._df: dict[tuple[str, str], tuple[float, float, float]] = {}
 
     def get(self, conn: Any, table: str, key: str, words: Sequence[str]) -> tuple[dict[str, float], float]:
-        """``(df per word, rows in the table)``, counting (one statement) what is missing or stale."""
+        """``(df per word, rows in the table)``: the row count, then one statement counting what is missing or stale."""
         now = time.monotonic()
         with self._lock:
-            known = {w: v[0] for w in words if (v := self._df.get((table, w))) and now - v[1] < DF_TTL_S}
-            total = self._total.get(table)
+            cached = {w: v for w in words if (v := self._df.get((table, w))) is not None and now - v[2] < DF_TTL_S}
+        total_row = conn.execute(f"SELECT greatest(coalesce(max({key}), 0), 1)::float8 FROM {table}").fetchone()
+        total = float(total_row[0]) if total_row else 1.0
+        known = {w: v[0] for w, v in cached.items() if total <= v[1] * DF_GROWTH}
         missing = [w for w in words if w not in known]
-        if missing or total is None or now - total[1] >= DF_TTL_S:
-            rows = conn.execute(
+        if missing:
+            counted = conn.execute(
                 f"SELECT word, (SELECT count(*) FROM (SELECT 1 FROM {table} x WHERE x.tsv @@ "
-                f"to_tsquery('simple', quote_literal(word)) LIMIT {DF_CAP}) c), "
-                f"(SELECT coalesce(max({key}), 0) FROM {table}) FROM unnest(%s::text[]) AS word "
-                f"UNION ALL SELECT NULL, 0, (SELECT coalesce(max({key}), 0) FROM {table})",
+                f"to_tsquery('simple', quote_literal(word)) LIMIT {DF_CAP}) c) FROM unnest(%s::text[]) AS word",
                 (missing,),
             ).fetchall()
-            counted = max((float(n or 0) for _, _, n in rows), default=0.0)
-            total = (max(counted, 1.0), now)
             with self._lock:
                 if len(self._df) > _DF_ENTRIES:
                     self._df.clear()
-                for word, df, _ in rows:
-                    if word is not None:
-                        self._df[(table, str(word))] = (float(df), now)
-                        known[str(word)] = float(df)
-                self._total[table] = total
-        return known, total[0]
+                for word, df in counted:
+                    self._df[(table, str(word))] = (float(df), total, now)
+                    known[str(word)] = float(df)
+        return known, total
 
 
 def pool_size(want: int) -> int:
@@ -114,20 +116,17 @@ def _idf(df: float, total: float) -> float:
     return math.log(1 + (total - n + 0.5) / (n + 0.5))
 
 
-def bm25(held: Sequence[str], df: dict[str, float], total: float, length: int) -> float:
-    """IDF-weighted match of the query words a row holds, length-normalised (BM25 with term frequency 1; pure).
+def bm25(held: dict[str, int], df: dict[str, float], total: float, length: int) -> float:
+    """Okapi BM25 of a row for the query words it holds (pure; Robertson & Zaragoza 2009, eq. 3.6).
 
     Args:
-        held: The query words the row holds.
+        held: The query words the row holds, with how often (term frequency).
         df: Each query word's document frequency.
         total: Rows in the table.
-        length: The row's distinct words.
+        length: The row's words.
     """
-    norm = 1 + _K1 * (1 - _B + _B * length / AVG_WORDS)
-    score = 0.0
-    for word in held:
-        score += _idf(df.get(word, 0.0), total) * (_K1 + 1) / norm
-    return score
+    norm = _K1 * (1 - _B + _B * length / AVG_WORDS)
+    return sum(_idf(df.get(w, 0.0), total) * tf * (_K1 + 1) / (tf + norm) for w, tf in held.items())
 
 
 def _tsquery(words: Sequence[str]) -> str:
@@ -219,9 +218,11 @@ def candidates(
         hint_sql, hint_params = "(i.observed_at >= %s AND i.observed_at < %s)", [start, end]
     when = "i.stored_at" if table.endswith(".items") else "i.updated_at"
     select = (
-        f"SELECT i.{key}, ARRAY(SELECT x FROM unnest(tsvector_to_array(i.tsv)) AS x WHERE x = ANY(%s::text[])), "
-        f"length(i.tsv), i.vec, {trigram}, coalesce(i.observed_at, {when}), coalesce(i.confidence, 0.5), "
-        f"{hint_sql} FROM {table} i WHERE i.{key} IN ({' UNION '.join(parts)})"
+        f"SELECT i.{key}, ARRAY(SELECT u.lexeme || ' ' || coalesce(array_length(u.positions, 1), 1) "
+        "FROM unnest(i.tsv) AS u WHERE u.lexeme = ANY(%s::text[])), "
+        f"coalesce(array_length(string_to_array(i.words, ' '), 1), 0), i.vec, {trigram}, "
+        f"coalesce(i.observed_at, {when}), coalesce(i.confidence, 0.5), {hint_sql} "
+        f"FROM {table} i WHERE i.{key} IN ({' UNION '.join(parts)})"
     )
     select_params: list[Any] = [words]
     if features.trigram and words:
@@ -240,7 +241,7 @@ def _signals(
     cosines = vecs @ qvec if len(qvec) == vecs.shape[1] else np.zeros(len(rows))
     out: list[Signals] = []
     for r, cosine in zip(rows, cosines, strict=True):
-        held = list(r[1] or [])
+        held = {w: int(tf) for w, _, tf in (pair.rpartition(" ") for pair in (r[1] or []))}
         out.append(
             Signals(
                 key=int(r[0]),
