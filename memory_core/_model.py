@@ -19,15 +19,17 @@ not strict as a whole, so enums, ``Namespace`` and ``Timestamp`` keep accepting 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import UTC, datetime
-from typing import Annotated, Any, ClassVar, Self
+from typing import Annotated, Any, ClassVar, Final, Self
 
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     PlainSerializer,
     SerializationInfo,
@@ -42,6 +44,8 @@ from pydantic import (
 from memory_core.errors import InvalidRequest
 
 __all__ = [
+    "EARLIEST",
+    "LATEST",
     "ContractModel",
     "StrictBool",
     "StrictFloat",
@@ -55,21 +59,54 @@ __all__ = [
 ]
 
 
+EARLIEST: Final = datetime.min.replace(tzinfo=UTC)
+"""The earliest storable time, ``0001-01-01T00:00:00Z`` (RFC 3339 years are four digits; Python's range)."""
+
+LATEST: Final = datetime.max.replace(tzinfo=UTC)
+"""The latest storable time, ``9999-12-31T23:59:59.999999Z``."""
+
+_SHORT_YEAR = re.compile(r"(-?)(\d{1,3})-(\d\d-\d\d[Tt ])")
+
+
 def utc(value: datetime) -> datetime:
-    """Return ``value`` as an aware UTC datetime; a naive datetime is taken to be UTC already."""
+    """Return ``value`` as an aware UTC datetime; a naive datetime is taken to be UTC already.
+
+    Raises:
+        ValueError: the time in UTC falls outside ``EARLIEST..LATEST`` (``9999-12-31T23:00:00-05:00`` is in year
+            10000 in UTC): it could be written but never read back, so it is refused (a bare ``OverflowError``
+            before).
+    """
     if value.tzinfo is None:
         return value.replace(tzinfo=UTC)
-    return value.astimezone(UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise ValueError(
+            f"{value.isoformat()} is outside {format_timestamp(EARLIEST)}..{format_timestamp(LATEST)} in UTC"
+        ) from None
+
+
+def _padded_year(value: Any) -> Any:
+    """Read a stored timestamp whose year was written without its leading zeros (``999-01-01T…``) as ``0999``.
+
+    Versions before the four-digit rule wrote years before 1000 that way; reading them keeps those items readable.
+    """
+    if isinstance(value, str):
+        match = _SHORT_YEAR.match(value)
+        if match and not match.group(1):
+            return f"{int(match.group(2)):04d}-{match.group(3)}{value[match.end() :]}"
+    return value
 
 
 def format_timestamp(value: datetime) -> str:
     """Format a datetime as chrono's RFC 3339 form: ``2001-01-01T00:00:00Z``, ``…:00.250Z``, ``…:00.000001Z``.
 
     Fractional seconds appear only when non-zero, with 3 digits when whole milliseconds, else 6
-    (contract reference §1.4, "DateTime<Utc> in chrono's RFC3339 form").
+    (contract reference §1.4, "DateTime<Utc> in chrono's RFC3339 form"); the year always has four digits
+    (RFC 3339 ``date-fullyear``), so every value in ``EARLIEST..LATEST`` reads back.
     """
     value = utc(value)
-    base = value.strftime("%Y-%m-%dT%H:%M:%S")
+    base = f"{value.year:04d}-" + value.strftime("%m-%dT%H:%M:%S")  # %Y drops a short year's zeros on glibc
     micro = value.microsecond
     if micro == 0:
         return f"{base}Z"
@@ -78,8 +115,13 @@ def format_timestamp(value: datetime) -> str:
     return f"{base}.{micro:06d}Z"
 
 
-Timestamp = Annotated[datetime, AfterValidator(utc), PlainSerializer(format_timestamp, return_type=str)]
-"""An aware UTC datetime that serialises in chrono's RFC 3339 form (naive input is read as UTC)."""
+Timestamp = Annotated[
+    datetime, BeforeValidator(_padded_year), AfterValidator(utc), PlainSerializer(format_timestamp, return_type=str)
+]
+"""An aware UTC datetime that serialises in chrono's RFC 3339 form (naive input is read as UTC).
+
+Every accepted value reads back: a time whose UTC form leaves ``EARLIEST..LATEST`` is ``InvalidRequest`` naming
+the field (issue 11 rule 1)."""
 
 
 _WIRE: ContextVar[bool] = ContextVar("memory_core_wire_input", default=False)

@@ -42,6 +42,14 @@ MAX_TEXT_CHARS: Final = 1_000_000
 """Longest text of one stored item, in characters (*memory-core*: about 1 MB, below CortexDB's 1 MiB event cap,
 reference §5.4)."""
 
+USER_TEXT_CAP: Final = 4_000
+"""Characters of a user turn's text memory keeps (seed 004 "Retention": user text is capped at 4,000 characters
+with an explicit truncation marker; the host's transcript holds the full text). ``MEMORY_CORE_USER_TEXT_CAP``."""
+
+ASSISTANT_TEXT_CAP: Final = 8_000
+"""Characters of an assistant turn's text memory keeps (seed 004 "Retention": 8,000 characters, with an explicit
+truncation marker). ``MEMORY_CORE_ASSISTANT_TEXT_CAP``."""
+
 BELIEF_TAG: Final = "belief"
 """Tag carried by every belief hit (reference §1.10)."""
 

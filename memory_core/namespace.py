@@ -20,7 +20,7 @@ from memory_core._model import ContractModel, StrictBool
 from memory_core.errors import InvalidRequest
 from memory_core.limits import MAX_NAMESPACE_DEPTH, MAX_SEGMENT_ID_CHARS
 
-__all__ = ["Namespace", "Reach", "SegmentKind", "fnv1a32", "sanitize_segment_id"]
+__all__ = ["Namespace", "Reach", "SegmentKind", "fnv1a32", "is_segment_id", "sanitize_segment_id"]
 
 _ID_RE = re.compile(rf"[A-Za-z0-9_-]{{1,{MAX_SEGMENT_ID_CHARS}}}")
 """A whole segment id; always used with ``fullmatch`` (``$`` would also match before a final newline)."""
@@ -48,6 +48,11 @@ def fnv1a32(data: bytes) -> int:
         h ^= byte
         h = (h * 0x01000193) & 0xFFFFFFFF
     return h
+
+
+def is_segment_id(raw: object) -> bool:
+    """True when ``raw`` is a valid segment id: 1..=128 characters of ``[A-Za-z0-9_-]`` (reference §1.7)."""
+    return isinstance(raw, str) and _ID_RE.fullmatch(raw) is not None
 
 
 def sanitize_segment_id(raw: str) -> str:

@@ -15,6 +15,7 @@ from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from memory_core.errors import ConfigError
+from memory_core.limits import ASSISTANT_TEXT_CAP, MAX_TEXT_CHARS, USER_TEXT_CAP
 
 __all__ = ["BROKER_SCHEMES", "RESULT_SCHEMES", "Settings", "check_url", "get_settings", "parse_engine_plugins"]
 
@@ -124,6 +125,9 @@ class Settings(BaseSettings):
         build_beliefs_every: post_turn returns a BuildBeliefs job every N turns (0 = never).
         build_due_interval_s: how often beat enqueues builds for scopes written since their last build.
         budget_tokens: default pack budget, tokens of 4 characters.
+        user_text_cap / assistant_text_cap: characters of a user / assistant turn memory logs (4,000 / 8,000,
+            seed 004); the rest is replaced by a truncation marker (``lifecycle.caps``), and pre_turn ranks for the
+            capped text, so its cost is bounded whatever the text's size.
         flower_user / flower_password / flower_port: Flower basic auth and port.
         layout_root: The ``MemoryLayout`` root workers place ``IngestBrain`` documents under (``root``, ``team:acme``).
         engine_plugins: Extra engine URL schemes, ``scheme=module:callable`` separated by commas; the callable
@@ -173,6 +177,8 @@ class Settings(BaseSettings):
     build_beliefs_every: int = Field(default=10, ge=0, le=2**32 - 1)  # a u32 (RecallPolicy.build_beliefs_every)
     build_due_interval_s: float = Field(default=300.0, gt=0)
     budget_tokens: int = Field(default=1200, gt=0, le=2**63 - 1)  # a usize (RecallPolicy.budget_tokens)
+    user_text_cap: int = Field(default=USER_TEXT_CAP, gt=0, le=MAX_TEXT_CHARS)
+    assistant_text_cap: int = Field(default=ASSISTANT_TEXT_CAP, gt=0, le=MAX_TEXT_CHARS)
 
     flower_user: str = "admin"
     flower_password: SecretStr = SecretStr("change-me")

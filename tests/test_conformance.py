@@ -139,8 +139,8 @@ def test_each_fault_is_caught_by_the_check_the_contract_names(fault: Fault) -> N
     assert inner.is_empty()
 
 
-def test_the_fault_table_names_a_check_for_each_of_the_17_faults() -> None:
-    assert len(Fault) == 17
+def test_the_fault_table_names_a_check_for_each_of_the_18_faults() -> None:
+    assert len(Fault) == 18
     assert set(FAULT_CHECKS) == set(Fault)
     assert set(FAULT_CHECKS.values()) <= set(CHECK_NAMES)
 
@@ -304,7 +304,7 @@ def test_cli_faults_shows_every_fault_caught_by_its_check() -> None:
     rows = json.loads(out)["faults"]
     assert [(r["fault"], r["caught_by"]) for r in rows] == [(f.value, FAULT_CHECKS[f]) for f in Fault]
     code, out = _invoke("--engine", "reference://", "--faults")
-    assert code == 0 and "17 of 17 faults caught" in " ".join(out.split())
+    assert code == 0 and "18 of 18 faults caught" in " ".join(out.split())
 
 
 def test_cli_faults_table_keeps_one_readable_row_per_fault_at_80_columns() -> None:
@@ -347,7 +347,7 @@ def test_cli_faults_exits_nonzero_when_a_fault_is_caught_by_another_check(monkey
     args = ["conformance", "--engine", "reference://", "--faults"]
     result = cli.invoke(load_commands(), args, env={"COLUMNS": "200"})
     assert result.exit_code == 1
-    assert "16 of 17 faults caught by their named check" in " ".join(result.output.split())
+    assert "17 of 18 faults caught by their named check" in " ".join(result.output.split())
     row = next(line for line in result.output.splitlines() if Fault.NEVER_REPLAY.value in line)
     assert "export" in row and "elsewhere" in row and "expected replay" in row
 

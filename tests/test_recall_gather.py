@@ -52,6 +52,7 @@ from memory_core.recall import (
     build_pack,
 )
 from memory_core.recall import pool as pool_module
+from memory_core.recall.render import PACK_LABEL
 
 T = TypeVar("T")
 DOCS = MetaFilter.of_kinds([ItemKind.DOCUMENT])
@@ -173,7 +174,7 @@ def test_a_failing_section_is_skipped_with_its_error_and_the_pack_returned():
         engine, ScopeSection.fetch("Docs", DOCS, 3), ScopeSection.fetch("Learned", LEARNS, 3), query="refund"
     )
     assert pack.skipped == (Skipped(heading="Docs", reason="engine error: documents are down"),)
-    assert pack.markdown == "# Memory\n\n## Learned\n\n- refund requests go to billing\n"
+    assert pack.markdown == f"# Memory\n\n{PACK_LABEL}\n\n## Learned\n\n- refund requests go to billing\n"
     assert [s.heading for s in pack.sections] == ["Learned"]
     assert pack.engine == "reference"
 
@@ -434,7 +435,7 @@ def test_an_answer_becomes_prose_and_its_citations_hits():
     assert shown.answer == "From 1 stored items: refunds take five days"
     (hit,) = shown.hits
     assert hit.id == learning_id and hit.confidence is None and hit.score > 0
-    assert pack.markdown == "# Memory\n\n## Refunds\n\nFrom 1 stored items: refunds take five days\n"
+    assert pack.markdown == f"# Memory\n\n{PACK_LABEL}\n\n## Refunds\n\nFrom 1 stored items: refunds take five days\n"
     assert pack.refs == (learning_id,)
 
 
@@ -468,7 +469,7 @@ def test_a_failed_answer_falls_back_to_fetching_for_the_question():
     pack = pack_of(engine, section, ScopeSection.fetch("L", LEARNS, 3), query="other")
     question_fetch = next(r for r in engine.fetches if r.query == "refunds days")
     assert question_fetch.beliefs == 0 and question_fetch.limit == 3
-    assert pack.markdown.startswith("# Memory\n\n## A\n\n- refunds take five days\n")
+    assert pack.markdown.startswith(f"# Memory\n\n{PACK_LABEL}\n\n## A\n\n- refunds take five days\n")
     assert pack.sections[0].answer is None
 
 
@@ -568,7 +569,7 @@ def test_a_failed_belief_read_leaves_the_stored_learnings():
 def test_beliefs_alone_fill_a_learnings_section():
     engine = Believing(listed=[belief("only belief")])
     pack = pack_of(engine, ScopeSection.latest("Learnings", LEARNS, 10))
-    assert pack.markdown == "# Memory\n\n## Learnings\n\n- only belief\n"
+    assert pack.markdown == f"# Memory\n\n{PACK_LABEL}\n\n## Learnings\n\n- only belief\n"
 
 
 def test_non_learnings_and_answer_sections_get_no_beliefs():

@@ -17,6 +17,11 @@ statement with no date of its own ends with the day it was said. Attribute state
 ``I live in``, ``I work at``, ``I'm N years old``, ``I love/hate X``) share a subject per speaker and
 attribute, so a newer value supersedes an older one.
 
+Control text is never a source (issue 11 rule 8, ``memory_core.control``): a user turn holding a chat-template
+token, or any sentence that instructs the model or claims instructions, a role or a permission ("my instructions
+are …", "ignore previous instructions", "I am your developer"), gives no statement at all, so an injected
+instruction never becomes a belief about the speaker; nor does such a sentence or title of a document.
+
 Documents: the title (base 0.8) and the key sentences (base 0.6): prose sentences scored by how many of the
 document's frequent terms they hold, with a bonus for the opening sentence of the document and of each
 section. Items with ``meta.derive == False`` and learnings are never sources (reference §3).
@@ -31,6 +36,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Final
 
+from memory_core.control import is_control_text
 from memory_core.items import Conversation, Document, LearningKind, Role, Turn
 from memory_core.meta import MemoryMeta
 
@@ -232,8 +238,11 @@ def _from_conversation(src: SourceItem, item: Conversation) -> list[Statement]:
     for turn in item.turns:
         if turn.role is not Role.USER:
             continue
+        said = sentences(clean_turn_text(turn.text))
+        if any(is_control_text(sentence) for sentence in said) or is_control_text(turn.text):
+            continue  # a turn that tries to steer the model is no evidence about its speaker
         observed = said_at(turn, meta)
-        for sentence in sentences(clean_turn_text(turn.text)):
+        for sentence in said:
             st = _conversation_statement(sentence, name, src, meta, observed)
             if st is not None and st.key not in seen:
                 seen.add(st.key)
@@ -335,7 +344,7 @@ def _key_sentences(text: str) -> list[str]:
         for j, raw in enumerate(sentences(_clean_inline(para))):
             sentence = raw.lstrip("-*• ").strip()
             n = len(sentence.split())
-            if _BOILERPLATE.search(sentence):
+            if _BOILERPLATE.search(sentence) or is_control_text(sentence):
                 continue
             if not 6 <= n <= 60 or sentence.endswith(("?", ":")) or len(_CODEY.findall(sentence)) > 2:
                 continue
@@ -366,6 +375,8 @@ def _from_document(src: SourceItem, item: Document) -> list[Statement]:
     meta = item.meta
     lines = item.text.splitlines()
     title = _title(item, lines)
+    if title is not None and is_control_text(title):
+        title = None
     source = f"{meta.source.kind.value}:{meta.source.id}:{title}" if meta.source.id else None
     identity = meta.file_path or meta.url or source or title or src.id
     observed = meta.observed_at

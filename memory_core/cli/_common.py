@@ -14,9 +14,8 @@ from rich.markup import escape
 
 from memory_core.engine import MemoryEngine
 from memory_core.engines import open_engine
-from memory_core.errors import MemoryCoreError
-from memory_core.lifecycle.layout import MemoryLayout
-from memory_core.namespace import sanitize_segment_id
+from memory_core.errors import InvalidRequest, MemoryCoreError
+from memory_core.lifecycle.layout import MemoryLayout, agent_segment_id
 from memory_core.settings import get_settings
 from memory_core.timing import percentile
 
@@ -67,15 +66,19 @@ def not_blank(option: str) -> Callable[[str | None], str | None]:
 def check_agent_id(value: str | None) -> str | None:
     """The ``--agent`` callback (``recall``, ``replay``): exit 2 when blank; say which node an id maps to.
 
-    The agent's node is ``agent:<id>`` with the id stripped and sanitised as the library's ``MemoryLayout``
-    does (reference §1.7 ``Segment::sanitized``), so the command reads and writes where ``AgentMemory`` with the
-    same id would; an id that is not already a segment id gets a note naming its node on stderr.
+    The agent's node is ``agent:<id>`` with the id stripped and mapped as the library's ``MemoryLayout`` does
+    (``layout.agent_segment_id``: a segment id kept, any other id mapped where no valid id can name it), so the
+    command reads and writes where ``AgentMemory`` with the same id would; an id that is not already a segment id
+    gets a note naming its node on stderr. A segment id starting with ``--`` is refused (exit 2).
     """
     if value is None:
         return None
     if not value.strip():
         raise fail("--agent is blank: give the agent's id")
-    node = sanitize_segment_id(value.strip())
+    try:
+        node = agent_segment_id(value)
+    except InvalidRequest as exc:
+        raise fail(f"--agent: {exc.reason}") from None
     if node != value:
         err_console.print(f"[dim]--agent {escape(repr(value))} is the node agent:{escape(node)}[/]", soft_wrap=True)
     return value

@@ -80,7 +80,7 @@ def conformance(
     engine: EngineOption = None,
     faults: Annotated[
         bool,
-        typer.Option("--faults", help="Inject each of the 17 faults; exit 1 unless each is caught by its named check."),
+        typer.Option("--faults", help="Inject each of the 18 faults; exit 1 unless each is caught by its named check."),
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:

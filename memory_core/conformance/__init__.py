@@ -12,7 +12,7 @@ assert report.passed, report.render()
 | ``fixtures`` | the round-trip items and the per-field filter probes |
 | ``checks_*`` | the checks, in the order of ``runner.CHECKS`` |
 | ``runner`` | ``run`` (stop at the first failure, always clean up) and ``run_faults`` |
-| ``faults`` | ``FaultyEngine`` and its 17 faults, each with the check that must catch it |
+| ``faults`` | ``FaultyEngine`` and its 18 faults, each with the check that must catch it |
 | ``testing`` | ``conformance_test`` / ``assert_conforms`` for an engine's own test module |
 
 The CLI is ``memory-core conformance --engine URL [--faults] [--json]``.

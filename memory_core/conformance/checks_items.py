@@ -6,8 +6,11 @@ when the engine does not offer an optional feature, and returns a short detail f
 
 from __future__ import annotations
 
+from datetime import datetime
+
+from memory_core._model import format_timestamp
 from memory_core.conformance.context import CheckContext, show_ids
-from memory_core.conformance.fixtures import round_trip_items
+from memory_core.conformance.fixtures import edge_time_items, round_trip_items
 from memory_core.conformance.report import CheckSkipped
 
 __all__ = ["export", "health", "replay", "round_trip"]
@@ -24,7 +27,10 @@ def round_trip(c: CheckContext) -> str:
     """One item of each kind, every optional field set, stores and lists back unchanged.
 
     For each: a first store is not a replay; it lists exactly once under its receipt id with the same kind,
-    metadata, confidence and ``text == render_text()``; a kind-filtered listing returns only that kind.
+    metadata, confidence and ``text == render_text()``; a kind-filtered listing returns only that kind. Then a
+    conversation at each of ``fixtures.EDGE_TIMES`` (year 1, year 999, the microsecond before the epoch, past
+    32-bit Unix time, the last microsecond of year 9999) lists back with the same ``observed_at``: every time the
+    contract accepts reads back (issue 11 rule 1).
     """
     for item in round_trip_items(c.run):
         kind = item.item_kind.value
@@ -48,7 +54,21 @@ def round_trip(c: CheckContext) -> str:
         )
         others = sorted({h.kind.value for h in listed if h.kind is not item.item_kind})
         c.ensure(not others, f"a listing filtered to {kind} returned {others}")
-    return "3 kinds"
+    edges = edge_time_items(c.run)
+    receipts = [c.call(c.engine.store, item) for item in edges]
+    listed_at = {hit.id: hit.meta.observed_at for hit in c.list_all(c.run.filter())}
+    for item, receipt in zip(edges, receipts, strict=True):
+        at = item.item_meta.observed_at
+        c.ensure(receipt.id in listed_at, f"a conversation observed at {_shown(at)} did not list back")
+        c.ensure(
+            listed_at[receipt.id] == at,
+            f"observed_at changed: stored {_shown(at)}, listed {_shown(listed_at[receipt.id])}",
+        )
+    return f"3 kinds, {len(edges)} edge times"
+
+
+def _shown(at: datetime | None) -> str:
+    return "none" if at is None else format_timestamp(at)
 
 
 def export(c: CheckContext) -> str:

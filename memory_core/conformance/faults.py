@@ -18,6 +18,7 @@ import hashlib
 import itertools
 import json
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Final
 
@@ -59,7 +60,7 @@ __all__ = ["FAULT_CHECKS", "Fault", "FaultyEngine"]
 
 
 class Fault(StrEnum):
-    """The 17 faults of the contract reference §2, each a realistic engine bug."""
+    """The 17 faults of the contract reference §2 and one of issue 11 rule 1, each a realistic engine bug."""
 
     IGNORE_FETCH_FILTER = "IgnoreFetchFilter"
     """``fetch`` honours the reach (its index is partitioned by namespace) but ignores every metadata field."""
@@ -96,6 +97,9 @@ class Fault(StrEnum):
     BELIEFS_OUT_OF_REACH = "BeliefsOutOfReach"
     """Derives tagged beliefs at read time, but reads the subtree of the reach's shared ancestor (a per-team
     cache), so beliefs from other nodes leak in."""
+    TIMES_AS_UNIX_SECONDS = "TimesAsUnixSeconds"
+    """Keeps ``observed_at`` as signed 32-bit Unix seconds (an ``int4`` column): microseconds are dropped and times
+    outside 1901-12-13..2038-01-19 are clamped, so an accepted time reads back as another (issue 11 rule 1)."""
 
 
 FAULT_CHECKS: Final[dict[Fault, str]] = {
@@ -116,6 +120,7 @@ FAULT_CHECKS: Final[dict[Fault, str]] = {
     Fault.CONSOLIDATE_UNVALIDATED: "consolidate",
     Fault.BELIEFS_UNTAGGED: "consolidate",
     Fault.BELIEFS_OUT_OF_REACH: "consolidate",
+    Fault.TIMES_AS_UNIX_SECONDS: "round_trip",
 }
 """The check that must catch each fault (reference §2, "The suite tests itself")."""
 
@@ -230,7 +235,10 @@ class FaultyEngine(MemoryEngine):
     def _list(self, request: ListRequest) -> ListPage:
         if self.fault is Fault.LIST_IGNORES_REACH:
             request = request.model_copy(update={"filter": request.filter.model_copy(update={"reach": None})})
-        return self.inner.list(request)
+        page = self.inner.list(request)
+        if self.fault is not Fault.TIMES_AS_UNIX_SECONDS:
+            return page
+        return page.model_copy(update={"items": tuple(_unix_seconds(hit) for hit in page.items)})
 
     def _explore(self, request: ExploreRequest) -> ExplorePage:
         page = self.inner.explore(request)
@@ -243,6 +251,8 @@ class FaultyEngine(MemoryEngine):
         if self.fault is Fault.GET_IGNORES_REACH:
             request = request.model_copy(update={"reach": None})
         hits = self.inner.get(request)
+        if self.fault is Fault.TIMES_AS_UNIX_SECONDS:
+            return [_unix_seconds(hit) for hit in hits]
         if self.fault is not Fault.GET_UNORDERED:
             return hits
         # its own order (by id) — but never the order asked, which a sort alone matches for some nonces
@@ -297,6 +307,19 @@ class FaultyEngine(MemoryEngine):
             scored.append((score, Hit.of(belief, score)))
         scored.sort(key=lambda row: -row[0])
         return [hit for _, hit in scored[: request.limit]]
+
+
+_INT32_SECONDS: Final = (datetime(1901, 12, 13, 20, 45, 52, tzinfo=UTC), datetime(2038, 1, 19, 3, 14, 7, tzinfo=UTC))
+
+
+def _unix_seconds(hit: Hit) -> Hit:
+    """``hit`` as an engine keeping ``observed_at`` in a signed 32-bit seconds column would read it back."""
+    at = hit.meta.observed_at
+    if at is None:
+        return hit
+    low, high = _INT32_SECONDS
+    kept = min(max(at.replace(microsecond=0), low), high)
+    return hit.model_copy(update={"meta": hit.meta.model_copy(update={"observed_at": kept})})
 
 
 def _raw(request: ConsolidateRequest | Mapping[str, Any] | str | bytes) -> dict[str, Any]:

@@ -15,10 +15,21 @@ from memory_core.engine import AnyItem
 from memory_core.items import Conversation, Document, DocumentBody, Learning, LearningKind, Role, ToolCallRef, Turn
 from memory_core.meta import ItemKind, MemoryMeta, MetaFilter, SourceKind, SourceRef, ToolCallMeta, TurnRange
 
-__all__ = ["Probe", "probes", "round_trip_items"]
+__all__ = ["EDGE_TIMES", "Probe", "edge_time_items", "probes", "round_trip_items"]
 
 _TURN_AT = datetime(2025, 5, 6, 7, 8, 9, tzinfo=UTC)
 _OBSERVED = datetime(2001, 1, 1, tzinfo=UTC)
+
+EDGE_TIMES: tuple[datetime, ...] = (
+    datetime(1, 1, 1, tzinfo=UTC),
+    datetime(999, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC),
+    datetime(1969, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC),
+    datetime(2038, 1, 19, 3, 14, 8, 1, tzinfo=UTC),
+    datetime(9999, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC),
+)
+"""Times every engine must hold to the microsecond: the calendar's first and last instants (RFC 3339's four-digit
+years; the contract's ``DateTime<Utc>``, reference §1.4), a year before 1000, the microsecond before the Unix
+epoch and the first second past 32-bit Unix time (issue 11 rule 1: every value accepted reads back)."""
 
 
 def round_trip_items(run: Run) -> list[AnyItem]:
@@ -55,6 +66,17 @@ def round_trip_items(run: Run) -> list[AnyItem]:
             evidence="said so twice",
             meta=run.meta(),
         ),
+    ]
+
+
+def edge_time_items(run: Run) -> list[AnyItem]:
+    """One conversation per ``EDGE_TIMES`` entry, with that time as its ``observed_at`` and its turn's ``at``."""
+    return [
+        Conversation(
+            turns=(Turn(role=Role.USER, text=f"{run.marker} edge time {i}", at=at),),
+            meta=run.meta(observed_at=at, thread_id=f"{run.marker}-edge-{i}"),
+        )
+        for i, at in enumerate(EDGE_TIMES)
     ]
 
 

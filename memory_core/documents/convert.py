@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from memory_core.documents.blocks import join_blocks, strip_escapes, tidy, title_of
+from memory_core.documents.budget import OverBudget
 from memory_core.documents.detect import DocumentFormat, RawInput, decode_text, detect_format, read_input
 from memory_core.documents.html import html_to_text
 from memory_core.documents.markdown import markdown_to_text
@@ -46,6 +47,9 @@ def convert_text(source: str, fmt: DocumentFormat) -> tuple[str | None, str]:
     removed before any parsing, so no format sees them (``blocks.strip_escapes``), and so is a leading
     byte-order mark (U+FEFF) left by a caller that decoded UTF-8-sig bytes as UTF-8: it would hide a Markdown
     heading or a PEP header and start the title.
+
+    Raises:
+        OverBudget: the source is over its format's work budget (``documents.budget``: nesting, nodes).
     """
     source = strip_escapes(source.removeprefix("\ufeff"))
     if fmt is DocumentFormat.TEXT:
@@ -58,6 +62,21 @@ def convert_text(source: str, fmt: DocumentFormat) -> tuple[str | None, str]:
 
 
 def _convert(raw: RawInput, mime: str | None) -> tuple[DocumentFormat, str | None, str]:
+    """``_convert_within_budget``, a converter's ``OverBudget`` or ``RecursionError`` refused naming the file."""
+    try:
+        return _convert_within_budget(raw, mime)
+    except OverBudget as exc:
+        raise InvalidRequest(
+            f"{raw.label} is over the conversion budget: {exc} (split or simplify it before ingesting)", field="file"
+        ) from None
+    except RecursionError:
+        raise InvalidRequest(
+            f"{raw.label} nests deeper than the converter can follow (split or simplify it before ingesting)",
+            field="file",
+        ) from None
+
+
+def _convert_within_budget(raw: RawInput, mime: str | None) -> tuple[DocumentFormat, str | None, str]:
     fmt, charset = detect_format(raw, mime)
     if fmt is DocumentFormat.PDF:
         title, blocks = pdf_to_text(raw.data, raw.label)
@@ -71,7 +90,7 @@ def _convert(raw: RawInput, mime: str | None) -> tuple[DocumentFormat, str | Non
     source = decode_text(raw, fmt, charset)
     try:
         title, text = convert_text(source, fmt)
-    except MemoryCoreError:
+    except (MemoryCoreError, OverBudget, RecursionError):
         raise
     except Exception as exc:  # a parser bug on odd input must not stop a batch: report it against the file
         reason = f"{type(exc).__name__}: {exc}"
@@ -112,7 +131,9 @@ def brain_document(
 
     Raises:
         InvalidRequest: ``field="file"``, the message naming the file: a missing, unreadable or non-regular
-            path; over ``MAX_DOCUMENT_BYTES`` (20 MiB); an unsupported extension; binary content; text that is
+            path; over ``MAX_DOCUMENT_BYTES`` (20 MiB); over its format's work budget (``documents.budget``:
+            nesting depth, elements, pages; "is over the conversion budget: HTML nesting depth 257 is over the
+            budget of 256"); an unsupported extension; binary content; text that is
             not UTF-8 (or the named charset); a damaged or encrypted PDF, or one with no extractable text; no text
             left after conversion, or more than ``MAX_TEXT_CHARS`` characters. ``field="mime"``: an unsupported
             mime type or unknown charset. ``field="source"``: a blank source.

@@ -14,6 +14,7 @@ from typing import Final
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from memory_core.documents.blocks import HARD_BREAK, bullet, code, one_line, prose, title_of
+from memory_core.documents.budget import HTML_BUDGET, html_shape
 
 __all__ = ["html_blocks", "html_to_text"]
 
@@ -150,8 +151,14 @@ def html_to_text(html: str) -> tuple[str | None, list[str]]:
     Returns:
         ``(title, blocks)``: the ``<title>`` (else the first ``<h1>``) cleaned by ``title_of``, or None; and the
         body's blocks, to be joined with ``join_blocks``.
+
+    Raises:
+        OverBudget: the source is over ``budget.HTML_BUDGET``: its tags nest deeper than 256 or number more than
+            250,000 (measured before parsing), or the parsed tree holds more than 250,000 elements.
     """
+    html_shape(html)
     tree = LexborHTMLParser(html)
+    HTML_BUDGET.check_nodes(len(tree.css("*")), "HTML element")
     title = None
     for selector in ("head > title", "title", "h1"):
         found = tree.css_first(selector)

@@ -14,6 +14,7 @@ from functools import cache
 from markdown_it import MarkdownIt
 
 from memory_core.documents.blocks import title_of
+from memory_core.documents.budget import MARKDOWN_BUDGET
 from memory_core.documents.html import html_to_text
 
 __all__ = ["markdown_to_text", "split_front_matter"]
@@ -25,7 +26,10 @@ _FRONT_TITLE = re.compile(r"^title[ \t]*[:=][ \t]*(.+?)[ \t]*$", re.MULTILINE | 
 @cache
 def _parser() -> MarkdownIt:
     # "commonmark" allows raw HTML, which html_to_text then reads as HTML (scripts and styles dropped).
-    return MarkdownIt("commonmark").enable(["table", "strikethrough"])
+    # markdown-it stops nesting at maxNesting and silently drops what lies deeper; two levels above the budget,
+    # a file it would cut is over the budget and refused instead (``markdown_to_text``).
+    md = MarkdownIt("commonmark", {"maxNesting": MARKDOWN_BUDGET.max_depth + 2}).enable(["table", "strikethrough"])
+    return md
 
 
 def split_front_matter(source: str) -> tuple[str | None, str]:
@@ -43,7 +47,20 @@ def markdown_to_text(source: str) -> tuple[str | None, list[str]]:
 
     Returns:
         ``(title, blocks)``: the front-matter title, else the first ``<h1>``; and the blocks of the rendered body.
+
+    Raises:
+        OverBudget: nesting deeper than ``MARKDOWN_BUDGET`` (48 token levels, where markdown-it would drop the
+            rest), more than 250,000 tokens, or rendered HTML over ``HTML_BUDGET``.
     """
     front_title, body = split_front_matter(source)
-    heading_title, blocks = html_to_text(_parser().render(body))
+    md = _parser()
+    env: dict[str, object] = {}
+    tokens = md.parse(body, env)
+    count = len(tokens) + sum(len(t.children or ()) for t in tokens)
+    MARKDOWN_BUDGET.check_nodes(count, "Markdown token")
+    deepest = 0
+    for token in tokens:
+        deepest = max(deepest, token.level, *(token.level + child.level for child in token.children or ()))
+    MARKDOWN_BUDGET.check_depth(deepest, "Markdown")
+    heading_title, blocks = html_to_text(md.renderer.render(tokens, md.options, env))
     return front_title or heading_title, blocks

@@ -24,9 +24,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from pypdf import PdfReader
+from pypdf.generic import ArrayObject, DictionaryObject, IndirectObject
 
 from memory_core.documents.blocks import title_of
+from memory_core.documents.budget import MAX_PDF_PAGES, PDF_BUDGET, OverBudget
 from memory_core.errors import InvalidRequest
+from memory_core.limits import MAX_TEXT_CHARS
 
 __all__ = ["pdf_to_text", "quiet_pypdf"]
 
@@ -78,9 +81,36 @@ def pdf_to_text(data: bytes, label: str) -> tuple[str | None, list[str]]:
 
     Raises:
         InvalidRequest: ``field="file"``: a PDF pypdf cannot parse, or one encrypted with a password.
+        OverBudget: a page tree nested deeper than 32 levels or of more than 100,000 nodes (checked before pypdf
+            walks it, recursively), more than 5,000 pages, or text past ``MAX_TEXT_CHARS`` (extraction stops
+            there).
+        RecursionError: objects nested deeper than pypdf's recursive parser can follow.
     """
     with quiet_pypdf():
         return _extract(data, label)
+
+
+def _check_page_tree(reader: PdfReader) -> None:
+    """Walk the page tree iteratively within ``PDF_BUDGET`` (depth, nodes); a node seen twice is walked once."""
+    catalog = reader.trailer["/Root"]
+    root = catalog.get("/Pages") if isinstance(catalog, DictionaryObject) else None
+    stack: list[tuple[object, int]] = [(root, 1)]
+    seen: set[int] = set()
+    visited = 0
+    while stack:
+        ref, depth = stack.pop()
+        PDF_BUDGET.check_depth(depth, "PDF page tree")
+        if isinstance(ref, IndirectObject):
+            if ref.idnum in seen:
+                continue
+            seen.add(ref.idnum)
+            ref = ref.get_object()
+        visited += 1
+        PDF_BUDGET.check_nodes(visited, "PDF page-tree node")
+        kids = ref.get("/Kids") if isinstance(ref, DictionaryObject) else None
+        kids = kids.get_object() if isinstance(kids, IndirectObject) else kids
+        if isinstance(kids, ArrayObject):
+            stack.extend((kid, depth + 1) for kid in kids)
 
 
 def _extract(data: bytes, label: str) -> tuple[str | None, list[str]]:
@@ -88,10 +118,19 @@ def _extract(data: bytes, label: str) -> tuple[str | None, list[str]]:
         reader = PdfReader(io.BytesIO(data))
         if reader.is_encrypted and not reader.decrypt(""):
             raise InvalidRequest(f"{label} is an encrypted PDF (a password is needed to read it)", field="file")
+        _check_page_tree(reader)
+        if len(reader.pages) > MAX_PDF_PAGES:
+            raise OverBudget("PDF page count", len(reader.pages), MAX_PDF_PAGES)
         info = reader.metadata
         title = title_of(info.title) if info is not None and isinstance(info.title, str) else None
-        blocks = [_page_block(page.extract_text() or "") for page in reader.pages]
-    except InvalidRequest:
+        blocks: list[str] = []
+        chars = 0
+        for page in reader.pages:
+            blocks.append(_page_block(page.extract_text() or ""))
+            chars += len(blocks[-1])
+            if chars > MAX_TEXT_CHARS:  # stop extracting: the document is refused at this size anyway
+                raise OverBudget("PDF text characters", chars, MAX_TEXT_CHARS)
+    except (InvalidRequest, OverBudget, RecursionError):
         raise
     except Exception as exc:  # pypdf raises many types on damaged files: every one means "unreadable"
         _log.debug("pypdf failed on %s", label, exc_info=True)

@@ -28,6 +28,7 @@ from docutils import nodes
 from docutils.core import publish_doctree
 
 from memory_core.documents.blocks import HARD_BREAK, bullet, code, one_line, prose, title_of
+from memory_core.documents.budget import RST_BUDGET, rst_depth
 
 __all__ = ["HEADER_FIELD_SEPARATOR", "HEADER_HEADING", "rst_to_text", "split_header"]
 
@@ -228,7 +229,17 @@ def _option(item: nodes.Node) -> str:
 
 
 def _parse(source: str, *, doctitle: bool = True) -> nodes.document:
-    return publish_doctree(source, settings_overrides={**_SETTINGS, "doctitle_xform": doctitle})
+    """Parse within ``RST_BUDGET``: the nesting is measured before docutils runs, the nodes before they are walked.
+
+    Raises:
+        OverBudget: nesting deeper than 48 levels, or more than 250,000 doctree nodes.
+    """
+    rst_depth(source)
+    doc = publish_doctree(source, settings_overrides={**_SETTINGS, "doctitle_xform": doctitle})
+    for count, _ in enumerate(doc.findall(), start=1):
+        if count > RST_BUDGET.max_nodes:
+            RST_BUDGET.check_nodes(count, "reStructuredText node")
+    return doc
 
 
 def _header_block(fields: list[tuple[str, str]]) -> str:
@@ -246,6 +257,9 @@ def rst_to_text(source: str) -> tuple[str | None, list[str]]:
     Returns:
         ``(title, blocks)``: the header's ``Title:``, else docutils' document title, else None; and the blocks of
         the text, then, for a header, ``HEADER_HEADING`` and its other fields on one line.
+
+    Raises:
+        OverBudget: the source is over ``budget.RST_BUDGET`` (nesting, nodes).
     """
     fields, body = split_header(source)
     if fields:  # the header names the title: docutils must not promote a lone section title in its place

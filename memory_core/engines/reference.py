@@ -26,6 +26,7 @@ from typing import TypeVar
 from urllib.parse import parse_qs, urlsplit
 
 from memory_core.consolidation import ConsolidateReceipt, ConsolidateRequest, ConsolidateStatus, Consolidation
+from memory_core.control import has_control_token, is_control_text
 from memory_core.descriptor import EngineDescriptor, EngineHealth
 from memory_core.engine import AnyItem, MemoryEngine, Receipts
 from memory_core.errors import ConfigError, InvalidRequest, Unsupported
@@ -344,8 +345,8 @@ class ReferenceEngine(MemoryEngine):
                     continue
                 source = item.text if isinstance(item, Document) else _first_user(item)
                 statement = first_sentence(source or "")
-                if not statement:
-                    continue
+                if not statement or is_control_text(statement) or has_control_token(source or ""):
+                    continue  # control text is never a belief (issue 11 rule 8)
                 meta = item.item_meta
                 belief = Learning(
                     text=statement,

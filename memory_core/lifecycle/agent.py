@@ -25,18 +25,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor
-from datetime import UTC, datetime
+from datetime import datetime
 from functools import partial
 from typing import Annotated, Any, ClassVar
 
 from pydantic import AfterValidator, Field, PlainSerializer
 
-from memory_core._model import ContractModel, format_timestamp
+from memory_core._model import ContractModel, format_timestamp, utc
 from memory_core.consolidation import ConsolidateRequest, Consolidation, WriteOptions
 from memory_core.engine import MemoryEngine, check_engine
 from memory_core.errors import InvalidRequest, MemoryCoreError
 from memory_core.items import Conversation, Document, Learning, Role, ToolCallRef, Turn, parse_item
+from memory_core.lifecycle.agent_ids import move_sanitised_history_logged
 from memory_core.lifecycle.brain import prefixed
+from memory_core.lifecycle.caps import TurnCaps
 from memory_core.lifecycle.jobs import BackgroundJob, BuildBeliefs, IngestBrain, JobReport
 from memory_core.lifecycle.layout import MemoryLayout, check_agent_id
 from memory_core.lifecycle.policy import (
@@ -74,7 +76,7 @@ _LogResult = tuple[StoreReceipt | None, str | None]
 def _aware_utc(value: datetime) -> datetime:
     if value.utcoffset() is None:
         raise ValueError("timestamp has no timezone: add Z or an offset (RFC 3339, e.g. 2024-05-01T09:30:00Z)")
-    return value.astimezone(UTC)
+    return utc(value)  # a time past the calendar's edge in UTC is refused, naming the field
 
 
 AwareTimestamp = Annotated[datetime, AfterValidator(_aware_utc), PlainSerializer(format_timestamp, return_type=str)]
@@ -194,7 +196,9 @@ class AgentMemory:
 
     Args:
         engine: Any ``MemoryEngine`` (safe to call from several threads at once).
-        layout: The layout; the agent's node is ``layout.conversations(agent_id)``.
+        layout: The layout; the agent's node is ``layout.conversations(agent_id)``. For an id that is not a
+            segment id, what older versions stored at its contract-sanitised node moves there on opening
+            (``lifecycle.agent_ids``; issue 11 rule 7).
         agent_id: The agent (non-blank).
         executor: A host-owned thread-based executor for the turn log and the pack's reads; None uses the
             shared pool of ``recall.pool``. Work (the log, a read) it has not started by the time the caller
@@ -209,7 +213,7 @@ class AgentMemory:
         ConfigError: a malformed ``MEMORY_CORE_`` setting.
     """
 
-    __slots__ = ("agent_id", "core", "engine", "executor", "layout", "node", "policy")
+    __slots__ = ("agent_id", "caps", "core", "engine", "executor", "layout", "node", "policy")
 
     def __init__(
         self,
@@ -227,7 +231,10 @@ class AgentMemory:
             raise InvalidRequest("the log and reads run on threads; a process pool cannot share the engine", "executor")
         self.layout = layout
         self.node = self.layout.conversations(self.agent_id)
+        if self.node != layout.contract_conversations(self.agent_id):  # an id that is not a segment id
+            move_sanitised_history_logged(self.engine, layout, self.agent_id)
         self.policy = RecallPolicy.from_settings()
+        self.caps = TurnCaps.from_settings()
         self.core: tuple[CoreScope, ...] = ()
         self.executor = executor
 
@@ -238,6 +245,7 @@ class AgentMemory:
         clone = AgentMemory(self.engine, self.layout, self.agent_id, executor=self.executor)
         clone.policy = self.policy if policy is None else policy
         clone.core = self.core if core is None else core
+        clone.caps = self.caps
         return clone
 
     # builders ------------------------------------------------------------------------------------------
@@ -278,9 +286,12 @@ class AgentMemory:
         """Log the user turn (``accepted``) while reading the standard sections ranked for its text.
 
         The pack leaves out this turn (``exclude_ids``) and the thread's turns at or after ``in_prompt_from``.
-        Both the log and the read finish before this returns. The log runs on the host's executor (or a
-        per-call thread) while the reads run; if it has not started when the reads are done (a busy executor,
-        perhaps the one running this call), it is cancelled there and run here, so waiting never deadlocks.
+        Memory keeps the first ``MEMORY_CORE_USER_TEXT_CAP`` (4,000) characters of the text and a truncation marker
+        (``lifecycle.caps``, seed 004), and the pack is ranked for those characters, so the call's cost is bounded
+        whatever the text's size. Both the log and the read finish before this returns. The log runs on the host's
+        executor (or a per-call thread) while the reads run; if it has not started when the reads are done (a busy
+        executor, perhaps the one running this call), it is cancelled there and run here, so waiting never
+        deadlocks.
 
         Returns:
             ``TurnContext{pack, logged?, log_error?}``; a failed log is reported, never raised.
@@ -294,12 +305,12 @@ class AgentMemory:
             self.agent_id,
             req.thread_id,
             req.turn_index,
-            Turn(role=Role.USER, text=req.user_text),
+            Turn(role=Role.USER, text=self.caps.user(req.user_text)),
             at=req.at,
             observed_actor=req.observed_actor,
         )
         recall = self._recall_request(
-            req.user_text,
+            req.user_text,  # capped there: the pack ranks for what memory keeps of the turn
             self._standard(),
             exclude_ids=(item.id,),
             exclude_thread=ThreadWindow(thread_id=req.thread_id, from_turn=req.in_prompt_from),
@@ -313,6 +324,9 @@ class AgentMemory:
 
     def post_turn(self, turn: PostTurn | Mapping[str, Any] | str) -> PostTurnReport:
         """Log the reply with its tool calls (``accepted``) and say which belief builds are due.
+
+        Memory keeps the first ``MEMORY_CORE_ASSISTANT_TEXT_CAP`` (8,000) characters of the reply and a truncation
+        marker (``lifecycle.caps``, seed 004).
 
         Returns:
             ``PostTurnReport{receipt, jobs}``: ``jobs = [history_build()]`` when ``build_beliefs_every = n > 0``,
@@ -328,7 +342,7 @@ class AgentMemory:
             self.agent_id,
             req.thread_id,
             req.turn_index,
-            Turn(role=Role.ASSISTANT, text=req.assistant_text, tool_calls=req.tool_calls),
+            Turn(role=Role.ASSISTANT, text=self.caps.assistant(req.assistant_text), tool_calls=req.tool_calls),
             at=req.at,
         )
         receipt = self.engine.store_with(item, WriteOptions.accepted())
@@ -431,7 +445,7 @@ class AgentMemory:
         exclude_thread: ThreadWindow | None = None,
     ) -> HolisticRecall:
         return HolisticRecall(
-            query=query if query and query.strip() else None,
+            query=query[: self.caps.user_text] if query and query.strip() else None,
             sections=sections,
             budget_tokens=self.policy.budget_tokens,
             title=PACK_TITLE,

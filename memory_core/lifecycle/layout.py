@@ -11,8 +11,10 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import re
-from typing import Any
+from typing import Any, Final
 
 from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler
 from pydantic.json_schema import JsonSchemaValue
@@ -21,12 +23,14 @@ from pydantic_core import core_schema
 from memory_core.errors import InvalidRequest
 from memory_core.limits import MAX_SEGMENT_ID_CHARS
 from memory_core.meta import ItemKind, MetaFilter, SourceKind
-from memory_core.namespace import ROOT, Namespace, Reach, SegmentKind, sanitize_segment_id
+from memory_core.namespace import ROOT, Namespace, Reach, SegmentKind, is_segment_id, sanitize_segment_id
 
 __all__ = [
     "MAX_LAYOUT_ROOT_DEPTH",
+    "UNSEGMENTED_PREFIX",
     "BrainSource",
     "MemoryLayout",
+    "agent_segment_id",
     "check_agent_id",
     "check_collection",
     "check_layout",
@@ -36,6 +40,13 @@ __all__ = [
 MAX_LAYOUT_ROOT_DEPTH = 7
 """Deepest layout root, so one level remains for its children (reference §4.4)."""
 
+UNSEGMENTED_PREFIX: Final = "--"
+"""Leads the node id of every agent id that is not a segment id; a segment id with it is refused as an agent id."""
+
+_ILLEGAL = re.compile(r"[^A-Za-z0-9_-]")
+_DIGEST_CHARS: Final = 43
+"""Characters of an unpadded base64url SHA-256 digest."""
+_READABLE_KEEP: Final = MAX_SEGMENT_ID_CHARS - len(UNSEGMENTED_PREFIX) - 1 - _DIGEST_CHARS
 _FILE_SOURCES = frozenset({"files", "pdf", "markdown"})
 _SLUG = re.compile(rf"[a-z0-9_-]{{1,{MAX_SEGMENT_ID_CHARS}}}")
 
@@ -170,7 +181,36 @@ def check_agent_id(agent_id: object, field: str = "agent_id") -> str:
         raise InvalidRequest(f"must be a string, got {type(agent_id).__name__}", field=field)
     if not agent_id.strip():
         raise InvalidRequest("agent id is blank", field=field)
-    return agent_id.strip()
+    stripped = agent_id.strip()
+    if stripped.startswith(UNSEGMENTED_PREFIX) and is_segment_id(stripped):
+        raise InvalidRequest(
+            f"agent id {stripped[:40]!r} starts with {UNSEGMENTED_PREFIX!r}, which is kept for the nodes of ids that "
+            "are not segment ids (so no id can name another's node)",
+            field=field,
+        )
+    return stripped
+
+
+def agent_segment_id(agent_id: object, field: str = "agent_id") -> str:
+    """The id of the ``agent:<id>`` segment that holds ``agent_id``'s conversations; two ids never share one.
+
+    An id that is already a segment id (1..=128 characters of ``[A-Za-z0-9_-]``, reference §1.7) is kept, as the
+    contract's ``Segment::sanitized`` keeps it, so stored history stays where it was. Any other id maps to
+    ``--<readable>-<digest>``: ``UNSEGMENTED_PREFIX``, the id with each illegal character as ``-`` cut to 82
+    characters, ``-`` and the unpadded base64url SHA-256 of its UTF-8 bytes (43 characters). No valid agent id
+    starts with ``--`` (``check_agent_id`` refuses it), so no id can name that node; the contract's own sanitised
+    form (``<cleaned>-<fnv1a32>``) is itself a valid id, which is how a second agent could read the first one's
+    history (issue 11 rule 7). Histories stored at that old node move with ``lifecycle.agent_ids``.
+
+    Raises:
+        InvalidRequest: ``field``: not a string, blank, or a segment id starting with ``--``.
+    """
+    aid = check_agent_id(agent_id, field)
+    if is_segment_id(aid):
+        return aid
+    raw = aid.encode("utf-8", "surrogatepass")
+    digest = base64.urlsafe_b64encode(hashlib.sha256(raw).digest()).decode("ascii").rstrip("=")
+    return f"{UNSEGMENTED_PREFIX}{_ILLEGAL.sub('-', aid)[:_READABLE_KEEP]}-{digest}"
 
 
 def check_layout(layout: object) -> MemoryLayout:
@@ -244,10 +284,21 @@ class MemoryLayout:
         return self.brain(source).child(SegmentKind.PROJECT, sanitize_segment_id(check_collection(collection)))
 
     def conversations(self, agent_id: str) -> Namespace:
-        """``root/agent:<id>``, the id sanitised.
+        """``root/agent:<id>``: a segment id kept, any other id mapped apart (see ``agent_segment_id``).
 
         Raises:
-            InvalidRequest: ``field="agent_id"``: not a string, or blank.
+            InvalidRequest: ``field="agent_id"``: not a string, blank, or a segment id starting with ``--``.
+        """
+        return self.root.child(SegmentKind.AGENT, agent_segment_id(agent_id))
+
+    def contract_conversations(self, agent_id: str) -> Namespace:
+        """``root/agent:<sanitised id>``: where versions before issue 11 rule 7 kept an agent id's turns.
+
+        Equal to ``conversations`` for a segment id; for any other id, the contract's ``Segment::sanitized`` node
+        (reference §1.7), which a valid id can also name.
+
+        Raises:
+            InvalidRequest: ``field="agent_id"``: not a string, blank, or a segment id starting with ``--``.
         """
         return self.root.child(SegmentKind.AGENT, sanitize_segment_id(check_agent_id(agent_id)))
 

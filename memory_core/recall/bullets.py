@@ -34,7 +34,8 @@ def bullet_text(hit: Hit) -> str:
         hit's text unchanged.
     """
     if hit.kind == ItemKind.CONVERSATION and hit.meta.observed_at is not None:
-        return f"[{utc(hit.meta.observed_at).strftime('%Y-%m-%d %H:%M')}] {hit.text}"
+        at = utc(hit.meta.observed_at)
+        return f"[{at.year:04d}-{at:%m-%d %H:%M}] {hit.text}"  # four-digit year, as %Y is not on glibc
     if hit.kind == ItemKind.DOCUMENT:
         titled = _title_and_body(hit.text)
         if titled is not None:

@@ -32,7 +32,7 @@ from memory_core.query import Hit
 from memory_core.recall.bullets import bullet
 from memory_core.recall.gather import gather
 from memory_core.recall.outcomes import Answered, Failed, Gathered, error_text
-from memory_core.recall.render import Frontmatter, Line, Lines, Prose, Rendered, Section, render
+from memory_core.recall.render import PACK_LABEL, Frontmatter, Line, Lines, Prose, Rendered, Section, render
 from memory_core.recall.repeats import UtteranceKey, covered_beliefs, utterance_key
 from memory_core.recall.types import ContextPack, HolisticRecall, SectionHits, Skipped
 
@@ -91,10 +91,11 @@ def assemble(
         return ContextPack(skipped=tuple(Skipped(heading=s.heading, reason=reason) for s in request.sections))
     settled = settle(request, gather(engine, request, descriptor.preferred_mode(), executor))
     frontmatter = None if generated_at is None else Frontmatter(engine=descriptor.id, generated_at=generated_at)
-    rendered = render(settled.sections, request.budget_tokens, request.title, frontmatter)
+    label = PACK_LABEL if frontmatter is None else None  # packs say memory is fallible; context.md keeps its shape
+    rendered = render(settled.sections, request.budget_tokens, request.title, frontmatter, label)
     covered = covered_beliefs(settled.line_hits(), rendered.refs, settled.same_as)
     if covered:
-        rendered = render(settled.without(covered), request.budget_tokens, request.title, frontmatter)
+        rendered = render(settled.without(covered), request.budget_tokens, request.title, frontmatter, label)
     return ContextPack(
         markdown=rendered.markdown,
         tokens=rendered.tokens,

@@ -15,8 +15,7 @@ from memory_core.engines import open_engine
 from memory_core.engines.reference import ReferenceEngine
 from memory_core.errors import ConfigError, InvalidRequest
 from memory_core.lifecycle.agent import AgentMemory
-from memory_core.lifecycle.layout import MemoryLayout
-from memory_core.namespace import sanitize_segment_id
+from memory_core.lifecycle.layout import MemoryLayout, agent_segment_id
 from memory_core.replay.driver import Replayer
 from memory_core.settings import get_settings
 
@@ -259,7 +258,7 @@ def test_a_blank_agent_id_exits_2(env: dict[str, str], chat: Path, command: list
 
 @pytest.mark.parametrize("agent", ["Alice Smith", "bad agent/with slash", "x" * 129, "émile", "writer\n"])
 def test_the_cli_reads_the_agent_node_the_library_wrote_for_any_id(env: dict[str, str], agent: str) -> None:
-    """The library sanitises an agent id into its node (reference §1.7); the CLI maps ``--agent`` the same way,
+    """The library maps an agent id to its node (``agent_segment_id``); the CLI maps ``--agent`` the same way,
     so ``recall --agent "Alice Smith"`` finds what ``AgentMemory(..., "Alice Smith")`` stored (newcomer run)."""
     engine = open_engine(env["MEMORY_CORE_ENGINE"])
     AgentMemory(engine, MemoryLayout(), agent).post_turn(
@@ -269,8 +268,15 @@ def test_the_cli_reads_the_agent_node_the_library_wrote_for_any_id(env: dict[str
     result = invoke(env, "recall", "zebras", "--agent", agent, "--json")
     assert result.exit_code == 0, result.output
     assert "Zebras sleep standing up." in result.stdout
-    node = sanitize_segment_id(agent.strip())
+    node = agent_segment_id(agent)
     assert (f"is the node agent:{node}" in result.stderr) == (node != agent)
+
+
+def test_an_agent_id_naming_the_reserved_space_exits_2(env: dict[str, str]) -> None:
+    """``--`` leads the nodes of ids that are not segment ids (issue 11 rule 7): no id may name one."""
+    result = invoke(env, "recall", "zebras", "--agent=--Alice-Smith-x")
+    assert result.exit_code == 2, result.output
+    assert one_line_error(result).startswith("--agent: agent id '--Alice-Smith-x' starts with '--'")
 
 
 def test_a_valid_agent_id_is_accepted(env: dict[str, str], chat: Path) -> None:
