@@ -36,3 +36,19 @@ def test_the_demo_runs_on_postgresql(pg_url: str, tmp_path: Path, tiny_data_dir:
         items = conn.execute(f"SELECT count(*) FROM {SCHEMA}.items").fetchone()
         beliefs = conn.execute(f"SELECT count(*) FROM {SCHEMA}.beliefs").fetchone()
     assert items is not None and items[0] > 16 and beliefs is not None and beliefs[0] > 0
+
+
+def test_eval_locomo_runs_on_postgresql_and_never_shows_the_password(
+    pg_url: str, tmp_path: Path, tiny_data_dir: Path
+) -> None:
+    from typer.testing import CliRunner
+
+    from memory_core.cli import load_commands
+
+    url = pg_url.replace("postgresql://postgres@", "postgresql://postgres:hunter2@")
+    out = tmp_path / "eval.json"
+    data = tiny_data_dir / "locomo" / "locomo_dev.json"
+    result = CliRunner().invoke(load_commands(), ["eval", "locomo", str(data), "--engine", url, "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "hunter2" not in result.output and "hunter2" not in out.read_text()
+    assert '"engine": "postgresql://postgres:***@' in out.read_text()
