@@ -6,8 +6,8 @@ Run ``python -m bench.postgres_bench`` (1k/10k/100k turns) or ``--quick``. The s
 run creates a database ``postgres_bench_<random>`` and drops it.
 
 * ``pre_turn`` p50/p99 (ms) on PostgreSQL with N stored turns, beside SQLite with the same turns (the same
-  workload as ``bench.sqlite_bench``).
-* ``store_with`` accepted p50/p99 (ms), one new turn per call, beside SQLite's accepted write.
+  workload as ``bench.sqlite_bench``), and ``store_with`` accepted p50/p99 (ms) at each N, one new turn per call.
+* ``store_with`` accepted p50/p99 (ms) against SQLite's with ``synchronous=full`` (durable, as PostgreSQL).
 * concurrency: 4 host processes replaying turns (``pre_turn`` + ``post_turn``), 2 ingesting documents, 2
   building beliefs, on one database: host turns per second, and errors (must be 0).
 """
@@ -21,13 +21,14 @@ import shutil
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from bench.common import Row, machine, percentile, print_table
 from bench.sqlite_bench import FULL, QUICK, Sizes, _fill, _locomo, _pre_turn_ms, _turns
-from memory_core import ConsolidateRequest, Document, MemoryMeta, Namespace, Reach, WriteOptions
+from memory_core import ConsolidateRequest, Conversation, Document, MemoryMeta, Namespace, Reach, WriteOptions
 from memory_core.engine import MemoryEngine
 from memory_core.engines import open_engine
 from memory_core.engines.sqlite import SQLiteEngine
@@ -66,20 +67,37 @@ def _pre_turn_rows(url: str, tmp: Path, size: Sizes) -> list[Row]:
     try:
         for n in size.pre_turn:
             timings: dict[str, list[float]] = {}
+            writes: dict[str, list[float]] = {}
             for name, engine in engines.items():
                 _fill(engine, (t for i, t in enumerate(_turns(turns, n)) if i >= held))
                 _pre_turn_ms(engine, questions, 3, agent)
                 timings[name] = _pre_turn_ms(engine, questions, size.calls, agent)
+                writes[name] = _store_ms(engine, _turns(turns, size.store_calls, tag=f"w{n}-"))
             held = n
             for q in (50, 99):
                 rows.append(
                     Row(f"pre_turn p{q}", f"postgresql, {n:,} turns", percentile(timings["postgresql"], q), "ms",
                         percentile(timings["sqlite"], q), f"sqlite, {n:,} turns")
                 )  # fmt: skip
+            for q in (50, 99):
+                rows.append(
+                    Row(f"store_with p{q}", f"postgresql accepted, {n:,} turns", percentile(writes["postgresql"], q),
+                        "ms", percentile(writes["sqlite"], q), f"sqlite accepted, {n:,} turns",
+                        "sqlite synchronous=normal here")
+                )  # fmt: skip
     finally:
         for engine in engines.values():
             engine.close()
     return rows
+
+
+def _store_ms(engine: MemoryEngine, items: Iterator[Conversation]) -> list[float]:
+    samples: list[float] = []
+    for item in items:
+        start = time.perf_counter()
+        engine.store_with(item, WriteOptions.accepted())
+        samples.append((time.perf_counter() - start) * 1000)
+    return samples
 
 
 def _store_rows(url: str, tmp: Path, size: Sizes) -> list[Row]:

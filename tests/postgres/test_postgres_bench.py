@@ -33,8 +33,12 @@ def test_the_rows_sit_beside_sqlite_in_the_same_run(
     assert [(r.bench, r.setup, r.baseline_name) for r in rows] == [
         ("pre_turn p50", "postgresql, 20 turns", "sqlite, 20 turns"),
         ("pre_turn p99", "postgresql, 20 turns", "sqlite, 20 turns"),
+        ("store_with p50", "postgresql accepted, 20 turns", "sqlite accepted, 20 turns"),
+        ("store_with p99", "postgresql accepted, 20 turns", "sqlite accepted, 20 turns"),
         ("pre_turn p50", "postgresql, 40 turns", "sqlite, 40 turns"),
         ("pre_turn p99", "postgresql, 40 turns", "sqlite, 40 turns"),
+        ("store_with p50", "postgresql accepted, 40 turns", "sqlite accepted, 40 turns"),
+        ("store_with p99", "postgresql accepted, 40 turns", "sqlite accepted, 40 turns"),
         ("store_with p50", "postgresql accepted, 20 held", "sqlite accepted (synchronous=full)"),
         ("store_with p99", "postgresql accepted, 20 held", "sqlite accepted (synchronous=full)"),
     ]
