@@ -148,6 +148,8 @@ class Settings(BaseSettings):
             of triggers shorter than this gives at most two builds however fast a build is (issue 5 §4).
         outbox_drain_interval_s: How often beat drains the local outbox, seconds.
         dead_letter_max: Dead letters kept; the oldest are dropped past it.
+        cortexdb_key / tinyhumans_token: The bearer credentials of the ``cortexdb+…`` and ``tinyhumans+…``
+            engines (never shown in a repr, log or error).
         pg_pool_min_size / pg_pool_max_size: Connections the PostgreSQL engine's one pool per process keeps open
             at least / at most (a URL's ``pool_min_size`` / ``pool_max_size`` override them).
         pg_pool_timeout_s: Longest a PostgreSQL call waits for a pooled connection, seconds; past it the call
@@ -197,6 +199,8 @@ class Settings(BaseSettings):
     build_min_interval_s: float = Field(default=1.0, ge=0)
     outbox_drain_interval_s: float = Field(default=60.0, gt=0)
     dead_letter_max: int = Field(default=10000, gt=0)
+    cortexdb_key: SecretStr | None = None
+    tinyhumans_token: SecretStr | None = None
     pg_pool_min_size: int = Field(default=1, ge=0)
     pg_pool_max_size: int = Field(default=8, gt=0)
     pg_pool_timeout_s: float = Field(default=10.0, gt=0)

@@ -18,7 +18,9 @@ that Redis never see them. ``--broker`` must be a ``redis://``/``rediss://`` URL
 ``--broker``), and that Redis must answer one PING within a second before anything starts (else exit 2 with
 the reason); when the run ends, however it ends, what it wrote there is deleted (``_demo_broker``).
 
-``--engine URL`` runs it on another engine (``postgresql://…``: give it a fresh database; the worker uses it too).
+With ``--engine URL`` the demo runs on that engine instead of its own SQLite file (``memory-core cortex-double``
+serves one on loopback; ``postgresql://…`` takes a fresh database, shown with its password masked);
+``MEMORY_CORE_CORTEXDB_KEY`` and ``MEMORY_CORE_TINYHUMANS_TOKEN`` pass through for it.
 
 One demo at a time: ``var/demo.lock`` is held for the run and a second demo is refused (exit 1); a
 ``MEMORY_CORE_VAR_DIR`` this user cannot write exits 2 naming it. The worker is
@@ -71,7 +73,9 @@ __all__ = ["DemoFigures", "demo", "demo_env", "marked_pack", "summary_rows", "ve
 
 DEMO_QUEUES = ("beliefs", "ingest", "maintenance")
 """The logical queues; the demo's are named ``demo-<queue>`` (``demo-<run id>-<queue>`` with ``--broker``)."""
-KEPT_VARIABLES = frozenset({"MEMORY_CORE_DATA_DIR", "MEMORY_CORE_VAR_DIR"})
+KEPT_VARIABLES = frozenset(
+    {"MEMORY_CORE_DATA_DIR", "MEMORY_CORE_VAR_DIR", "MEMORY_CORE_CORTEXDB_KEY", "MEMORY_CORE_TINYHUMANS_TOKEN"}
+)
 """The only ``MEMORY_CORE_`` variables the demo lets through (see the module docstring)."""
 
 
@@ -98,9 +102,8 @@ def demo(
         str | None,
         typer.Option(
             "--engine",
-            "-e",
             metavar="URL",
-            help="Run on this engine (postgresql://…, a fresh database) instead of var/demo/memory.db.",
+            help="Run on this engine (e.g. cortexdb+http://127.0.0.1:3141); default: the demo's own SQLite file.",
             callback=not_blank("--engine"),
         ),
     ] = None,
@@ -135,10 +138,7 @@ def demo(
 
 
 def demo_env(home: Path, broker: str | None, run_id: str, engine: str | None = None) -> dict[str, str]:
-    """The demo's own ``MEMORY_CORE_`` settings (see the module docstring); pure.
-
-    ``engine`` (``--engine``) replaces the SQLite file under ``home``, for the worker too.
-    """
+    """The demo's own ``MEMORY_CORE_`` settings (see the module docstring); pure."""
     tag = f"demo-{run_id}" if broker else "demo"
     return {
         "MEMORY_CORE_VAR_DIR": str(home),

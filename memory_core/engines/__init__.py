@@ -5,6 +5,8 @@
 | ``reference`` | ``ReferenceEngine`` (in memory) | ``reference://?consolidation=scheduled`` |
 | ``sqlite`` | ``SQLiteEngine`` (one local file, shared by processes) | ``sqlite:///./var/memory.db`` |
 | ``postgresql``, ``postgres`` | ``PostgresEngine`` (the ``postgres`` extra) | ``postgresql://user:pw@host/db`` |
+| ``cortexdb+https`` | ``CortexEngine``, CortexDB Direct | ``cortexdb+https://api-v1.cortexdb.ai`` |
+| ``tinyhumans+https`` | ``CortexEngine``, TinyHumans hosted | ``tinyhumans+https://api.tinyhumans.ai`` |
 
 Later engines register their scheme here (``register_engine``); each is imported only when its URL is opened.
 ``open_engine`` is the one place engines are opened, and it registers the ``MEMORY_CORE_ENGINE_PLUGINS``
@@ -30,6 +32,11 @@ _REGISTRY: dict[str, str] = {
     "sqlite": "memory_core.engines.sqlite:SQLiteEngine.from_url",
     "postgresql": "memory_core.engines.postgres:PostgresEngine.from_url",
     "postgres": "memory_core.engines.postgres:PostgresEngine.from_url",
+    # CortexDB over httpx: Direct and TinyHumans hosted; +http for loopback servers (issue 18)
+    "cortexdb+https": "memory_core.engines.cortexdb:CortexEngine.from_url",
+    "cortexdb+http": "memory_core.engines.cortexdb:CortexEngine.from_url",
+    "tinyhumans+https": "memory_core.engines.cortexdb:CortexEngine.from_url",
+    "tinyhumans+http": "memory_core.engines.cortexdb:CortexEngine.from_url",
 }
 
 
