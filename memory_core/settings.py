@@ -158,6 +158,12 @@ class Settings(BaseSettings):
         embed_batch: Items one embedding job encodes and stores per transaction.
         cortexdb_key / tinyhumans_token: The bearer credentials of the ``cortexdb+…`` and ``tinyhumans+…``
             engines (never shown in a repr, log or error).
+        pg_pool_min_size / pg_pool_max_size: Connections the PostgreSQL engine's one pool per process keeps open
+            at least / at most (a URL's ``pool_min_size`` / ``pool_max_size`` override them).
+        pg_pool_timeout_s: Longest a PostgreSQL call waits for a pooled connection, seconds; past it the call
+            fails ``EngineUnavailable``.
+        pg_connect_timeout_s: libpq's ``connect_timeout`` for each new PostgreSQL connection, seconds.
+        pg_statement_timeout_ms: PostgreSQL's ``statement_timeout`` on every pooled connection, ms (0: none).
     """
 
     model_config = SettingsConfigDict(env_prefix="MEMORY_CORE_", env_file=".env", extra="ignore")
@@ -207,6 +213,11 @@ class Settings(BaseSettings):
     embed_batch: int = Field(default=256, gt=0, le=10_000)
     cortexdb_key: SecretStr | None = None
     tinyhumans_token: SecretStr | None = None
+    pg_pool_min_size: int = Field(default=1, ge=0)
+    pg_pool_max_size: int = Field(default=8, gt=0)
+    pg_pool_timeout_s: float = Field(default=10.0, gt=0)
+    pg_connect_timeout_s: int = Field(default=5, gt=0)
+    pg_statement_timeout_ms: int = Field(default=30_000, ge=0)
 
     @field_validator("engine_plugins")
     @classmethod

@@ -47,6 +47,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "serve",
     "mcp",
     "cortex_double",
+    "migrate",
 )
 """Modules under ``memory_core.cli`` whose import registers commands on ``app``."""
 

@@ -39,6 +39,7 @@ from memory_core.cli._common import (
     no_database,
 )
 from memory_core.consolidation import BuildScope, ConsolidateRequest
+from memory_core.engines import mask_url
 from memory_core.explore import ExploreRequest, Facet
 from memory_core.limits import MAX_SCAN_LIMIT
 from memory_core.settings import get_settings
@@ -227,7 +228,8 @@ def status(
         _exit_on_config_error(jobs)
         return
     console.print(
-        f"engine  {escape(get_settings().engine)} ({descriptor.id}, consolidation {descriptor.consolidation.value}, "
+        f"engine  {escape(mask_url(get_settings().engine))} ({descriptor.id}, "
+        f"consolidation {descriptor.consolidation.value}, "
         f"{health.state.value}{': ' + escape(health.reason) if health.reason else ''})",
         soft_wrap=True,
     )
