@@ -19,7 +19,15 @@ from bench.common import Row, machine, print_table
 
 __all__ = ["SUITES", "main"]
 
-SUITES = ("sqlite_bench", "live_turn_bench", "workers_bench", "locomo_bench", "scrub_bench", "http_bench", "postgres_bench")
+SUITES = (
+    "sqlite_bench",
+    "live_turn_bench",
+    "workers_bench",
+    "locomo_bench",
+    "scrub_bench",
+    "http_bench",
+    "postgres_bench",
+)
 """Benchmark modules, each with ``run(quick) -> list[Row]``."""
 
 
