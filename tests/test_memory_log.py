@@ -1,0 +1,315 @@
+"""Memory as a log (seed 002) on the reference engine, the executable spec: records, fold, retract, rollback."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from memory_core import (
+    ConsolidateRequest,
+    Document,
+    FetchRequest,
+    ForgetTarget,
+    GetRequest,
+    InvalidRequest,
+    Learning,
+    LearningKind,
+    ListRequest,
+    MemoryMeta,
+    Reach,
+    RecallRequest,
+    Unsupported,
+)
+from memory_core.descriptor import EngineDescriptor
+from memory_core.engines.reference import ReferenceEngine
+from memory_core.memory_log import Held, LogRecord, MemoryStatus, RecordOp, Tier, fold
+
+TODAYS_DESCRIPTORS = (
+    '{"id":"reference","label":"Reference (in-memory)","description":"In-memory calibration engine of the contract;'
+    ' state lives in the process.","hosted":false,"needs_endpoint":false,"needs_key":false,'
+    '"fetch_modes":["keyword","vector","hybrid"],"consolidation":"on_demand"}',
+    '{"id":"x","label":"X","description":"","hosted":true,"needs_endpoint":true,"needs_key":true,'
+    '"default_endpoint":"https://x","fetch_modes":["keyword"],"consolidation":"scheduled"}',
+)
+"""Descriptor JSON as memory-core wrote it before the log capabilities existed."""
+BUILD = ConsolidateRequest(reach=Reach.subtree())
+
+
+class NoLogEngine(ReferenceEngine):
+    """The reference engine declaring neither capability: every log call must be refused before any hook runs."""
+
+    def descriptor(self) -> EngineDescriptor:
+        return super().descriptor().model_copy(update={"log": False, "tiers": False})
+
+
+def doc(text: str) -> Document:
+    return Document.of(text, MemoryMeta())
+
+
+def statuses(engine: ReferenceEngine, *ids: str) -> list[MemoryStatus | None]:
+    by_id = {hit.id: hit.status for hit in engine.get(GetRequest(ids=ids))}
+    return [by_id.get(i) for i in ids]
+
+
+def served(engine: ReferenceEngine, query: str, **extra: object) -> list[str]:
+    return [hit.id for hit in engine.fetch(FetchRequest.model_validate({"query": query, "limit": 50, **extra})).hits]
+
+
+def belief_of(engine: ReferenceEngine, source: str) -> str:
+    beliefs = [h.id for h in engine.list(ListRequest(limit=200)).items if h.kind.value == "learning"]
+    built = [b for b in beliefs if any(r.id == b for r in engine.history(b))]
+    for item_id in built:
+        item = next(i for i in engine.snapshot() if i.id == item_id)
+        if isinstance(item, Learning) and item.evidence == source:
+            return item_id
+    raise AssertionError(f"no belief built on {source}")
+
+
+# descriptor ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("text", TODAYS_DESCRIPTORS)
+def test_todays_descriptor_json_reads_and_writes_back_unchanged(text: str) -> None:
+    descriptor = EngineDescriptor.model_validate_json(text)
+    assert not descriptor.log and not descriptor.tiers
+    assert json.loads(descriptor.to_json()) == json.loads(text)
+
+
+def test_the_reference_engine_declares_the_log_and_tiers_in_its_json() -> None:
+    data = json.loads(ReferenceEngine().descriptor().to_json())
+    assert data["log"] is True and data["tiers"] is True
+    assert EngineDescriptor.model_validate(data) == ReferenceEngine().descriptor()
+
+
+def test_an_engine_without_the_capability_refuses_every_log_call_as_unsupported() -> None:
+    engine = NoLogEngine()
+    item_id = engine.store(doc("a plain note")).id
+    calls = [
+        engine.current_lsn,
+        lambda: engine.log(0, 10),
+        lambda: engine.as_of(0),
+        lambda: engine.retract([item_id], "wrong"),
+        lambda: engine.rollback(0, "undo"),
+        lambda: engine.history(item_id),
+        lambda: engine.move([item_id], "archive", "old"),
+        lambda: engine.fetch({"query": "plain", "tiers": ["archive"]}),
+        lambda: engine.recall({"question": "plain", "tiers": ["archive"]}),
+    ]
+    for call in calls:
+        with pytest.raises(Unsupported):
+            call()
+    assert statuses(engine, item_id) == [MemoryStatus.LIVE]
+
+
+@pytest.mark.parametrize(
+    ("call", "field"),
+    [
+        (lambda e, i: e.log(-1, 10), "since"),
+        (lambda e, i: e.log(0, 0), "limit"),
+        (lambda e, i: e.log(0, 1001), "limit"),
+        (lambda e, i: e.as_of(99), "lsn"),
+        (lambda e, i: e.as_of(True), "lsn"),
+        (lambda e, i: e.retract([], "wrong"), "ids"),
+        (lambda e, i: e.retract([i], "  "), "reason"),
+        (lambda e, i: e.rollback(99, "undo"), "to_lsn"),
+        (lambda e, i: e.rollback(0, ""), "reason"),
+        (lambda e, i: e.history(" "), "id"),
+        (lambda e, i: e.move([i], "attic", "old"), "tier"),
+    ],
+)
+def test_bad_log_requests_name_the_field_and_change_nothing(call: object, field: str) -> None:
+    engine = ReferenceEngine()
+    item_id = engine.store(doc("a plain note")).id
+    before = engine.log(0, 100)
+    with pytest.raises(InvalidRequest) as err:
+        call(engine, item_id)  # type: ignore[operator]
+    assert err.value.field == field
+    assert engine.log(0, 100) == before
+
+
+# records and the fold --------------------------------------------------------------------------------------
+def test_every_change_is_a_numbered_record_and_history_shows_one_memory() -> None:
+    engine = ReferenceEngine()
+    assert engine.current_lsn() == 0
+    first = engine.store(doc("alpha note")).id
+    second = engine.store(doc("beta note")).id
+    assert engine.store(doc("alpha note")).replayed and engine.current_lsn() == 2
+    page = engine.log(0, 1)
+    assert [(r.lsn, r.op, r.id) for r in page.records] == [(1, RecordOp.PUT, first)]
+    rest = engine.log(page.next_since or 0, 10)
+    assert [(r.lsn, r.id) for r in rest.records] == [(2, second)] and rest.next_since is None
+    assert rest.records[0].txn > page.records[0].txn
+    engine.retract([first], "wrong")
+    assert [(r.op, r.status) for r in engine.history(first)] == [
+        (RecordOp.PUT, MemoryStatus.LIVE),
+        (RecordOp.RETRACT, MemoryStatus.RETRACTED),
+    ]
+    assert engine.history("never-seen") == ()
+
+
+def test_the_materialised_state_is_always_the_fold_of_the_log() -> None:
+    engine = ReferenceEngine()
+    a = engine.store(doc("Alice moved to Lyon. She likes trains.")).id
+    b = engine.store(doc("Bob works at the bakery.")).id
+    engine.consolidate(BUILD)
+    mark = engine.current_lsn()
+    engine.retract([a], "wrong city")
+    engine.move([b], Tier.ARCHIVE, "old")
+    engine.forget(ForgetTarget(ids=(b,)))
+    engine.rollback(mark, "undo")
+    engine.store(doc("Bob works at the bakery."))
+    records = engine.log(0, 1000).records
+    assert fold(records) == engine.materialised()
+    assert [r.lsn for r in records] == list(range(1, len(records) + 1))
+    for lsn in range(len(records) + 1):
+        view = engine.as_of(lsn)
+        assert view.materialised() == {i: h for i, h in fold(records, lsn).items() if i in view.materialised()}
+
+
+# retract, stale, restore, rollback ---------------------------------------------------------------------------
+def test_retract_marks_the_memory_and_everything_built_on_it_stale_in_one_transaction() -> None:
+    engine = ReferenceEngine()
+    source = engine.store(doc("The user lives in Lyon.")).id
+    engine.consolidate(BUILD)
+    belief = belief_of(engine, source)
+    note = engine.store(Learning(text="Plan trips from Lyon.", kind=LearningKind.FACT, evidence=belief)).id
+    change = engine.retract([source], "the user never lived in Lyon")
+    assert change.ids(RecordOp.RETRACT) == [source] and change.ids(RecordOp.STALE) == [belief, note]
+    assert {r.txn for r in change.records} == {change.txn}
+    assert statuses(engine, source, belief, note) == [MemoryStatus.RETRACTED, MemoryStatus.STALE, MemoryStatus.STALE]
+    assert served(engine, "Lyon") == []
+    assert [h.id for h in engine.list().items] == []
+    assert "Nothing stored" in engine.recall(RecallRequest(question="Lyon")).answer
+    assert engine.retract([source], "again").txn is None
+
+
+def test_a_rebuild_deriving_the_same_belief_restores_it() -> None:
+    engine = ReferenceEngine()
+    source = engine.store(doc("The user lives in Lyon.")).id
+    engine.consolidate(BUILD)
+    belief = belief_of(engine, source)
+    engine.retract([source], "unsure")
+    engine.consolidate(BUILD)
+    assert statuses(engine, belief) == [MemoryStatus.STALE]  # a retracted source builds nothing
+    assert not engine.store(doc("The user lives in Lyon.")).replayed  # stated again: restored
+    engine.consolidate(BUILD)
+    assert statuses(engine, source, belief) == [MemoryStatus.LIVE, MemoryStatus.LIVE]
+    assert engine.history(belief)[-1].op is RecordOp.RESTORE
+    assert len(engine.snapshot()) == 2
+
+
+def test_rollback_of_a_retraction_brings_both_back_and_is_itself_rolled_back_the_same_way() -> None:
+    engine = ReferenceEngine()
+    source = engine.store(doc("The user lives in Lyon.")).id
+    engine.consolidate(BUILD)
+    belief = belief_of(engine, source)
+    before = engine.current_lsn()
+    engine.retract([source], "unsure")
+    retracted = engine.current_lsn()
+    change = engine.rollback(before, "it was right")
+    assert sorted(change.ids(RecordOp.RESTORE)) == sorted([source, belief]) and not change.unrecoverable
+    assert statuses(engine, source, belief) == [MemoryStatus.LIVE, MemoryStatus.LIVE]
+    assert sorted(served(engine, "Lyon")) == sorted([source, belief])
+    engine.rollback(retracted, "no, it was wrong")
+    assert statuses(engine, source, belief) == [MemoryStatus.RETRACTED, MemoryStatus.STALE]
+    assert engine.rollback(engine.current_lsn(), "nothing").txn is None
+
+
+def test_a_rollback_retracts_what_was_written_after_its_target_keeping_the_content() -> None:
+    engine = ReferenceEngine()
+    engine.store(doc("kept note"))
+    mark = engine.current_lsn()
+    later = engine.store(doc("later note")).id
+    assert engine.rollback(mark, "undo").ids(RecordOp.RETRACT) == [later]
+    assert served(engine, "later") == [] and statuses(engine, later) == [MemoryStatus.RETRACTED]
+
+
+# forget and erase ------------------------------------------------------------------------------------------
+def test_forget_leaves_a_tombstone_without_text_that_no_read_or_rollback_brings_back() -> None:
+    engine = ReferenceEngine()
+    secret = "my card number is 4111"
+    source = engine.store(doc(f"{secret}.")).id
+    engine.consolidate(BUILD)
+    belief = belief_of(engine, source)
+    before = engine.current_lsn()
+    assert engine.forget(ForgetTarget(ids=(source,))).forgotten == 1
+    tombs = [r for r in engine.log(before, 100).records if r.op is RecordOp.TOMBSTONE]
+    assert [r.id for r in tombs] == [source, belief]  # the belief built only on it goes too
+    assert secret not in engine.log(0, 100).to_json()
+    view = engine.as_of(before)
+    assert view.get(GetRequest(ids=(source, belief))) == [] and served(view, "card") == []
+    change = engine.rollback(before, "undo the forget")
+    assert sorted(change.unrecoverable) == sorted([source, belief])
+    assert change.note is not None and "cannot come back" in change.note
+    assert engine.get(GetRequest(ids=(source,))) == [] and engine.is_empty()
+
+
+def test_erase_leaves_tombstones_too() -> None:
+    engine = ReferenceEngine()
+    item_id = engine.store(doc("erase me")).id
+    engine.erase({"reach": {"at": "root"}, "kinds": ["document"]})
+    assert engine.history(item_id)[-1].op is RecordOp.TOMBSTONE and engine.is_empty()
+    assert engine.history(item_id)[-1].status is None
+
+
+# as_of -----------------------------------------------------------------------------------------------------
+def test_as_of_is_a_read_only_view_of_the_past() -> None:
+    engine = ReferenceEngine()
+    old = engine.store(doc("old fact")).id
+    mark = engine.current_lsn()
+    new = engine.store(doc("new fact")).id
+    engine.retract([old], "wrong")
+    view = engine.as_of(mark)
+    assert served(view, "fact") == [old] and view.current_lsn() == mark
+    assert [h.id for h in view.list().items] == [old]
+    assert view.get(GetRequest(ids=(old, new)))[0].status is MemoryStatus.LIVE
+    assert view.recall(RecallRequest(question="fact")).citations[0].id == old
+    assert view.beliefs({"reach": {"at": "root"}, "limit": 5}) == []
+    with pytest.raises(Unsupported):
+        view.store(doc("a write into the past"))
+    with pytest.raises(Unsupported):
+        view.retract([old], "no")
+    assert engine.as_of(0).list().items == ()
+
+
+# tiers -----------------------------------------------------------------------------------------------------
+def test_new_memories_are_short_built_beliefs_long_and_archive_is_read_only_on_request() -> None:
+    engine = ReferenceEngine()
+    source = engine.store(doc("The user lives in Lyon.")).id
+    engine.consolidate(BUILD)
+    belief = belief_of(engine, source)
+    tiers = {h.id: h.tier for h in engine.get(GetRequest(ids=(source, belief)))}
+    assert tiers == {source: Tier.SHORT, belief: Tier.LONG}
+    engine.move([source], "archive", "policy")
+    assert served(engine, "Lyon") == [belief]
+    assert served(engine, "Lyon", tiers=["archive"]) == [source]
+    assert [c.id for c in engine.recall({"question": "Lyon", "tiers": ["archive"]}).citations] == [source]
+    assert source in [h.id for h in engine.list().items]
+    assert engine.materialised()[source] == Held(MemoryStatus.LIVE, Tier.ARCHIVE)
+
+
+def test_log_records_carry_no_text_field() -> None:
+    assert "text" not in LogRecord.model_fields and "body" not in LogRecord.model_fields
+
+
+# the issue's "Must show" ---------------------------------------------------------------------------------
+def test_scenario_a_retracted_source_turn_takes_its_belief_and_rollback_restores_it() -> None:
+    engine = ReferenceEngine()
+    turn = engine.store(
+        {
+            "type": "conversation",
+            "turns": [{"role": "user", "text": "My sister Ana lives in Porto. Remember that."}],
+            "meta": {},
+        }
+    ).id
+    engine.consolidate(BUILD)
+    belief = belief_of(engine, turn)
+    assert belief in served(engine, "Ana Porto")
+    before = engine.current_lsn()
+    engine.retract([turn], "the user misspoke")
+    assert statuses(engine, turn, belief) == [MemoryStatus.RETRACTED, MemoryStatus.STALE]
+    assert served(engine, "Ana Porto") == []
+    past = engine.as_of(before)
+    assert belief in [c.id for c in past.recall(RecallRequest(question="Where does Ana live?")).citations]
+    engine.rollback(before, "it was right after all")
+    assert belief in served(engine, "Ana Porto")
+    assert [r.op for r in engine.history(belief)] == [RecordOp.PUT, RecordOp.STALE, RecordOp.RESTORE]
