@@ -21,6 +21,8 @@ from memory_core import (
     RecallRequest,
     Unsupported,
 )
+from memory_core.conformance import FAULT_CHECKS, CheckStatus, run, run_faults
+from memory_core.conformance.faults import LOG_FAULTS
 from memory_core.descriptor import EngineDescriptor
 from memory_core.engines.reference import ReferenceEngine
 from memory_core.memory_log import Held, LogRecord, MemoryStatus, RecordOp, Tier, fold
@@ -313,3 +315,14 @@ def test_scenario_a_retracted_source_turn_takes_its_belief_and_rollback_restores
     engine.rollback(before, "it was right after all")
     assert belief in served(engine, "Ana Porto")
     assert [r.op for r in engine.history(belief)] == [RecordOp.PUT, RecordOp.STALE, RecordOp.RESTORE]
+
+
+# conformance -----------------------------------------------------------------------------------------------
+def test_the_log_checks_skip_and_the_log_faults_are_left_out_for_an_engine_without_the_log() -> None:
+    report = run(NoLogEngine())
+    assert report.passed, report.render()
+    skipped = {r.name for r in report.results if r.status is CheckStatus.SKIPPED}
+    assert {"log", "retract", "as_of", "tombstone"} <= skipped
+    assert run_faults(NoLogEngine, tuple(LOG_FAULTS)) == []
+    caught = run_faults(ReferenceEngine, tuple(LOG_FAULTS))
+    assert [(r.fault, r.caught_by) for r in caught] == [(f, FAULT_CHECKS[f]) for f in LOG_FAULTS]
