@@ -343,8 +343,8 @@ class MemoryEngine:
     def as_of(self, lsn: int) -> MemoryEngine:
         """A read-only view of the state at ``lsn``: the same ``fetch``, ``recall``, ``list``, ``get``, ``beliefs``.
 
-        Content forgotten since is not in the view (a forget removes the text for good). Its writes raise
-        ``Unsupported``.
+        Content forgotten since is not in the view (a forget removes the text for good). Transactions are all or
+        nothing: an ``lsn`` inside one reads as the state before it. The view's writes raise ``Unsupported``.
 
         Raises:
             InvalidRequest: ``lsn`` negative, not an int, or past ``current_lsn()``.

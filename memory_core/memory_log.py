@@ -12,7 +12,7 @@ This module is pure: values and the fold only. Engines that keep a log declare `
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import ClassVar, Final
@@ -33,6 +33,7 @@ __all__ = [
     "Tier",
     "compensation",
     "fold",
+    "settled",
 ]
 
 MAX_LOG_PAGE: Final = 1000
@@ -134,16 +135,30 @@ class Held:
     tier: Tier
 
 
-def fold(records: Iterable[LogRecord], upto: int | None = None) -> dict[str, Held]:
+def settled(records: Sequence[LogRecord], lsn: int) -> int:
+    """The last LSN at or before ``lsn`` that ends a transaction; pure.
+
+    Transactions are all or nothing (seed 002), so a state "at" an LSN inside a transaction is the state before
+    that transaction. ``records`` are the log in LSN order, LSN ``n`` at index ``n - 1``.
+    """
+    if lsn >= len(records):
+        return len(records)
+    straddling = records[lsn].txn  # the first record past ``lsn``
+    while lsn > 0 and records[lsn - 1].txn == straddling:
+        lsn -= 1
+    return lsn
+
+
+def fold(records: Sequence[LogRecord], upto: int | None = None) -> dict[str, Held]:
     """The state the records give up to LSN ``upto`` (all of them when None), in first-put order.
 
+    Only whole transactions count: a transaction with records past ``upto`` is left out entirely (``settled``).
     A tombstone removes the memory; a ``put`` after it starts it afresh. A ``move`` or status record for a
     memory the fold does not hold is ignored (a log never writes one).
     """
+    end = len(records) if upto is None else settled(records, upto)
     state: dict[str, Held] = {}
-    for rec in records:
-        if upto is not None and rec.lsn > upto:
-            break
+    for rec in records[:end]:
         held = state.get(rec.id)
         if rec.op is RecordOp.PUT:
             state[rec.id] = Held(MemoryStatus.LIVE, rec.tier or Tier.SHORT)

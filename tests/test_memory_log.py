@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 
 import pytest
 
@@ -216,6 +217,19 @@ def test_rollback_of_a_retraction_brings_both_back_and_is_itself_rolled_back_the
     assert engine.rollback(engine.current_lsn(), "nothing").txn is None
 
 
+def test_an_lsn_inside_a_transaction_reads_and_rolls_back_as_the_state_before_it() -> None:
+    engine = ReferenceEngine()
+    source = engine.store(doc("The user lives in Lyon.")).id
+    engine.consolidate(BUILD)
+    belief = belief_of(engine, source)
+    change = engine.retract([source], "wrong")
+    inside = change.records[0].lsn  # the retraction, before the belief's stale record of the same transaction
+    assert fold(engine.log(0, 100).records, inside) == fold(engine.log(0, 100).records, inside - 1)
+    assert sorted(served(engine.as_of(inside), "Lyon")) == sorted([source, belief])
+    engine.rollback(inside, "undo half a transaction")
+    assert statuses(engine, source, belief) == [MemoryStatus.LIVE, MemoryStatus.LIVE]
+
+
 def test_a_rollback_retracts_what_was_written_after_its_target_keeping_the_content() -> None:
     engine = ReferenceEngine()
     engine.store(doc("kept note"))
@@ -326,3 +340,37 @@ def test_the_log_checks_skip_and_the_log_faults_are_left_out_for_an_engine_witho
     assert run_faults(NoLogEngine, tuple(LOG_FAULTS)) == []
     caught = run_faults(ReferenceEngine, tuple(LOG_FAULTS))
     assert [(r.fault, r.caught_by) for r in caught] == [(f, FAULT_CHECKS[f]) for f in LOG_FAULTS]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_random_histories_keep_state_equal_to_the_fold_and_serve_only_live_memories(seed: int) -> None:
+    rng = random.Random(seed)
+    engine = ReferenceEngine()
+    texts = [f"Fact {n} about topic{n % 3}." for n in range(8)]
+    for _ in range(60):
+        held = list(engine.materialised())
+        op = rng.choice(["store", "store", "build", "retract", "rollback", "move", "forget"])
+        if op == "store":
+            engine.store(doc(rng.choice(texts)))
+        elif op == "build":
+            engine.consolidate(BUILD)
+        elif op == "rollback":
+            engine.rollback(rng.randint(0, engine.current_lsn()), "random undo")
+        elif held and op == "retract":
+            engine.retract(rng.sample(held, 1), "random retraction")
+        elif held and op == "move":
+            engine.move(rng.sample(held, 1), rng.choice(list(Tier)), "random move")
+        elif held and op == "forget":
+            engine.forget(ForgetTarget(ids=(rng.choice(held),)))
+        records = engine.log(0, 1000).records
+        assert fold(records) == engine.materialised()
+        live = {i for i, h in engine.materialised().items() if h.status is MemoryStatus.LIVE and h.tier != Tier.ARCHIVE}
+        assert set(served(engine, "fact topic0 topic1 topic2")) <= live
+        state = engine.materialised()
+        for item in engine.snapshot():  # nothing live stands on a memory that no longer holds
+            source = item.evidence if isinstance(item, Learning) else None
+            if state[item.id].status is MemoryStatus.LIVE and source in state:
+                assert state[source].status is MemoryStatus.LIVE, (item.id, source)
+    for lsn in range(0, engine.current_lsn() + 1, 7):
+        view = engine.as_of(lsn)
+        assert view.materialised().items() <= fold(engine.log(0, 1000).records, lsn).items()

@@ -50,6 +50,7 @@ from memory_core.memory_log import (
     Tier,
     compensation,
     fold,
+    settled,
 )
 from memory_core.meta import MetaFilter
 from memory_core.namespace import Namespace, Reach
@@ -311,11 +312,12 @@ class ReferenceEngine(MemoryEngine):
 
     def _as_of(self, lsn: int) -> ReferenceEngine:
         with self._lock:
-            state = fold(self._records, lsn)
+            end = settled(self._records, lsn)
+            state = fold(self._records, end)
             view = ReferenceEngine(self._consolidation)
             view._items = {i: self._items[i] for i in state if i in self._items}
             view._state = {i: held for i, held in state.items() if i in view._items}
-            view._records = self._records[:lsn]
+            view._records = self._records[:end]
             view._txn = max((r.txn for r in view._records), default=0)
         view._view_at = lsn
         return view
@@ -345,8 +347,9 @@ class ReferenceEngine(MemoryEngine):
     def _rollback(self, to_lsn: int, reason: str) -> LogChange:
         self._writable()
         with self._lock:
-            past = fold(self._records, to_lsn)
-            forgotten = {r.id for r in self._records[to_lsn:] if r.op is RecordOp.TOMBSTONE}
+            end = settled(self._records, to_lsn)
+            past = fold(self._records, end)
+            forgotten = {r.id for r in self._records[end:] if r.op is RecordOp.TOMBSTONE}
             ops, unrecoverable = compensation(past, dict(self._state), forgotten)
             note = None
             if unrecoverable:
