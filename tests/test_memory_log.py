@@ -149,6 +149,16 @@ def test_every_change_is_a_numbered_record_and_history_shows_one_memory() -> Non
     assert engine.history("never-seen") == ()
 
 
+def test_a_batch_is_one_transaction_and_a_batch_of_replays_writes_none() -> None:
+    engine = ReferenceEngine()
+    engine.store_many([doc("one"), doc("two"), doc("one")])
+    assert [(r.lsn, r.txn) for r in engine.log(0, 10).records] == [(1, 1), (2, 1)]
+    engine.store_many([doc("one"), doc("two")])
+    assert engine.current_lsn() == 2
+    engine.store(doc("three"))
+    assert engine.log(2, 10).records[0].txn == 2
+
+
 def test_the_materialised_state_is_always_the_fold_of_the_log() -> None:
     engine = ReferenceEngine()
     a = engine.store(doc("Alice moved to Lyon. She likes trains.")).id

@@ -185,6 +185,7 @@ class ReferenceEngine(MemoryEngine):
         self._records: list[LogRecord] = []
         self._txn = 0
         self._view_at: int | None = None
+        self._batch: list[int | None] | None = None
 
     @classmethod
     def from_url(cls, url: str) -> ReferenceEngine:
@@ -246,6 +247,15 @@ class ReferenceEngine(MemoryEngine):
     def _begin(self) -> int:
         self._txn += 1
         return self._txn
+
+    def _write_txn(self) -> int:
+        """The transaction a store writes in: the batch's (begun on its first write) inside ``store_many``."""
+        if self._batch is None:
+            return self._begin()
+        txn = self._batch[0]
+        if txn is None:
+            txn = self._batch[0] = self._begin()
+        return txn
 
     def _append(self, txn: int, op: RecordOp, item_id: str, held: Held | None, reason: str | None) -> LogRecord:
         """Write one record and apply it to the materialised state (the caller holds the lock)."""
@@ -403,7 +413,7 @@ class ReferenceEngine(MemoryEngine):
             held = self._state.get(item_id)
             if held is not None and held.status is MemoryStatus.LIVE:
                 return StoreReceipt(id=item_id, replayed=True)
-            txn = self._begin()
+            txn = self._write_txn()
             if held is not None:
                 self._append(txn, RecordOp.RESTORE, item_id, Held(MemoryStatus.LIVE, held.tier), "stored again")
             else:
@@ -412,8 +422,13 @@ class ReferenceEngine(MemoryEngine):
             return StoreReceipt(id=item_id, replayed=False)
 
     def _store_many(self, items: list[AnyItem] | tuple[AnyItem, ...]) -> Receipts:  # type: ignore[override]
+        """Store a batch as one transaction: its records become visible together (seed 002, "The log")."""
         with self._lock:
-            return [self._store(item) for item in items]
+            self._batch = [None]
+            try:
+                return [self._store(item) for item in items]
+            finally:
+                self._batch = None
 
     def _forget(self, target: ForgetTarget) -> ForgetReport:
         self._writable()
