@@ -5,6 +5,8 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import ClassVar
 
+from pydantic import ConfigDict
+
 from memory_core._model import ContractModel, StrictBool
 from memory_core.consolidation import Consolidation
 from memory_core.errors import Unsupported
@@ -23,8 +25,13 @@ class EngineDescriptor(ContractModel):
     ``log`` offers ``current_lsn``, ``log``, ``as_of``, ``retract``, ``rollback``, ``history`` and ``move``;
     ``tiers`` honours a read's ``tiers`` filter. Both default to false and are left out of JSON while false, so
     an engine that declares neither writes the JSON older clients read, and older JSON reads as before.
+
+    Unlike requests, a descriptor reads keys it does not know (a capability added after this version) as a
+    capability not offered, so a newer engine's descriptor stays readable here as this one's stays readable by
+    older versions while it declares nothing new.
     """
 
+    model_config = ContractModel.model_config | ConfigDict(extra="ignore")
     __omit_defaults__: ClassVar[frozenset[str]] = frozenset({"log", "tiers"})
 
     id: str

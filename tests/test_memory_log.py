@@ -77,6 +77,15 @@ def test_todays_descriptor_json_reads_and_writes_back_unchanged(text: str) -> No
     assert json.loads(descriptor.to_json()) == json.loads(text)
 
 
+def test_a_capability_this_version_does_not_know_reads_as_not_offered() -> None:
+    data = {**json.loads(TODAYS_DESCRIPTORS[1]), "log": True, "vectors_v9": True}
+    descriptor = EngineDescriptor.model_validate(data)
+    assert descriptor.log and "vectors_v9" not in descriptor.to_json()
+    with pytest.raises(InvalidRequest) as err:
+        EngineDescriptor.model_validate({**data, "log": "yes"})
+    assert err.value.field == "log"
+
+
 def test_the_reference_engine_declares_the_log_and_tiers_in_its_json() -> None:
     data = json.loads(ReferenceEngine().descriptor().to_json())
     assert data["log"] is True and data["tiers"] is True
