@@ -355,7 +355,7 @@ def test_the_log_checks_skip_and_the_log_faults_are_left_out_for_an_engine_witho
     report = run(NoLogEngine())
     assert report.passed, report.render()
     skipped = {r.name for r in report.results if r.status is CheckStatus.SKIPPED}
-    assert {"log", "retract", "as_of", "tombstone"} <= skipped
+    assert {"log", "retract", "as_of", "tombstone", "tiers"} <= skipped
     assert run_faults(NoLogEngine, tuple(LOG_FAULTS)) == []
     caught = run_faults(ReferenceEngine, tuple(LOG_FAULTS))
     assert [(r.fault, r.caught_by) for r in caught] == [(f, FAULT_CHECKS[f]) for f in LOG_FAULTS]

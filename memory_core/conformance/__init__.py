@@ -1,6 +1,6 @@
-"""The conformance suite: 22 checks (contract reference §2, and memory as a log, seed 002).
+"""The conformance suite: 23 checks (contract reference §2, and memory as a log, seed 002).
 
-The 18 of the contract every engine must pass; the 4 of the log are skipped for engines that do not declare ``log``.
+The 18 of the contract every engine must pass; the 5 of the log are skipped for engines that do not declare ``log``.
 
 ```python
 from memory_core.conformance import run
@@ -14,7 +14,7 @@ assert report.passed, report.render()
 | ``fixtures`` | the round-trip items and the per-field filter probes |
 | ``checks_*`` | the checks, in the order of ``runner.CHECKS`` |
 | ``runner`` | ``run`` (stop at the first failure, always clean up) and ``run_faults`` |
-| ``faults`` | ``FaultyEngine`` and its 22 faults, each with the check that must catch it |
+| ``faults`` | ``FaultyEngine`` and its 23 faults, each with the check that must catch it |
 | ``testing`` | ``conformance_test`` / ``assert_conforms`` for an engine's own test module |
 
 The CLI is ``memory-core conformance --engine URL [--faults] [--json]``.

@@ -1,11 +1,11 @@
-"""The checks of memory as a log (seed 002): log, retract, as_of, tombstone.
+"""The checks of memory as a log (seed 002): log, retract, as_of, tombstone, tiers.
 
-They run for engines whose descriptor declares ``log``. For an engine that does not, each is reported as
-skipped; its log calls must then be ``Unsupported``, which the ``log`` check confirms before skipping. The rules
-checked are those of ``docs/log-model.md``. ``retract`` and ``tombstone`` roll back to an LSN taken inside the
-check, so they assume no other writer uses the engine during the run: run them against a test instance, never a
-shared production store. What is "served" is read with the engine's preferred fetch mode (by listing when it
-declares none).
+They run for engines whose descriptor declares ``log`` (``tiers`` also needs ``tiers``). For an engine that
+does not, each is reported as skipped; its log calls must then be ``Unsupported``, which the ``log`` check
+confirms before skipping. The rules checked are those of ``docs/log-model.md``. ``retract`` and ``tombstone``
+roll back to an LSN taken inside the check, so they assume no other writer uses the engine during the run: run
+them against a test instance, never a shared production store. What is "served" is read with the engine's
+preferred fetch mode (by listing when it declares none).
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from memory_core.conformance.report import CheckSkipped
 from memory_core.engine import MemoryEngine
 from memory_core.errors import Unsupported
 from memory_core.items import Learning, LearningKind
-from memory_core.memory_log import MemoryStatus, RecordOp
+from memory_core.memory_log import MemoryStatus, RecordOp, Tier
 from memory_core.query import FetchRequest, ForgetTarget, GetRequest, ListRequest
 
-__all__ = ["as_of", "log", "retract", "tombstone"]
+__all__ = ["as_of", "log", "retract", "tiers", "tombstone"]
 
 
 def _require_log(c: CheckContext) -> None:
@@ -141,3 +141,28 @@ def tombstone(c: CheckContext) -> str:
     c.ensure(bool(change.note), "a rollback past a forget does not say that it could not restore everything")
     c.ensure(not c.call(c.engine.get, GetRequest(ids=(item_id,))), "a rollback brought forgotten content back")
     return "tombstone kept, content gone"
+
+
+def tiers(c: CheckContext) -> str:
+    """A document moved to ``archive`` leaves the standard fetch and is served only when ``tiers`` names archive.
+
+    It still lists, and ``get`` shows its tier (``short`` before the move).
+    """
+    _require_log(c)
+    if not c.engine.descriptor().tiers:
+        raise CheckSkipped("the engine does not declare tiers")
+    item_id = c.call(c.engine.store, c.run.document("tiers archived")).id
+    tier = next((h.tier for h in c.call(c.engine.get, GetRequest(ids=(item_id,)))), None)
+    c.ensure(tier is Tier.SHORT, f"a new document sits in tier {tier}, not short")
+    moved = c.call(c.engine.move, [item_id], Tier.ARCHIVE, "conformance: archive")
+    c.ensure(moved.ids(RecordOp.MOVE) == [item_id], f"move wrote {moved.ids(RecordOp.MOVE)} move records")
+    mode = c.engine.descriptor().preferred_mode()
+    if mode is not None:
+        standard = FetchRequest(query=c.run.marker, mode=mode, filter=c.run.filter(), limit=100)
+        c.ensure(item_id not in _served(c), "the standard fetch serves an archived memory")
+        archive = standard.model_copy(update={"tiers": (Tier.ARCHIVE,)})
+        c.ensure(item_id in {h.id for h in c.call(c.engine.fetch, archive).hits}, "a fetch naming archive misses it")
+    c.ensure(item_id in c.ids(c.run.filter()), "an archived memory no longer lists")
+    tier = next((h.tier for h in c.call(c.engine.get, GetRequest(ids=(item_id,)))), None)
+    c.ensure(tier is Tier.ARCHIVE, f"get shows an archived memory in tier {tier}")
+    return "short, then archive on request only"

@@ -61,9 +61,9 @@ __all__ = ["FAULT_CHECKS", "LOG_FAULTS", "Fault", "FaultyEngine", "applicable"]
 
 
 class Fault(StrEnum):
-    """22 faults, each a realistic engine bug.
+    """23 faults, each a realistic engine bug.
 
-    17 of the contract reference §2, one of issue 11 rule 1 and four of memory as a log (seed 002).
+    17 of the contract reference §2, one of issue 11 rule 1 and five of memory as a log (seed 002).
     """
 
     IGNORE_FETCH_FILTER = "IgnoreFetchFilter"
@@ -112,6 +112,8 @@ class Fault(StrEnum):
     """``as_of`` opens its snapshot at the latest LSN whatever it is asked (the bound is dropped)."""
     ROLLBACK_HIDES_LOSS = "RollbackHidesLoss"
     """A rollback past a forget reports success and leaves out what it could not restore."""
+    ARCHIVE_IN_STANDARD_READ = "ArchiveInStandardRead"
+    """The standard fetch has no tier clause, so archived memories come back in every read."""
 
 
 FAULT_CHECKS: Final[dict[Fault, str]] = {
@@ -137,17 +139,29 @@ FAULT_CHECKS: Final[dict[Fault, str]] = {
     Fault.GET_HIDES_STATUS: "retract",
     Fault.AS_OF_IGNORES_LSN: "as_of",
     Fault.ROLLBACK_HIDES_LOSS: "tombstone",
+    Fault.ARCHIVE_IN_STANDARD_READ: "tiers",
 }
 """The check that must catch each fault (reference §2, "The suite tests itself"; the log faults, seed 002)."""
 
 LOG_FAULTS: Final[frozenset[Fault]] = frozenset(
-    {Fault.LSN_NEVER_ADVANCES, Fault.GET_HIDES_STATUS, Fault.AS_OF_IGNORES_LSN, Fault.ROLLBACK_HIDES_LOSS}
+    {
+        Fault.LSN_NEVER_ADVANCES,
+        Fault.GET_HIDES_STATUS,
+        Fault.AS_OF_IGNORES_LSN,
+        Fault.ROLLBACK_HIDES_LOSS,
+        Fault.ARCHIVE_IN_STANDARD_READ,
+    }
 )
 """The faults of the log capability: they can only be injected into an engine that declares ``log``."""
 
 
 def applicable(fault: Fault, descriptor: EngineDescriptor) -> bool:
-    """True when ``fault`` can be injected into an engine with ``descriptor`` (a log fault needs ``log``)."""
+    """True when ``fault`` can be injected into an engine with ``descriptor``.
+
+    A log fault needs ``log``; ``ArchiveInStandardRead`` also needs ``tiers`` and a fetch mode.
+    """
+    if fault is Fault.ARCHIVE_IN_STANDARD_READ:
+        return descriptor.log and descriptor.tiers and bool(descriptor.fetch_modes)
     return descriptor.log or fault not in LOG_FAULTS
 
 
@@ -232,6 +246,8 @@ class FaultyEngine(MemoryEngine):
     def _fetch(self, request: FetchRequest) -> FetchPage:
         if self.fault is Fault.IGNORE_FETCH_FILTER:
             request = request.model_copy(update={"filter": MetaFilter(reach=request.filter.reach)})
+        if self.fault is Fault.ARCHIVE_IN_STANDARD_READ and not request.tiers:
+            request = request.model_copy(update={"tiers": tuple(Tier)})
         return self.inner.fetch(request)
 
     def _receipt(self, receipt: StoreReceipt) -> StoreReceipt:

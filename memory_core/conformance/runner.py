@@ -1,6 +1,6 @@
-"""Running the suite: the 22 checks in order, and the fault self-test.
+"""Running the suite: the 23 checks in order, and the fault self-test.
 
-The checks are the 18 of the contract reference §2, then the 4 of memory as a log (seed 002).
+The checks are the 18 of the contract reference §2, then the 5 of memory as a log (seed 002).
 
 ``run(engine)`` executes the checks in order and stops at the first failure; the checks not reached are
 reported as skipped, and ``cleanup`` runs whatever happened. ``run_faults(open_inner)`` wraps a fresh engine in
@@ -68,9 +68,10 @@ CHECKS: Final[tuple[Check, ...]] = (
     Check("retract", checks_log.retract),
     Check("as_of", checks_log.as_of),
     Check("tombstone", checks_log.tombstone),
+    Check("tiers", checks_log.tiers),
     Check("cleanup", checks_forget.cleanup),
 )
-"""The 22 checks in execution order (reference §2, then the log checks of seed 002, skipped for engines that do
+"""The 23 checks in execution order (reference §2, then the log checks of seed 002, skipped for engines that do
 not declare ``log``); ``cleanup`` is last and always runs."""
 
 CHECK_NAMES: Final[tuple[str, ...]] = tuple(check.name for check in CHECKS)
