@@ -26,6 +26,7 @@ from memory_core.conformance import FAULT_CHECKS, CheckStatus, run, run_faults
 from memory_core.conformance.faults import LOG_FAULTS
 from memory_core.descriptor import EngineDescriptor
 from memory_core.engines.reference import ReferenceEngine
+from memory_core.lifecycle import LEARNINGS_HEADING, AgentMemory, MemoryLayout
 from memory_core.memory_log import Held, LogRecord, MemoryStatus, RecordOp, Tier, fold
 
 TODAYS_DESCRIPTORS = (
@@ -393,3 +394,16 @@ def test_random_histories_keep_state_equal_to_the_fold_and_serve_only_live_memor
     for lsn in range(0, engine.current_lsn() + 1, 7):
         view = engine.as_of(lsn)
         assert view.materialised().items() <= fold(engine.log(0, 1000).records, lsn).items()
+
+
+def test_the_standard_pack_serves_only_live_memories_outside_the_archive() -> None:
+    root = "team:acme/project:support"
+    engine = ReferenceEngine()
+    facts = ["Releases ship on Fridays.", "Releases ship on Mondays.", "Releases ship on Sundays."]
+    ids = [engine.store(Learning(text=t, meta=MemoryMeta().at(root))).id for t in facts]
+    engine.retract([ids[1]], "wrong day")
+    engine.move([ids[2]], Tier.ARCHIVE, "old policy")
+    memory = AgentMemory(engine, MemoryLayout(root), "writer")
+    pack = memory.pre_turn({"thread_id": "t1", "turn_index": 0, "user_text": "When do releases ship?"}).pack
+    learned = [h.text for s in pack.sections if s.heading == LEARNINGS_HEADING for h in s.hits]
+    assert learned == [facts[0]]
