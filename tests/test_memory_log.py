@@ -27,7 +27,7 @@ from memory_core.conformance.faults import LOG_FAULTS
 from memory_core.descriptor import EngineDescriptor
 from memory_core.engines.reference import ReferenceEngine
 from memory_core.lifecycle import LEARNINGS_HEADING, AgentMemory, MemoryLayout
-from memory_core.memory_log import Held, LogRecord, MemoryStatus, RecordOp, Tier, fold
+from memory_core.memory_log import Held, LogRecord, MemoryStatus, RecordOp, Tier, compensation, fold, settled
 
 TODAYS_DESCRIPTORS = (
     '{"id":"reference","label":"Reference (in-memory)","description":"In-memory calibration engine of the contract;'
@@ -407,3 +407,42 @@ def test_the_standard_pack_serves_only_live_memories_outside_the_archive() -> No
     pack = memory.pre_turn({"thread_id": "t1", "turn_index": 0, "user_text": "When do releases ship?"}).pack
     learned = [h.text for s in pack.sections if s.heading == LEARNINGS_HEADING for h in s.hits]
     assert learned == [facts[0]]
+
+
+# the pure parts --------------------------------------------------------------------------------------------
+def _rec(lsn: int, txn: int, op: RecordOp, item_id: str, tier: Tier | None = None) -> LogRecord:
+    status = {RecordOp.PUT: MemoryStatus.LIVE, RecordOp.RETRACT: MemoryStatus.RETRACTED}.get(op)
+    return LogRecord(lsn=lsn, txn=txn, op=op, id=item_id, status=status, tier=tier)
+
+
+def test_settled_rounds_an_lsn_inside_a_transaction_down_to_the_one_before() -> None:
+    log = [_rec(1, 1, RecordOp.PUT, "a"), _rec(2, 2, RecordOp.PUT, "b"), _rec(3, 2, RecordOp.PUT, "c")]
+    assert [settled(log, n) for n in range(5)] == [0, 1, 1, 3, 3]
+    assert list(fold(log, 2)) == ["a"] and list(fold(log)) == ["a", "b", "c"]
+
+
+def test_fold_ignores_records_for_memories_it_does_not_hold_and_a_tombstone_ends_one() -> None:
+    log = [
+        _rec(1, 1, RecordOp.RETRACT, "ghost"),
+        _rec(2, 2, RecordOp.PUT, "a", Tier.LONG),
+        _rec(3, 3, RecordOp.MOVE, "a", Tier.ARCHIVE),
+        _rec(4, 4, RecordOp.TOMBSTONE, "a"),
+        _rec(5, 5, RecordOp.PUT, "a"),
+    ]
+    assert fold(log, 3) == {"a": Held(MemoryStatus.LIVE, Tier.ARCHIVE)}
+    assert fold(log) == {"a": Held(MemoryStatus.LIVE, Tier.SHORT)}
+
+
+def test_compensation_restores_moves_and_retracts_and_names_only_forgotten_memories_unrecoverable() -> None:
+    live, stale = MemoryStatus.LIVE, MemoryStatus.STALE
+    past = {"a": Held(live, Tier.SHORT), "b": Held(live, Tier.LONG), "gone": Held(live, Tier.SHORT)}
+    now = {"a": Held(MemoryStatus.RETRACTED, Tier.ARCHIVE), "b": Held(stale, Tier.LONG), "new": Held(live, Tier.SHORT)}
+    ops, unrecoverable = compensation(past, now, forgotten={"gone"})
+    assert [(op, i) for op, i, _ in ops] == [
+        (RecordOp.MOVE, "a"),
+        (RecordOp.RESTORE, "a"),
+        (RecordOp.RESTORE, "b"),
+        (RecordOp.RETRACT, "new"),
+    ]
+    assert unrecoverable == ["gone"]
+    assert compensation(past, past, set()) == ([], [])
