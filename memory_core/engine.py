@@ -17,11 +17,13 @@ the contract's defaults (reference §1.2):
 | ``_consolidate`` | ``Unsupported`` |
 | ``_beliefs`` | none |
 | ``_scopes`` | the namespaces under the reach holding admitted kinds, by exploring; no write or build marks |
-| ``_current_lsn``, ``_log``, ``_as_of``, ``_retract``, ``_rollback``, ``_history``, ``_move`` | ``Unsupported`` |
+| ``_current_lsn``, ``_log``, ``_as_of``, ``_retract``, ``_rollback``, ``_history``, ``_move`` | none: ``Unsupported`` |
 
 The log hooks (memory as a log, seed 002; ``memory_core.memory_log``) are optional: an engine offering them
 declares ``log = true`` in its descriptor, and the public methods refuse with ``Unsupported`` otherwise, before
-any hook runs. A ``tiers`` filter on ``fetch``/``recall`` is refused the same way unless it declares ``tiers``.
+any hook runs. The base defines no log hook: they are looked up by name (``LOG_HOOKS``), so a wrapper that
+forwards the attributes it lacks to the engine it wraps (and copies its descriptor) forwards the log too. A
+``tiers`` filter on ``fetch``/``recall`` is refused the same way unless the engine declares ``tiers``.
 
 Required hooks: ``descriptor``, ``health``, ``_recall``, ``_fetch``, ``_store``, ``_forget``, ``_list``.
 Engines must be safe to call from several threads at once (holistic recall reads concurrently).
@@ -31,7 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Final, Self, cast
 
 from memory_core.consolidation import (
     BeliefsRequest,
@@ -65,7 +67,10 @@ from memory_core.query import (
     StoreReceipt,
 )
 
-__all__ = ["AnyItem", "Hits", "MemoryEngine", "Receipts", "check_engine", "validate_many"]
+__all__ = ["LOG_HOOKS", "AnyItem", "Hits", "MemoryEngine", "Receipts", "check_engine", "validate_many"]
+
+LOG_HOOKS: Final = ("_current_lsn", "_log", "_as_of", "_retract", "_rollback", "_history", "_move")
+"""The hooks of the log capability (seed 002), looked up by name; an engine offering the log defines them all."""
 
 AnyItem = Document | Conversation | Learning
 """A concrete stored item."""
@@ -325,7 +330,7 @@ class MemoryEngine:
             Unsupported: the engine keeps no log.
         """
         self.descriptor().ensure_log("current_lsn")
-        return self._current_lsn()
+        return cast(int, self._log_hook("_current_lsn")())
 
     def log(self, since: int = 0, limit: int = 100) -> LogPage:
         """The records after LSN ``since``, at most ``limit`` (1..=1000), in LSN order.
@@ -338,7 +343,7 @@ class MemoryEngine:
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LOG_PAGE:
             raise InvalidRequest(f"must be an integer in 1..={MAX_LOG_PAGE}", field="limit")
         self.descriptor().ensure_log("log")
-        return self._log(since, limit)
+        return cast(LogPage, self._log_hook("_log")(since, limit))
 
     def as_of(self, lsn: int) -> MemoryEngine:
         """A read-only view of the state at ``lsn``: the same ``fetch``, ``recall``, ``list``, ``get``, ``beliefs``.
@@ -352,9 +357,10 @@ class MemoryEngine:
         """
         lsn = _checked_lsn(lsn, "lsn")
         self.descriptor().ensure_log("as_of")
-        if lsn > self._current_lsn():
-            raise InvalidRequest(f"LSN {lsn} is past the last record {self._current_lsn()}", field="lsn")
-        return self._as_of(lsn)
+        last = cast(int, self._log_hook("_current_lsn")())
+        if lsn > last:
+            raise InvalidRequest(f"LSN {lsn} is past the last record {last}", field="lsn")
+        return cast(MemoryEngine, self._log_hook("_as_of")(lsn))
 
     def retract(self, ids: Sequence[str], reason: str) -> LogChange:
         """Mark memories ``retracted`` (content kept) and all they derive, transitively, ``stale``; one transaction.
@@ -368,7 +374,7 @@ class MemoryEngine:
         checked = _checked_ids(ids)
         why = _checked_reason(reason)
         self.descriptor().ensure_log("retract")
-        return self._retract(checked, why)
+        return cast(LogChange, self._log_hook("_retract")(checked, why))
 
     def rollback(self, to_lsn: int, reason: str) -> LogChange:
         """Bring state back to what it was at ``to_lsn`` with compensating records, in one transaction.
@@ -383,9 +389,10 @@ class MemoryEngine:
         lsn = _checked_lsn(to_lsn, "to_lsn")
         why = _checked_reason(reason)
         self.descriptor().ensure_log("rollback")
-        if lsn > self._current_lsn():
-            raise InvalidRequest(f"LSN {lsn} is past the last record {self._current_lsn()}", field="to_lsn")
-        return self._rollback(lsn, why)
+        last = cast(int, self._log_hook("_current_lsn")())
+        if lsn > last:
+            raise InvalidRequest(f"LSN {lsn} is past the last record {last}", field="to_lsn")
+        return cast(LogChange, self._log_hook("_rollback")(lsn, why))
 
     def history(self, item_id: str) -> tuple[LogRecord, ...]:
         """Every record about ``item_id``, in LSN order (empty for an id the log never saw).
@@ -397,7 +404,7 @@ class MemoryEngine:
         if not isinstance(item_id, str) or not item_id.strip():
             raise InvalidRequest("id is blank", field="id")
         self.descriptor().ensure_log("history")
-        return self._history(item_id)
+        return cast(tuple[LogRecord, ...], self._log_hook("_history")(item_id))
 
     def move(self, ids: Sequence[str], tier: Tier | str, reason: str) -> LogChange:
         """Move memories to ``tier`` (status unchanged); one transaction. Ids already there are left alone.
@@ -413,7 +420,18 @@ class MemoryEngine:
             raise InvalidRequest(f"unknown tier {tier!r}", field="tier") from None
         why = _checked_reason(reason)
         self.descriptor().ensure_log("move")
-        return self._move(checked, to, why)
+        return cast(LogChange, self._log_hook("_move")(checked, to, why))
+
+    def _log_hook(self, name: str) -> Any:
+        """The log hook ``name`` (one of ``LOG_HOOKS``), found by name.
+
+        Raises:
+            Unsupported: the engine declares ``log`` but has no such hook.
+        """
+        hook = getattr(self, name, None)
+        if not callable(hook):
+            raise Unsupported(f"engine `{self.descriptor().id}` keeps no log (it has no {name})")
+        return hook
 
     # hooks: required -----------------------------------------------------------------------------------
     def _recall(self, request: RecallRequest) -> RecallAnswer:
@@ -473,27 +491,6 @@ class MemoryEngine:
 
     def _scopes(self, request: ConsolidateRequest) -> Scopes:
         return scopes_by_exploring(self, request)
-
-    def _current_lsn(self) -> int:
-        raise Unsupported(f"engine `{self.descriptor().id}` keeps no log")
-
-    def _log(self, since: int, limit: int) -> LogPage:
-        raise Unsupported(f"engine `{self.descriptor().id}` keeps no log")
-
-    def _as_of(self, lsn: int) -> MemoryEngine:
-        raise Unsupported(f"engine `{self.descriptor().id}` keeps no log")
-
-    def _retract(self, ids: tuple[str, ...], reason: str) -> LogChange:
-        raise Unsupported(f"engine `{self.descriptor().id}` keeps no log")
-
-    def _rollback(self, to_lsn: int, reason: str) -> LogChange:
-        raise Unsupported(f"engine `{self.descriptor().id}` keeps no log")
-
-    def _history(self, item_id: str) -> tuple[LogRecord, ...]:
-        raise Unsupported(f"engine `{self.descriptor().id}` keeps no log")
-
-    def _move(self, ids: tuple[str, ...], tier: Tier, reason: str) -> LogChange:
-        raise Unsupported(f"engine `{self.descriptor().id}` keeps no log")
 
 
 def _checked_lsn(value: object, field: str) -> int:

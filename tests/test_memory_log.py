@@ -4,27 +4,36 @@ from __future__ import annotations
 
 import json
 import random
+from typing import Any
 
 import pytest
 
 from memory_core import (
+    ConsolidateReceipt,
     ConsolidateRequest,
     Document,
+    FetchPage,
     FetchRequest,
+    ForgetReport,
     ForgetTarget,
     GetRequest,
+    Hit,
     InvalidRequest,
     Learning,
     LearningKind,
+    ListPage,
     ListRequest,
     MemoryMeta,
     Reach,
+    RecallAnswer,
     RecallRequest,
+    StoreReceipt,
     Unsupported,
 )
 from memory_core.conformance import FAULT_CHECKS, CheckStatus, run, run_faults
 from memory_core.conformance.faults import LOG_FAULTS
-from memory_core.descriptor import EngineDescriptor
+from memory_core.descriptor import EngineDescriptor, EngineHealth
+from memory_core.engine import AnyItem, MemoryEngine
 from memory_core.engines.reference import ReferenceEngine
 from memory_core.lifecycle import LEARNINGS_HEADING, AgentMemory, MemoryLayout
 from memory_core.memory_log import Held, LogRecord, MemoryStatus, RecordOp, Tier, compensation, fold, settled
@@ -446,3 +455,53 @@ def test_compensation_restores_moves_and_retracts_and_names_only_forgotten_memor
     ]
     assert unrecoverable == ["gone"]
     assert compensation(past, past, set()) == ([], [])
+
+
+class _Forwarding(MemoryEngine):
+    """A wrapper (like ``ScrubbingEngine``) that copies the inner descriptor and forwards what it lacks."""
+
+    def __init__(self, inner: MemoryEngine) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def descriptor(self) -> EngineDescriptor:
+        return self.inner.descriptor()
+
+    def health(self) -> EngineHealth:
+        return self.inner.health()
+
+    def _recall(self, request: RecallRequest) -> RecallAnswer:
+        return self.inner.recall(request)
+
+    def _fetch(self, request: FetchRequest) -> FetchPage:
+        return self.inner.fetch(request)
+
+    def _store(self, item: AnyItem) -> StoreReceipt:
+        return self.inner.store(item)
+
+    def _forget(self, target: ForgetTarget) -> ForgetReport:
+        return self.inner.forget(target)
+
+    def _list(self, request: ListRequest) -> ListPage:
+        return self.inner.list(request)
+
+    def _consolidate(self, request: ConsolidateRequest) -> ConsolidateReceipt:
+        return self.inner.consolidate(request)
+
+    def _get(self, request: GetRequest) -> list[Hit]:
+        return self.inner.get(request)
+
+
+def test_a_wrapper_forwarding_what_it_lacks_forwards_the_log_and_conforms() -> None:
+    wrapper = _Forwarding(ReferenceEngine())
+    report = run(wrapper)
+    assert report.passed, report.render()
+    assert report.result("retract").status is CheckStatus.PASSED
+    item_id = wrapper.store(doc("through the wrapper")).id
+    assert [r.op for r in wrapper.history(item_id)] == [RecordOp.PUT]
+    with pytest.raises(InvalidRequest):  # the wrapper's public method still validates
+        wrapper.retract([], "no ids")
