@@ -148,6 +148,8 @@ class Settings(BaseSettings):
             of triggers shorter than this gives at most two builds however fast a build is (issue 5 §4).
         outbox_drain_interval_s: How often beat drains the local outbox, seconds.
         dead_letter_max: Dead letters kept; the oldest are dropped past it.
+        cortexdb_key / tinyhumans_token: The bearer credentials of the ``cortexdb+…`` and ``tinyhumans+…``
+            engines (never shown in a repr, log or error).
     """
 
     model_config = SettingsConfigDict(env_prefix="MEMORY_CORE_", env_file=".env", extra="ignore")
@@ -191,6 +193,8 @@ class Settings(BaseSettings):
     build_min_interval_s: float = Field(default=1.0, ge=0)
     outbox_drain_interval_s: float = Field(default=60.0, gt=0)
     dead_letter_max: int = Field(default=10000, gt=0)
+    cortexdb_key: SecretStr | None = None
+    tinyhumans_token: SecretStr | None = None
 
     @field_validator("engine_plugins")
     @classmethod

@@ -44,6 +44,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "beat",
     "flower",
     "dead_letters",
+    "cortex_double",
 )
 """Modules under ``memory_core.cli`` whose import registers commands on ``app``."""
 

@@ -18,6 +18,9 @@ that Redis never see them. ``--broker`` must be a ``redis://``/``rediss://`` URL
 ``--broker``), and that Redis must answer one PING within a second before anything starts (else exit 2 with
 the reason); when the run ends, however it ends, what it wrote there is deleted (``_demo_broker``).
 
+With ``--engine URL`` the demo runs on that engine instead of its own SQLite file (``memory-core cortex-double``
+serves one on loopback); ``MEMORY_CORE_CORTEXDB_KEY`` and ``MEMORY_CORE_TINYHUMANS_TOKEN`` pass through for it.
+
 One demo at a time: ``var/demo.lock`` is held for the run and a second demo is refused (exit 1); a
 ``MEMORY_CORE_VAR_DIR`` this user cannot write exits 2 naming it. The worker is
 stopped (warm shutdown, see ``_procs``) on exit, on error, on Ctrl-C and on SIGTERM/SIGHUP, and "the worker was
@@ -69,7 +72,9 @@ __all__ = ["DemoFigures", "demo", "demo_env", "marked_pack", "summary_rows", "ve
 
 DEMO_QUEUES = ("beliefs", "ingest", "maintenance")
 """The logical queues; the demo's are named ``demo-<queue>`` (``demo-<run id>-<queue>`` with ``--broker``)."""
-KEPT_VARIABLES = frozenset({"MEMORY_CORE_DATA_DIR", "MEMORY_CORE_VAR_DIR"})
+KEPT_VARIABLES = frozenset(
+    {"MEMORY_CORE_DATA_DIR", "MEMORY_CORE_VAR_DIR", "MEMORY_CORE_CORTEXDB_KEY", "MEMORY_CORE_TINYHUMANS_TOKEN"}
+)
 """The only ``MEMORY_CORE_`` variables the demo lets through (see the module docstring)."""
 
 
@@ -90,6 +95,15 @@ def demo(
             metavar="URL",
             help="Run on this Redis (redis://…) with queue names and keys unique to the run; default: server-less.",
             callback=not_blank("--broker"),
+        ),
+    ] = None,
+    engine: Annotated[
+        str | None,
+        typer.Option(
+            "--engine",
+            metavar="URL",
+            help="Run on this engine (e.g. cortexdb+http://127.0.0.1:3141); default: the demo's own SQLite file.",
+            callback=not_blank("--engine"),
         ),
     ] = None,
 ) -> None:
@@ -115,17 +129,19 @@ def demo(
             ) from None
         except ConfigError as exc:
             raise fail(f"MEMORY_CORE_VAR_DIR {var}: {exc.message}") from None
-        problem = _run(var / "demo", locomo, peps, sample, questions, concurrency, timeout, keep, broker, started)
+        problem = _run(
+            var / "demo", locomo, peps, sample, questions, concurrency, timeout, keep, broker, started, engine
+        )
     if problem is not None:
         raise fail(problem, code=1)
 
 
-def demo_env(home: Path, broker: str | None, run_id: str) -> dict[str, str]:
+def demo_env(home: Path, broker: str | None, run_id: str, engine: str | None = None) -> dict[str, str]:
     """The demo's own ``MEMORY_CORE_`` settings (see the module docstring); pure."""
     tag = f"demo-{run_id}" if broker else "demo"
     return {
         "MEMORY_CORE_VAR_DIR": str(home),
-        "MEMORY_CORE_ENGINE": f"sqlite:///{home / 'memory.db'}",
+        "MEMORY_CORE_ENGINE": engine or f"sqlite:///{home / 'memory.db'}",
         "MEMORY_CORE_BROKER_URL": broker or "",
         "MEMORY_CORE_RESULT_BACKEND": "",
         "MEMORY_CORE_LAYOUT_ROOT": "root",
@@ -165,6 +181,7 @@ def _run(
     keep: bool,
     broker: str | None,
     started: float,
+    engine_url: str | None = None,
 ) -> str | None:
     """The demo under its lock; the reason it failed (None when every job finished)."""
     try:
@@ -177,7 +194,7 @@ def _run(
     hostname = f"demo-{run_id}@%h"
     worker: WorkerProcess | None = None
     try:
-        with interrupts(), _environment(demo_env(home, broker, run_id)):
+        with interrupts(), _environment(demo_env(home, broker, run_id, engine_url)):
             try:
                 settings = get_settings()
                 conversations = load_conversations(locomo, "locomo", [sample])

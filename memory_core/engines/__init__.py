@@ -4,6 +4,8 @@
 | --- | --- | --- |
 | ``reference`` | ``ReferenceEngine`` (in memory) | ``reference://?consolidation=scheduled`` |
 | ``sqlite`` | ``SQLiteEngine`` (one local file, shared by processes) | ``sqlite:///./var/memory.db`` |
+| ``cortexdb+https`` | ``CortexEngine``, CortexDB Direct | ``cortexdb+https://api-v1.cortexdb.ai`` |
+| ``tinyhumans+https`` | ``CortexEngine``, TinyHumans hosted | ``tinyhumans+https://api.tinyhumans.ai`` |
 
 Later engines register their scheme here (``register_engine``); each is imported only when its URL is opened.
 ``open_engine`` is the one place engines are opened, and it registers the ``MEMORY_CORE_ENGINE_PLUGINS``
@@ -27,6 +29,11 @@ __all__ = ["known_schemes", "load_plugins", "open_engine", "register_engine"]
 _REGISTRY: dict[str, str] = {
     "reference": "memory_core.engines.reference:ReferenceEngine.from_url",
     "sqlite": "memory_core.engines.sqlite:SQLiteEngine.from_url",
+    # CortexDB over httpx: Direct and TinyHumans hosted; +http for loopback servers (issue 18)
+    "cortexdb+https": "memory_core.engines.cortexdb:CortexEngine.from_url",
+    "cortexdb+http": "memory_core.engines.cortexdb:CortexEngine.from_url",
+    "tinyhumans+https": "memory_core.engines.cortexdb:CortexEngine.from_url",
+    "tinyhumans+http": "memory_core.engines.cortexdb:CortexEngine.from_url",
 }
 
 

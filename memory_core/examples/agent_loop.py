@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from memory_core.engine import MemoryEngine
 from memory_core.engines.reference import ReferenceEngine
 from memory_core.items import ToolCallRef
 from memory_core.lifecycle import (
@@ -126,9 +127,13 @@ def _run_queue(runner: BackgroundRunner, queue: list[BackgroundJob]) -> None:
         queue.extend(report.follow_ups)
 
 
-def main() -> None:
-    """Run the offline session and print each pack, the jobs, and the beliefs reaching Learnings."""
-    engine = ReferenceEngine()
+def main(engine: MemoryEngine | None = None) -> None:
+    """Run the offline session and print each pack, the jobs, and the beliefs reaching Learnings.
+
+    Args:
+        engine: The engine to run on (default: a fresh ``ReferenceEngine``; the CortexDB doubles run it too).
+    """
+    engine = engine if engine is not None else ReferenceEngine()
     layout = MemoryLayout("team:acme")
     policy = RecallPolicy(build_beliefs_every=2, budget_tokens=400)
     writer = AgentMemory(engine, layout, "writer").with_policy(policy)
