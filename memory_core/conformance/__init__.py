@@ -21,7 +21,7 @@ The CLI is ``memory-core conformance --engine URL [--faults] [--json]``.
 """
 
 from memory_core.conformance.context import Run
-from memory_core.conformance.faults import FAULT_CHECKS, Fault, FaultyEngine
+from memory_core.conformance.faults import FAULT_CHECKS, LOG_FAULTS, Fault, FaultyEngine, applicable
 from memory_core.conformance.report import (
     CheckFailed,
     CheckResult,
@@ -38,6 +38,7 @@ __all__ = [
     "CHECKS",
     "CHECK_NAMES",
     "FAULT_CHECKS",
+    "LOG_FAULTS",
     "CheckFailed",
     "CheckResult",
     "CheckSkipped",
@@ -50,6 +51,7 @@ __all__ = [
     "FaultyEngine",
     "Run",
     "SuiteReport",
+    "applicable",
     "run",
     "run_faults",
 ]
