@@ -17,7 +17,7 @@ from bench.common import Row, machine, print_table
 
 __all__ = ["SUITES", "main"]
 
-SUITES = ("sqlite_bench", "workers_bench", "locomo_bench")
+SUITES = ("sqlite_bench", "live_turn_bench", "workers_bench", "locomo_bench")
 """Benchmark modules, each with ``run(quick) -> list[Row]``."""
 
 

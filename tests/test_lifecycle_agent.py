@@ -17,6 +17,7 @@ from memory_core.items import Conversation, Document, Learning, Role, ToolCallRe
 from memory_core.lifecycle import (
     BRAIN_HEADING,
     BRAIN_SCOPES_PER_TURN,
+    CONVERSATION_SCOPES_PER_TURN,
     HISTORY_HEADING,
     LEARNINGS_HEADING,
     SUMMARY_HEADING,
@@ -309,7 +310,12 @@ def test_pre_turn_reads_standard_sections_ranked_for_the_user_text(engine, layou
     fetches = engine.of("fetch")
     assert {c.arg.query for c in fetches} == {"refund timeline"}
     assert len(fetches) == 4  # learnings, brain, history, team
-    assert {c.arg.max_scopes for c in fetches} == {None, BRAIN_SCOPES_PER_TURN}
+    by_kind = {c.arg.filter.kinds: c.arg.max_scopes for c in fetches}  # the reads run concurrently
+    assert by_kind == {
+        (ItemKind.LEARNING,): None,
+        (ItemKind.DOCUMENT,): BRAIN_SCOPES_PER_TURN,
+        (ItemKind.CONVERSATION,): CONVERSATION_SCOPES_PER_TURN,  # history and team
+    }
 
 
 def test_team_conversations_exclude_the_agents_own_turns(layout):

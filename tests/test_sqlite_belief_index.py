@@ -161,3 +161,96 @@ def test_a_snapshot_older_than_the_index_ranks_from_sql(engine: SQLiteEngine, mo
     monkeypatch.setattr(belief_index_module, "_read_version", older)
     assert engine._db.run(lambda conn: engine._belief_index.rows(conn, flt)) is None
     assert [(h.id, h.score) for h in by_index(engine, flt, "dog")] == expected
+
+
+def test_a_build_loads_only_the_beliefs_it_changed_and_cached_hits_survive(engine: SQLiteEngine) -> None:
+    """Issue 12: after the first full load, each build costs the next read the rows it wrote, not every belief."""
+    index = engine._belief_index
+    engine.store_many([said("ann", f"I planted {n} tomato seedlings in garden bed {n}.", day=n) for n in range(1, 21)])
+    engine.consolidate(BUILD)
+    first = engine.fetch(FetchRequest(query="tomato seedlings garden", beliefs=50)).beliefs
+    assert index.stats.full == 1 and index.stats.refreshes == 0
+    loaded = index._loaded
+    assert loaded is not None
+    active = len(loaded.keys)
+    cached = dict(loaded.hits)
+    assert cached and active > 5
+    engine.store(said("bob", "I adopted a rescue dog named Max yesterday."))
+    engine.consolidate(BUILD)
+    changed = engine._db.run(
+        lambda conn: conn.execute("SELECT count(*) FROM beliefs WHERE version > ?", (loaded.version,)).fetchone()[0]
+    )
+    assert 0 < changed < active
+    rows_before = index.stats.rows
+    after = engine.fetch(FetchRequest(query="tomato seedlings garden rescue dog", beliefs=50)).beliefs
+    assert index.stats.full == 1 and index.stats.refreshes == 1
+    assert index.stats.rows - rows_before == changed  # only what the build wrote was read
+    refreshed = index._loaded
+    assert refreshed is not None and len(refreshed.keys) == active + changed
+    assert all(refreshed.hits[bid] is hit for bid, hit in cached.items())  # the parsed hits were kept
+    assert {h.id for h in first} < {h.id for h in after}
+    assert [(h.id, h.score) for h in by_index(engine, MetaFilter(), "tomato dog")] == [
+        (h.id, h.score) for h in by_sql(engine, MetaFilter(), "tomato dog")
+    ]
+
+
+def test_refreshes_follow_supersedes_forgets_and_erases_exactly(engine: SQLiteEngine) -> None:
+    """A sequence of writes, each followed by a read through the refreshed index and one through SQL."""
+    index = engine._belief_index
+    steps = [
+        lambda: engine.store(said("ann", "My favorite color is blue.")),
+        lambda: engine.store(said("ann", "My favorite color is green.", month=6)),
+        lambda: engine.store_many([said("bob", "I volunteer at the shelter."), said("bob", "I run marathons.")]),
+    ]
+    for step in steps:
+        step()
+        engine.consolidate(BUILD)
+        for query in ("favorite color", "volunteer shelter marathon"):
+            assert [(h.id, h.score) for h in by_index(engine, MetaFilter(), query)] == [
+                (h.id, h.score) for h in by_sql(engine, MetaFilter(), query)
+            ]
+    green = said("ann", "My favorite color is green.", month=6)
+    engine.forget({"ids": [green.id]})
+    assert [(h.id, h.score) for h in by_index(engine, MetaFilter(), "favorite color")] == [
+        (h.id, h.score) for h in by_sql(engine, MetaFilter(), "favorite color")
+    ]
+    assert [t for _, t, _ in ranked(engine, "favorite color")][0] == "Ann's favorite color is blue (said 8 May 2023)."
+    engine.erase(EraseRequest(reach=Reach.subtree(Namespace.agent("bob"))))
+    after_erase = by_index(engine, MetaFilter(), "volunteer shelter marathon")
+    assert [(h.id, h.score) for h in after_erase] == [
+        (h.id, h.score) for h in by_sql(engine, MetaFilter(), "volunteer shelter marathon")
+    ]
+    assert not [h for h in after_erase if h.text.startswith("Bob")]
+    assert index.stats.full == 1 and index.stats.refreshes == 4  # two builds, a forget, an erase
+
+
+def test_a_read_during_another_threads_refresh_keeps_the_previous_version(engine: SQLiteEngine) -> None:
+    """One refresh per process at a time: a read that finds one running ranks from the version held, and shows
+    no belief its own snapshot has removed."""
+    index = engine._belief_index
+    blue = said("ann", "My favorite color is blue.")
+    engine.store_many([blue, said("bob", "I adopted a rescue dog named Max yesterday.")])
+    engine.consolidate(BUILD)
+    assert len(ranked(engine, "favorite color dog")) == 2
+    engine.forget({"ids": [blue.id]})  # deletes Ann's belief: a newer version
+    assert index._loading.acquire(blocking=False)  # "another thread" is refreshing
+    try:
+        texts = [t for _, t, _ in ranked(engine, "favorite color dog")]
+        assert texts == ["Bob adopted a rescue dog named Max on 7 May 2023."]
+        assert index.stats.stale == 1 and index.stats.refreshes == 0
+    finally:
+        index._loading.release()
+    assert [t for _, t, _ in ranked(engine, "favorite color dog")] == texts
+    assert index.stats.refreshes == 1 and index.stats.full == 1
+
+
+def test_a_full_load_in_small_pages_ranks_as_sql(engine: SQLiteEngine, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(belief_index_module, "LOAD_PAGE", 2)
+    _seed(engine)
+    for query in ("dog named Max", "animal shelter weekend", "marathon"):
+        assert [(h.id, h.score) for h in by_index(engine, MetaFilter(), query)] == [
+            (h.id, h.score) for h in by_sql(engine, MetaFilter(), query)
+        ]
+    loaded = engine._belief_index._loaded
+    assert loaded is not None and len(loaded.keys) > 2  # more than one page was read
+    assert engine._belief_index.stats.full == 1

@@ -70,10 +70,10 @@ def writes(engine: SQLiteEngine, monkeypatch: pytest.MonkeyPatch) -> list[int]:
     seen: list[int] = []
     run = engine._db.run
 
-    def counting(fn: Callable[[sqlite3.Connection], Any], *, write: bool = False) -> Any:
+    def counting(fn: Callable[[sqlite3.Connection], Any], *, write: bool = False, **how: bool) -> Any:
         if write:
             seen.append(1)
-        return run(fn, write=write)
+        return run(fn, write=write, **how)
 
     monkeypatch.setattr(engine._db, "run", counting)
     return seen

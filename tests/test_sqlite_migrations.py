@@ -26,7 +26,7 @@ from memory_core import (
     Role,
     Turn,
 )
-from memory_core.engines.sqlite import SQLiteEngine, schema
+from memory_core.engines.sqlite import SQLiteEngine, belief_index, schema
 from memory_core.engines.sqlite import engine as engine_module
 
 FAKE_VERSION = len(schema.MIGRATIONS) + 1
@@ -88,12 +88,36 @@ def _seen(engine: SQLiteEngine) -> dict[str, Any]:
     }
 
 
+def _as_version_1(path: Path) -> None:
+    """Take a file written by this code back to the version-1 layout (undo steps 2 and 3, by hand)."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        for statement in (
+            "DROP INDEX beliefs_subject_newest",
+            "CREATE INDEX beliefs_subject ON beliefs(ns, from_kind, subject)",
+            "DROP INDEX beliefs_version",
+            "DROP INDEX beliefs_status",
+            "ALTER TABLE beliefs DROP COLUMN version",
+            "DROP TABLE beliefs_removed",
+            "PRAGMA user_version = 1",
+        ):
+            conn.execute(statement)
+    finally:
+        conn.close()
+
+
+def _v1_written(path: Path) -> dict[str, Any]:
+    before = _v1_file(path)
+    _as_version_1(path)
+    return before
+
+
 def test_a_version_1_file_migrates_forward_and_keeps_its_data(tmp_path: Path, v2: None) -> None:
     path = tmp_path / "memory.db"
-    with pytest.MonkeyPatch.context() as undo:  # write the file with the real version-1 code
-        undo.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:1])
-        undo.setattr(schema, "SCHEMA_VERSION", 1)
-        before = _v1_file(path)
+    with pytest.MonkeyPatch.context() as undo:
+        undo.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:3])
+        undo.setattr(schema, "SCHEMA_VERSION", 3)
+        before = _v1_written(path)
     assert _version(path) == 1 and before["beliefs"]
     with SQLiteEngine(path) as engine:
         assert _seen(engine) == before
@@ -106,6 +130,34 @@ def test_a_version_1_file_migrates_forward_and_keeps_its_data(tmp_path: Path, v2
     conn = sqlite3.connect(path)
     assert "note" in {str(r[1]) for r in conn.execute("PRAGMA table_info(items)")}
     conn.close()
+
+
+def test_step_3_stamps_beliefs_and_indexes_the_full_load(tmp_path: Path) -> None:
+    """Version 3 (issue 12): existing beliefs get version 0, new writes are stamped, and a first full load of the
+    active beliefs reads an index on ``status`` rather than scanning the table."""
+    path = tmp_path / "memory.db"
+    with pytest.MonkeyPatch.context() as undo:
+        undo.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:3])
+        undo.setattr(schema, "SCHEMA_VERSION", 3)
+        before = _v1_written(path)
+    with SQLiteEngine(path) as engine:
+        assert _seen(engine) == before  # the beliefs written before the step still rank and list
+        engine.store(
+            Conversation(
+                turns=(Turn(role=Role.USER, text="I adopted a rescue dog named Max yesterday."),),
+                meta=MemoryMeta(namespace=Namespace.agent("bob")),
+            )
+        )
+        engine.consolidate(ConsolidateRequest(reach=Reach.subtree()))
+    assert _version(path) == schema.SCHEMA_VERSION >= 3
+    conn = sqlite3.connect(path)
+    try:
+        versions = [int(r[0]) for r in conn.execute("SELECT version FROM beliefs ORDER BY bid")]
+        assert versions[0] == 0 and versions[-1] > 0
+        plan = " ".join(str(r[3]) for r in conn.execute(f"EXPLAIN QUERY PLAN {belief_index._LOAD_SQL}", ("active",)))
+        assert "USING INDEX beliefs_status" in plan, plan
+    finally:
+        conn.close()
 
 
 def _open_together(path: str, barrier: Any, results: Any) -> None:
@@ -136,9 +188,9 @@ def _open_together(path: str, barrier: Any, results: Any) -> None:
 def test_two_processes_migrating_at_once_apply_the_step_once(tmp_path: Path, v2: None) -> None:
     path = tmp_path / "memory.db"
     with pytest.MonkeyPatch.context() as undo:
-        undo.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:1])
-        undo.setattr(schema, "SCHEMA_VERSION", 1)
-        _v1_file(path)
+        undo.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:3])
+        undo.setattr(schema, "SCHEMA_VERSION", 3)
+        _v1_written(path)
     ctx = multiprocessing.get_context("fork")  # the children inherit the patched MIGRATIONS
     barrier, results = ctx.Barrier(2), ctx.Queue()
     children = [ctx.Process(target=_open_together, args=(str(path), barrier, results)) for _ in range(2)]

@@ -24,6 +24,7 @@ from memory_core.lifecycle.layout import BrainSource, MemoryLayout
 from memory_core.lifecycle.policy import (
     BRAIN_HEADING,
     BRAIN_SCOPES_PER_TURN,
+    CONVERSATION_SCOPES_PER_TURN,
     HISTORY_HEADING,
     LEARNINGS_HEADING,
     SUMMARY_HEADING,
@@ -38,6 +39,7 @@ from memory_core.lifecycle.runner import BackgroundRunner
 __all__ = [
     "BRAIN_HEADING",
     "BRAIN_SCOPES_PER_TURN",
+    "CONVERSATION_SCOPES_PER_TURN",
     "HISTORY_HEADING",
     "LEARNINGS_HEADING",
     "SUMMARY_HEADING",

@@ -10,8 +10,12 @@ Standard sections, all ranked (``fetch``) sections, in priority order; a zero li
 | 1 | Learnings | ``subtree(root)``, ``[learning]`` | ``learnings_limit`` (8) |
 | 2 | one per ``CoreScope`` | ``exact(scope.at)``, ``scope.kinds`` | ``scope.limit`` (6) |
 | 3 | Brain | ``subtree(root)``, ``[document]``, at most ``BRAIN_SCOPES_PER_TURN`` scopes | ``brain_limit`` (6) |
-| 4 | This agent's history | ``subtree(root/agent:<id>)``, ``[conversation]`` | ``history_limit`` (6) |
-| 5 | Team conversations | ``subtree(root)``, ``[conversation]``, without this agent's turns | ``team_limit`` (3) |
+| 4 | This agent's history | ``subtree(root/agent:<id>)``, ``[conversation]``, ≤ 8 scopes | ``history_limit`` (6) |
+| 5 | Team conversations | ``subtree(root)``, ``[conversation]``, not this agent's, ≤ 8 scopes | ``team_limit`` (3) |
+
+History and Team read at most ``CONVERSATION_SCOPES_PER_TURN`` scopes (agents): those the query names, then the
+most recently written; with the SQLite engine each over its newest turns (``engines.sqlite.scoped``), so neither
+section's cost grows with the store (issue 12).
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ __all__ = [
     "BRAIN_SCOPES_PER_TURN",
     "COMPACTION_INSTRUCTIONS",
     "COMPACTION_QUESTION",
+    "CONVERSATION_SCOPES_PER_TURN",
     "DEFAULT_MIN_RELEVANCE",
     "GIST_MAX_CHARS",
     "HISTORY_HEADING",
@@ -72,6 +77,9 @@ PACK_TITLE: Final = "Memory"
 
 BRAIN_SCOPES_PER_TURN: Final = 4
 """Most brain scopes one turn reads: those the query names, then the most recently written (reference §4.3)."""
+CONVERSATION_SCOPES_PER_TURN: Final = 8
+"""Most conversation scopes (agents' nodes) the History and Team sections read, chosen as Brain's are
+(*memory-core*, issue 12: bounded sections)."""
 MAX_SECTION_LIMIT: Final = 200
 """Largest section limit ``ScopeSection`` accepts (*memory-core*, ``recall.types``)."""
 MAX_SUMMARY_LIMIT: Final = 24
@@ -233,7 +241,15 @@ def standard_sections(
             )
         )
     if p.history_limit:
-        sections.append(ScopeSection.fetch(HISTORY_HEADING, layout.conversations_filter(agent_id), p.history_limit))
+        sections.append(
+            ScopeSection(
+                heading=HISTORY_HEADING,
+                filter=layout.conversations_filter(agent_id),
+                limit=p.history_limit,
+                query=FetchQuery(),
+                max_scopes=CONVERSATION_SCOPES_PER_TURN,
+            )
+        )
     if p.team_limit:
         sections.append(
             ScopeSection(
@@ -242,6 +258,7 @@ def standard_sections(
                 limit=p.team_limit,
                 query=FetchQuery(),
                 exclude_agent_id=agent_id.strip(),
+                max_scopes=CONVERSATION_SCOPES_PER_TURN,
             )
         )
     return tuple(sections)

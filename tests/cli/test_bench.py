@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import locomo_bench, sqlite_bench
+from bench import live_turn_bench, locomo_bench, sqlite_bench
 from bench.common import Row, print_table
 from memory_core.settings import get_settings
 
@@ -80,3 +80,17 @@ def test_the_table_has_one_line_per_row_and_six_columns(capsys: pytest.CaptureFi
     assert lines[-1] == "| b | y | 250 jobs/s | — | — |  |"
     assert all(line.count("|") == 7 for line in lines[2:])
     assert capsys.readouterr().out.strip() == text.strip()
+
+
+def test_the_live_turn_rows_have_the_tables_shape_and_count_what_the_worker_did(tiny_data: Path) -> None:
+    """A real worker process ingests and builds beside the timed calls; the counts are in the notes."""
+    rows = live_turn_bench.run(sizes=live_turn_bench.Sizes((20, 40), 3), sample="tiny-1")
+    timed = [f"{name} p{q} (b) worker" for name in ("pre_turn", "post_turn") for q in (50, 99)]
+    pool = ["pre_turn p50, reads on one thread", "pre_turn CPU p50, reads on one thread"]
+    each = [*timed, "fill", "host RSS", "cold start: first pre_turn", *pool]
+    assert [r.bench for r in rows] == [*each, *each, "small agent pre_turn p99"]
+    assert [r.setup for r in rows[:9]] == ["20 stored"] * 9
+    assert all(_finite(r) and r.value > 0 for r in rows)
+    assert all(r.baseline_name == "(a) no worker" for r in rows[:4])
+    assert "0 waited past one background tx" in rows[0].note
+    assert rows[-1].baseline_name == "before the big agent"

@@ -13,19 +13,27 @@ reloaded when they change.
 
 **Invalidation.** Every transaction that inserts, updates or deletes a belief row (``beliefs_store._save`` and
 ``_delete``, the only writers: builds and retractions on forget or erase) bumps ``meta.beliefs_version`` in the
-same transaction. A read compares the version its snapshot sees with the one the arrays were loaded at:
+same transaction and stamps the rows it writes with the new value (``beliefs.version``; a deleted belief's
+``bid`` goes to ``beliefs_removed`` with it). A read compares the version its snapshot sees with the one the
+arrays were loaded at:
 
 * equal: the arrays are exactly the snapshot's active beliefs;
-* the snapshot's is newer: this read reloads them (all active beliefs, one statement) and swaps them in;
+* the snapshot's is newer: the arrays are *refreshed*: only the rows stamped after the loaded version and the
+  removals logged since are read (two index ranges), merged into new arrays, and swapped in. So a build that
+  writes ten beliefs costs the next read ten rows, not every active belief (issue 12). One thread of a process
+  refreshes at a time; a read that finds another thread refreshing ranks from the arrays it has (the previous
+  version, ``BeliefStats.stale``), reading the hits from SQL so that no belief its snapshot deleted or
+  superseded is shown; a belief written since simply joins from the next read;
 * the snapshot's is older (another thread of this process already loaded a newer version): the read ranks
   from SQL as before, so it never sees beliefs its snapshot does not hold.
 
-A different database file (``meta.instance``) resets the copy. Filters other than a reach (and kinds) are
-compiled to SQL for the keys, and the arrays give the ranking data of those keys.
+A different database file (``meta.instance``) or a first read loads every active belief (``BeliefStats.full``,
+an index range on ``status``). Filters other than a reach (and kinds) are compiled to SQL for the keys, and the
+arrays give the ranking data of those keys.
 
 The hits built for a loaded version (text, metadata parsed from JSON, evidence) are kept with it
-(``BeliefRows.hits``, by ``bid``), since a version's rows never change: parsing a belief's metadata was half of
-a ranked belief read.
+(``BeliefRows.hits``, by ``bid``): a refresh drops only those of the beliefs it reloaded or removed, so a build
+does not throw away what every pack parsed (parsing a belief's metadata was half of a ranked belief read).
 """
 
 from __future__ import annotations
@@ -51,27 +59,31 @@ from .fts import fts_matches
 from .rows import chunks, ns_of_key, placeholders
 from .search import Candidates, FloatArray, IntArray, order, query_vector, score
 
-__all__ = ["VERSION_KEY", "BeliefIndex", "BeliefRows", "bump_version", "evidence_of", "rank"]
+__all__ = ["VERSION_KEY", "BeliefIndex", "BeliefRows", "BeliefStats", "bump_version", "evidence_of", "rank"]
 
 VERSION_KEY: Final = "beliefs_version"
 """The ``meta`` key counting belief writes."""
 _ACTIVE: Final = "active"
 _REACH_CACHE: Final = 64
 """Reaches whose admitted-namespace arrays are kept (least recently used dropped first)."""
-_LOAD_SQL: Final = (
-    "SELECT bid, vec, coalesce(observed_at, updated_at), confidence, ns FROM beliefs WHERE status = ? ORDER BY bid"
-)
+LOAD_PAGE: Final = 20_000
+"""Rows per page of a full load (``BeliefIndex._full``)."""
+_COLUMNS: Final = "bid, vec, coalesce(observed_at, updated_at), confidence, ns"
+_LOAD_SQL: Final = f"SELECT {_COLUMNS} FROM beliefs WHERE status = ? ORDER BY bid"
+_CHANGED_SQL: Final = f"SELECT {_COLUMNS}, status FROM beliefs WHERE version > ? AND version <= ?"
+_REMOVED_SQL: Final = "SELECT bid FROM beliefs_removed WHERE version > ? AND version <= ?"
 BoolArray = npt.NDArray[np.bool_]
 F32Array = npt.NDArray[np.float32]
 
 
-def bump_version(conn: sqlite3.Connection) -> None:
-    """Count one more belief write (call inside the writing transaction)."""
-    conn.execute(
+def bump_version(conn: sqlite3.Connection) -> int:
+    """Count one more belief write (call inside the writing transaction); the new version, to stamp rows with."""
+    row = conn.execute(
         "INSERT INTO meta (key, value) VALUES (?, '1') "
-        "ON CONFLICT(key) DO UPDATE SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT)",
+        "ON CONFLICT(key) DO UPDATE SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT) RETURNING value",
         (VERSION_KEY,),
-    )
+    ).fetchone()
+    return int(row[0])
 
 
 def _read_version(conn: sqlite3.Connection) -> tuple[str, int]:
@@ -104,7 +116,39 @@ class _Loaded:
     confidence: FloatArray
     ns_code: npt.NDArray[np.int32]
     namespaces: tuple[Namespace, ...]
+    codes: dict[str, int]
     hits: dict[int, Hit]
+
+
+@dataclass
+class BeliefStats:
+    """What one ``BeliefIndex`` has loaded (counts since it was made).
+
+    Attributes:
+        full: Loads of every active belief (the first read, or another file).
+        refreshes: Incremental refreshes (only the rows changed since the loaded version).
+        rows: Belief rows read by loads and refreshes together.
+        stale: Reads that ranked from the previous version while another thread refreshed.
+    """
+
+    full: int = 0
+    refreshes: int = 0
+    rows: int = 0
+    stale: int = 0
+
+
+def _arrays(rows: Sequence[Any], codes: dict[str, int]) -> tuple[IntArray, F32Array, IntArray, FloatArray, Any]:
+    """``(keys, vectors, when, confidence, ns codes)`` of ``_COLUMNS`` rows; new namespace keys join ``codes``."""
+    n = len(rows)
+    for r in rows:
+        codes.setdefault(str(r[4]), len(codes))
+    return (
+        np.fromiter((r[0] for r in rows), dtype=np.int64, count=n),
+        np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").reshape(n, EMBED_DIM),
+        np.fromiter((r[2] for r in rows), dtype=np.int64, count=n),
+        np.fromiter((r[3] for r in rows), dtype=np.float64, count=n),
+        np.fromiter((codes[str(r[4])] for r in rows), dtype=np.int32, count=n),
+    )
 
 
 class BeliefIndex:
@@ -112,55 +156,126 @@ class BeliefIndex:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self._loading = threading.Lock()
         self._loaded: _Loaded | None = None
         self._reaches: OrderedDict[Reach, BoolArray] = OrderedDict()
+        self.stats = BeliefStats()
 
     def rows(self, conn: sqlite3.Connection, flt: MetaFilter) -> BeliefRows | None:
         """The snapshot's active beliefs ``flt`` admits, or None when this copy cannot serve the snapshot.
 
         Call inside the read's transaction. None means the snapshot is older than the copy (rank from SQL).
+        Rows without cached hits (``hits`` None) come from the previous version while another thread refreshes.
         """
         instance, version = _read_version(conn)
         with self._lock:
             loaded = self._loaded
+        stale = False
         if loaded is None or loaded.instance != instance or loaded.version < version:
-            loaded = self._load(conn, instance, version)
+            current = loaded if loaded is not None and loaded.instance == instance else None
+            if current is not None and not self._loading.acquire(blocking=False):
+                loaded, stale = current, True  # another thread is refreshing: keep reading the previous version
+                with self._lock:
+                    self.stats.stale += 1
+            else:
+                if current is None:
+                    self._loading.acquire()
+                try:
+                    loaded = self._load(conn, instance, version)
+                finally:
+                    self._loading.release()
         elif loaded.version > version:
             return None
         if not flt.admits_kind(ItemKind.LEARNING):
-            return _select(loaded, np.zeros(len(loaded.keys), dtype=bool))
+            return _select(loaded, np.zeros(len(loaded.keys), dtype=bool), stale)
         if MetaFilter(reach=flt.reach, kinds=flt.kinds) == flt:
             admitted = self._admitted(loaded, flt.effective_reach())
-            return _select(loaded, admitted[loaded.ns_code])
+            return _select(loaded, admitted[loaded.ns_code], stale)
         where = compile_filter(flt, "b", beliefs=True)
         where.add("b.status = ?", _ACTIVE)
         found = conn.execute(f"SELECT b.bid FROM beliefs b WHERE {where.sql} ORDER BY b.bid", where.params).fetchall()
         keys = np.fromiter((r[0] for r in found), dtype=np.int64, count=len(found))
-        return _select(loaded, np.isin(loaded.keys, keys, assume_unique=True))
+        return _select(loaded, np.isin(loaded.keys, keys, assume_unique=True), stale)
 
     def _load(self, conn: sqlite3.Connection, instance: str, version: int) -> _Loaded:
-        rows = conn.execute(_LOAD_SQL, (_ACTIVE,)).fetchall()
-        n = len(rows)
-        codes: dict[str, int] = {}
-        for r in rows:
-            codes.setdefault(str(r[4]), len(codes))
-        loaded = _Loaded(
-            instance=instance,
-            version=version,
-            keys=np.fromiter((r[0] for r in rows), dtype=np.int64, count=n),
-            vectors=np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").reshape(n, EMBED_DIM),
-            when_us=np.fromiter((r[2] for r in rows), dtype=np.int64, count=n),
-            confidence=np.fromiter((r[3] for r in rows), dtype=np.float64, count=n),
-            ns_code=np.fromiter((codes[str(r[4])] for r in rows), dtype=np.int32, count=n),
-            namespaces=tuple(ns_of_key(key) for key in codes),
-            hits={},
-        )
+        """The arrays at ``version``: refreshed from the held ones when they are of this file, else loaded whole.
+
+        Call holding ``_loading``; the result is swapped in unless a newer version already was.
+        """
+        with self._lock:
+            held = self._loaded
+        if held is not None and held.instance == instance and held.version >= version:
+            return held  # another thread got there while this one waited
+        if held is None or held.instance != instance:
+            loaded = self._full(conn, instance, version)
+        else:
+            loaded = self._refresh(conn, held, version)
         with self._lock:
             current = self._loaded
             if current is None or current.instance != instance or current.version < version:
+                grew = current is None or len(loaded.namespaces) != len(current.namespaces)
                 self._loaded = loaded
-                self._reaches.clear()
+                if grew or current is None or current.instance != instance:
+                    self._reaches.clear()  # an admitted-namespace array covers the codes it was made for
         return loaded
+
+    def _full(self, conn: sqlite3.Connection, instance: str, version: int) -> _Loaded:
+        """Every active belief, read ``LOAD_PAGE`` rows at a time into arrays.
+
+        At most one page of rows is held as Python objects (at 1M beliefs the row tuples alone would be ~0.5 GB).
+        """
+        cursor = conn.execute(_LOAD_SQL, (_ACTIVE,))
+        codes: dict[str, int] = {}
+        parts: list[tuple[IntArray, F32Array, IntArray, FloatArray, Any]] = []
+        while rows := cursor.fetchmany(LOAD_PAGE):
+            parts.append(_arrays(rows, codes))
+        if not parts:
+            parts.append(_arrays([], codes))
+        keys, vectors, when, conf, ns_code = (np.concatenate([p[i] for p in parts]) for i in range(5))
+        with self._lock:
+            self.stats.full += 1
+            self.stats.rows += len(keys)
+        return _Loaded(
+            instance=instance,
+            version=version,
+            keys=keys,
+            vectors=vectors,
+            when_us=when,
+            confidence=conf,
+            ns_code=ns_code,
+            namespaces=tuple(ns_of_key(key) for key in codes),
+            codes=codes,
+            hits={},
+        )
+
+    def _refresh(self, conn: sqlite3.Connection, held: _Loaded, version: int) -> _Loaded:
+        """``held`` with the rows written and removed after its version (up to ``version``) applied."""
+        changed = conn.execute(_CHANGED_SQL, (held.version, version)).fetchall()
+        removed = [int(r[0]) for r in conn.execute(_REMOVED_SQL, (held.version, version))]
+        gone = np.array(sorted({int(r[0]) for r in changed} | set(removed)), dtype=np.int64)
+        keep = ~np.isin(held.keys, gone, assume_unique=True)
+        active = [r for r in changed if r[5] == _ACTIVE]
+        codes = dict(held.codes)
+        keys, vectors, when, conf, ns_code = _arrays(active, codes)
+        keys = np.concatenate([held.keys[keep], keys])
+        order = np.argsort(keys, kind="stable")
+        dropped = set(gone.tolist())
+        with self._lock:
+            self.stats.refreshes += 1
+            self.stats.rows += len(changed) + len(removed)
+            hits = {bid: hit for bid, hit in held.hits.items() if bid not in dropped}
+        return _Loaded(
+            instance=held.instance,
+            version=version,
+            keys=keys[order],
+            vectors=np.concatenate([held.vectors[keep], vectors])[order],
+            when_us=np.concatenate([held.when_us[keep], when])[order],
+            confidence=np.concatenate([held.confidence[keep], conf])[order],
+            ns_code=np.concatenate([held.ns_code[keep], ns_code])[order],
+            namespaces=(*held.namespaces, *(ns_of_key(key) for key in list(codes)[len(held.codes) :])),
+            codes=codes,
+            hits=hits,
+        )
 
     def _admitted(self, loaded: _Loaded, reach: Reach) -> BoolArray:
         with self._lock:
@@ -178,9 +293,13 @@ class BeliefIndex:
         return out
 
 
-def _select(loaded: _Loaded, mask: BoolArray) -> BeliefRows:
+def _select(loaded: _Loaded, mask: BoolArray, stale: bool = False) -> BeliefRows:
     return BeliefRows(
-        loaded.keys[mask], loaded.vectors[mask], loaded.when_us[mask], loaded.confidence[mask], loaded.hits
+        loaded.keys[mask],
+        loaded.vectors[mask],
+        loaded.when_us[mask],
+        loaded.confidence[mask],
+        None if stale else loaded.hits,
     )
 
 
@@ -222,7 +341,8 @@ def _hits(
     evidence = _evidence(conn, missing)
     for chunk in chunks(missing):
         for bid, hid, text, meta, conf in conn.execute(
-            f"SELECT {_HIT_COLUMNS} FROM beliefs b WHERE b.bid IN ({placeholders(len(chunk))})", chunk
+            f"SELECT {_HIT_COLUMNS} FROM beliefs b WHERE b.bid IN ({placeholders(len(chunk))}) AND b.status = ?",
+            (*chunk, _ACTIVE),
         ):
             rows[int(bid)] = Hit.model_construct(
                 id=str(hid),

@@ -8,7 +8,8 @@ A *scope* is ``(ns, kind)``; ``scopes.built_seq`` is its watermark. ``build_scop
    starts again from the new mark), then, ``MERGE_BATCH`` items at a time, load only the beliefs those
    statements can touch (by key, the *active* belief of each subject, the newest ``ANCHOR_WINDOW`` per
    anchor), merge, save, and move the watermark; a transaction commits once it has held the write lock
-   ``LOCK_BUDGET_S``, so a live turn's write never waits long behind a build.
+   ``LOCK_BUDGET_S``, and they are background writes (``connection``), so a live turn's write waits for at
+   most one of them.
 
 So a build's cost follows the new items, not the scope's size or a subject's history; a build with nothing
 new reads one index entry per scope and takes no lock; two builds racing serialise on the write lock and give
@@ -69,16 +70,16 @@ __all__ = [
 
 BUILD_CHUNK: Final = 500
 """Most items one round reads and extracts (outside the write lock)."""
-MERGE_BATCH: Final = 50
+MERGE_BATCH: Final = 10
 """Items merged and saved between two looks at the clock inside a build transaction."""
-LOCK_BUDGET_S: Final = 0.05
+LOCK_BUDGET_S: Final = 0.01
 """A build transaction commits once it has held the write lock this long, seconds (memory-core choice: a live
-``store_with(accepted)`` waits at most about this long behind a build; each commit costs one WAL sync)."""
-LOCK_GAP_S: Final = 0.03
-"""Pause between two write transactions of a build, seconds. A writer waiting for the lock sleeps in SQLite's
-busy handler and retries after 1, 2, 5, 10, 15, 20, 25, 25, 25, 50, 50, 100 ms (``sqliteDefaultBusyCallback``
-in sqlite3.c): a gap longer than its 25 ms steps lets it in rather than starving it while the build re-takes
-the lock at once (memory-core choice)."""
+``store_with(accepted)`` waits for at most one build transaction; a build commits without an fsync under the
+lock (``connection``: background writes), so a commit costs little and transactions can be short)."""
+LOCK_GAP_S: Final = 0.002
+"""Pause between two write transactions of a build, seconds. A live write does not need it (a build is a
+background write and stands back while a live write waits: ``connection``); it lets other background writers
+(another build, an ingestion chunk, a host's fold) in rather than starving them (memory-core choice)."""
 SOURCE_KINDS: Final = (ItemKind.DOCUMENT.value, ItemKind.CONVERSATION.value)
 """Item kinds beliefs are built from (learnings are never a source, reference §3)."""
 _NEWEST: Final = "observed_at DESC, last_seq DESC, key DESC"
@@ -87,13 +88,13 @@ lowest: sqlite.org/datatype3.html §4.1)."""
 
 _BELIEF_COLUMNS = (
     "id", "ns", "from_kind", "key", "subject", "status", "text", "learning_kind", "confidence", "state", "meta",
-    *META_COLUMN_NAMES, "last_seq", "updated_at", "vec",
+    *META_COLUMN_NAMES, "last_seq", "updated_at", "vec", "version",
 )  # fmt: skip
 _INSERT = f"INSERT INTO beliefs ({', '.join(_BELIEF_COLUMNS)}) VALUES ({', '.join('?' for _ in _BELIEF_COLUMNS)})"
 _UPDATE = (
     "UPDATE beliefs SET status = ?, confidence = ?, state = ?, meta = ?, "
     + ", ".join(f"{c} = ?" for c in META_COLUMN_NAMES)
-    + ", last_seq = ?, updated_at = ? WHERE bid = ?"
+    + ", last_seq = ?, updated_at = ?, version = ? WHERE bid = ?"
 )
 _Row = tuple[int, str, str]
 """One item read for a round: ``(seq, id, its JSON)``."""
@@ -148,13 +149,15 @@ def _held(conn: sqlite3.Connection, ns: str, from_kind: str, item_ids: Sequence[
 
 
 # saving -------------------------------------------------------------------------------------------------
-def _insert(conn: sqlite3.Connection, ns: str, from_kind: str, belief: Belief, state: str, at_us: int) -> int:
+def _insert(
+    conn: sqlite3.Connection, ns: str, from_kind: str, belief: Belief, state: str, at_us: int, version: int
+) -> int:
     cur = conn.execute(
         _INSERT,
         (
             belief_id(ns_of_key(ns), from_kind, belief.key), ns, from_kind, belief.key, belief.subject,
             belief.status.value, belief.text, belief.kind.value, belief.confidence, state, belief.meta.to_json(),
-            *meta_columns(belief.meta), belief.last_seq, at_us, vec_blob(embed(belief.text)),
+            *meta_columns(belief.meta), belief.last_seq, at_us, vec_blob(embed(belief.text)), version,
         ),
     )  # fmt: skip
     bid = int(cur.lastrowid or 0)
@@ -172,12 +175,14 @@ def _put_anchors(conn: sqlite3.Connection, ns: str, from_kind: str, bid: int, be
         )
 
 
-def _update(conn: sqlite3.Connection, ns: str, from_kind: str, bid: int, old: Belief, new: Belief, state: str) -> None:
+def _update(
+    conn: sqlite3.Connection, ns: str, from_kind: str, bid: int, old: Belief, new: Belief, state: str, version: int
+) -> None:
     conn.execute(
         _UPDATE,
         (
             new.status.value, new.confidence, state, new.meta.to_json(), *meta_columns(new.meta), new.last_seq,
-            now_us(), bid,
+            now_us(), version, bid,
         ),
     )  # fmt: skip
     if new.text != old.text:  # a rebuild after its text's item was forgotten
@@ -194,18 +199,19 @@ def _update(conn: sqlite3.Connection, ns: str, from_kind: str, bid: int, old: Be
 
 def _save(conn: sqlite3.Connection, ns: str, from_kind: str, beliefs: Sequence[Belief], at_us: int) -> None:
     """Insert or update ``beliefs`` and append the evidence each gained (``Belief.added``)."""
-    if beliefs:
-        bump_version(conn)  # per-process belief indexes reload (``belief_index``)
+    if not beliefs:
+        return
+    version = bump_version(conn)  # per-process belief indexes load the rows stamped with it (``belief_index``)
     for belief in beliefs:
         state = json.dumps(belief.to_state(), separators=(",", ":"), ensure_ascii=False)
         row = conn.execute(
             "SELECT bid, state FROM beliefs WHERE ns = ? AND from_kind = ? AND key = ?", (ns, from_kind, belief.key)
         ).fetchone()
         if row is None:
-            bid = _insert(conn, ns, from_kind, belief, state, at_us)
+            bid = _insert(conn, ns, from_kind, belief, state, at_us, version)
         else:
             bid = int(row[0])
-            _update(conn, ns, from_kind, bid, Belief.from_state(json.loads(row[1])), belief, state)
+            _update(conn, ns, from_kind, bid, Belief.from_state(json.loads(row[1])), belief, state, version)
         conn.executemany(
             "INSERT OR IGNORE INTO belief_evidence (bid, item_id) VALUES (?, ?)", [(bid, e) for e in belief.added]
         )
@@ -218,8 +224,9 @@ def _delete(conn: sqlite3.Connection, ns: str, from_kind: str, keys: Sequence[st
         ).fetchone()
         if row is None:
             continue
-        bump_version(conn)
+        version = bump_version(conn)
         bid, text = int(row[0]), str(row[1])
+        conn.execute("INSERT INTO beliefs_removed (version, bid) VALUES (?, ?)", (version, bid))
         conn.execute("INSERT INTO beliefs_fts (beliefs_fts, rowid, text) VALUES ('delete', ?, ?)", (bid, text))
         conn.execute("DELETE FROM belief_evidence WHERE bid = ?", (bid,))
         conn.execute("DELETE FROM belief_anchors WHERE bid = ?", (bid,))
@@ -341,7 +348,7 @@ def build_scope(
         done = 0
         while done < len(groups):
             step = partial(_write_round, ns=ns, kind=kind, mark=mark, groups=groups[done:], budget_s=budget_s)
-            result = db.run(step, write=True)
+            result = db.run(step, write=True, background=True)
             if result is None:
                 break  # another build moved the watermark: read again from it
             ids, n = result

@@ -1,52 +1,96 @@
 """One SQLite file shared by threads and processes: opening checks, per-thread connections, transactions.
 
 ``Database`` owns the path and hands each thread its own ``sqlite3`` connection (autocommit mode; every write is
-an explicit ``BEGIN IMMEDIATE`` so a writer never has to upgrade a read lock, the one case SQLite's busy handler
-cannot wait out). Every connection runs in WAL mode with a busy timeout, so readers never block the writer and
-one writer at a time waits its turn across processes.
+an explicit ``BEGIN IMMEDIATE`` so a writer never has to upgrade a read lock). Every connection runs in WAL mode,
+so readers never block the writer and one writer at a time holds the write lock across processes.
 
-Failures are mapped onto the contract's errors (reference §1.11):
+**Waiting for the write lock** (issue 12). SQLite's own busy handler sleeps in steps of up to 100 ms
+(``sqliteDefaultBusyCallback`` in sqlite3.c), longer than a build's pause between two transactions, so a waiting
+writer kept missing its turn. Connections run with ``busy_timeout = 0`` and ``Database`` waits itself, retrying
+``BEGIN IMMEDIATE`` every ``STEP_S`` to ``STEP_CAP_S`` until ``busy_timeout_ms × RETRY_ATTEMPTS`` has passed.
+Writes come in two priorities:
 
-| SQLite says | raised |
-| --- | --- |
-| ``database is locked`` / ``busy`` after ``busy_timeout`` and the bounded retries | ``EngineUnavailable`` |
-| ``file is not a database``, ``database disk image is malformed`` | ``EngineUnavailable`` naming the file |
-| ``attempt to write a readonly database``, ``unable to open database file`` | ``EngineError`` naming the file |
-| anything else | ``EngineError`` |
+* **live** (``store_with(accepted)``, forget, erase, migrations): the writer holds the *gate* (an ``flock`` on
+  ``<file>-gate``) shared from its first attempt to its commit;
+* **background** (builds, ingestion's ``visible`` batches, folding pending rows): before each ``BEGIN IMMEDIATE``
+  the writer takes the gate exclusively without waiting, and lets it go as soon as the transaction has begun.
+  When a live writer holds the gate, it stands back (``WriteStats.yields``) and tries again.
 
-Opening never changes a file it cannot use: the header is read, then the file is opened read-only to check it,
-and only then opened for writing.
+So once a live writer waits, no background transaction can begin: it waits for at most the one background
+transaction already holding the lock (a build commits every ``beliefs_store.LOCK_BUDGET_S``), plus other live
+writes, each one short transaction. A background writer waits for the gate only as long as live writes keep
+coming; the gate is released when a process dies (``flock`` locks belong to the open file). The gate only
+orders writers: SQLite's own locks keep them correct, so a gate file removed by the last process closing the
+database (as SQLite removes the WAL) while another opens it costs at most a moment's ordering.
+
+**Checkpoints.** SQLite's automatic checkpoint runs inside whichever commit crosses 1,000 pages of log, and
+again in every commit while readers keep it from finishing: a live write would pay for a build's pages (and a
+sync of the file). Connections run with ``wal_autocheckpoint = 0``; a background write checkpoints
+(``PASSIVE``, never waiting) after its commit once the log passes ``CHECKPOINT_BYTES``, a live write only past
+``LIVE_CHECKPOINT_BYTES`` (a host writing with nothing in the background still bounds its log).
+
+**Durability** (``docs/live-turn.md``): a live ``accepted`` write (``relaxed``) and every background write commit
+with ``synchronous = NORMAL``: in WAL mode a commit survives the death of the process at once, and no fsync is
+paid under the write lock. A background unit of work ends with ``sync`` (an fsync of the log, holding no lock),
+which makes every commit before it durable, ``accepted`` ones included; a power loss or OS crash can roll back
+only what was committed since. Live forget and erase commit at the URL's ``synchronous`` (``full`` by default).
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
-import random
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TypeVar
 from urllib.parse import parse_qs, urlsplit
 
 from memory_core.errors import ConfigError, EngineError, EngineUnavailable, MemoryCoreError
 
-__all__ = ["INTEGRITY_TTL_S", "Database", "SQLiteOptions", "is_corrupt", "is_locked", "map_error", "parse_url"]
+__all__ = [
+    "INTEGRITY_TTL_S",
+    "Database",
+    "SQLiteOptions",
+    "WriteStats",
+    "is_corrupt",
+    "is_locked",
+    "map_error",
+    "parse_url",
+]
 
 _T = TypeVar("_T")
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 """The first 16 bytes of every SQLite database file (sqlite.org/fileformat.html §1.3)."""
 DEFAULT_BUSY_TIMEOUT_MS = 2_000
-"""How long one statement waits for a lock inside SQLite before the retry loop takes over, ms."""
+"""The unit of how long a transaction waits for the file's locks, ms (see ``RETRY_ATTEMPTS``)."""
 RETRY_ATTEMPTS = 6
-"""Attempts of one transaction while the file stays locked (memory-core bound; about 2 s busy wait each)."""
-RETRY_BASE_S = 0.02
-"""First backoff between attempts, seconds; doubled each time with full jitter, capped at ``RETRY_CAP_S``."""
-RETRY_CAP_S = 1.0
-"""Longest backoff between attempts, seconds."""
+"""A transaction waits for the locks up to ``busy_timeout_ms × RETRY_ATTEMPTS`` (12 s by default) before
+``EngineUnavailable`` (memory-core bound); ``busy_timeout_ms=0`` makes one attempt."""
+STEP_S = 0.0005
+"""First pause between two attempts at a lock, seconds; doubled each time up to ``STEP_CAP_S``."""
+STEP_CAP_S = 0.002
+"""Longest pause between two attempts, seconds (memory-core choice: well under a build's ``LOCK_GAP_S``, so a
+waiting writer sees the lock free the moment a build transaction commits; an attempt costs a few µs)."""
+CHECKPOINT_BYTES = 4_000_000
+"""A background write checkpoints once the write-ahead log is this big (SQLite's own default is 1,000 pages)."""
+LIVE_CHECKPOINT_BYTES = 64_000_000
+"""A live write checkpoints only past this (a safety net for a host no background work runs beside)."""
+GATE_SUFFIX = "-gate"
+BACKGROUND_KEY = "background_tx"
+"""The ``meta`` key every background transaction increments, in the transaction: a live write reads it when it
+starts waiting and again once it holds the lock, so ``WriteStats.behind_most`` is exact across processes."""
+_COUNT_BACKGROUND = (
+    "INSERT INTO meta (key, value) VALUES (?, '1') "
+    "ON CONFLICT(key) DO UPDATE SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT)"
+)
+"""The file beside the database whose ``flock`` orders live writes before background ones (module docstring)."""
 INTEGRITY_TTL_S = 60.0
 """How long a clean ``PRAGMA quick_check`` stands before ``Database.damage`` runs another, seconds (memory-core
 choice: a full check reads every page, about 0.13 s for a 100k-item, 150 MB file with the pages cached)."""
@@ -66,7 +110,7 @@ class SQLiteOptions:
         path: The database file.
         synchronous: ``full`` (default: a commit survives power loss) or ``normal`` (survives a crash of the
             process; faster).
-        busy_timeout_ms: SQLite's own wait for a lock, per statement, ms.
+        busy_timeout_ms: How long a transaction waits for the locks, in units of ``RETRY_ATTEMPTS``, ms.
     """
 
     path: Path
@@ -120,9 +164,7 @@ def map_error(exc: BaseException, path: Path) -> MemoryCoreError:
     """The contract error for a ``sqlite3`` failure on the file at ``path`` (see the module table)."""
     text = str(exc).lower()
     if is_locked(exc):
-        return EngineUnavailable(
-            f"{path} stayed locked by another writer through {RETRY_ATTEMPTS} attempts; try again later"
-        )
+        return EngineUnavailable(f"{path} stayed locked by another writer; try again later")
     if is_corrupt(exc):
         return EngineUnavailable(f"{path} is not a usable sqlite database: {text}")
     if any(m in text for m in _READ_ONLY_MARKERS):
@@ -158,6 +200,89 @@ def _signature(path: Path) -> tuple[int, int, int]:
     return st.st_ino, st.st_size, st.st_mtime_ns
 
 
+@dataclass
+class WriteStats:
+    """What this process's writes met while waiting for the lock (counts since the ``Database`` was opened).
+
+    Attributes:
+        live: Live write transactions committed.
+        live_busy: Attempts of a live write that found the write lock held.
+        background: Background write transactions committed.
+        background_busy: Attempts of a background write that found the write lock held.
+        yields: Times a background writer stood back because a live write held the gate.
+        checkpoints: Checkpoints this process ran after a commit.
+        syncs: ``sync`` calls that synced the write-ahead log.
+        behind_most: The most background transactions that committed while one live write waited (from
+            ``meta.background_tx``, counted by SQLite's own serialisation: exact across processes).
+        behind_more_than_one: Live writes that waited behind more than one background transaction.
+    """
+
+    live: int = 0
+    live_busy: int = 0
+    background: int = 0
+    background_busy: int = 0
+    yields: int = 0
+    checkpoints: int = 0
+    syncs: int = 0
+    behind_most: int = 0
+    behind_more_than_one: int = 0
+
+
+class _Gate:
+    """``flock`` on ``<file>-gate``, ordering live writes before background ones (module docstring).
+
+    Live writers share it while they wait and write; background writers take it exclusively only to begin a
+    transaction. One descriptor per thread, since ``flock`` locks belong to an open file and threads sharing one
+    would share the lock. The file is created on first use.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._fds: list[int] = []
+
+    def _fd(self) -> int:
+        fd: int | None = getattr(self._local, "fd", None)
+        if fd is None or getattr(self._local, "pid", None) != os.getpid():
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            self._local.fd, self._local.pid = fd, os.getpid()
+            with self._lock:
+                self._fds.append(fd)
+        return fd
+
+    @contextmanager
+    def shared(self) -> Iterator[None]:
+        """Hold the gate shared (waits only while a background writer is beginning a transaction)."""
+        fd = self._fd()
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+
+    def try_exclusive(self) -> bool:
+        """Take the gate exclusively if no live writer holds it; never waits."""
+        try:
+            fcntl.flock(self._fd(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        return True
+
+    def release(self) -> None:
+        """Let the gate go (after ``try_exclusive``)."""
+        fcntl.flock(self._fd(), fcntl.LOCK_UN)
+
+    def close(self) -> None:
+        with self._lock:
+            fds, self._fds = self._fds, []
+        for fd in fds:
+            try:
+                os.close(fd)
+            except OSError:  # pragma: no cover - closing is best effort
+                pass
+
+
 class Database:
     """The database file and its connections: one per thread (and per process), closed together.
 
@@ -181,6 +306,10 @@ class Database:
         self._damage: str | None = None
         self._checked_at: float | None = None
         self._check_lock = threading.Lock()
+        self._gate = _Gate(self.path.with_name(self.path.name + GATE_SUFFIX))
+        self._wal = self.path.with_name(self.path.name + "-wal")
+        self._stats_lock = threading.Lock()
+        self.stats = WriteStats()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -235,12 +364,14 @@ class Database:
     def _connect(self) -> sqlite3.Connection:
         try:
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=0)
-            conn.execute(f"PRAGMA busy_timeout = {self.options.busy_timeout_ms}")
+            conn.execute("PRAGMA busy_timeout = 0")  # waiting is ``Database``'s (module docstring)
             self._retry(lambda: conn.execute("PRAGMA journal_mode = WAL").fetchone())
             conn.execute(f"PRAGMA synchronous = {self.options.synchronous.upper()}")
+            self._local.sync = self.options.synchronous.upper()
             conn.execute("PRAGMA foreign_keys = OFF")
             conn.execute("PRAGMA temp_store = MEMORY")
             conn.execute("PRAGMA cache_size = -32000")
+            conn.execute("PRAGMA wal_autocheckpoint = 0")  # checkpoints are background work (``_checkpoint``)
         except sqlite3.Error as exc:
             raise self._failed(exc) from None
         return conn
@@ -272,80 +403,203 @@ class Database:
                 conn.close()
             except sqlite3.Error:  # pragma: no cover - closing is best effort
                 pass
+        self._gate.close()
+        if not self._side_files():  # the last connection closed (SQLite removed the WAL): leave no gate behind
+            self._gate.path.unlink(missing_ok=True)
 
     # running ---------------------------------------------------------------------------------------------
+    def _wait_s(self) -> float:
+        return self.options.busy_timeout_ms / 1000 * RETRY_ATTEMPTS
+
     def _retry(self, fn: Callable[[], _T]) -> _T:
-        delay = RETRY_BASE_S
-        for attempt in range(RETRY_ATTEMPTS):
+        """``fn()`` retried in short steps while the file is locked, up to ``_wait_s``."""
+        deadline = time.monotonic() + self._wait_s()
+        step = STEP_S
+        while True:
             try:
                 return fn()
             except sqlite3.OperationalError as exc:
-                if not is_locked(exc) or attempt == RETRY_ATTEMPTS - 1:
+                if not is_locked(exc) or time.monotonic() >= deadline:
                     raise
-                time.sleep(random.uniform(0, delay))
-                delay = min(delay * 2, RETRY_CAP_S)
-        raise AssertionError("unreachable")  # pragma: no cover
+            time.sleep(step)
+            step = min(step * 2, STEP_CAP_S)
+
+    def _count(self, field: str) -> None:
+        with self._stats_lock:
+            setattr(self.stats, field, getattr(self.stats, field) + 1)
+
+    def _behind(self, conn: sqlite3.Connection) -> int | None:
+        """The background transactions committed so far (``meta.background_tx``; None before the schema exists)."""
+        try:
+            row = conn.execute("SELECT value FROM meta WHERE key = ?", (BACKGROUND_KEY,)).fetchone()
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):
+                return None
+            raise
+        return int(row[0]) if row else 0
+
+    def _waited(self, behind: int) -> None:
+        with self._stats_lock:
+            self.stats.behind_most = max(self.stats.behind_most, behind)
+            if behind > 1:
+                self.stats.behind_more_than_one += 1
+
+    def _begin(self, conn: sqlite3.Connection, background: bool) -> bool:
+        """One attempt at ``BEGIN IMMEDIATE``; False when the lock (or, for background, the gate) is held."""
+        if background and not self._gate.try_exclusive():
+            self._count("yields")
+            return False
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            return True
+        except sqlite3.OperationalError as exc:
+            if not is_locked(exc):
+                raise
+            self._count("background_busy" if background else "live_busy")
+            return False
+        finally:
+            if background:
+                self._gate.release()
+
+    def _set_sync(self, conn: sqlite3.Connection, level: str) -> None:
+        if getattr(self._local, "sync", None) != level:
+            conn.execute(f"PRAGMA synchronous = {level}")
+            self._local.sync = level
+
+    def _write(
+        self, conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], _T], background: bool, wait: bool
+    ) -> _T:
+        """Begin (waiting up to ``_wait_s`` when ``wait``, else one attempt), run ``fn``, commit.
+
+        Raises:
+            sqlite3.OperationalError: ``database is locked``: the transaction could not begin in time.
+        """
+        deadline = time.monotonic() + (self._wait_s() if wait else 0.0)
+        step = STEP_S
+        while not self._begin(conn, background):
+            if time.monotonic() >= deadline:
+                raise sqlite3.OperationalError("database is locked")
+            time.sleep(step)
+            step = min(step * 2, STEP_CAP_S)
+        try:
+            out = fn(conn)
+            if background:
+                conn.execute(_COUNT_BACKGROUND, (BACKGROUND_KEY,))
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        self._count("background" if background else "live")
+        self._checkpoint(conn, CHECKPOINT_BYTES if background else LIVE_CHECKPOINT_BYTES)
+        return out
+
+    def sync(self) -> None:
+        """Make every commit so far durable: ``fsync`` the write-ahead log, holding no lock.
+
+        Background work calls it when a unit of work ends (a build, a ``visible`` batch, a drain), so its
+        transactions commit without a sync under the write lock (one fsync is 7-20 ms on a busy disk) and the
+        ``accepted`` writes before them become durable too (module docstring).
+        """
+        try:
+            fd = os.open(self._wal, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return  # no log: everything is in the file (SQLite synced it when it checkpointed)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self._count("syncs")
+
+    def _checkpoint(self, conn: sqlite3.Connection, past: int) -> None:
+        """Copy the write-ahead log into the file (``PASSIVE``: never waits) once it has grown past ``past`` bytes."""
+        try:
+            size = self._wal.stat().st_size
+        except OSError:
+            return
+        if size > past:
+            conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            self._count("checkpoints")
 
     def try_write(self, fn: Callable[[sqlite3.Connection], _T]) -> _T | None:
-        """Run ``fn(conn)`` in a write transaction only if the write lock is free right now; else None at once.
+        """Run ``fn(conn)`` in a background write transaction only if it can begin now; else None at once.
 
         For work that may wait for a later turn (folding accepted rows into the index on a read): it never
-        waits on another writer, so a live-turn read is never held up by a worker's long build.
+        waits on another writer, so a live-turn read is never held up by a worker's long build, and it stands
+        back when a live write waits. It commits with ``synchronous = NORMAL`` (what it writes is derived).
 
         Raises:
             EngineUnavailable: the file is corrupt.
             EngineError: any other SQLite failure.
         """
         conn = self.connection()
-        conn.execute("PRAGMA busy_timeout = 0")
         try:
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.OperationalError as exc:
-                if is_locked(exc):
-                    return None
-                raise
-            try:
-                out = fn(conn)
-                conn.execute("COMMIT")
-                return out
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
+            self._set_sync(conn, "NORMAL")
+            return self._write(conn, fn, background=True, wait=False)
+        except sqlite3.OperationalError as exc:
+            if is_locked(exc) and not conn.in_transaction:
+                return None
+            raise self._failed(exc) from None
         except sqlite3.Error as exc:
             raise self._failed(exc) from None
-        finally:
-            conn.execute(f"PRAGMA busy_timeout = {self.options.busy_timeout_ms}")
 
-    def run(self, fn: Callable[[sqlite3.Connection], _T], *, write: bool = False) -> _T:
-        """Run ``fn(conn)`` in one transaction, retried while the file is locked.
+    def run(
+        self,
+        fn: Callable[[sqlite3.Connection], _T],
+        *,
+        write: bool = False,
+        background: bool = False,
+        relaxed: bool = False,
+    ) -> _T:
+        """Run ``fn(conn)`` in one transaction, waiting in short steps while the file is locked.
 
         A write runs inside ``BEGIN IMMEDIATE`` (the write lock is taken up front) and commits; a read runs
         inside ``BEGIN`` so all its statements see one snapshot. On any error the transaction rolls back, so a
         failed call changes nothing.
 
+        Args:
+            fn: The transaction's body.
+            write: Take the write lock.
+            background: A background write (module docstring): it stands back while a live write waits, and
+                commits with ``synchronous = NORMAL`` (its unit of work ends with ``sync``).
+            relaxed: Commit with ``synchronous = NORMAL`` (a live ``accepted`` write; module docstring).
+
         Raises:
-            EngineUnavailable: the file stayed locked through every retry, or is corrupt.
+            EngineUnavailable: the file stayed locked through ``busy_timeout_ms × RETRY_ATTEMPTS``, or is corrupt.
             EngineError: any other SQLite failure.
         """
         conn = self.connection()
-
-        def attempt() -> _T:
-            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-            try:
-                out = fn(conn)
-                conn.execute("COMMIT")
-                return out
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-
         try:
-            return self._retry(attempt)
+            if not write:
+                return self._retry(partial(self._read, conn, fn))
+            self._set_sync(conn, "NORMAL" if relaxed or background else self.options.synchronous.upper())
+            if background:
+                return self._write(conn, fn, background=True, wait=True)
+            with self._gate.shared():
+                before = self._behind(conn)  # the background commits it may wait for start after this
+                if before is None:
+                    return self._write(conn, fn, background=False, wait=True)
+                start = before
+
+                def counted(conn: sqlite3.Connection) -> _T:
+                    self._waited(int(self._behind(conn) or 0) - start)
+                    return fn(conn)
+
+                return self._write(conn, counted, background=False, wait=True)
         except sqlite3.Error as exc:
             raise self._failed(exc) from None
+
+    @staticmethod
+    def _read(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], _T]) -> _T:
+        conn.execute("BEGIN")
+        try:
+            out = fn(conn)
+            conn.execute("COMMIT")
+            return out
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
 
     def _failed(self, exc: sqlite3.Error) -> MemoryCoreError:
         """``exc`` as a contract error, remembering damage for ``damage`` (a damaged file stays damaged)."""

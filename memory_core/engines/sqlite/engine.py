@@ -6,26 +6,31 @@ power-loss durability for speed; ``?busy_timeout_ms=N``). The folder is created 
 * Items are keyed by id (the fingerprint): storing a held id is a replay. ``list``/``export`` page in write
   order with an opaque keyset cursor on ``seq`` (stable under concurrent writes); ``fetch`` pages a ranking
   frozen at the first page's last seq.
-* ``store_with(accepted)`` commits the row durably and leaves it pending (no embedding, no FTS row);
-  ``visible`` (and ``store``) indexes it in the same transaction and drains older pending rows, and so does
-  every ``consolidate``. A fetch folds pending rows in first only when the write lock is free at that moment
-  (``Database.try_write``): a live-turn read never waits for another process's write, and an accepted item
-  (which the contract lets lag) ranks from the first read that finds the lock free, a visible write or a build.
+* ``store_with(accepted)`` commits the row (a live write: ``connection``) and leaves it pending (no
+  embedding, no FTS row); ``visible`` (and ``store``) indexes it in the same transaction (``VISIBLE_CHUNK``
+  items per background transaction), then indexes older pending rows, embedding them outside the lock, and so
+  does every ``consolidate``. Live writes go before background ones (``connection``: the gate). A fetch folds
+  pending rows in first only when the write lock is free at that moment (``Database.try_write``): a live-turn
+  read never waits for another process's write, and an accepted item (which the contract lets lag) ranks
+  from the first read that finds the lock free, a visible write or a build.
   Reads on other threads of the same engine wait for that fold, so all the sections of one pack agree.
 * ``consolidate`` (``on_demand``) builds beliefs incrementally per scope (``beliefs_store``); ``beliefs`` and
   ``fetch(beliefs=N)`` serve them as learning hits tagged ``belief`` with ``derived_from`` naming their items.
 * Forget and erase remove the beliefs derived only from the removed items, in the same transaction.
 * ``fetch(max_scopes=N)`` ranks the items of at most N scopes (namespaces holding admitted items): those the
   query names first, then the most recently written by ``scopes.last_write`` (``reference.choose_scopes``,
-  reference §1.3). Beliefs are not narrowed by it.
+  reference §1.3), each scope's conversations over its newest ``scoped.SCOPE_WINDOW`` turns (*memory-core*:
+  a section's cost is bounded, ``scoped``). Beliefs are not narrowed by it. ``reads`` counts the rows each
+  ranked read ranked.
 """
 
 from __future__ import annotations
 
 import sqlite3
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
@@ -70,7 +75,7 @@ from memory_core.query import (
 )
 from memory_core.scoring import embed
 
-from . import beliefs_store
+from . import beliefs_store, scoped
 from .belief_index import BeliefIndex
 from .connection import Database, SQLiteOptions, parse_url
 from .filters import compile_filter
@@ -78,9 +83,10 @@ from .index import CandidateRows, ItemIndex
 from .ranking import rank_items
 from .rows import chunks, now_us, ns_key, ns_of_key, placeholders, vec_blob
 from .schema import check_version, migrate
+from .scoped import newest_per_scope, row_scopes, windowed
 from .scopes import build_scopes, counts, decode_cursor, encode_cursor, scope_rows
 from .search import hint_window
-from .writes import Prepared, delete_seqs, drain, index_rows, insert, pending_texts, prepare
+from .writes import Prepared, delete_seqs, index_rows, insert, pending_texts, prepare
 
 __all__ = ["SQLiteEngine"]
 
@@ -88,10 +94,43 @@ _T = TypeVar("_T")
 _ITEM_CACHE = 4096
 """Parsed items kept per engine, by seq (items never change once stored)."""
 _DRAIN_BATCH = 1000
+_RECENT_READS = 64
+INDEX_CHUNK = 50
+"""Pending rows indexed per background transaction, their embeddings computed before it (memory-core choice:
+a few ms of FTS inserts, so a live write waiting behind one waits that long)."""
+VISIBLE_CHUNK = 20
+"""Items per write transaction of a ``visible`` batch (memory-core choice: 20 embedded passages insert with
+their FTS rows in a few ms, so a live write waiting behind one chunk waits that long)."""
 _FOLD_WAIT_S = 1.0
 """Longest a read waits for another thread of this engine that is indexing pending rows (*memory-core*: the
 reads of one pack run on several threads, and without waiting only the one that drained saw a turn just stored
 ``accepted``; the pack waits for that thread anyway, so waiting adds no latency to it)."""
+
+
+@dataclass
+class ReadStats:
+    """How many rows this engine's ranked reads ranked (counts since it was opened; issue 12 "bounded sections").
+
+    Attributes:
+        fetches: Ranked item reads.
+        rows: Candidate rows they ranked, summed.
+        most: The most candidate rows one read ranked.
+        recent: ``(filter, rows)`` of the last ``_RECENT_READS`` reads, oldest first.
+    """
+
+    fetches: int = 0
+    rows: int = 0
+    most: int = 0
+    recent: deque[tuple[MetaFilter, int]] = field(default_factory=lambda: deque(maxlen=_RECENT_READS))
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def ranked(self, flt: MetaFilter, rows: int) -> None:
+        """Count one ranked read of ``rows`` candidates."""
+        with self._lock:
+            self.fetches += 1
+            self.rows += rows
+            self.most = max(self.most, rows)
+            self.recent.append((flt, rows))
 
 
 class SQLiteEngine(MemoryEngine):
@@ -119,6 +158,7 @@ class SQLiteEngine(MemoryEngine):
         self._items_lock = threading.Lock()
         self._drain_lock = threading.Lock()
         self._instance = ""
+        self.reads = ReadStats()
 
     @classmethod
     def from_url(cls, url: str) -> SQLiteEngine:
@@ -164,14 +204,34 @@ class SQLiteEngine(MemoryEngine):
 
     # writes ----------------------------------------------------------------------------------------------
     def _write(self, rows: Sequence[Prepared], visible: bool) -> Receipts:
-        def tx(conn: sqlite3.Connection) -> Receipts:
-            at = now_us()
-            receipts = [StoreReceipt(id=row.id, replayed=insert(conn, row, at) is None) for row in rows]
-            if visible:
-                drain(conn, _DRAIN_BATCH)
-            return receipts
+        """Insert ``rows``: ``accepted`` as one live transaction, ``visible`` in background chunks.
 
-        return self._db.run(tx, write=True)
+        An ``accepted`` write is the live turn's: one short transaction, no embedding, committed with
+        ``synchronous = NORMAL`` (``connection``: durable once it returns unless the machine loses power).
+        A ``visible`` batch (ingestion) was embedded before the lock (``prepare``); it is written
+        ``VISIBLE_CHUNK`` items per background transaction, so a live write never waits behind a whole batch
+        (the contract lets a failed batch keep its earlier items), and older pending rows are then indexed with
+        their embeddings computed outside the lock (``drain_pending``).
+        """
+        if not visible:
+
+            def tx(conn: sqlite3.Connection) -> Receipts:
+                at = now_us()
+                return [StoreReceipt(id=row.id, replayed=insert(conn, row, at) is None) for row in rows]
+
+            return self._db.run(tx, write=True, relaxed=True)
+        receipts: list[StoreReceipt] = []
+        for start in range(0, len(rows), VISIBLE_CHUNK):
+            part = rows[start : start + VISIBLE_CHUNK]
+
+            def chunk_tx(conn: sqlite3.Connection, part: Sequence[Prepared] = part) -> Receipts:
+                at = now_us()
+                return [StoreReceipt(id=row.id, replayed=insert(conn, row, at) is None) for row in part]
+
+            receipts.extend(self._db.run(chunk_tx, write=True, background=True))
+        self.drain_pending()
+        self._db.sync()  # background work: durable once it returns (``connection``)
+        return receipts
 
     def _store(self, item: AnyItem) -> StoreReceipt:
         return self._write([prepare(item, index=True)], visible=True)[0]
@@ -194,7 +254,10 @@ class SQLiteEngine(MemoryEngine):
         for SQLite's write lock.
         """
         with self._drain_lock:
-            return self._drain(wait=True)
+            done = self._drain(wait=True)
+        if done:
+            self._db.sync()  # background work: durable once it returns (``connection``)
+        return done
 
     def _fold_pending(self) -> None:
         """Before a read: index pending rows unless another process holds the write lock (never waited for).
@@ -215,11 +278,12 @@ class SQLiteEngine(MemoryEngine):
             if not rows:
                 return total
             computed = [(seq, text, vec_blob(embed(text))) for seq, text in rows]
-            write = partial(index_rows, rows=computed)
-            done = self._db.run(write, write=True) if wait else self._db.try_write(write)
-            if done is None:
-                return total
-            total += done
+            for start in range(0, len(computed), INDEX_CHUNK):
+                write = partial(index_rows, rows=computed[start : start + INDEX_CHUNK])
+                done = self._db.run(write, write=True, background=True) if wait else self._db.try_write(write)
+                if done is None:
+                    return total
+                total += done
             if len(rows) < _DRAIN_BATCH:
                 return total
 
@@ -298,6 +362,7 @@ class SQLiteEngine(MemoryEngine):
         rows = self._index.candidates(conn, request.filter, snapshot)
         if request.max_scopes is not None and len(rows):
             rows = self._within_scopes(conn, rows, request, request.max_scopes)
+        self.reads.ranked(request.filter, len(rows))
         hinted = None
         if request.refers_to is not None and len(rows):
             where = compile_filter(request.filter, "i")
@@ -315,24 +380,29 @@ class SQLiteEngine(MemoryEngine):
     def _within_scopes(
         self, conn: sqlite3.Connection, rows: CandidateRows, request: FetchRequest, max_scopes: int
     ) -> CandidateRows:
-        """The candidates inside the at most ``max_scopes`` scopes ``choose_scopes`` keeps."""
-        names = rows.namespaces()
-        distinct = sorted(set(names))
-        if len(distinct) <= max_scopes:
-            return rows
-        kinds = [k.value for k in request.filter.kinds or ItemKind.all()]
-        last: dict[Namespace, int] = {}
-        for chunk in chunks(distinct):
-            for ns, at in conn.execute(
-                f"SELECT ns, max(last_write) FROM scopes WHERE ns IN ({placeholders(len(chunk))}) "
-                f"AND kind IN ({placeholders(len(kinds))}) GROUP BY ns",
-                (*chunk, *kinds),
-            ):
-                last[ns_of_key(str(ns))] = int(at or 0)
-        for key in distinct:
-            last.setdefault(ns_of_key(key), 0)
-        kept = {ns_key(ns) for ns in choose_scopes(request.query, last, request.filter.effective_reach(), max_scopes)}
-        return rows.subset(np.fromiter((n in kept for n in names), dtype=bool, count=len(names)))
+        """The candidates inside the at most ``max_scopes`` scopes ``choose_scopes`` keeps.
+
+        Each kept scope's conversations are cut to its newest ``scoped.SCOPE_WINDOW`` (``scoped``).
+        """
+        codes, names = row_scopes(rows)
+        distinct = np.unique(codes)
+        keep = np.ones(len(codes), dtype=bool)
+        if len(distinct) > max_scopes:
+            kinds = [k.value for k in request.filter.kinds or ItemKind.all()]
+            keys = [names[int(c)] for c in distinct]
+            last: dict[Namespace, int] = {ns_of_key(key): 0 for key in keys}
+            for chunk in chunks(keys):
+                for ns, at in conn.execute(
+                    f"SELECT ns, max(last_write) FROM scopes WHERE ns IN ({placeholders(len(chunk))}) "
+                    f"AND kind IN ({placeholders(len(kinds))}) GROUP BY ns",
+                    (*chunk, *kinds),
+                ):
+                    last[ns_of_key(str(ns))] = int(at or 0)
+            chosen = choose_scopes(request.query, last, request.filter.effective_reach(), max_scopes)
+            kept = np.array([c for c, key in zip(distinct, keys, strict=True) if ns_of_key(key) in chosen])
+            keep = np.isin(codes, kept)
+        keep &= newest_per_scope(codes, windowed(rows) & keep, scoped.SCOPE_WINDOW)
+        return rows if keep.all() else rows.subset(keep)
 
     def _fetch(self, request: FetchRequest) -> FetchPage:
         state = decode_cursor("f", request.cursor, ("o", "s"))
@@ -428,17 +498,25 @@ class SQLiteEngine(MemoryEngine):
         Returns:
             Ids of the beliefs created or changed (empty when nothing was written since the last build).
         """
-        return beliefs_store.build_scope(self._db, ns_key(ns), kind.value)
+        try:
+            return beliefs_store.build_scope(self._db, ns_key(ns), kind.value)
+        finally:
+            self._db.sync()
 
     def _consolidate(self, request: ConsolidateRequest) -> ConsolidateReceipt:
         """Build every admitted scope with items past its watermark; the others cost one read, no lock."""
-        self.drain_pending()  # builds run in workers: the place to index what live turns stored accepted
+        with self._drain_lock:  # builds run in workers: the place to index what live turns stored accepted
+            drained = self._drain(wait=True)
         kinds = [k.value for k in request.admitted_kinds()]
         scopes = self._read(partial(beliefs_store.scopes_to_build, reach=request.reach, kinds=kinds))
         changed: set[str] = set()
-        for ns, kind, due in scopes:
-            if due:
-                changed |= beliefs_store.build_scope(self._db, ns, kind)
+        try:
+            for ns, kind, due in scopes:
+                if due:
+                    changed |= beliefs_store.build_scope(self._db, ns, kind)
+        finally:
+            if drained or any(due for _, _, due in scopes):
+                self._db.sync()  # one fsync for the whole unit of work, holding no lock
         return ConsolidateReceipt(status=ConsolidateStatus.COMPLETED, scopes=len(scopes), built=len(changed))
 
     def _beliefs(self, request: BeliefsRequest) -> list[Hit]:

@@ -22,6 +22,10 @@ Layout (version 1):
 | ``belief_anchors`` | belief → content words, to find near-duplicates without scanning |
 | ``beliefs_fts`` | FTS5 over belief text |
 
+Version 3 adds ``beliefs.version`` (the ``meta.beliefs_version`` a row was last written at) and
+``beliefs_removed`` (``(version, bid)`` of deleted beliefs), so each process's belief index loads only what
+changed (``belief_index``).
+
 ``ns`` is the namespace path with a trailing ``/`` (root = ``''``), so a subtree is a prefix range.
 """
 
@@ -181,7 +185,20 @@ def _v2(conn: sqlite3.Connection) -> None:
     conn.execute("DROP INDEX beliefs_subject")  # a prefix of the new one
 
 
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2)
+def _v3(conn: sqlite3.Connection) -> None:
+    """Incremental belief-index refresh (``belief_index``, issue 12).
+
+    Adds the belief version each row was last written at, a log of deleted beliefs, and the index a process's
+    first full load of the active beliefs scans.
+    """
+    conn.execute("ALTER TABLE beliefs ADD COLUMN version INTEGER NOT NULL DEFAULT 0")
+    conn.execute("CREATE INDEX beliefs_version ON beliefs(version)")
+    conn.execute("CREATE INDEX beliefs_status ON beliefs(status)")
+    conn.execute("CREATE TABLE beliefs_removed (version INTEGER NOT NULL, bid INTEGER NOT NULL)")
+    conn.execute("CREATE INDEX beliefs_removed_version ON beliefs_removed(version)")
+
+
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2, _v3)
 """``MIGRATIONS[i]`` upgrades version ``i`` to ``i + 1``; append, never edit, to change the schema."""
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -198,6 +215,7 @@ _OURS = {
     "beliefs",
     "belief_evidence",
     "belief_anchors",
+    "beliefs_removed",
 }
 
 

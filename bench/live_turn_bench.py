@@ -1,0 +1,304 @@
+"""The live turn beside a worker (issue 12): ``pre_turn``/``post_turn`` on a store holding the demo's data.
+
+Run ``python -m bench.live_turn_bench`` (1k/10k/100k stored turns), ``--quick`` (1k/3k, about a minute) or
+``--full`` (adds 1M). Each size's store holds what ``make demo`` builds: the PEPs in the brain, one LoCoMo
+conversation replayed through ``AgentMemory`` with its beliefs built, and filler turns (LoCoMo replicated across
+other agents, stored ``visible``, not yet built) up to the size. The fill time is printed.
+
+At each size, in the same run:
+
+* **(a) no worker**: ``pre_turn`` (a LoCoMo question) then ``post_turn`` of one replayed agent, p50/p99;
+* **(b) a worker**: the same calls while another process ingests PEP passages (100 per batch, ``visible``, as an
+  ``IngestBrain`` job) and builds every due scope (the filler: a long build), in a loop. With 2+ CPUs the host
+  is pinned to CPU 0 and the worker to CPU 1 (``os.sched_setaffinity``; ``taskset`` semantics), so the figures
+  show waiting, not CPU contention;
+* the counts behind them (``docs/live-turn.md``): host writes that waited for more than one background
+  transaction (``WriteStats.behind_more_than_one``: SQLite's own commit order), full belief-index loads and
+  refreshes during (b), and the most rows one History/Team read ranked;
+* the host's RSS after the calls, and the cold start: a new engine's first ``pre_turn`` on the file;
+* the read-pool question: ``pre_turn`` wall and CPU time with its reads on one thread against the shared pool.
+
+Last, a **small agent beside a big one**: the replayed agent's ``pre_turn`` p99 before another agent of its
+layout exists, then while that agent holds the largest size's turns and a worker builds them.
+
+The lead takes final figures on a quiet machine; ``--quick`` checks the code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.common import Row, machine, percentile, print_table
+from bench.sqlite_bench import _fill, _locomo, _turns
+from memory_core import ConsolidateRequest, Namespace, Reach
+from memory_core.cli._jobs import plan_ingest
+from memory_core.engines.sqlite import SQLiteEngine
+from memory_core.lifecycle.agent import AgentMemory
+from memory_core.lifecycle.brain import Brain
+from memory_core.lifecycle.documents import BrainDocument
+from memory_core.lifecycle.layout import MemoryLayout
+from memory_core.lifecycle.policy import HISTORY_HEADING, TEAM_HEADING
+from memory_core.replay import load_conversations
+from memory_core.replay.driver import Replayer, agent_id_for
+from memory_core.settings import get_settings
+
+__all__ = ["FULL", "QUICK", "STANDARD", "Sizes", "run"]
+
+SAMPLE = "conv-26"
+"""The LoCoMo conversation replayed (the demo's)."""
+LAYOUT = MemoryLayout()
+BUILD_ALL = ConsolidateRequest(reach=Reach.subtree())
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How big the bench runs: stored turns per size, and timed calls per phase."""
+
+    stored: tuple[int, ...]
+    calls: int
+
+
+QUICK = Sizes((1_000, 3_000), 30)
+STANDARD = Sizes((1_000, 10_000, 100_000), 200)
+FULL = Sizes((1_000, 10_000, 100_000, 1_000_000), 200)
+
+
+# the worker process ----------------------------------------------------------------------------------------
+def _passages() -> list[BrainDocument]:
+    peps = get_settings().data_dir / "docs" / "peps"
+    return [doc for job in plan_ingest([peps]).jobs for doc in job.documents]
+
+
+def _worker(db: str, started: str, stop: str) -> None:
+    """Ingest 100 passages under a new collection, then build every due scope; again until ``stop`` exists."""
+    if (os.cpu_count() or 1) >= 2:
+        os.sched_setaffinity(0, {1})
+    docs = _passages()
+    with SQLiteEngine(db) as engine:
+        brain = Brain(engine, LAYOUT)
+        i = 0
+        while not Path(stop).exists():
+            start = (i * 100) % max(1, len(docs) - 100)
+            brain.ingest_many(docs[start : start + 100], collection=f"worker-{i}")
+            Path(started).touch()
+            engine.consolidate(BUILD_ALL)
+            i += 1
+
+
+@contextmanager
+def _running_worker(db: Path, tmp: Path) -> Iterator[Path]:
+    started, stop = tmp / "worker.started", tmp / "worker.stop"
+    stop.unlink(missing_ok=True)
+    started.unlink(missing_ok=True)
+    env = {**os.environ, "MEMORY_CORE_DATA_DIR": str(get_settings().data_dir)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bench.live_turn_bench", "--worker", str(db), str(started), str(stop)],
+        cwd=Path(__file__).resolve().parents[1],
+        env=env,
+    )
+    try:
+        while not started.exists():  # its first batch is in: it builds from now on
+            if proc.poll() is not None:
+                raise RuntimeError(f"the bench worker exited with {proc.returncode}")
+            time.sleep(0.05)
+        yield started
+    finally:
+        stop.touch()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:  # mid-build (a big scope): its transactions are atomic, stop it
+            proc.terminate()
+            proc.wait(timeout=60)
+
+
+# the host ----------------------------------------------------------------------------------------------------
+def _pin_host() -> str:
+    if (os.cpu_count() or 1) >= 2:
+        os.sched_setaffinity(0, {0})
+        return "host on CPU 0, worker on CPU 1"
+    return "one CPU: host and worker share it"
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/statm", encoding="ascii") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
+
+
+def _demo_store(engine: SQLiteEngine, sample: str) -> tuple[str, list[str]]:
+    """The demo's data: PEPs in the brain, the LoCoMo conversation replayed and built; (agent, questions)."""
+    Brain(engine, LAYOUT).ingest_many(_passages())
+    settings = get_settings()
+    conv = load_conversations(settings.data_dir / "locomo" / "locomo_dev.json", "locomo", [sample])
+    Replayer(engine, LAYOUT, lambda job: None).replay(conv)
+    engine.consolidate(BUILD_ALL)
+    _, questions = _locomo()
+    return agent_id_for(conv.speakers[0]), questions
+
+
+@dataclass
+class Timed:
+    """One phase's samples, and how the host's live writes waited (``WriteStats`` deltas)."""
+
+    pre: list[float]
+    post: list[float]
+    writes: int
+    over_one: int
+
+
+def _calls(engine: SQLiteEngine, agent: str, questions: list[str], calls: int, base: int) -> Timed:
+    memory = AgentMemory(engine, LAYOUT, agent)
+    stats = engine._db.stats
+    writes, over = stats.live, stats.behind_more_than_one
+    pre: list[float] = []
+    post: list[float] = []
+    for i in range(calls):
+        turn = base + 2 * i
+        start = time.perf_counter()
+        memory.pre_turn({"thread_id": "bench", "turn_index": turn, "user_text": questions[i % len(questions)]})
+        pre.append((time.perf_counter() - start) * 1000)
+        start = time.perf_counter()
+        memory.post_turn({"thread_id": "bench", "turn_index": turn + 1, "assistant_text": f"Noted, {i}."})
+        post.append((time.perf_counter() - start) * 1000)
+    return Timed(pre, post, stats.live - writes, stats.behind_more_than_one - over)
+
+
+def _pool_rows(engine: SQLiteEngine, agent: str, questions: list[str], calls: int, setup: str) -> list[Row]:
+    """The read-pool question: ``pre_turn`` with its reads on one thread against the shared pool (wall and CPU)."""
+    out: dict[str, tuple[list[float], list[float]]] = {}
+    with ThreadPoolExecutor(max_workers=1) as one:
+        for name, executor in (("pool", None), ("one thread", one)):
+            memory = AgentMemory(engine, LAYOUT, agent, executor=executor)
+            wall: list[float] = []
+            cpu: list[float] = []
+            for i in range(calls):
+                text = questions[i % len(questions)]
+                start, used = time.perf_counter(), time.process_time()
+                memory.pre_turn({"thread_id": f"pool-{name}", "turn_index": i, "user_text": text})
+                wall.append((time.perf_counter() - start) * 1000)
+                cpu.append((time.process_time() - used) * 1000)
+            out[name] = (wall, cpu)
+    (pool_wall, pool_cpu), (one_wall, one_cpu) = out["pool"], out["one thread"]
+    return [
+        Row("pre_turn p50, reads on one thread", setup, percentile(one_wall, 50), "ms", percentile(pool_wall, 50),
+            "the shared read pool"),
+        Row("pre_turn CPU p50, reads on one thread", setup, percentile(one_cpu, 50), "ms", percentile(pool_cpu, 50),
+            "the shared read pool", "process CPU time per call"),
+    ]  # fmt: skip
+
+
+def _section_rows(engine: SQLiteEngine, agent: str) -> int:
+    """The most rows one History or Team read ranked in the last reads."""
+    flts = {LAYOUT.conversations_filter(agent), LAYOUT.conversations_filter(None)}
+    return max((rows for flt, rows in engine.reads.recent if flt in flts), default=0)
+
+
+def _rows_at(tmp: Path, stored: int, calls: int, pinning: str, sample: str) -> list[Row]:
+    db = tmp / f"live-{stored}.db"
+    started = time.perf_counter()
+    engine = SQLiteEngine(db)
+    agent, questions = _demo_store(engine, sample)
+    turns, _ = _locomo()
+    held = int(engine.stats()["items"])
+    _fill(engine, _turns(turns, max(0, stored - held), tag="fill"))
+    fill_s = time.perf_counter() - started
+    print(f"  {stored:,} stored: filled in {fill_s:.1f} s", flush=True)
+    _calls(engine, agent, questions, 3, 10_000)  # warm
+    quiet = _calls(engine, agent, questions, calls, 20_000)
+    loads = engine._belief_index.stats
+    full, refreshes = loads.full, loads.refreshes
+    with _running_worker(db, tmp):
+        busy = _calls(engine, agent, questions, calls, 40_000)
+    writes, over = busy.writes, busy.over_one
+    rows_read = _section_rows(engine, agent)
+    pool = _pool_rows(engine, agent, questions, calls, f"{stored:,} stored")
+    rss = _rss_mb()
+    engine.close()
+    cold_engine = SQLiteEngine(db)
+    start = time.perf_counter()
+    AgentMemory(cold_engine, LAYOUT, agent).pre_turn({"thread_id": "cold", "turn_index": 0, "user_text": questions[0]})
+    cold_ms = (time.perf_counter() - start) * 1000
+    cold_engine.close()
+    setup = f"{stored:,} stored"
+    note = (
+        f"{pinning}; worker: {writes} host writes, {over} waited past one background tx; "
+        f"belief loads during (b): {loads.full - full} full, {loads.refreshes - refreshes} refreshes; "
+        f"most rows per History/Team read {rows_read}"
+    )
+    rows = [
+        Row(f"{name} p{q} (b) worker", setup, percentile(b, q), "ms", percentile(a, q), "(a) no worker", note)
+        for name, a, b in (("pre_turn", quiet.pre, busy.pre), ("post_turn", quiet.post, busy.post))
+        for q in (50, 99)
+    ]
+    rows.append(Row("fill", setup, fill_s, "s", note="brain + replay + beliefs + filler turns"))
+    rows.append(Row("host RSS", setup, rss, "MB"))
+    rows.append(Row("cold start: first pre_turn", setup, cold_ms, "ms"))
+    return [*rows, *pool]
+
+
+def _small_beside_big(tmp: Path, big: int, calls: int, pinning: str, sample: str) -> list[Row]:
+    db = tmp / "small-big.db"
+    engine = SQLiteEngine(db)
+    agent, questions = _demo_store(engine, sample)
+    _calls(engine, agent, questions, 3, 10_000)
+    before = _calls(engine, agent, questions, calls, 20_000).pre
+    turns, _ = _locomo()
+    _fill(engine, _turns(turns, big, node=Namespace.agent("big"), tag="big"))
+    with _running_worker(db, tmp):  # builds the big agent's turns (and ingests)
+        during = _calls(engine, agent, questions, calls, 40_000).pre
+    engine.close()
+    return [
+        Row("small agent pre_turn p99", f"big agent holds {big:,}, being built", percentile(during, 99), "ms",
+            percentile(before, 99), "before the big agent", pinning)
+    ]  # fmt: skip
+
+
+def run(quick: bool = False, sizes: Sizes | None = None, sample: str = SAMPLE) -> list[Row]:
+    """Every row (see the module docstring); ``quick`` uses ``QUICK``, ``sizes`` overrides; ``sample`` is replayed.
+
+    Raises:
+        FileNotFoundError: no LoCoMo file or PEPs under ``MEMORY_CORE_DATA_DIR``.
+    """
+    size = sizes or (QUICK if quick else STANDARD)
+    tmp = Path(tempfile.mkdtemp(prefix="live-turn-bench-"))
+    affinity = os.sched_getaffinity(0)
+    pinning = _pin_host()
+    try:
+        rows: list[Row] = []
+        for stored in size.stored:
+            rows.extend(_rows_at(tmp, stored, size.calls, pinning, sample))
+        rows.extend(_small_beside_big(tmp, size.stored[-1], size.calls, pinning, sample))
+        return rows
+    finally:
+        os.sched_setaffinity(0, affinity)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None, out: Callable[[str], object] = print) -> int:
+    """The command line (``--worker`` is the bench's own worker process)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="1k/3k stored, about a minute")
+    parser.add_argument("--full", action="store_true", help="add 1M stored turns (long)")
+    parser.add_argument("--worker", nargs=3, metavar=("DB", "STARTED", "STOP"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        _worker(*args.worker)
+        return 0
+    rows = run(sizes=QUICK if args.quick else FULL if args.full else STANDARD)
+    print_table(rows, title=f"The live turn beside a worker ({HISTORY_HEADING!r}/{TEAM_HEADING!r} bounded)")
+    out(f"\nmachine: {machine()}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

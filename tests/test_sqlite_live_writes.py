@@ -1,0 +1,129 @@
+"""Live writes before background ones (issue 12): a host's ``accepted`` write never waits behind a worker's
+build for more than the one build transaction holding the lock when it arrived.
+
+The build runs in another process (this file run as a script) and re-takes the lock at once after each commit,
+so only the gate lets a waiting host write in. Every background transaction increments ``meta.background_tx``
+in the transaction, and a live write reads it when it starts waiting and once it holds the lock: the count
+of build commits it waited behind comes from SQLite's own order of commits, never from a clock.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from memory_core import (
+    ConsolidateRequest,
+    Conversation,
+    MemoryMeta,
+    Namespace,
+    ObservedActor,
+    Reach,
+    Role,
+    Turn,
+    WriteOptions,
+)
+from memory_core.engines.sqlite import SQLiteEngine, beliefs_store, connection
+from memory_core.engines.sqlite.rows import ns_key
+
+BUILT = "worker-scope"
+HOST = "host"
+_THINGS = ("tomato", "kayak", "pottery", "violin", "garden", "novel", "bicycle", "painting", "puppy", "recipe")
+
+
+def turn(n: int, agent: str, tag: str = "") -> Conversation:
+    thing = _THINGS[n % len(_THINGS)]
+    return Conversation(
+        turns=(Turn(role=Role.USER, text=f"I bought {n} {thing} things{tag} for my sister on day {n}."),),
+        meta=MemoryMeta(
+            namespace=Namespace.agent(agent),
+            agent_id=agent,
+            thread_id=f"t{n % 7}",
+            observed_at=datetime(2023, 1, 1, tzinfo=UTC) + timedelta(hours=n),
+            observed_actor=ObservedActor(id=f"user:{agent}", name=agent),
+        ),
+    )
+
+
+def _build(db: str, started: str) -> None:
+    """The worker: one long build of ``BUILT`` re-taking the lock at once; prints how often it stood back."""
+    with SQLiteEngine(db) as engine:
+        real = engine._db._write
+
+        def first_then_real(*args: object, **kwargs: object) -> object:
+            out = real(*args, **kwargs)  # type: ignore[arg-type]
+            Path(started).touch()
+            return out
+
+        engine._db._write = first_then_real  # type: ignore[method-assign]
+        beliefs_store.build_scope(engine._db, ns_key(Namespace.agent(BUILT)), "conversation", gap_s=0.0)
+        stats = engine._db.stats
+        print(f"{stats.background} {stats.yields}")
+
+
+def test_a_host_write_waits_for_at_most_one_build_transaction(tmp_path: Path) -> None:
+    db = tmp_path / "memory.db"
+    with SQLiteEngine(db) as engine:
+        items = [turn(n, BUILT) for n in range(1500)]
+        for i in range(0, len(items), 100):
+            engine.store_many(items[i : i + 100])
+    started = tmp_path / "started"
+    worker = subprocess.Popen(
+        [sys.executable, __file__, str(db), str(started)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ},
+    )
+    with SQLiteEngine(db) as engine:
+        while not started.exists():  # the build's first commit
+            assert worker.poll() is None, worker.stderr.read() if worker.stderr else ""
+            time.sleep(0.005)
+        n = 0
+        while worker.poll() is None:
+            engine.store_with(turn(n, HOST, tag=" live"), WriteOptions.accepted())
+            n += 1
+            time.sleep(0.003)
+        stats = engine._db.stats
+    out, err = worker.communicate()
+    assert worker.returncode == 0, err
+    commits, yields = (int(x) for x in out.split())
+    assert commits >= 5 and n > 0  # a long build: many transactions, host writes all along
+    assert stats.live_busy > 0  # some host writes found the build holding the lock (else this shows nothing)
+    assert stats.behind_most == 1 and stats.behind_more_than_one == 0
+    assert yields > 0  # the build stood back for waiting host writes
+
+
+def test_live_writes_never_checkpoint_or_sync_and_background_work_does(tmp_path: Path) -> None:
+    """A live write pays neither a checkpoint nor an fsync; a background unit of work ends with both as due."""
+    with SQLiteEngine(tmp_path / "memory.db") as engine:
+        stats = engine._db.stats
+        engine.store_many([turn(n, BUILT) for n in range(100)])  # a visible batch: background work
+        assert stats.syncs == 1 and stats.checkpoints == 0  # the log is still small
+        engine._db._checkpoint = _spy(engine._db._checkpoint, seen := [])  # type: ignore[method-assign]
+        live = stats.live
+        for n in range(20):
+            engine.store_with(turn(n, HOST, tag=" live"), WriteOptions.accepted())
+        assert stats.syncs == 1 and stats.live == live + 20
+        assert seen == [connection.LIVE_CHECKPOINT_BYTES] * 20  # only past the live safety net
+        engine.consolidate(ConsolidateRequest(reach=Reach.subtree()))
+        assert stats.syncs == 2  # the build (and the drain before it) end with one fsync of the log
+        assert set(seen[20:]) == {connection.CHECKPOINT_BYTES}
+
+
+def _spy(fn: Callable[[sqlite3.Connection, int], None], seen: list[int]) -> Callable[[sqlite3.Connection, int], None]:
+    def spy(conn: sqlite3.Connection, past: int) -> None:
+        seen.append(past)
+        fn(conn, past)
+
+    return spy
+
+
+if __name__ == "__main__":
+    _build(sys.argv[1], sys.argv[2])
