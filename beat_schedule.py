@@ -10,7 +10,7 @@ task to its queue and letting each tick expire after one period.
 | ``drain-outbox`` | ``memory.drain_outbox`` | ``outbox_drain_interval_s`` | publishes parked jobs |
 
 Two beats send every tick twice (celery/celery#2856); the tasks tolerate it (a build is single flight per scope
-and coalesced, a drain claims each row once), but the README's rule stands: one beat.
+and coalesced, a drain claims each row once), but the rule in docs/jobs.md stands: one beat.
 """
 
 from __future__ import annotations

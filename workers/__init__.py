@@ -2,10 +2,12 @@
 
 | module | what it holds |
 | --- | --- |
+| ``kinds`` | the table of job kinds (model, task, queue, handler, Flower summary, coalescing): add a kind here |
+| ``handlers`` | what each kind's delivery does (per-scope builds, ingest, build-due, outbox drain) |
 | ``config`` | the Celery configuration as data, from settings (and why each item is set) |
-| ``celery_app`` | ``app``: ``celery -A workers.celery_app worker|beat|flower`` |
-| ``tasks`` | ``memory.build_beliefs``, ``memory.ingest_brain``, ``memory.build_due``, ``memory.drain_outbox`` |
-| ``execution`` | one delivery's flow: attempts, parsing, per-scope builds, retries, dead letters |
+| ``celery_app`` | ``app`` with a task per kind: ``celery -A workers.celery_app worker|beat|flower`` |
+| ``execution`` | one delivery's flow: attempts, parsing, dispatch, retries, dead letters |
+| ``runtime`` | the process's ``Runtime`` (engine, coordination, dead letters, queue) every part asks |
 | ``queue`` | ``JobQueue``: the host side (``submit`` returns at once; outbox when Redis is away) |
 | ``outbox`` | the durable local outbox (SQLite under ``var_dir``) |
 | ``locks`` | single flight and coalescing per (engine, scope) |

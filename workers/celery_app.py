@@ -1,32 +1,86 @@
 """The Celery app, built from settings: ``celery -A workers.celery_app worker|beat|flower``.
 
-``app`` is configured by ``workers.config.celery_config(get_settings())`` (JSON only, late acks with
-requeue on a lost child, prefetch 1, one visibility timeout, time limits, events, result expiry: the table
-in ``workers.config`` says why each is set), includes ``workers.tasks``, and connects ``workers.signals``
-(outbox drain on worker start, dead letters for messages Celery rejects).
+``create_app(settings)`` configures the app with ``workers.config.celery_config`` (JSON only, late acks with
+requeue on a lost child, prefetch 1, one visibility timeout, time limits, events, result expiry: the table in
+``workers.config`` says why each is set), registers one task per row of the table of job kinds and per
+maintenance task (``workers.kinds``), and connects the signal handlers (``workers.signals.connect``: outbox drain
+on worker start, dead letters for messages Celery rejects). ``app`` is the process's, for Celery's ``-A``.
+
+Every task is the same thin shell over ``workers.execution.execute``, and takes ``*args, **kwargs`` so a message
+of the wrong shape reaches the flow (and the dead letters) instead of failing inside Celery's call. A retry, and
+a build deferred to later, raise Celery's ``Retry`` (a new message with a countdown, the same task id); a
+dead-lettered job raises ``DeadLettered`` so Flower shows it failed. Celery's own retry cap is off
+(``max_retries=None`` on the task: ``Task.retry(max_retries=None)`` would fall back on Celery's default of 3):
+the flow counts attempts itself and dead-letters past ``Settings.max_retries``, and a deferral is no attempt.
 """
 
 from __future__ import annotations
 
-from celery import Celery
+from collections.abc import Callable
+from typing import Any
+
+from celery import Celery, Task
 
 from memory_core.settings import Settings, get_settings
+from workers import signals
 from workers.config import celery_config
+from workers.execution import DeadLettered, Delivery, Verdict, execute
+from workers.kinds import JOB_KINDS, JobKinds
+from workers.runtime import runtime
 
-__all__ = ["app", "create_app"]
+__all__ = ["app", "create_app", "run_task"]
 
 
-def create_app(settings: Settings) -> Celery:
-    """A worker-side Celery app for ``settings`` (the server-less folders are made when a worker or beat starts).
+def run_task(task: Task, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
+    """Run one delivery of ``task`` through the flow and turn its outcome into Celery's terms."""
+    request = task.request
+    delivery = Delivery(
+        task=str(task.name),
+        job_id=str(request.id),
+        args=tuple(args),
+        kwargs=dict(kwargs),
+        queue=(request.delivery_info or {}).get("routing_key"),
+        retries=int(request.retries or 0),
+    )
+    outcome = execute(runtime(), delivery)
+    if outcome.verdict is Verdict.RETRY:
+        raise task.retry(countdown=outcome.countdown, exc=outcome.error, max_retries=None)
+    if outcome.verdict is Verdict.DEFER:  # the same job again when the wait ends
+        raise task.retry(countdown=outcome.countdown, max_retries=None)
+    if outcome.verdict is Verdict.DEAD:
+        letter = outcome.letter
+        raise DeadLettered(f"{letter.error}: {letter.message}" if letter else "dead-lettered")
+    return outcome.result
+
+
+def _shell(doc: str) -> Callable[..., dict[str, Any] | None]:
+    def task(self: Task, *args: Any, **kwargs: Any) -> dict[str, Any] | None:
+        return run_task(self, args, kwargs)
+
+    task.__doc__ = doc
+    return task
+
+
+def create_app(settings: Settings, kinds: JobKinds = JOB_KINDS) -> Celery:
+    """A worker-side Celery app for ``settings`` with a task per job kind and maintenance task, signals connected.
+
+    Args:
+        settings: The settings.
+        kinds: The table of job kinds (``workers.kinds.JOB_KINDS``).
 
     Raises:
         ConfigError: time settings that break ``workers.config.check_timeouts``.
     """
-    celery = Celery("memory-core", include=["workers.tasks"])
-    celery.conf.update(celery_config(settings))
+    celery = Celery("memory-core")
+    celery.conf.update(celery_config(settings, kinds))
+    registry: Any = celery  # Celery's task decorator is untyped
+    options = {"bind": True, "shared": False, "max_retries": None}
+    for kind in kinds:
+        registry.task(name=kind.task, **options)(_shell(f"Run a {kind.tag} job ({kind.model.__name__})."))
+    for task in kinds.maintenance:
+        registry.task(name=task.task, **options)(_shell(f"{task.handler.__doc__}"))
+    signals.connect()
     return celery
 
 
 app = create_app(get_settings())
-
-import workers.signals  # noqa: E402,F401  (connects the signal handlers once the app exists)

@@ -21,16 +21,33 @@ reliability item has its reason next to it; the sources are ``../shared/referenc
 
 from __future__ import annotations
 
+import socket
 import ssl
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from memory_core.errors import ConfigError
+import kombu.exceptions
+import redis
+from celery.exceptions import SoftTimeLimitExceeded
+
+from beat_schedule import ENTRIES
+from memory_core.errors import ConfigError, EngineUnavailable
 from memory_core.settings import Settings
+from workers.kinds import (
+    JOB_KINDS,
+    MAINTENANCE_QUEUE,
+    TASK_BUILD_BELIEFS,
+    TASK_BUILD_DUE,
+    TASK_DRAIN_OUTBOX,
+    TASK_INGEST_BRAIN,
+    JobKinds,
+    queue_name,
+)
 
 __all__ = [
     "QUEUE_OF_TASK",
+    "TRANSIENT",
     "TASK_BUILD_BELIEFS",
     "TASK_BUILD_DUE",
     "TASK_DRAIN_OUTBOX",
@@ -38,10 +55,15 @@ __all__ = [
     "beat_config",
     "broker_url",
     "celery_config",
+    "broker_problem",
     "check_timeouts",
+    "config_problem",
+    "max_countdown_s",
+    "prepare",
     "host_config",
     "is_redis_url",
     "queue_for",
+    "redact",
     "redis_url_of",
     "resolve_queues",
     "restore_sweep",
@@ -49,18 +71,21 @@ __all__ = [
     "var_paths",
 ]
 
-TASK_BUILD_BELIEFS = "memory.build_beliefs"
-TASK_INGEST_BRAIN = "memory.ingest_brain"
-TASK_BUILD_DUE = "memory.build_due"
-TASK_DRAIN_OUTBOX = "memory.drain_outbox"
+QUEUE_OF_TASK: dict[str, str] = JOB_KINDS.queues()
+"""Task name → the ``Settings`` field naming its queue, from the table of job kinds (``workers.kinds``)."""
 
-QUEUE_OF_TASK: dict[str, str] = {
-    TASK_BUILD_BELIEFS: "queue_beliefs",
-    TASK_INGEST_BRAIN: "queue_ingest",
-    TASK_BUILD_DUE: "queue_maintenance",
-    TASK_DRAIN_OUTBOX: "queue_maintenance",
-}
-"""Task name → the ``Settings`` field naming its queue (issue 5 §2: queues beliefs, ingest, maintenance)."""
+TRANSIENT: tuple[type[BaseException], ...] = (
+    EngineUnavailable,  # an engine, or a coordination store, that is away (both raise it)
+    SoftTimeLimitExceeded,  # a build's finished scopes are kept, so the retry resumes
+    kombu.exceptions.OperationalError,
+    kombu.exceptions.ConnectionError,
+    redis.RedisError,
+    OSError,  # ConnectionError, TimeoutError, a socket's errors
+)
+"""The one list of errors that say "try again later": a worker retries the job with backoff (up to
+``max_retries``, then dead-letters it); a host parks the job in the outbox. Anything else is the job's own fault:
+dead-lettered at once. A broker that refuses the configuration (``config_problem``) raises one of these too: the
+worker and beat refuse to start on it, and the host logs it once (issue 11 §4)."""
 
 SAFE_REDIS_TRANSPORT = "workers.transport:SafeRedisTransport"
 SAFE_FILESYSTEM_TRANSPORT = "workers.transport:SafeFilesystemTransport"
@@ -73,6 +98,94 @@ SOFT_SHUTDOWN_S = 10.0
 def is_redis_url(url: str | None) -> bool:
     """True for ``redis://`` and ``rediss://`` URLs."""
     return url is not None and urlsplit(url).scheme.lower() in {"redis", "rediss"}
+
+
+def redact(url: str) -> str:
+    """``url`` without its credentials (``redis://:***@host:6379/0``), for printing and logs."""
+    parts = urlsplit(url)
+    if parts.password is None and parts.username is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f":***@{host}" + (f":{parts.port}" if parts.port else "")
+    return parts._replace(netloc=netloc).geturl()
+
+
+_AUTH_ERRORS: tuple[type[BaseException], ...] = (
+    redis.exceptions.AuthenticationError,
+    redis.exceptions.AuthenticationWrongNumberOfArgsError,
+    redis.exceptions.AuthorizationError,
+    redis.exceptions.NoPermissionError,
+)
+_AUTH_REPLIES = ("WRONGPASS", "NOAUTH", "NOPERM", "invalid username-password pair", "Authentication required")
+"""Redis's replies to a wrong, missing or unpermitted login (kombu may carry them as text only)."""
+_OUTAGE_ERRORS = (ConnectionRefusedError, TimeoutError, socket.gaierror)
+"""Errors that say the server is away, not that it refused this configuration."""
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and all(current is not e for e in seen):
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return seen
+
+
+def config_problem(exc: BaseException) -> str | None:
+    """Why ``exc`` (or an error it was raised from) says the Redis URL is wrong rather than the server away.
+
+    Authentication and permission errors (a wrong or missing password, a user without the rights) and TLS errors
+    (a ``rediss://`` URL to a server without TLS, a certificate that does not verify) are configuration errors:
+    retrying cannot fix them (issue 11 §4). A TLS-only server reached with ``redis://`` only resets the
+    connection; ``broker_problem`` recognises it by a TLS handshake.
+
+    Returns:
+        ``AuthenticationError: …`` or ``TLS: …``; None for anything else (an outage).
+    """
+    for error in _chain(exc):
+        text = str(error)
+        if isinstance(error, _AUTH_ERRORS) or any(reply in text for reply in _AUTH_REPLIES):
+            return f"AuthenticationError: {text or type(error).__name__} (check the user and password in the URL)"
+        if isinstance(error, ssl.SSLError) or "[SSL" in text:
+            return f"TLS: {text or type(error).__name__} (check the URL's scheme: rediss:// is TLS, redis:// is not)"
+    return None
+
+
+def speaks_tls(url: str, timeout_s: float) -> bool:
+    """True when the server of a ``redis://`` URL completes a TLS handshake (certificates not checked)."""
+    parts = urlsplit(url)
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    try:
+        with (
+            socket.create_connection((parts.hostname or "localhost", parts.port or 6379), timeout_s) as raw,
+            context.wrap_socket(raw, server_hostname=parts.hostname),
+        ):
+            return True
+    except (OSError, ValueError):
+        return False
+
+
+def broker_problem(url: str, exc: BaseException, timeout_s: float) -> str | None:
+    """``config_problem(exc)``, or, when a ``redis://`` connection was reset, whether the server speaks TLS only.
+
+    Args:
+        url: The broker URL that failed.
+        exc: The error.
+        timeout_s: Bound on the TLS handshake tried for a reset connection, seconds.
+
+    Returns:
+        The configuration error, or None for an outage.
+    """
+    problem = config_problem(exc)
+    if problem is not None or urlsplit(url).scheme.lower() != "redis":
+        return problem
+    if any(isinstance(error, _OUTAGE_ERRORS) for error in _chain(exc)):
+        return None
+    if speaks_tls(url, timeout_s):
+        return "TLS: the server speaks TLS only (use a rediss:// URL)"
+    return None
 
 
 def var_paths(settings: Settings) -> dict[str, Path]:
@@ -118,23 +231,23 @@ def redis_url_of(settings: Settings) -> str | None:
     return settings.broker_url if is_redis_url(settings.broker_url) else None
 
 
-def queue_for(settings: Settings, task_name: str) -> str:
-    """The queue a task is routed to.
+def queue_for(settings: Settings, task_name: str, kinds: JobKinds = JOB_KINDS) -> str:
+    """The queue a task is routed to (its row of the table of job kinds).
 
     Raises:
         ConfigError: an unknown task name.
     """
-    try:
-        return str(getattr(settings, QUEUE_OF_TASK[task_name]))
-    except KeyError:
-        raise ConfigError(f"no queue for task {task_name!r}") from None
+    attr = kinds.queues().get(task_name)
+    if attr is None:
+        raise ConfigError(f"no queue for task {task_name!r}")
+    return queue_name(settings, attr)
 
 
 def resolve_queues(settings: Settings, spec: str | None) -> tuple[list[str], list[str]]:
     """The queue names a worker consumes for ``--queues spec``, and the names that match no queue.
 
     Each comma-separated entry is a configured queue name (``Settings.queue_beliefs`` …, taken as is) or one of
-    the logical names ``beliefs``, ``ingest``, ``maintenance`` (mapped to the configured name), so the README's
+    the logical names ``beliefs``, ``ingest``, ``maintenance`` (mapped to the configured name), so docs/jobs.md's
     ``--queues beliefs,maintenance`` consumes ``MEMORY_CORE_QUEUE_BELIEFS=nc-beliefs`` too. Any other entry is
     kept (it may be a queue of another app) and returned in the second list so the caller can warn: no task of
     this app is routed there. None or blank means every configured queue.
@@ -142,8 +255,8 @@ def resolve_queues(settings: Settings, spec: str | None) -> tuple[list[str], lis
     Returns:
         (names in order without duplicates, unknown entries).
     """
-    configured = {"beliefs": settings.queue_beliefs, "ingest": settings.queue_ingest}
-    configured["maintenance"] = settings.queue_maintenance
+    fields = dict.fromkeys(JOB_KINDS.queues().values())  # queue_beliefs, queue_ingest, queue_maintenance, …
+    configured = {attr.removeprefix("queue_"): queue_name(settings, attr) for attr in fields}
     entries = [e.strip() for e in (spec or "").split(",") if e.strip()] or list(configured.values())
     names: list[str] = []
     unknown: list[str] = []
@@ -160,14 +273,26 @@ def resolve_queues(settings: Settings, spec: str | None) -> tuple[list[str], lis
     return names, unknown
 
 
+def max_countdown_s(settings: Settings) -> float:
+    """The longest countdown the flow puts on a message, seconds: a retry's backoff, or a deferral.
+
+    A retry waits at most ``retry_backoff_max_s``; a build deferred to its scope's minimum interval at most
+    ``build_min_interval_s``; a delivery deferred because another delivery of its job holds the scope
+    (``Enter.BUSY``) waits the lease left, capped here, and simply defers again if the lease still lives.
+    """
+    return max(settings.retry_backoff_max_s, settings.build_min_interval_s)
+
+
 def check_timeouts(settings: Settings) -> None:
     """Refuse time settings that would run a job twice or never.
 
     Rules [1.5-1.7]: soft limit < hard limit < visibility timeout (else a running task is redelivered to a
-    second worker); ``retry_backoff_max_s`` < visibility timeout (a retry is an ETA message, redelivered
-    in a loop past it); ``lock_ttl_s`` <= visibility timeout (a dead holder's lease ends before its message
-    comes back); ``build_min_interval_s`` + hard limit < visibility timeout (a deferred follow-up build is an
-    ETA message of up to that countdown, held unacked by a worker until it has run).
+    second worker); ``lock_ttl_s`` <= visibility timeout (a dead holder's lease ends before its message comes
+    back). And every path by which a message waits, unacked, on a worker before it runs: a countdown message
+    (a retry, up to ``retry_backoff_max_s``; a deferred build, up to ``build_min_interval_s``; see
+    ``max_countdown_s``) is held by the worker that fetched it until its time comes, and then runs up to the hard
+    limit, so each countdown plus the hard limit must stay below the visibility timeout, or Redis hands the
+    message out again while its first delivery still runs (issue 11 §2). The flow sends no other ETA.
 
     Raises:
         ConfigError: naming the setting that breaks a rule.
@@ -177,15 +302,15 @@ def check_timeouts(settings: Settings) -> None:
         raise ConfigError(f"task_soft_time_limit_s ({soft}) must be below task_time_limit_s ({hard})")
     if hard >= vis:
         raise ConfigError(f"task_time_limit_s ({hard}) must be below visibility_timeout_s ({vis})")
-    if settings.retry_backoff_max_s >= vis:
-        raise ConfigError(f"retry_backoff_max_s ({settings.retry_backoff_max_s}) must be below visibility_timeout_s")
     if settings.lock_ttl_s > vis:
         raise ConfigError(f"lock_ttl_s ({settings.lock_ttl_s}) must not exceed visibility_timeout_s ({vis})")
-    if settings.build_min_interval_s + hard >= vis:
-        raise ConfigError(
-            f"build_min_interval_s ({settings.build_min_interval_s}) plus task_time_limit_s ({hard}) must stay below "
-            f"visibility_timeout_s ({vis})"
-        )
+    for name in ("retry_backoff_max_s", "build_min_interval_s"):
+        countdown = float(getattr(settings, name))
+        if countdown + hard >= vis:
+            raise ConfigError(
+                f"{name} ({countdown:g}) plus task_time_limit_s ({hard}) must stay below visibility_timeout_s "
+                f"({vis}): a message waiting out that countdown and then running would be handed out again"
+            )
 
 
 def restore_sweep(period_s: int) -> tuple[int, int]:
@@ -231,8 +356,12 @@ def _broker_options(settings: Settings, url: str) -> tuple[str | None, dict[str,
     return None, {"visibility_timeout": settings.visibility_timeout_s}
 
 
-def celery_config(settings: Settings) -> dict[str, Any]:
+def celery_config(settings: Settings, kinds: JobKinds = JOB_KINDS) -> dict[str, Any]:
     """The worker-side Celery configuration (see the module table for why each item is set).
+
+    Args:
+        settings: The settings.
+        kinds: The table of job kinds the routes come from.
 
     Raises:
         ConfigError: time settings that break ``check_timeouts``.
@@ -280,8 +409,8 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "result_expires": settings.result_expires_s,
         "result_extended": True,
         # routing [1.14]
-        "task_routes": {name: {"queue": queue_for(settings, name)} for name in QUEUE_OF_TASK},
-        "task_default_queue": settings.queue_maintenance,
+        "task_routes": kinds.routes(settings),
+        "task_default_queue": queue_name(settings, MAINTENANCE_QUEUE),
         "timezone": "UTC",
         "enable_utc": True,
         "beat_schedule": beat_config(settings),
@@ -296,7 +425,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
     return conf
 
 
-def host_config(settings: Settings) -> dict[str, Any]:
+def host_config(settings: Settings, kinds: JobKinds = JOB_KINDS) -> dict[str, Any]:
     """The producer-only configuration ``JobQueue`` publishes with.
 
     Same broker and routing as the workers, but: no result backend (a submit never subscribes to a result
@@ -306,7 +435,7 @@ def host_config(settings: Settings) -> dict[str, Any]:
     Raises:
         ConfigError: time settings that break ``check_timeouts``.
     """
-    conf = celery_config(settings)
+    conf = celery_config(settings, kinds)
     conf["result_backend"] = None
     conf["task_publish_retry"] = False
     conf["task_send_sent_event"] = True
@@ -325,8 +454,6 @@ def beat_config(settings: Settings) -> dict[str, dict[str, Any]]:
     An entry's ``every`` is seconds or the name of a ``Settings`` field holding seconds. Each message expires
     after one period, so ticks queued while no worker runs do not pile up.
     """
-    from beat_schedule import ENTRIES
-
     out: dict[str, dict[str, Any]] = {}
     for name, entry in ENTRIES.items():
         every = entry["every"]
@@ -339,3 +466,25 @@ def beat_config(settings: Settings) -> dict[str, dict[str, Any]]:
             "options": {"queue": queue_for(settings, task), "expires": period},
         }
     return out
+
+
+def prepare(settings: Settings) -> None:
+    """Create the local folders: ``var_dir`` always (outbox, beat schedule), the server-less ones without Redis.
+
+    Raises:
+        ConfigError: a folder cannot be created (``var_dir`` is a file, or not writable), naming
+            ``MEMORY_CORE_VAR_DIR``; otherwise a worker would stop later with Celery's "Unrecoverable error".
+    """
+    paths = var_paths(settings)
+    keys = ["var"]
+    if broker_url(settings) == "filesystem://":
+        keys += ["broker_queue", "broker_control", "broker_processed"]
+        if result_backend_url(settings).startswith("file://"):
+            keys.append("results")
+    for key in keys:
+        try:
+            paths[key].mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(
+                f"MEMORY_CORE_VAR_DIR: cannot create {paths[key]}: {exc.strerror or type(exc).__name__}"
+            ) from None

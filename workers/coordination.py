@@ -7,9 +7,9 @@ stamp and a worker's build start compare without clock skew.
 
 | state | operations | purpose |
 | --- | --- | --- |
-| pending mark per (engine, job) | ``claim_pending``, ``clear_pending`` | triggers while a build is queued collapse |
+| pending mark per (engine, job) | ``claim_job``, ``clear_pending`` | triggers while a build is queued collapse |
 | scope gate: lock, dirty, built, later | ``gate_enter/extend/leave/abort`` | single flight, one follow-up |
-| per-job marks | ``count_attempt``, ``add_progress``, ``mark_done``, … | attempts, resumable scopes, twin drop |
+| per-job marks | ``claim_job``, ``count_attempt``, ``mark_done``, … | one payload per id, attempts, twin drop |
 
 The scope gate's three marks: ``lock`` (``token|task_id|started_us`` of the pass running now), ``built`` (the
 start of the newest pass that completed) and ``dirty`` (the newest stamp of a trigger still waiting for a pass
@@ -43,6 +43,7 @@ from pathlib import Path
 from workers.local_db import LocalDb
 
 __all__ = [
+    "JOB_MARKS",
     "Coordination",
     "Enter",
     "Entered",
@@ -54,6 +55,10 @@ __all__ = [
     "lock_value",
     "split_lock",
 ]
+
+
+JOB_MARKS = ("attempts", "progress", "done", "payload")
+"""The per-job marks (``P:job:<id>:<mark>``); ``forget_job`` drops them all."""
 
 
 class Enter(StrEnum):
@@ -69,6 +74,10 @@ class Enter(StrEnum):
     DEFERRED = "deferred"
     """The scope's last pass started less than the minimum interval ago: the caller holds the follow-up slot and
     comes back after ``Entered.wait_us``."""
+    BUSY = "busy"
+    """Another delivery of the caller's own job holds the lock and its lease is alive (the message came back while
+    its first delivery still runs: issue 11 §2): the caller comes back after ``Entered.wait_us`` (the lease left),
+    when the job is done, or the lock is free because that delivery died."""
 
 
 class Leave(StrEnum):
@@ -103,7 +112,7 @@ class Left:
 
 @dataclass(frozen=True)
 class Pending:
-    """The answer of ``claim_pending``.
+    """The answer of ``claim_job``.
 
     Attributes:
         job_id: The job that will serve the trigger (the caller's, or the one already pending).
@@ -163,12 +172,28 @@ class Coordination:
         """The store's clock, microseconds since the epoch."""
         raise NotImplementedError
 
-    def claim_pending(self, key: str, job_id: str, ttl_s: int) -> Pending:
-        """Record ``job_id`` as the pending job for ``key`` unless one is pending already; stamp the trigger."""
-        raise NotImplementedError
-
     def clear_pending(self, key: str, job_id: str) -> None:
         """Drop the pending mark of ``key`` if it still names ``job_id`` (compare-and-delete)."""
+        raise NotImplementedError
+
+    def claim_job(self, job_id: str, digest: str, pending: str | None, ttl_s: int) -> Pending | None:
+        """What a submit asks of the store, in one round trip: bind the id to its payload, and claim the pending mark.
+
+        A job id names one payload for as long as the job's marks are kept (``job_ttl_s``): a second submit under
+        the id with the same payload is a replay, one with another payload is refused (issue 11 §3). For a
+        coalescing job, the pending mark of ``pending`` is taken unless one is there already (its job serves the
+        trigger), and the trigger is stamped with the store's clock.
+
+        Args:
+            job_id: The job id.
+            digest: The payload's digest (``workers.locks.job_digest``).
+            pending: The pending key of a coalescing job (``workers.locks.pending_key``), or None.
+            ttl_s: The pending mark's lifetime, seconds.
+
+        Returns:
+            None when the id names another payload (nothing is marked pending); else the ``Pending`` answer
+            (for a job that does not coalesce: this job, fresh, stamped 0).
+        """
         raise NotImplementedError
 
     # scope gate (worker side) --------------------------------------------------------------------------
@@ -177,10 +202,12 @@ class Coordination:
     ) -> Entered:
         """Take the scope's lock, or coalesce into the running build, or find the trigger covered, or defer.
 
-        A lock held by an earlier delivery of the same ``task_id`` is taken over: that delivery is dead
-        (a child killed and requeued, or redelivered after the visibility timeout, which exceeds the hard
-        time limit). A coalesced trigger raises the dirty mark to its stamp (the store's clock when None or
-        later: a stamp from the future would otherwise ask for follow-up passes without end).
+        A lock held by another delivery of the same ``task_id`` (another ``token``) is never taken over while its
+        lease lives: the answer is ``busy`` with the lease left, since that delivery may still be running (a
+        retry's countdown or an ETA held past the visibility timeout hands the message out again); a dead
+        delivery's lease runs out, and the job's next delivery then acquires. A coalesced trigger raises the
+        dirty mark to its stamp (the store's clock when None or later: a stamp from the future would otherwise
+        ask for follow-up passes without end).
         "Covered" needs a running pass that started after ``stamp_us``, or, with the lock free, a completed
         pass that did and no dirty mark. Acquiring leaves the dirty mark: only ``gate_leave`` after a pass
         that started later clears it, so a pass that dies before completing loses no trigger.
@@ -285,6 +312,13 @@ class SqliteCoordination(Coordination):
         return str(row[0])
 
     @staticmethod
+    def _left_us(db: sqlite3.Connection, key: str) -> int:
+        row = db.execute("SELECT expires FROM kv WHERE key = ?", (key,)).fetchone()
+        if row is None or row[0] is None:
+            return 0
+        return max(1, int((row[0] - time.time()) * 1_000_000))
+
+    @staticmethod
     def _set(db: sqlite3.Connection, key: str, value: str, ttl_s: float | None) -> None:
         expires = None if ttl_s is None else time.time() + ttl_s
         db.execute("INSERT OR REPLACE INTO kv (key, value, expires) VALUES (?, ?, ?)", (key, value, expires))
@@ -298,18 +332,6 @@ class SqliteCoordination(Coordination):
         if current is None or int(current) < stamp_us:
             self._set(db, key, str(stamp_us), self.keep_s)
 
-    def claim_pending(self, key: str, job_id: str, ttl_s: int) -> Pending:
-        """See ``Coordination.claim_pending``."""
-        k = self.key("pending", key)
-        with self._tx() as db:
-            now = self.now_us()
-            current = self._get(db, k)
-            if current is not None:
-                other, stamp = current.rsplit("|", 1)
-                return Pending(other, int(stamp), fresh=False)
-            self._set(db, k, f"{job_id}|{now}", ttl_s)
-            return Pending(job_id, now, fresh=True)
-
     def clear_pending(self, key: str, job_id: str) -> None:
         """See ``Coordination.clear_pending``."""
         k = self.key("pending", key)
@@ -317,6 +339,25 @@ class SqliteCoordination(Coordination):
             current = self._get(db, k)
             if current is not None and current.rsplit("|", 1)[0] == job_id:
                 self._del(db, k)
+
+    def claim_job(self, job_id: str, digest: str, pending: str | None, ttl_s: int) -> Pending | None:
+        """See ``Coordination.claim_job`` (one transaction)."""
+        bound, k = self.key("job", job_id, "payload"), None if pending is None else self.key("pending", pending)
+        with self._tx() as db:
+            current = self._get(db, bound)
+            if current is not None and current != digest:
+                return None
+            if current is None:
+                self._set(db, bound, digest, self.job_ttl_s)
+            if k is None:
+                return Pending(job_id, 0, fresh=True)
+            queued = self._get(db, k)
+            if queued is not None:
+                other, stamp = queued.rsplit("|", 1)
+                return Pending(other, int(stamp), fresh=False)
+            now = self.now_us()
+            self._set(db, k, f"{job_id}|{now}", ttl_s)
+            return Pending(job_id, now, fresh=True)
 
     def _gate(self, scope: str) -> tuple[str, str, str, str]:
         lock, dirty, built, later = (self.key("gate", scope, part) for part in ("lock", "dirty", "built", "later"))
@@ -333,11 +374,12 @@ class SqliteCoordination(Coordination):
             current = self._get(db, lock)
             if current is not None:
                 _, holder, started = split_lock(current)
-                if holder != task_id:
-                    if stamp_us is not None and stamp_us < started:
-                        return Entered(Enter.COVERED)
-                    self._raise_dirty(db, dirty, mark)
-                    return Entered(Enter.COALESCED)
+                if holder == task_id:  # a twin delivery of this job holds it: never two at once
+                    return Entered(Enter.BUSY, self._left_us(db, lock))
+                if stamp_us is not None and stamp_us < started:
+                    return Entered(Enter.COVERED)
+                self._raise_dirty(db, dirty, mark)
+                return Entered(Enter.COALESCED)
             else:
                 slot = self._get(db, later)
                 if slot is not None and slot != task_id:
@@ -446,7 +488,7 @@ class SqliteCoordination(Coordination):
     def forget_job(self, job_id: str) -> None:
         """See ``Coordination.forget_job``."""
         with self._tx() as db:
-            for part in ("attempts", "progress", "done"):
+            for part in JOB_MARKS:
                 self._del(db, self.key("job", job_id, part))
 
     def close(self) -> None:

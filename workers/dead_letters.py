@@ -14,7 +14,9 @@ are kept; the oldest go first.
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
@@ -32,9 +34,12 @@ __all__ = [
     "DeadLetterStore",
     "RedisDeadLetters",
     "SqliteDeadLetters",
+    "keep",
     "payload_of",
     "quote_id",
 ]
+
+log = logging.getLogger(__name__)
 
 MAX_PAYLOAD_CHARS = 1_000_000
 """Payload text kept per dead letter, characters; a longer raw payload is cut (and cannot be requeued)."""
@@ -106,6 +111,61 @@ class DeadLetter(ContractModel):
             truncated=truncated,
             engine=engine,
         )
+
+    @classmethod
+    def of_call(
+        cls,
+        job_id: str,
+        error: BaseException | str,
+        args: Sequence[Any],
+        kwargs: Mapping[str, Any],
+        *,
+        task: str | None = None,
+        queue: str | None = None,
+        attempts: int = 0,
+        message: str | None = None,
+    ) -> DeadLetter:
+        """A dead letter for a task call (the flow's own, or one Celery failed outside it).
+
+        Its payload is the job's JSON when the call had one argument (a job task's), else ``{"args", "kwargs"}``;
+        its engine is the ``engine`` keyword argument, when a string.
+        """
+        payload: Any = args[0] if len(args) == 1 else {"args": list(args), "kwargs": dict(kwargs)}
+        engine = kwargs.get("engine")
+        return cls.of(
+            job_id,
+            error,
+            payload=payload,
+            task=task,
+            queue=queue,
+            attempts=attempts,
+            message=message,
+            engine=engine if isinstance(engine, str) else None,
+        )
+
+
+def keep(store: Callable[[], DeadLetterStore], letter: DeadLetter, level: int = logging.WARNING) -> bool:
+    """Keep a dead letter and log it as one line at ``level``: ``dead letter <id> (<task>): <error>: <message>``.
+
+    The one way the worker side keeps a letter (the flow, the transports, the consumer, the signal handlers). No
+    traceback: the letter keeps the payload. If the store cannot be opened or written, the letter is logged whole at
+    CRITICAL, so it is not lost silently.
+
+    Args:
+        store: Gives the store (opening it may fail too, and is then handled like a failed write).
+        letter: The letter.
+        level: The log level of the line (``ERROR`` for a job the flow gave up on).
+
+    Returns:
+        True when the store kept it.
+    """
+    try:
+        store().put(letter)
+    except Exception as exc:
+        log.critical("dead-letter store unreachable (%s); letter: %s", exc, letter.to_json())
+        return False
+    log.log(level, "dead letter %s (%s): %s: %s", letter.id, letter.task or "no task", letter.error, letter.message)
+    return True
 
 
 Letters = list[DeadLetter]

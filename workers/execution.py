@@ -2,10 +2,12 @@
 
 ```
 clear the pending mark ─► twin of a finished job? drop ─► count the attempt ─► over the cap? dead letter
-    ─► parse (malformed → dead letter at once) ─► another engine's job? dead letter, unrun
-    ─► run ─► done (mark it) | a scope too soon after its last build → defer: come back when the interval ends
-                             | transient → retry with backoff
-                             | anything else → dead letter
+    ─► parse by the task's kind (workers.kinds; malformed → dead letter at once)
+    ─► another engine's job? dead letter, unrun
+    ─► the kind's handler (workers.handlers)
+        ─► done (mark it) | must wait (a scope's interval, a twin delivery building) → defer: come back then
+                          | transient → retry with backoff
+                          | anything else → dead letter
 ```
 
 ``execute`` never raises: even opening the coordination store is inside the flow (a SQLite store locked by
@@ -14,9 +16,10 @@ another process is transient, so the delivery is retried on Celery's own count).
 * Attempts are counted in the coordination store across retries AND redeliveries (Redis has no delivery
   count, reference §1.2); a job started more than ``max_retries + 1`` times is dead-lettered without running,
   which caps poison loops through ``task_reject_on_worker_lost``.
-* Transient: ``EngineUnavailable``, broker/Redis errors, and the soft time limit (a build's finished scopes are
-  kept, so the retry resumes). Backoff is exponential with full jitter: uniform(0, min(max, base·2^(n-1)))
-  seconds (https://aws.amazon.com/blogs/architecture/exponential-backoff-and-jitter/).
+* Transient (``workers.config.TRANSIENT``, the one list): ``EngineUnavailable``, broker/Redis and socket errors, and
+  the soft time limit (a build's finished scopes are kept, so the retry resumes). Backoff is exponential with
+  full jitter: uniform(0, min(max, base·2^(n-1))) seconds
+  (https://aws.amazon.com/blogs/architecture/exponential-backoff-and-jitter/).
 * ``build_beliefs`` runs one ``consolidate`` per scope the job's reach admits (``engine.scopes``), each under
   its own single-flight lock, each recorded when done, so a failing scope never redoes the others.
 * A scope whose last build started less than ``Settings.build_min_interval_s`` ago is deferred
@@ -28,28 +31,18 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-import kombu.exceptions
-import redis
-from celery.exceptions import SoftTimeLimitExceeded
-
-from memory_core.consolidation import BuildScope, ConsolidateRequest
-from memory_core.engine import MemoryEngine
+from memory_core._model import ContractModel
 from memory_core.errors import EngineUnavailable, InvalidRequest
-from memory_core.lifecycle.jobs import BuildBeliefs, IngestBrain, JobReport, parse_job
-from memory_core.lifecycle.layout import MemoryLayout
-from memory_core.lifecycle.runner import BackgroundRunner
-from memory_core.namespace import Reach
-from memory_core.settings import Settings
-from workers.config import TASK_BUILD_BELIEFS, TASK_BUILD_DUE, TASK_DRAIN_OUTBOX, TASK_INGEST_BRAIN
-from workers.coordination import Coordination
-from workers.dead_letters import DeadLetter, DeadLetterStore
-from workers.locks import Flight, engine_key, scope_key, single_flight
-from workers.queue import JobQueue
+from workers.config import TRANSIENT, max_countdown_s
+from workers.dead_letters import DeadLetter, keep
+from workers.handlers import Deferred
+from workers.kinds import JOB_KINDS, JobKind, JobKinds
+from workers.runtime import Runtime, close_runtime, runtime
 
 __all__ = [
     "TRANSIENT",
@@ -61,22 +54,14 @@ __all__ = [
     "Verdict",
     "WrongEngine",
     "backoff_s",
-    "check_engine",
+    "refuse_foreign",
+    "close_runtime",
     "execute",
+    "parse_job_delivery",
+    "runtime",
 ]
 
 log = logging.getLogger(__name__)
-
-TRANSIENT: tuple[type[BaseException], ...] = (
-    EngineUnavailable,
-    SoftTimeLimitExceeded,
-    kombu.exceptions.OperationalError,
-    redis.ConnectionError,
-    redis.TimeoutError,
-    ConnectionError,
-    TimeoutError,
-)
-"""Errors retried with backoff (up to ``max_retries``); everything else is dead-lettered at once."""
 
 
 class WrongEngine(Exception):
@@ -85,17 +70,6 @@ class WrongEngine(Exception):
     Two deployments that share a Redis and its default queue names take each other's jobs; running one would
     apply it to the wrong store.
     """
-
-
-class Deferred(Exception):
-    """Raised by ``run_build`` when a scope must wait for its minimum interval; ``wait_s`` until it may build.
-
-    The scopes built before it are recorded as progress, so the next delivery builds only the deferred ones.
-    """
-
-    def __init__(self, wait_s: float) -> None:
-        super().__init__(f"a scope may build again in {wait_s:.3f}s")
-        self.wait_s = wait_s
 
 
 class DeadLettered(Exception):
@@ -154,105 +128,26 @@ def backoff_s(attempt: int, base_s: float, max_s: float, rng: random.Random | No
     return (rng or random).uniform(0.0, cap)
 
 
-class Runtime:
-    """What one worker process holds, opened on first use: engine, runner, coordination, dead letters, queue.
-
-    Args:
-        settings: The settings.
-        engine / coordination / letters / queue: Injected parts (tests); default opened from settings.
-    """
-
-    def __init__(
-        self,
-        settings: Settings,
-        *,
-        engine: MemoryEngine | None = None,
-        coordination: Coordination | None = None,
-        letters: DeadLetterStore | None = None,
-        queue: JobQueue | None = None,
-    ) -> None:
-        self.settings = settings
-        self._engine = engine
-        self._coordination = coordination
-        self._letters = letters
-        self._queue = queue
-        self.layout = MemoryLayout(settings.layout_root)
-        self.engine_key = engine_key(settings.engine)
-
-    @property
-    def engine(self) -> MemoryEngine:
-        """The engine (``Settings.engine``, plugins registered)."""
-        if self._engine is None:
-            from workers.stores import open_worker_engine
-
-            self._engine = open_worker_engine(self.settings)
-        return self._engine
-
-    @property
-    def runner(self) -> BackgroundRunner:
-        """A ``BackgroundRunner`` over the engine and layout."""
-        return BackgroundRunner(self.engine, self.layout)
-
-    @property
-    def coordination(self) -> Coordination:
-        """The coordination store."""
-        if self._coordination is None:
-            from workers.stores import open_coordination
-
-            self._coordination = open_coordination(self.settings)
-        return self._coordination
-
-    @property
-    def letters(self) -> DeadLetterStore:
-        """The dead-letter store."""
-        if self._letters is None:
-            from workers.stores import open_dead_letters
-
-            self._letters = open_dead_letters(self.settings)
-        return self._letters
-
-    @property
-    def queue(self) -> JobQueue:
-        """A ``JobQueue`` for follow-up jobs (sharing the coordination store)."""
-        if self._queue is None:
-            self._queue = JobQueue(self.settings, coordination=self.coordination)
-        return self._queue
-
-    def close(self) -> None:
-        """Close whatever was opened."""
-        for part in (self._queue, self._engine, self._coordination):
-            if part is not None:
-                try:
-                    part.close()
-                except Exception as exc:  # closing must not mask the shutdown
-                    log.warning("closing %s failed: %s", type(part).__name__, exc)
-
-
-# parsing ---------------------------------------------------------------------------------------------------
-_JOB_KWARGS = {TASK_BUILD_BELIEFS: {"triggered_us", "pending", "engine"}, TASK_INGEST_BRAIN: {"engine"}}
-_PLAIN_KWARGS = {TASK_BUILD_DUE: {"reach"}, TASK_DRAIN_OUTBOX: {"limit"}}
-
-
-def _check_kwargs(d: Delivery, allowed: set[str]) -> None:
+# parsing and dispatch: from the table of job kinds -------------------------------------------------------
+def _check_kwargs(d: Delivery, allowed: frozenset[str]) -> None:
     unknown = sorted(set(d.kwargs) - allowed)
     if unknown:
         raise InvalidRequest(f"unexpected keyword argument(s) {unknown}", field="kwargs")
 
 
-def parse_job_delivery(d: Delivery) -> BuildBeliefs | IngestBrain:
-    """The job a ``build_beliefs``/``ingest_brain`` delivery carries.
+def parse_job_delivery(d: Delivery, kind: JobKind, kinds: JobKinds = JOB_KINDS) -> ContractModel:
+    """The job a delivery of ``kind``'s task carries.
 
     Raises:
-        InvalidRequest: not exactly one argument, unknown keyword arguments, a malformed job, a job of the
-            other kind, a non-integer ``triggered_us`` or a non-string ``engine``.
+        InvalidRequest: not exactly one argument, keyword arguments the kind does not take, a malformed job, a job
+            of another kind, a non-integer ``triggered_us`` or a non-string ``engine``.
     """
-    _check_kwargs(d, _JOB_KWARGS[d.task])
+    _check_kwargs(d, kind.kwargs)
     if len(d.args) != 1:
         raise InvalidRequest(f"expected one argument (the job's JSON), got {len(d.args)}", field="args")
-    job = parse_job(d.args[0])
-    expected = BuildBeliefs if d.task == TASK_BUILD_BELIEFS else IngestBrain
-    if not isinstance(job, expected):
-        raise InvalidRequest(f"task {d.task} cannot run a {job.name()} job", field="job")
+    job = kinds.parse(d.args[0])
+    if type(job) is not kind.model:
+        raise InvalidRequest(f"task {d.task} cannot run a {kinds.of(job).tag} job", field="job")
     stamp = d.kwargs.get("triggered_us")
     if stamp is not None and (isinstance(stamp, bool) or not isinstance(stamp, int)):
         raise InvalidRequest("must be an integer", field="triggered_us")
@@ -262,7 +157,7 @@ def parse_job_delivery(d: Delivery) -> BuildBeliefs | IngestBrain:
     return job
 
 
-def check_engine(rt: Runtime, d: Delivery) -> None:
+def refuse_foreign(rt: Runtime, d: Delivery) -> None:
     """Refuse a job submitted for another engine (its ``engine`` kwarg, the host's ``engine_key``).
 
     A job without the kwarg (published before it existed, or by hand) runs: nothing says it is foreign.
@@ -278,125 +173,27 @@ def check_engine(rt: Runtime, d: Delivery) -> None:
         )
 
 
-# handlers --------------------------------------------------------------------------------------------------
-def _scope_report(scope: BuildScope, flight: Flight[JobReport]) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "namespace": str(scope.namespace),
-        "kinds": [k.value for k in scope.kinds],
-        "enter": flight.enter.value,
-        "passes": len(flight.results),
-    }
-    if flight.results:
-        last = flight.results[-1]
-        out["outcome"] = last.outcome.outcome.value
-        if last.consolidation is not None and last.consolidation.built is not None:
-            out["built"] = sum((r.consolidation.built or 0) for r in flight.results if r.consolidation)
-    if flight.lost:
-        out["lease_lost"] = True
-    return out
-
-
-def run_build(rt: Runtime, d: Delivery, job: BuildBeliefs) -> dict[str, Any]:
-    """One ``consolidate`` per scope under ``job.request``, each single flight, resuming after a retry.
-
-    Raises:
-        Deferred: a scope must wait for ``build_min_interval_s`` (the others are done and recorded).
-    """
-    stamp = d.kwargs.get("triggered_us")
-    done_before = rt.coordination.progress(d.job_id)
-    scopes: list[dict[str, Any]] = []
-    waits: list[float] = []
-    runner = rt.runner
-    for scope in rt.engine.scopes(job.request):
-        unit = scope_key(rt.engine_key, scope)
-        if unit in done_before:
-            scopes.append({"namespace": str(scope.namespace), "enter": "done_before"})
-            continue
-
-        def one_pass(s: BuildScope = scope) -> JobReport:
-            return runner.run(BuildBeliefs(request=s.request()))
-
-        flight = single_flight(
-            rt.coordination, unit, d.job_id, stamp, rt.settings.lock_ttl_s, one_pass, rt.settings.build_min_interval_s
-        )
-        if flight.deferred:
-            waits.append(flight.wait_s)
-            continue
-        rt.coordination.add_progress(d.job_id, unit)
-        scopes.append(_scope_report(scope, flight))
-    if waits:
-        raise Deferred(max(waits))
-    return {"job": job.name(), "scopes": scopes}
-
-
-def run_ingest(rt: Runtime, d: Delivery, job: IngestBrain) -> dict[str, Any]:
-    """``Brain.ingest_many`` through the runner; the batch's build jobs are submitted as follow-ups."""
-    report = rt.runner.run(job)
-    follow_ups = [rt.queue.submit(j) for j in report.follow_ups]
-    return {"job": job.name(), "stored": len(report.stored), "follow_ups": follow_ups}
-
-
-def run_build_due(rt: Runtime, d: Delivery) -> dict[str, Any]:
-    """Submit a ``BuildBeliefs`` for every scope under the reach (default: the layout) written since its build."""
-    _check_kwargs(d, _PLAIN_KWARGS[TASK_BUILD_DUE])
-    if d.args:
-        raise InvalidRequest("takes no positional arguments", field="args")
-    raw = d.kwargs.get("reach")
-    reach = Reach.subtree(rt.layout.root) if raw is None else Reach.coerce(raw, "reach")
-    scopes = rt.engine.scopes(ConsolidateRequest(reach=reach))
-    due = [s for s in scopes if s.due]
-    jobs = [rt.queue.submit(BuildBeliefs(request=s.request())) for s in due]
-    return {"scopes": len(scopes), "due": len(due), "jobs": jobs}
-
-
-def run_drain(rt: Runtime, d: Delivery) -> dict[str, Any]:
-    """Publish jobs parked in this machine's outbox; prune rows delivered more than a day ago."""
-    _check_kwargs(d, _PLAIN_KWARGS[TASK_DRAIN_OUTBOX])
-    if d.args:
-        raise InvalidRequest("takes no positional arguments", field="args")
-    limit = d.kwargs.get("limit", 1000)
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
-        raise InvalidRequest("must be a positive integer", field="limit")
-    report = rt.queue.drain(limit)
-    rt.queue.outbox.prune()
-    return {"delivered": report.delivered, "left": report.left, "error": report.error}
-
-
 def _dispatch(rt: Runtime, d: Delivery) -> dict[str, Any]:
-    if d.task in _JOB_KWARGS:
-        job = parse_job_delivery(d)
-        check_engine(rt, d)
-        if isinstance(job, BuildBeliefs):
-            return run_build(rt, d, job)
-        return run_ingest(rt, d, job)
-    handlers: dict[str, Callable[[Runtime, Delivery], dict[str, Any]]] = {
-        TASK_BUILD_DUE: run_build_due,
-        TASK_DRAIN_OUTBOX: run_drain,
-    }
-    if d.task not in handlers:
+    kind = rt.kinds.of_task(d.task)
+    if kind is not None:
+        job = parse_job_delivery(d, kind, rt.kinds)
+        refuse_foreign(rt, d)
+        return kind.handler(rt, d, job)
+    task = rt.kinds.maintenance_task(d.task)
+    if task is None:
         raise InvalidRequest(f"unknown task {d.task!r}", field="task")
-    return handlers[d.task](rt, d)
+    _check_kwargs(d, task.kwargs)
+    if d.args:
+        raise InvalidRequest("takes no positional arguments", field="args")
+    return task.handler(rt, d)
 
 
 # the flow --------------------------------------------------------------------------------------------------
 def _dead(rt: Runtime, d: Delivery, error: BaseException | str, attempts: int, message: str | None = None) -> Outcome:
-    payload: Any = d.args[0] if len(d.args) == 1 else {"args": list(d.args), "kwargs": dict(d.kwargs)}
-    engine = d.kwargs.get("engine")
-    letter = DeadLetter.of(
-        d.job_id,
-        error,
-        payload=payload,
-        task=d.task,
-        queue=d.queue,
-        attempts=attempts,
-        message=message,
-        engine=engine if isinstance(engine, str) else None,
+    letter = DeadLetter.of_call(
+        d.job_id, error, d.args, d.kwargs, task=d.task, queue=d.queue, attempts=attempts, message=message
     )
-    try:
-        rt.letters.put(letter)
-        log.error("job %s dead-lettered after %d attempt(s): %s: %s", d.job_id, attempts, letter.error, letter.message)
-    except Exception as exc:  # no store answers: the log keeps the letter whole, so it is not lost silently
-        log.critical("dead-letter store unreachable (%s); letter: %s", exc, letter.to_json())
+    keep(lambda: rt.letters, letter, logging.ERROR)
     try:
         rt.coordination.mark_done(d.job_id)
     except Exception as exc:  # a twin would be dead-lettered again under the same id, replacing this letter
@@ -441,8 +238,9 @@ def execute(rt: Runtime, d: Delivery, rng: random.Random | None = None) -> Outco
             coordination.forgive_attempt(d.job_id)  # nothing ran: a deferral is not an attempt
         except Exception as forgive_exc:  # the count stays one high; the cap still leaves room for retries
             log.warning("job %s: could not take back the deferred attempt: %s", d.job_id, forgive_exc)
-        log.info("job %s: deferred %.3fs (build_min_interval_s)", d.job_id, exc.wait_s)
-        return Outcome(Verdict.DEFER, countdown=exc.wait_s)
+        wait = min(exc.wait_s, max_countdown_s(settings))  # below the visibility timeout: check_timeouts
+        log.info("job %s: deferred %.3fs", d.job_id, wait)
+        return Outcome(Verdict.DEFER, countdown=wait)
     except (InvalidRequest, WrongEngine) as exc:
         return _dead(rt, d, exc, attempts)
     except TRANSIENT as exc:

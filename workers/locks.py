@@ -1,7 +1,8 @@
 """Single flight and coalescing per (engine, scope), on a ``Coordination`` store.
 
 A build of one scope runs under that scope's lock (owner token, compare-and-delete release, a lease extended
-every third of its TTL while the build runs), and no sooner than ``gap_s`` (``Settings.build_min_interval_s``)
+every third of its TTL while the build runs, by one keeper thread per store: a short build starts no thread),
+and no sooner than ``gap_s`` (``Settings.build_min_interval_s``)
 after the scope's last pass started: a trigger that comes sooner, or a follow-up pass that would, is deferred
 (``Flight.wait_s``) and the caller's job is delivered again when the interval ends (``workers.coordination``).
 A trigger that finds the lock taken either raises the scope's dirty mark, so the holder runs exactly one more
@@ -20,19 +21,32 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import secrets
 import threading
+import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Generic, TypeVar
 
+from memory_core._model import ContractModel
 from memory_core.consolidation import BuildScope
 from memory_core.errors import EngineUnavailable
-from memory_core.lifecycle.jobs import BuildBeliefs, IngestBrain
 from workers.coordination import Coordination, Enter, Leave
 
-__all__ = ["Flight", "Lease", "engine_key", "pending_key", "scope_key", "single_flight"]
+__all__ = [
+    "Flight",
+    "Lease",
+    "LeaseKeeper",
+    "engine_key",
+    "job_digest",
+    "keeper_of",
+    "pending_key",
+    "scope_key",
+    "single_flight",
+]
 
 log = logging.getLogger(__name__)
 
@@ -50,46 +64,112 @@ def scope_key(engine: str, scope: BuildScope) -> str:
     return hashlib.sha256(f"{engine}\x00{scope.namespace}\x00{kinds}".encode()).hexdigest()[:16]
 
 
-def pending_key(engine: str, job: BuildBeliefs | IngestBrain) -> str:
+def pending_key(engine: str, job: ContractModel) -> str:
     """32 hex digits naming (engine, job JSON): identical triggers share one pending job."""
     return hashlib.sha256(f"{engine}\x00{job.to_json()}".encode()).hexdigest()[:32]
 
 
+def job_digest(task: str, job: ContractModel) -> str:
+    """32 hex digits naming (task, job JSON): the payload a job id is bound to (``Coordination.claim_job``)."""
+    return hashlib.sha256(f"{task}\x00{job.to_json()}".encode()).hexdigest()[:32]
+
+
 class Lease:
-    """Keeps a scope lock alive while a build runs: a daemon thread extends it every ``ttl_s / 3`` seconds.
+    """One build's hold on its scope's lock, kept alive by the store's ``LeaseKeeper`` while the build runs.
+
+    A build shorter than a third of the lease costs no thread and no extension: it is registered, then removed.
 
     Attributes:
         lost: True once an extension found the lock owned by someone else (or expired).
     """
 
-    def __init__(self, coordination: Coordination, scope: str, token: str, ttl_s: int) -> None:
-        self._coordination = coordination
-        self._scope = scope
-        self._token = token
-        self._ttl_s = ttl_s
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._beat, name=f"lease-{scope}", daemon=True)
+    def __init__(self, keeper: LeaseKeeper, scope: str, token: str, ttl_s: int) -> None:
+        self.keeper = keeper
+        self.scope = scope
+        self.token = token
+        self.ttl_s = ttl_s
+        self.due = 0.0
         self.lost = False
 
-    def _beat(self) -> None:
-        while not self._stop.wait(self._ttl_s / 3):
-            try:
-                if not self._coordination.gate_extend(self._scope, self._token, self._ttl_s):
-                    self.lost = True
-                    log.warning("scope %s: lease lost while building", self._scope)
-                    return
-            except EngineUnavailable as exc:  # a blip: try again next beat, the lease still has 2/3 left
-                log.warning("scope %s: lease extension failed: %s", self._scope, exc)
-
     def __enter__(self) -> Lease:
-        self._thread.start()
+        self.keeper.hold(self)
         return self
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
+        self.keeper.release(self)
+
+
+class LeaseKeeper:
+    """One daemon thread per coordination store that extends, every third of their TTL, the leases still held.
+
+    Started by the first lease that is held (and again in a forked child, which has no thread of its parent);
+    a lease released before its first third has passed is never touched. An extension that finds the lock gone
+    marks the lease lost; one that cannot reach the store is tried again a third later (the lease has 2/3 left).
+    """
+
+    def __init__(self, coordination: Coordination) -> None:
+        self._coordination = coordination
+        self._held: dict[int, Lease] = {}
+        self._pid = os.getpid()
+        self._wake = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def hold(self, lease: Lease) -> None:
+        """Keep ``lease`` alive from now until ``release``."""
+        if self._pid != os.getpid():  # a forked child: the parent's thread and lock are not ours
+            self.__init__(self._coordination)  # type: ignore[misc]
+        with self._wake:
+            lease.due = time.monotonic() + lease.ttl_s / 3
+            self._held[id(lease)] = lease
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="lease-keeper", daemon=True)
+                self._thread.start()
+            self._wake.notify()
+
+    def release(self, lease: Lease) -> None:
+        """Stop extending ``lease``."""
+        with self._wake:
+            self._held.pop(id(lease), None)
+
+    def _run(self) -> None:
+        while True:
+            with self._wake:
+                now = time.monotonic()
+                due = [lease for lease in self._held.values() if lease.due <= now]
+                if not due:
+                    wait = min((lease.due for lease in self._held.values()), default=now + 60.0) - now
+                    self._wake.wait(max(wait, 0.001))
+                    continue
+                for lease in due:
+                    lease.due = now + lease.ttl_s / 3
+            for lease in due:
+                self._extend(lease)
+
+    def _extend(self, lease: Lease) -> None:
+        try:
+            kept = self._coordination.gate_extend(lease.scope, lease.token, lease.ttl_s)
+        except EngineUnavailable as exc:  # a blip: try again next time, the lease still has 2/3 left
+            log.warning("scope %s: lease extension failed: %s", lease.scope, exc)
+            return
+        if not kept:
+            lease.lost = True
+            log.warning("scope %s: lease lost while building", lease.scope)
+            self.release(lease)
+
+
+_KEEPERS: weakref.WeakKeyDictionary[Coordination, LeaseKeeper] = weakref.WeakKeyDictionary()
+_KEEPERS_LOCK = threading.Lock()
+
+
+def keeper_of(coordination: Coordination) -> LeaseKeeper:
+    """The ``LeaseKeeper`` of a coordination store (made on first use; it goes with the store)."""
+    with _KEEPERS_LOCK:
+        keeper = _KEEPERS.get(coordination)
+        if keeper is None:
+            keeper = _KEEPERS[coordination] = LeaseKeeper(coordination)
+        return keeper
 
 
 @dataclass
@@ -97,8 +177,9 @@ class Flight(Generic[T]):
     """What one trigger of one scope did.
 
     Attributes:
-        enter: ``acquired`` (this caller built), ``coalesced`` (the running build goes again), ``covered`` or
-            ``deferred`` (too soon after the last pass: come back after ``wait_s``).
+        enter: ``acquired`` (this caller built), ``coalesced`` (the running build goes again), ``covered``,
+            ``deferred`` (too soon after the last pass: come back after ``wait_s``) or ``busy`` (another delivery
+            of this job is building the scope: come back after ``wait_s``, at most its lease).
         results: One entry per pass built by this caller: the first, then each follow-up.
         lost: True when the lease ended before the caller left (another build may have overlapped).
         wait_s: Seconds until this caller's scope may build again, when a pass was deferred (on entry, or a
@@ -113,7 +194,7 @@ class Flight(Generic[T]):
     @property
     def deferred(self) -> bool:
         """True when this caller owes the scope a pass after ``wait_s``."""
-        return self.wait_s > 0 or self.enter is Enter.DEFERRED
+        return self.wait_s > 0 or self.enter in (Enter.DEFERRED, Enter.BUSY)
 
 
 def single_flight(
@@ -130,7 +211,7 @@ def single_flight(
     Args:
         coordination: The store holding the lock.
         scope: ``scope_key(...)`` of the scope.
-        task_id: The job id; a lock left by an earlier (dead) delivery of the same job is taken over.
+        task_id: The job id; a lock another delivery of the same job holds is waited out (``busy``), never shared.
         stamp_us: When the trigger was stamped (store clock), or None to always count as new.
         ttl_s: The lease, seconds.
         build: One pass; its result is kept in ``Flight.results``.
@@ -149,7 +230,7 @@ def single_flight(
     flight: Flight[T] = Flight(entered.enter, wait_s=entered.wait_us / 1_000_000)
     if entered.enter is not Enter.ACQUIRED:
         return flight
-    with Lease(coordination, scope, token, ttl_s) as lease:
+    with Lease(keeper_of(coordination), scope, token, ttl_s) as lease:
         try:
             while True:
                 flight.results.append(build())

@@ -23,18 +23,29 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
 import redis
 from celery import Celery
 from celery.result import AsyncResult
 
+from memory_core.errors import ConfigError
 from memory_core.settings import Settings, get_settings
-from workers.config import broker_url, host_config, is_redis_url, result_backend_url, var_paths
+from workers.config import broker_problem, broker_url, host_config, is_redis_url, redact, result_backend_url, var_paths
+from workers.outbox import Outbox
 from workers.redis_coordination import redis_client
 from workers.transport import prepare
 
-__all__ = ["FINISHED", "PIDBOX_BINDING", "BrokerProbe", "JobMonitor", "JobState", "WaitReport", "redact"]
+__all__ = [
+    "FINISHED",
+    "PIDBOX_BINDING",
+    "BrokerProbe",
+    "JobMonitor",
+    "JobState",
+    "WaitReport",
+    "probe_broker",
+    "redact",
+    "require_broker",
+]
 
 FINISHED = frozenset({"SUCCESS", "FAILURE", "REVOKED"})
 """Celery states after which a job will not run again by itself."""
@@ -42,16 +53,6 @@ PIDBOX_BINDING = "celery.pidbox.exchange"
 """The file a worker's remote-control binding makes in the server-less ``broker/control`` folder."""
 _PRIORITY_SEP = "\x06\x16"
 """kombu's separator of a Redis queue's priority sub-lists (``priority_steps``)."""
-
-
-def redact(url: str) -> str:
-    """``url`` without its credentials (``redis://:***@host:6379/0``), for printing."""
-    parts = urlsplit(url)
-    if parts.password is None and parts.username is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f":***@{host}" + (f":{parts.port}" if parts.port else "")
-    return parts._replace(netloc=netloc).geturl()
 
 
 @dataclass(frozen=True)
@@ -63,12 +64,47 @@ class BrokerProbe:
         reachable: True when it answered within the timeout.
         reason: Why not (``ConnectionError: … Connection refused``, ``TimeoutError: … timed out``), else None.
         seconds: How long the probe took.
+        config_error: Why the URL is wrong, when the server answered but refused it (a wrong password, TLS
+            spoken on one side only): retrying cannot help (issue 11 §4); None for an outage or success.
     """
 
     url: str
     reachable: bool
     reason: str | None
     seconds: float
+    config_error: str | None = None
+
+
+def probe_broker(url: str, timeout_s: float) -> BrokerProbe:
+    """One bounded PING of a Redis broker (connect, TLS and reply within ``timeout_s``); never raises."""
+    start = time.monotonic()
+    try:
+        client = redis_client(url, timeout_s, 0)  # no health-check PING first: one PING, one bound
+        try:
+            client.ping()
+        finally:
+            client.close()
+    except (redis.RedisError, OSError) as exc:
+        reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        problem = broker_problem(url, exc, timeout_s)
+        return BrokerProbe(redact(url), False, reason, time.monotonic() - start, problem)
+    return BrokerProbe(redact(url), True, None, time.monotonic() - start)
+
+
+def require_broker(settings: Settings, timeout_s: float) -> None:
+    """Refuse a Redis broker URL the server answers but rejects (a worker, beat or ``status`` then exits 2).
+
+    An unreachable broker passes: that is an outage, which the worker and beat wait out.
+
+    Raises:
+        ConfigError: ``broker redis://:***@host:port/0: AuthenticationError: …`` (the URL without its password).
+    """
+    url = broker_url(settings)
+    if not is_redis_url(url):
+        return
+    probe = probe_broker(url, timeout_s)
+    if probe.config_error is not None:
+        raise ConfigError(f"broker {probe.url}: {probe.config_error}")
 
 
 @dataclass(frozen=True)
@@ -188,24 +224,13 @@ class JobMonitor:
             ok = folder.is_dir() or (self.read_only and not folder.exists())
             reason = None if ok else f"the server-less queue folder {folder} does not exist"
             return BrokerProbe(url, ok, reason, time.monotonic() - start)
-        try:
-            client = redis_client(url, timeout_s, 0)  # no health-check PING first: one PING, one bound
-            try:
-                client.ping()
-            finally:
-                client.close()
-        except (redis.RedisError, OSError) as exc:
-            reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-            return BrokerProbe(redact(url), False, reason, time.monotonic() - start)
-        return BrokerProbe(redact(url), True, None, time.monotonic() - start)
+        return probe_broker(url, timeout_s)
 
     def outbox_waiting(self) -> int | None:
         """Jobs parked in this machine's outbox (``var_dir/outbox.db``), 0 when there is none; None if unreadable."""
         path = var_paths(self.settings)["outbox"]
         if not path.exists():
             return 0
-        from workers.outbox import Outbox
-
         try:
             outbox = Outbox(path)
             try:

@@ -20,6 +20,8 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
+from memory_core.errors import InvalidRequest
+from workers.dead_letters import quote_id
 from workers.local_db import LocalDb
 
 __all__ = ["MAX_FAULTS", "Outbox", "OutboxEntry"]
@@ -91,9 +93,14 @@ class Outbox:
         """Park a job durably (committed with ``synchronous=FULL``); an id parked twice is kept once.
 
         Raises:
+            InvalidRequest: ``field="job_id"``: the id is parked (or was delivered, while its row is kept) with
+                another task or payload; nothing changes (issue 11 §3: a job id names one payload).
             EngineUnavailable: the file cannot be written.
         """
         with self._tx() as db:
+            kept = db.execute("SELECT task, payload FROM outbox WHERE id = ?", (entry.id,)).fetchone()
+            if kept is not None and tuple(kept) != (entry.task, entry.payload):
+                raise InvalidRequest(f"job id {quote_id(entry.id)} names another job in the outbox", field="job_id")
             db.execute(
                 "INSERT OR IGNORE INTO outbox (id, task, payload, created) VALUES (?, ?, ?, ?)",
                 (entry.id, entry.task, entry.payload, entry.created),

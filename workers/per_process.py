@@ -2,8 +2,7 @@
 
 A Celery prefork worker forks its pool children after the main process may have opened things (a Redis client, a
 SQLite connection); a child must not share them. ``PerProcess`` remembers which process opened its value and
-opens a fresh one when asked from another (the child). Used for the task runtime (``workers.tasks.runtime``)
-and the dead-letter store of the transports and signal handlers (``workers.poison.letters``).
+opens a fresh one when asked from another (the child). Used for the process's runtime (``workers.runtime.runtime``).
 """
 
 from __future__ import annotations

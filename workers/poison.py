@@ -9,7 +9,7 @@ formed but cannot become a task request (a body of JSON ``null``, a junk ``timel
 the consumer (``workers.consumer``, through ``refuse``); those that name an unknown task or carry a foreign
 content type reach Celery, which rejects them; ``workers.signals`` dead-letters those (through ``refuse`` too).
 
-Every letter written here is kept under the message's task id when ``workers.queue.check_job_id`` accepts it
+Every letter written here is kept under the message's task id when ``workers.kinds.check_job_id`` accepts it
 (so ``requeue`` can publish the job again under it), else under a unique generated id (``letter_id``), so two
 such letters never replace each other; it records the attempts the coordination store counted for the job
 (``attempts_of``), 0 when it never started.
@@ -25,10 +25,9 @@ import uuid
 from typing import Any
 
 from memory_core.errors import InvalidRequest
-from memory_core.settings import get_settings
-from workers.coordination import Coordination
-from workers.dead_letters import DeadLetter, DeadLetterStore
-from workers.per_process import PerProcess
+from workers.dead_letters import DeadLetter, DeadLetterStore, keep
+from workers.kinds import check_job_id
+from workers.runtime import runtime
 
 __all__ = [
     "BODY_ENCODINGS",
@@ -51,37 +50,19 @@ value or ``utf-8`` in any case means the body is plain text: ``Channel.decode_bo
 ``kombu/transport/virtual/base.py``); any other value makes ``Message()`` raise ``AttributeError``."""
 
 
-def _open_letters() -> DeadLetterStore:
-    from workers.stores import open_dead_letters
-
-    return open_dead_letters(get_settings())
-
-
-def _open_coordination() -> Coordination:
-    from workers.stores import open_coordination
-
-    return open_coordination(get_settings())
-
-
-_letters: PerProcess[DeadLetterStore] = PerProcess(_open_letters)
-_coordination: PerProcess[Coordination] = PerProcess(_open_coordination)
-
-
 def letters() -> DeadLetterStore:
-    """This process's dead-letter store (opened from settings on first use, again after a fork)."""
-    return _letters.get()
+    """This process's dead-letter store (its ``Runtime``'s: opened from settings on first use, again after a fork)."""
+    return runtime().letters
 
 
 def letter_id(candidate: Any, kind: str) -> str:
-    """``candidate`` when it can name a job (``workers.queue.check_job_id``), else ``<kind>-<32 hex digits>``.
+    """``candidate`` when it can name a job (``workers.kinds.check_job_id``), else ``<kind>-<32 hex digits>``.
 
     One rule for both: a letter kept under an id ``check_job_id`` refuses (too long, control characters) could
     never be requeued, since publishing the job again under its id is refused. A message without a task id
     must not share a fixed id ("unknown", "undecodable") with every other one: a dead letter replaces the one
     with its id.
     """
-    from workers.queue import check_job_id  # workers.queue imports this module (through workers.transport)
-
     try:
         return check_job_id(candidate)
     except InvalidRequest:
@@ -91,7 +72,7 @@ def letter_id(candidate: Any, kind: str) -> str:
 def attempts_of(job_id: str) -> int:
     """How many times the flow started ``job_id`` (the coordination store's count); 0 if unknown or unreadable."""
     try:
-        return _coordination.get().attempts(job_id)
+        return runtime().coordination.attempts(job_id)
     except Exception as exc:  # a letter is still written; the count is only unknown
         log.warning("attempts of %s unknown: %s", job_id, exc)
         return 0
@@ -103,11 +84,7 @@ def dead_letter(letter: DeadLetter) -> None:
     No traceback: the letter keeps the payload, and a poison message is expected, not a bug. If the store is
     unreachable the letter is logged whole at CRITICAL, so it is not lost silently.
     """
-    try:
-        letters().put(letter)
-        log.warning("dead letter %s (%s): %s: %s", letter.id, letter.task or "no task", letter.error, letter.message)
-    except Exception as exc:
-        log.critical("dead-letter store unreachable (%s); letter: %s", exc, letter.to_json())
+    keep(letters, letter)
 
 
 def headers_of(message: Any) -> dict[str, Any]:

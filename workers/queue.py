@@ -1,16 +1,16 @@
 """``JobQueue``: the host side of the job flow. ``submit(job)`` returns a job id at once and never raises an outage.
 
 ```
-submit(job) ─► [outbox not empty?] drain ─► BuildBeliefs: pending mark (coalesce) ─► publish (bounded) ─► id
+submit(job) ─► [outbox not empty?] drain ─► coalescing kind: pending mark ─► publish (bounded) ─► id
                                    broker or coordination unreachable ─► outbox (SQLite, var_dir) ──► same id
 ```
 
-* The task's argument is the job's JSON object; nothing is pickled. Every job carries ``engine``, this host's
-  ``engine_key`` (a worker of another engine dead-letters it unrun: two deployments sharing one Redis and its
-  queue names never apply each other's jobs). A ``BuildBeliefs`` also carries ``triggered_us`` (the
-  store-clock stamp single flight compares with a build's start) and ``pending`` (the mark the worker clears
-  when it starts).
-* Identical ``BuildBeliefs`` while one is still queued return that job's id instead of queueing another
+* The job's kind (``workers.kinds``) names its task, queue and Flower summary. The task's argument is the job's
+  JSON object; nothing is pickled. Every job carries ``engine``, this host's ``engine_key`` (a worker of another
+  engine dead-letters it unrun: two deployments sharing one Redis and its queue names never apply each other's
+  jobs). A job of a coalescing kind (``BuildBeliefs``) also carries ``triggered_us`` (the store-clock stamp single
+  flight compares with a build's start) and ``pending`` (the mark the worker clears when it starts).
+* Identical jobs of a coalescing kind while one is still queued return that job's id instead of queueing another
   (for at most ``pending_ttl_s``).
 * The publish is bounded by ``Settings.publish_timeout_s`` (socket timeouts, no reconnect loop, no publish
   retries: celery#4556). A failure parks the job in the outbox and opens a circuit breaker (0.5 s doubling to
@@ -40,21 +40,18 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-import kombu.exceptions
-import redis
 from celery import Celery
 
+from memory_core._model import ContractModel
 from memory_core.errors import EngineUnavailable, InvalidRequest
-from memory_core.lifecycle.jobs import BuildBeliefs, IngestBrain, parse_job
-from memory_core.namespace import Reach
 from memory_core.settings import Settings, get_settings
-from workers.config import TASK_BUILD_BELIEFS, TASK_INGEST_BRAIN, host_config, queue_for
+from workers.config import TRANSIENT, broker_problem, host_config, prepare, queue_for, redact
 from workers.coordination import Coordination
-from workers.dead_letters import DeadLetter, DeadLetterStore
-from workers.locks import engine_key, pending_key
+from workers.dead_letters import DeadLetter, DeadLetterStore, quote_id
+from workers.kinds import JOB_KINDS, MAX_JOB_ID_CHARS, JobKinds, check_job_id, describe_reach, new_job_id
+from workers.locks import engine_key, job_digest, pending_key
 from workers.outbox import MAX_FAULTS, Outbox, OutboxEntry
 from workers.stores import open_coordination, open_dead_letters, open_outbox
-from workers.transport import prepare
 
 __all__ = [
     "BROKER_ERRORS",
@@ -71,20 +68,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-BROKER_ERRORS: tuple[type[BaseException], ...] = (
-    kombu.exceptions.OperationalError,
-    kombu.exceptions.ConnectionError,
-    redis.RedisError,
-    EngineUnavailable,
-    ConnectionError,
-    TimeoutError,
-    OSError,
-)
-"""What counts as "the broker (or the coordination store) is unreachable" on the submit path."""
-
-MAX_JOB_ID_CHARS = 255
-"""Longest job id ``submit`` accepts: it is the Celery task id, a message header and part of Redis keys
-(``P:job:<id>:attempts``); a UUID is 36 characters."""
+BROKER_ERRORS = TRANSIENT
+"""What counts as "the broker (or the coordination store) is unreachable" on the submit path: the one list of
+transient errors (``workers.config.TRANSIENT``)."""
 
 _CIRCUIT_MIN_S = 0.5
 _CIRCUIT_MAX_S = 15.0
@@ -106,50 +92,21 @@ def _letter_payload(text: str) -> Any:
         return text
 
 
-def new_job_id() -> str:
-    """A fresh job id (a UUID4 string, the Celery task id)."""
-    return str(uuid.uuid4())
-
-
-def check_job_id(job_id: object) -> str:
-    """``job_id`` if it can name a job: a string of 1-``MAX_JOB_ID_CHARS`` characters, not blank, no control ones.
+def task_of(job: ContractModel, kinds: JobKinds = JOB_KINDS) -> str:
+    """The task that runs a job (its kind's row: ``memory.build_beliefs`` …).
 
     Raises:
-        InvalidRequest: ``field="job_id"`` otherwise (an int or an object would be published as a header id).
+        InvalidRequest: ``field="job"``: not a job of any kind.
     """
-    if not isinstance(job_id, str):
-        raise InvalidRequest(f"must be a string, not {type(job_id).__name__}", field="job_id")
-    if not job_id.strip():
-        raise InvalidRequest("must not be blank", field="job_id")
-    if len(job_id) > MAX_JOB_ID_CHARS:
-        raise InvalidRequest(f"must be at most {MAX_JOB_ID_CHARS} characters, got {len(job_id)}", field="job_id")
-    if any(ord(c) < 32 or ord(c) == 127 for c in job_id):
-        raise InvalidRequest("must not contain control characters", field="job_id")
-    return job_id
+    return kinds.of(job).task
 
 
-def task_of(job: BuildBeliefs | IngestBrain) -> str:
-    """The task that runs a job: ``memory.build_beliefs`` or ``memory.ingest_brain``."""
-    return TASK_BUILD_BELIEFS if isinstance(job, BuildBeliefs) else TASK_INGEST_BRAIN
-
-
-def describe_reach(reach: Reach) -> str:
-    """``agent:alice``; ``source:notion/**`` for a subtree; `` +ancestors`` when it inherits."""
-    text = str(reach.at) + ("/**" if reach.descendants else "")
-    return text + (" +ancestors" if reach.inherit else "")
-
-
-def describe(job: BuildBeliefs | IngestBrain) -> str:
-    """A short, readable summary for Flower's args column (``argsrepr``).
+def describe(job: ContractModel, kinds: JobKinds = JOB_KINDS) -> str:
+    """A short, readable summary for Flower's args column (``argsrepr``), from the job's kind.
 
     ``build_beliefs agent:alice [conversation]``, ``ingest_brain 3 documents (notion, files)``.
     """
-    if isinstance(job, BuildBeliefs):
-        kinds = ", ".join(k.value for k in job.request.kinds) or "all kinds"
-        return f"build_beliefs {describe_reach(job.request.reach)} [{kinds}]"
-    sources = ", ".join(sorted({d.source.id for d in job.documents}))
-    n = len(job.documents)
-    return f"ingest_brain {n} document{'s' if n != 1 else ''} ({sources})"
+    return kinds.describe(job)
 
 
 @dataclass(frozen=True)
@@ -184,6 +141,7 @@ class JobQueue:
         outbox: The outbox (default: ``var_dir/outbox.db``).
         letters: Where unpublishable outbox rows go (default: the dead-letter store, opened when first needed,
             with ``publish_timeout_s``).
+        kinds: The table of job kinds jobs are parsed, routed and described by (``workers.kinds``).
 
     Thread-safe: a host may submit from several threads.
     """
@@ -195,11 +153,13 @@ class JobQueue:
         coordination: Coordination | None = None,
         outbox: Outbox | None = None,
         letters: DeadLetterStore | None = None,
+        kinds: JobKinds = JOB_KINDS,
     ) -> None:
         self.settings = settings or get_settings()
+        self.kinds = kinds
         prepare(self.settings)
         self.app = Celery("memory-core-host", set_as_current=False)
-        self.app.conf.update(host_config(self.settings))
+        self.app.conf.update(host_config(self.settings, kinds))
         self.coordination = coordination or open_coordination(self.settings, self.settings.publish_timeout_s)
         self.outbox = outbox or open_outbox(self.settings)
         self.engine = engine_key(self.settings.engine)
@@ -209,9 +169,10 @@ class JobQueue:
         self._circuit_s = 0.0
         self._trips = 0
         self._outbox_may_hold = True
+        self._config_error: str | None = None  # logged once: a wrong password is no outage (issue 11 §4)
 
     # public --------------------------------------------------------------------------------------------
-    def submit(self, job: BuildBeliefs | IngestBrain | dict[str, Any] | str, *, job_id: str | None = None) -> str:
+    def submit(self, job: ContractModel | dict[str, Any] | str, *, job_id: str | None = None) -> str:
         """Queue a job and return its id at once (never waits for a result).
 
         Args:
@@ -227,14 +188,14 @@ class JobQueue:
         """
         return self.send(job, job_id=job_id).id
 
-    def send(self, job: BuildBeliefs | IngestBrain | dict[str, Any] | str, *, job_id: str | None = None) -> Submitted:
+    def send(self, job: ContractModel | dict[str, Any] | str, *, job_id: str | None = None) -> Submitted:
         """``submit``, saying whether the job was published, coalesced or parked (see ``Submitted``).
 
         Raises:
             InvalidRequest: as ``submit``.
             EngineUnavailable: as ``submit``.
         """
-        parsed = parse_job(job)
+        parsed = self.kinds.parse(job)
         jid = new_job_id() if job_id is None else check_job_id(job_id)
         trips = self._may_publish()
         if trips is not None:
@@ -251,7 +212,7 @@ class JobQueue:
         self._park(parsed, jid)
         return Submitted(jid, "parked")
 
-    def publish(self, job: BuildBeliefs | IngestBrain, job_id: str, *, engine: str | None = None) -> str:
+    def publish(self, job: ContractModel, job_id: str, *, engine: str | None = None) -> str:
         """Publish ``job`` now under ``job_id`` for ``engine`` (an ``engine_key``; default this host's), or raise.
 
         The operator's path (``dead-letters requeue``): nothing is parked, so a requeue while Redis is down fails
@@ -286,7 +247,7 @@ class JobQueue:
             return DrainReport(0, -1, str(exc))
         for i, entry in enumerate(entries):
             try:
-                self._publish(parse_job(entry.payload), entry.id)
+                self._publish(self.kinds.parse(entry.payload), entry.id)
             except BROKER_ERRORS as exc:
                 error = _error_text(exc)
                 self._trip(exc)
@@ -330,25 +291,29 @@ class JobQueue:
         return max(1, int(min(self.settings.visibility_timeout_s, self.settings.build_due_interval_s)))
 
     # internals -----------------------------------------------------------------------------------------
-    def _publish(self, job: BuildBeliefs | IngestBrain, job_id: str, engine: str | None = None) -> str:
-        task = task_of(job)
+    def _publish(self, job: ContractModel, job_id: str, engine: str | None = None) -> str:
+        kind = self.kinds.of(job)
         stamp = engine or self.engine
         kwargs: dict[str, Any] = {"engine": stamp}
-        key = None
-        if isinstance(job, BuildBeliefs):
-            key = pending_key(stamp, job)
-            pending = self.coordination.claim_pending(key, job_id, self.pending_ttl_s)
-            if not pending.fresh:
-                return pending.job_id
+        key = pending_key(stamp, job) if kind.coalesce else None
+        pending = self.coordination.claim_job(job_id, job_digest(kind.task, job), key, self.pending_ttl_s)
+        if pending is None:
+            raise InvalidRequest(
+                f"job id {quote_id(job_id)} names another job (a job id names one payload while its record is kept)",
+                field="job_id",
+            )
+        if not pending.fresh:
+            return pending.job_id  # an identical job is still queued: it serves this trigger
+        if key is not None:
             kwargs.update(triggered_us=pending.stamp_us, pending=key)
         try:
             self.app.send_task(
-                task,
+                kind.task,
                 args=(job.to_dict(),),
                 kwargs=kwargs,
                 task_id=job_id,
-                queue=queue_for(self.settings, task),
-                argsrepr=describe(job),
+                queue=queue_for(self.settings, kind.task, self.kinds),
+                argsrepr=kind.describe(job),
                 kwargsrepr="",
                 retry=False,
             )
@@ -394,10 +359,11 @@ class JobQueue:
         log.error("outbox: job %s dead-lettered after %d failed publishes: %s", entry.id, letter.attempts, error)
         return True
 
-    def _park(self, job: BuildBeliefs | IngestBrain, job_id: str) -> None:
-        self.outbox.put(OutboxEntry(id=job_id, task=task_of(job), payload=job.to_json(), created=time.time()))
+    def _park(self, job: ContractModel, job_id: str) -> None:
+        entry = OutboxEntry(id=job_id, task=task_of(job, self.kinds), payload=job.to_json(), created=time.time())
+        self.outbox.put(entry)
         self._outbox_may_hold = True
-        log.warning("broker unreachable: job %s (%s) parked in the outbox", job_id, describe(job))
+        log.warning("broker unreachable: job %s (%s) parked in the outbox", job_id, describe(job, self.kinds))
 
     def _may_publish(self) -> int | None:
         """The breaker's trip count when this caller may try the broker, None while the breaker is open.
@@ -423,7 +389,19 @@ class JobQueue:
             self._trips += 1
             self._circuit_s = min(_CIRCUIT_MAX_S, max(_CIRCUIT_MIN_S, self._circuit_s * 2))
             self._closed_until = time.monotonic() + self._circuit_s
-        log.warning("publish failed (%s); straight to the outbox for %.1fs", _error_text(exc), self._circuit_s)
+            known = self._config_error
+        problem = known or broker_problem(str(self.settings.broker_url or ""), exc, self.settings.publish_timeout_s)
+        if problem is None:
+            log.warning("publish failed (%s); straight to the outbox for %.1fs", _error_text(exc), self._circuit_s)
+            return
+        if known is None:  # once, loudly: retrying cannot fix a configuration; the jobs wait in the outbox
+            self._config_error = problem
+            log.critical(
+                "broker configuration error: %s refuses this configuration: %s; jobs are kept in the outbox "
+                "and published once the configuration is fixed",
+                redact(str(self.settings.broker_url)),
+                problem,
+            )
 
     def _reset(self) -> None:
         with self._lock:

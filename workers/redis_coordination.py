@@ -9,7 +9,7 @@ microsecond times (~1.8e15) compare exactly; they are built and stored as string
 numbers.
 
 Keys (``P`` = ``Settings.redis_prefix``; ``{h}`` a hash tag so a scope's keys share a cluster slot):
-``P:pending:<key>``, ``P:gate:{h}:lock|dirty|built|later``, ``P:job:<id>:attempts|progress|done``.
+``P:pending:<key>``, ``P:gate:{h}:lock|dirty|built|later``, ``P:job:<id>:attempts|progress|done|payload``.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import redis
 from redis.commands.core import Script
 
 from memory_core.errors import EngineUnavailable
-from workers.coordination import Coordination, Enter, Entered, Leave, Left, Pending, later_ttl_s
+from workers.coordination import JOB_MARKS, Coordination, Enter, Entered, Leave, Left, Pending, later_ttl_s
 
 __all__ = ["RedisCoordination", "redis_client"]
 
@@ -68,11 +68,10 @@ if stamp and stamp < tonumber(now) then mark = ARGV[3] end
 local cur = redis.call('GET', KEYS[1])
 if cur then
   local tok, tid, started = string.match(cur, '^([^|]*)|(.*)|(%d+)$')
-  if tid ~= ARGV[2] then
-    if stamp and stamp < tonumber(started) then return {'covered', 0} end
-    raise_dirty(KEYS[2], mark, ARGV[5])
-    return {'coalesced', 0}
-  end
+  if tid == ARGV[2] then return {'busy', math.max(1, redis.call('PTTL', KEYS[1])) * 1000} end
+  if stamp and stamp < tonumber(started) then return {'covered', 0} end
+  raise_dirty(KEYS[2], mark, ARGV[5])
+  return {'coalesced', 0}
 else
   local slot = redis.call('GET', KEYS[4])
   if slot and slot ~= ARGV[2] then
@@ -146,6 +145,16 @@ return 0
 )
 
 
+_BIND = """
+local cur = redis.call('GET', KEYS[1])
+if not cur then
+  redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+  return 1
+end
+if cur == ARGV[1] then return 1 end
+return 0
+"""
+
 _FORGIVE = """
 local n = tonumber(redis.call('GET', KEYS[1]) or '0')
 if n > 0 then redis.call('DECR', KEYS[1]) end
@@ -182,7 +191,6 @@ class RedisCoordination(Coordination):
     def __init__(self, client: redis.Redis[str], prefix: str, job_ttl_s: int, keep_s: int) -> None:
         super().__init__(prefix, job_ttl_s, keep_s)
         self.client = client
-        self._claim: Script = client.register_script(_CLAIM)
         self._clear: Script = client.register_script(_CLEAR)
         self._enter: Script = client.register_script(_ENTER)
         self._extend: Script = client.register_script(_EXTEND)
@@ -207,16 +215,34 @@ class RedisCoordination(Coordination):
             seconds, micros = cast(tuple[int, int], self.client.time())
             return int(seconds) * 1_000_000 + int(micros)
 
-    def claim_pending(self, key: str, job_id: str, ttl_s: int) -> Pending:
-        """See ``Coordination.claim_pending``."""
-        with self._reachable():
-            got = cast(list[Any], self._claim(keys=[self.key("pending", key)], args=[job_id, ttl_s * 1000]))
-        return Pending(str(got[0]), int(got[1]), fresh=bool(int(got[2])))
-
     def clear_pending(self, key: str, job_id: str) -> None:
         """See ``Coordination.clear_pending``."""
         with self._reachable():
             self._clear(keys=[self.key("pending", key)], args=[job_id])
+
+    def claim_job(self, job_id: str, digest: str, pending: str | None, ttl_s: int) -> Pending | None:
+        """See ``Coordination.claim_job``: both scripts in one pipeline, one round trip (each key keeps its slot).
+
+        ``EVAL`` with the script's text, not ``EVALSHA``: a pipeline of ``EVALSHA`` would first ask ``SCRIPT
+        EXISTS`` (another round trip), and Redis caches a script it has compiled either way.
+        """
+        bound = self.key("job", job_id, "payload")
+        with self._reachable():
+            pipe = self.client.pipeline(transaction=False)
+            pipe.eval(_BIND, 1, bound, digest, self.job_ttl_s)
+            if pending is not None:
+                pipe.eval(_CLAIM, 1, self.key("pending", pending), job_id, ttl_s * 1000)
+            got: list[Any] = pipe.execute()
+        claimed = Pending(job_id, 0, fresh=True) if pending is None else self._pending(got[1])
+        if int(got[0]):
+            return claimed
+        if pending is not None and claimed.fresh:  # marked pending under an id that names another job: undo
+            self.clear_pending(pending, job_id)
+        return None
+
+    @staticmethod
+    def _pending(got: list[Any]) -> Pending:
+        return Pending(str(got[0]), int(got[1]), fresh=bool(int(got[2])))
 
     def gate_enter(
         self, scope: str, task_id: str, token: str, stamp_us: int | None, ttl_s: int, gap_us: int = 0
@@ -294,7 +320,7 @@ class RedisCoordination(Coordination):
     def forget_job(self, job_id: str) -> None:
         """See ``Coordination.forget_job``."""
         with self._reachable():
-            self.client.delete(*(self.key("job", job_id, part) for part in ("attempts", "progress", "done")))
+            self.client.delete(*(self.key("job", job_id, part) for part in JOB_MARKS))
 
     def close(self) -> None:
         """Close the client's connections."""

@@ -10,7 +10,6 @@ run a job against the store of whatever engine the operator's shell names. ``eng
 from __future__ import annotations
 
 from memory_core.errors import InvalidRequest
-from memory_core.lifecycle.jobs import parse_job
 from memory_core.settings import Settings
 from workers.dead_letters import DeadLetterStore
 from workers.locks import engine_key
@@ -51,10 +50,10 @@ def requeue(
     letter = letters.get(letters.resolve(ref))
     if letter.truncated:
         raise InvalidRequest("the payload was cut when it was dead-lettered; it cannot be requeued", field="payload")
-    job = parse_job(letter.payload)
     target = engine_key(engine) if engine else letter.engine
     jobs = queue or JobQueue(settings)
     try:
+        job = jobs.kinds.parse(letter.payload)  # a job of any kind in the table (workers.kinds)
         jobs.coordination.forget_job(letter.id)
         letters.delete(letter.id)
         try:

@@ -4,6 +4,7 @@
 | --- | --- |
 | ``worker_init``, ``beat_init`` | create the server-less folders under ``var_dir`` (no-op on Redis) |
 | ``worker_init`` | open the engine once (plugins applied): a ``ConfigError`` stops the worker, exit status 2 |
+| ``worker_init``, ``beat_init`` | probe the broker once: a wrong password or TLS mismatch stops it, status 2 |
 | ``worker_ready`` | drain this machine's outbox once (jobs a host parked while Redis was down) |
 | ``worker_process_shutdown`` | close the process's engine and connections |
 | ``task_unknown`` | dead-letter a message naming a task no worker has |
@@ -29,9 +30,20 @@ from memory_core.errors import ConfigError
 from memory_core.settings import get_settings
 from workers.dead_letters import DeadLetter
 from workers.execution import DeadLettered
+from workers.monitor import require_broker
 from workers.poison import attempts_of, dead_letter, letter_id, message_payload, refuse
+from workers.queue import JobQueue
+from workers.runtime import close_runtime
+from workers.stores import open_worker_engine
+from workers.transport import prepare
 
-__all__ = ["ExpectedLetters", "check_engine", "message_payload"]  # message_payload: from workers.poison
+__all__ = [
+    "ExpectedLetters",
+    "check_broker",
+    "connect",
+    "message_payload",
+    "open_engine_at_start",
+]  # message_payload: from workers.poison
 
 log = logging.getLogger(__name__)
 
@@ -75,12 +87,10 @@ LETTER_LOGGERS = ("celery.app.trace", "celery.worker.consumer.consumer")
 
 def make_folders(**_: Any) -> None:
     """Create the server-less transport's folders under ``var_dir`` before the first connection."""
-    from workers.transport import prepare
-
     prepare(get_settings())
 
 
-def check_engine(**_: Any) -> None:
+def open_engine_at_start(**_: Any) -> None:
     """Open the configured engine once in the worker's main process, before any child starts, then close it.
 
     A misconfigured engine (an unknown scheme, a malformed ``engine_plugins`` entry, a plugin target that cannot
@@ -94,8 +104,6 @@ def check_engine(**_: Any) -> None:
     Raises:
         SystemExit: status 2, after ``memory-core worker: ConfigError: …`` on stderr.
     """
-    from workers.stores import open_worker_engine
-
     try:
         engine = open_worker_engine(get_settings())
     except ConfigError as exc:
@@ -111,10 +119,29 @@ def check_engine(**_: Any) -> None:
         log.warning("closing the start-up check's engine failed: %s", exc)
 
 
+BROKER_CHECK_TIMEOUT_S = 5.0
+"""Bound on the start-up probe of the broker, seconds (an unreachable broker is waited out by Celery)."""
+
+
+def check_broker(sender: Any = None, **_: Any) -> None:
+    """Stop a worker or beat whose broker refuses its configuration (issue 11 §4), with status 2 and the reason.
+
+    A wrong or missing password, or TLS on one side only, would otherwise read as an outage, retried forever.
+
+    Raises:
+        SystemExit: status 2, after ``memory-core worker: ConfigError: broker redis://:***@…: …`` on stderr.
+    """
+    try:
+        require_broker(get_settings(), BROKER_CHECK_TIMEOUT_S)
+    except ConfigError as exc:
+        role = "beat" if type(sender).__name__ == "Service" else "worker"
+        log.critical("the broker refuses this configuration: %s", exc)
+        print(f"memory-core {role}: ConfigError: {exc}", file=sys.stderr, flush=True)
+        raise SystemExit(2) from None
+
+
 def drain_on_start(sender: Any = None, **_: Any) -> None:
     """Drain the outbox once when a worker is ready (never raises)."""
-    from workers.queue import JobQueue
-
     try:
         queue = JobQueue(get_settings())
         try:
@@ -131,8 +158,6 @@ def drain_on_start(sender: Any = None, **_: Any) -> None:
 
 def close_process(**_: Any) -> None:
     """Close the worker process's runtime."""
-    from workers.tasks import close_runtime
-
     close_runtime()
 
 
@@ -179,33 +204,27 @@ def failed(
         call_kwargs = dict(kwargs) if isinstance(kwargs, dict) else {}
     except Exception:
         call_kwargs = {}
-    payload: Any = call_args[0] if len(call_args) == 1 else {"args": call_args, "kwargs": call_kwargs}
-    engine = call_kwargs.get("engine")
     jid = letter_id(task_id, "failed")
-    dead_letter(
-        DeadLetter.of(
-            jid,
-            exception if exception is not None else "Failed",
-            payload=payload,
-            task=getattr(sender, "name", None),
-            attempts=attempts_of(jid),
-            engine=engine if isinstance(engine, str) else None,
-        )
-    )
+    error = exception if exception is not None else "Failed"
+    task = getattr(sender, "name", None)
+    dead_letter(DeadLetter.of_call(jid, error, call_args, call_kwargs, task=task, attempts=attempts_of(jid)))
 
 
-def _connect() -> None:
+def connect() -> None:
+    """Attach the log filter and connect the handlers (called by ``workers.celery_app.create_app``).
+
+    Connecting twice is harmless: Celery keeps one connection per receiver.
+    """
     for name in LETTER_LOGGERS:
         logging.getLogger(name).addFilter(EXPECTED_LETTERS)
-    hub: Any = signals  # Celery's signals are untyped; connect once, at import
+    hub: Any = signals  # Celery's signals are untyped
     hub.worker_init.connect(make_folders)
-    hub.worker_init.connect(check_engine)
+    hub.worker_init.connect(check_broker)
+    hub.worker_init.connect(open_engine_at_start)
+    hub.beat_init.connect(check_broker)
     hub.beat_init.connect(make_folders)
     hub.worker_ready.connect(drain_on_start)
     hub.worker_process_shutdown.connect(close_process)
     hub.task_unknown.connect(unknown_task)
     hub.task_rejected.connect(rejected)
     hub.task_failure.connect(failed)
-
-
-_connect()

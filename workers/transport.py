@@ -28,12 +28,10 @@ from kombu.transport import filesystem
 from kombu.transport import redis as kombu_redis
 from kombu.utils import json as kombu_json
 
-from memory_core.errors import ConfigError
-from memory_core.settings import Settings
-from workers.config import broker_url, result_backend_url, var_paths
+from workers.config import prepare
 from workers.poison import dead_letter_raw, envelope_problem
 
-__all__ = ["SafeFilesystemTransport", "SafeRedisTransport", "prepare"]
+__all__ = ["SafeFilesystemTransport", "SafeRedisTransport", "prepare"]  # prepare: from workers.config
 
 _DECODE_ERRORS = (ValueError, RecursionError)
 """What kombu's ``json.loads`` of a queue entry raises on a bad entry: ``JSONDecodeError`` and
@@ -170,25 +168,3 @@ class SafeFilesystemTransport(_GuardedDelivery, filesystem.Transport):
     """kombu's filesystem transport (server-less); malformed entries are dead-lettered and skipped."""
 
     Channel = _SafeFilesystemChannel
-
-
-def prepare(settings: Settings) -> None:
-    """Create the local folders: ``var_dir`` always (outbox, beat schedule), the server-less ones without Redis.
-
-    Raises:
-        ConfigError: a folder cannot be created (``var_dir`` is a file, or not writable), naming
-            ``MEMORY_CORE_VAR_DIR``; otherwise a worker would stop later with Celery's "Unrecoverable error".
-    """
-    paths = var_paths(settings)
-    keys = ["var"]
-    if broker_url(settings) == "filesystem://":
-        keys += ["broker_queue", "broker_control", "broker_processed"]
-        if result_backend_url(settings).startswith("file://"):
-            keys.append("results")
-    for key in keys:
-        try:
-            paths[key].mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise ConfigError(
-                f"MEMORY_CORE_VAR_DIR: cannot create {paths[key]}: {exc.strerror or type(exc).__name__}"
-            ) from None

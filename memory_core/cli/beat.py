@@ -9,7 +9,8 @@ import typer
 
 from memory_core.cli import app
 from memory_core.cli._celery import BrokerOption, LoglevelOption, celery_app, run_celery, use_options
-from memory_core.cli._common import EngineOption
+from memory_core.cli._common import EngineOption, fail
+from memory_core.errors import ConfigError
 from memory_core.settings import get_settings
 
 __all__ = ["beat"]
@@ -19,8 +20,14 @@ __all__ = ["beat"]
 def beat(loglevel: LoglevelOption = "info", engine: EngineOption = None, broker: BrokerOption = None) -> None:
     """Run celery beat: build-due and outbox-drain ticks (see beat_schedule.py). Run exactly one."""
     use_options(engine, broker)
+    from workers.monitor import require_broker
+    from workers.signals import BROKER_CHECK_TIMEOUT_S
     from workers.transport import prepare
 
     prepare(get_settings())
+    try:
+        require_broker(get_settings(), BROKER_CHECK_TIMEOUT_S)  # a wrong password is no outage: exit 2
+    except ConfigError as exc:
+        raise fail(f"memory-core beat: ConfigError: {exc}") from None
     schedule = celery_app().conf.beat_schedule_filename
     raise typer.Exit(code=run_celery(["beat", f"--loglevel={loglevel}", f"--schedule={schedule}"]))

@@ -3,7 +3,8 @@
 Everything is read-only: status creates no file or folder (no database, outbox, coordination store, ``var_dir``
 or server-less transport folder: ``workers.monitor.JobMonitor(read_only=True)``). A part that cannot be read (no
 worker answering, the broker down) is shown as ``?`` with the reason, rather than failing the command; only an
-unusable engine URL, or one naming no database, exits non-zero (2).
+unusable engine URL, one naming no database, or a broker that refuses this configuration (a wrong password, a
+TLS-only Redis reached with ``redis://``: shown, then exit 2, since waiting cannot fix it) exits non-zero (2).
 
 Time is bounded: a Redis broker is probed first (one PING, ``PROBE_TIMEOUT_S`` to connect and to answer); when
 it does not answer, nothing else is asked of it (queue depths, running jobs and dead letters all live there)
@@ -97,6 +98,7 @@ def _jobs_view(settings: Any) -> dict[str, Any]:
                 "url": probe.url if settings.broker_url else "server-less",
                 "answering": probe.reachable,
                 "reason": reason,
+                "config_error": probe.config_error,
             },
             "outbox": outbox,
             "queues": dict.fromkeys(names, -1),
@@ -139,7 +141,9 @@ def _jobs_line(jobs: dict[str, Any]) -> str:
     unknown: dict[str, str] = jobs["unknown"]
     broker = jobs["broker"]
     lines = []
-    if not broker["answering"]:
+    if broker.get("config_error"):
+        lines.append(f"broker  {broker['url']} refuses this configuration: {broker['config_error']}")
+    elif not broker["answering"]:
         lines.append(f"broker  {broker['url']} is not answering: {broker['reason']}")
     queues = ", ".join(f"{k} {'?' if v < 0 else v}" for k, v in jobs["queues"].items())
     if "queues" in unknown:
@@ -161,6 +165,13 @@ def _jobs_line(jobs: dict[str, Any]) -> str:
             "submit once the broker answers, by a worker when it starts, or by beat)"
         )
     return "\n".join(lines)
+
+
+def _exit_on_config_error(jobs: dict[str, Any]) -> None:
+    """Exit 2 when the broker refuses this configuration (a wrong password, TLS on one side): not an outage."""
+    broker = jobs["broker"]
+    if broker.get("config_error"):
+        raise fail(f"ConfigError: broker {broker['url']}: {broker['config_error']}")
 
 
 def _no_database(path: Path, as_json: bool) -> NoReturn:
@@ -208,6 +219,7 @@ def status(
             "jobs": jobs,
         }
         typer.echo(json.dumps(out, indent=2, default=str))
+        _exit_on_config_error(jobs)
         return
     console.print(
         f"engine  {escape(get_settings().engine)} ({descriptor.id}, consolidation {descriptor.consolidation.value}, "
@@ -222,3 +234,4 @@ def status(
     console.print(escape(_jobs_line(jobs)), soft_wrap=True)
     if scopes:
         console.print(_scopes_table(listed, scopes))
+    _exit_on_config_error(jobs)

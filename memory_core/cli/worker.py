@@ -23,6 +23,7 @@ import typer
 from memory_core.cli import app
 from memory_core.cli._celery import BrokerOption, LoglevelOption, run_celery, use_options
 from memory_core.cli._common import EngineOption, err_console, fail
+from memory_core.errors import ConfigError
 from memory_core.settings import get_settings
 
 __all__ = ["Pool", "check_queues", "worker"]
@@ -72,6 +73,8 @@ def worker(
     """Run a worker consuming the job queues until stopped (SIGTERM: warm shutdown)."""
     use_options(engine, broker)
     from workers.config import resolve_queues
+    from workers.monitor import require_broker
+    from workers.signals import BROKER_CHECK_TIMEOUT_S
     from workers.transport import prepare
 
     settings = get_settings()
@@ -83,6 +86,10 @@ def worker(
             soft_wrap=True,
         )
     prepare(settings)
+    try:
+        require_broker(settings, BROKER_CHECK_TIMEOUT_S)  # a wrong password is no outage: exit 2 (issue 11 §4)
+    except ConfigError as exc:
+        raise fail(f"memory-core worker: ConfigError: {exc}") from None
     argv = ["worker", f"--queues={','.join(names)}", f"--loglevel={loglevel}", f"--pool={pool}"]
     if concurrency:
         argv.append(f"--concurrency={concurrency}")

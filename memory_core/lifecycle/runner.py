@@ -20,7 +20,7 @@ from typing import Any
 
 from memory_core.consolidation import ConsolidateStatus
 from memory_core.engine import MemoryEngine, check_engine
-from memory_core.errors import Unsupported
+from memory_core.errors import InvalidRequest, Unsupported
 from memory_core.lifecycle.brain import Brain
 from memory_core.lifecycle.jobs import (
     BuildBeliefs,
@@ -85,9 +85,12 @@ class BackgroundRunner:
                 ``EngineUnavailable``, which is retryable).
         """
         parsed = parse_job(dict(job) if isinstance(job, Mapping) else job)
-        if isinstance(parsed, BuildBeliefs):
-            return self._build(parsed)
-        return self._ingest(parsed)
+        match parsed:
+            case BuildBeliefs():
+                return self._build(parsed)
+            case IngestBrain():
+                return self._ingest(parsed)
+        raise InvalidRequest(f"no runner for a {type(parsed).__name__} job", field="job")  # pragma: no cover
 
     def _build(self, job: BuildBeliefs) -> JobReport:
         try:

@@ -16,6 +16,7 @@ import workers.poison
 from memory_core.cli import load_commands
 from memory_core.settings import Settings, get_settings
 from workers.dead_letters import DeadLetter, DeadLetterStore
+from workers.runtime import close_runtime
 from workers.stores import open_dead_letters
 
 app = load_commands()
@@ -39,14 +40,14 @@ def letters(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Iterator[De
     store.put(
         DeadLetter.of(JOB_ID, "InvalidRequest", payload=job, task="memory.ingest_brain", attempts=1, message=REASON)
     )
-    with monkeypatch.context() as patched:  # poison.letters() opens the store from the settings
+    with monkeypatch.context() as patched:  # poison.letters() is the runtime's, opened from the settings
         patched.setenv("MEMORY_CORE_VAR_DIR", env["MEMORY_CORE_VAR_DIR"])
         get_settings.cache_clear()
-        workers.poison._letters.reset()
+        close_runtime()
         try:
             workers.poison.dead_letter_raw("not json at all", "ingest", "not JSON (JSONDecodeError: Expecting value)")
         finally:
-            workers.poison._letters.reset()
+            close_runtime()
     get_settings.cache_clear()
     yield store
 
@@ -129,11 +130,11 @@ def test_a_poison_message_whose_id_has_a_control_character_is_kept_under_an_id_r
 ) -> None:
     monkeypatch.setenv("MEMORY_CORE_VAR_DIR", env["MEMORY_CORE_VAR_DIR"])
     get_settings.cache_clear()
-    workers.poison._letters.reset()
+    close_runtime()
     try:
         letter = workers.poison.refuse(_Poison(), "MalformedMessage", message_text="not a task message: timelimit")
     finally:
-        workers.poison._letters.reset(lambda store: store.close())
+        close_runtime()
     assert letter.id.startswith("refused-") and letter.payload["job"] == "ingest_brain"
     result = invoke(env, "dead-letters", "requeue", letter.id)
     assert result.exit_code == 0, result.output

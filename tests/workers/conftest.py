@@ -99,20 +99,22 @@ def session_worker(flow: Flow, tmp_path_factory: pytest.TempPathFactory) -> Iter
 def redis_server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[], Any]]:
     """A throwaway ``redis-server`` on a free port (never the shared 6379): ``make() -> handle``.
 
-    The handle has ``url``, ``stop()`` (SHUTDOWN NOSAVE) and ``start()`` (same port again). Without a
-    ``redis-server`` binary the test skips, and fails when CI=true (``require_program``).
+    The handle has ``url``, ``stop()`` (SHUTDOWN NOSAVE) and ``start()`` (same port again). ``make(password=…)``
+    starts it with ``--requirepass`` (the handle's ``url`` carries the password). Without a ``redis-server``
+    binary the test skips, and fails when CI=true (``require_program``).
     """
     require_program(request.config, "redis-server")
     servers: list[Any] = []
 
     class Throwaway:
-        def __init__(self) -> None:
+        def __init__(self, password: str | None = None) -> None:
             import socket
 
             with socket.socket() as s:
                 s.bind(("127.0.0.1", 0))
                 self.port = s.getsockname()[1]
-            self.url = f"redis://127.0.0.1:{self.port}/0"
+            self.password = password
+            self.url = f"redis://{f':{password}@' if password else ''}127.0.0.1:{self.port}/0"
             self.proc: subprocess.Popen[bytes] | None = None
 
         def start(self) -> None:
@@ -129,11 +131,12 @@ def redis_server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cal
                     "no",
                     "--dir",
                     str(tmp_path),
+                    *(["--requirepass", self.password] if self.password else []),
                 ],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             )
-            client = redis.Redis(port=self.port, socket_connect_timeout=0.2)
+            client = redis.Redis(port=self.port, password=self.password, socket_connect_timeout=0.2)
             wait_until(lambda: pings(client), 10, 0.05, "the throwaway redis-server")
 
         def stop(self) -> None:
@@ -141,8 +144,8 @@ def redis_server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cal
                 self.proc.terminate()
                 self.proc.wait(timeout=10)
 
-    def make() -> Throwaway:
-        server = Throwaway()
+    def make(password: str | None = None) -> Throwaway:
+        server = Throwaway(password)
         server.start()
         servers.append(server)
         return server

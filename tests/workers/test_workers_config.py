@@ -62,6 +62,8 @@ def test_one_visibility_timeout_everywhere_above_the_hard_limit_and_the_backoff_
         ({"task_soft_time_limit_s": 600, "task_time_limit_s": 600}, "task_soft_time_limit_s"),
         ({"task_time_limit_s": 3600, "visibility_timeout_s": 3600, "task_soft_time_limit_s": 10}, "task_time_limit_s"),
         ({"retry_backoff_max_s": 4000.0}, "retry_backoff_max_s"),
+        # a retry's countdown plus its run passes the visibility timeout (issue 11 §2)
+        ({"visibility_timeout_s": 700, "task_time_limit_s": 600, "retry_backoff_max_s": 150.0}, "retry_backoff_max_s"),
         ({"lock_ttl_s": 4000}, "lock_ttl_s"),
     ],
 )
@@ -252,7 +254,9 @@ def test_queue_names_map_logical_names_to_the_configured_ones_and_report_strange
 def test_a_minimum_build_interval_whose_countdown_could_outlast_the_visibility_timeout_is_refused() -> None:
     check_timeouts(settings(build_min_interval_s=1.0))
     with pytest.raises(ConfigError, match="build_min_interval_s"):
-        check_timeouts(settings(visibility_timeout_s=700, task_time_limit_s=600, build_min_interval_s=100.0))
+        check_timeouts(
+            settings(visibility_timeout_s=700, task_time_limit_s=600, retry_backoff_max_s=9, build_min_interval_s=100)
+        )
 
 
 def test_a_missing_program_skips_locally_but_fails_under_ci(

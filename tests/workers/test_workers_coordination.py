@@ -15,7 +15,7 @@ from memory_core.errors import EngineUnavailable
 from memory_core.lifecycle.jobs import BuildBeliefs
 from memory_core.meta import ItemKind
 from memory_core.namespace import Namespace, Reach
-from workers.coordination import Coordination, Enter, Leave, SqliteCoordination, lock_value, split_lock
+from workers.coordination import Coordination, Enter, Leave, Pending, SqliteCoordination, lock_value, split_lock
 from workers.locks import engine_key, pending_key, scope_key, single_flight
 from workers.redis_coordination import RedisCoordination, redis_client
 
@@ -35,6 +35,13 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Coordinati
     if keys:
         client.delete(*keys)
     client.close()
+
+
+def claim(store: Coordination, key: str, job_id: str) -> Pending:
+    """The pending mark a submit of ``job_id`` (its own payload) claims for ``key``."""
+    got = store.claim_job(job_id, f"digest-{job_id}", key, 30)
+    assert got is not None
+    return got
 
 
 def test_lock_values_round_trip_even_with_bars_in_the_job_id() -> None:
@@ -66,12 +73,35 @@ def test_a_trigger_stamped_before_the_running_pass_started_is_covered(store: Coo
     assert store.gate_enter("s", "job-4", "t4", store.now_us(), 30).enter is Enter.ACQUIRED
 
 
-def test_a_lock_left_by_an_earlier_delivery_of_the_same_job_is_taken_over(store: Coordination) -> None:
-    assert store.gate_enter("s", "job-1", "dead-token", None, 30).enter is Enter.ACQUIRED
-    assert store.gate_enter("s", "job-1", "new-token", None, 30).enter is Enter.ACQUIRED
-    assert not store.gate_extend("s", "dead-token", 30)  # the dead holder's lease is gone
-    assert store.gate_leave("s", "dead-token", 30).leave is Leave.LOST
-    assert store.gate_leave("s", "new-token", 30).leave is Leave.RELEASED
+def expire_lock(store: Coordination, scope: str) -> None:
+    """What the end of a dead holder's lease does: the lock key is gone."""
+    if isinstance(store, RedisCoordination):
+        store.client.delete(store.key("gate", "{" + scope + "}", "lock"))
+        return
+    assert isinstance(store, SqliteCoordination)
+    with store._tx() as db:
+        db.execute("UPDATE kv SET expires = 0 WHERE key = ?", (store.key("gate", scope, "lock"),))
+
+
+def test_a_twin_delivery_of_a_job_never_shares_its_lock_and_acquires_once_the_lease_is_gone(
+    store: Coordination,
+) -> None:
+    """Issue 11 §2: the same job id no longer takes over a live lock (a redelivery while the first still runs)."""
+    assert store.gate_enter("s", "job-1", "first", None, 30).enter is Enter.ACQUIRED
+    twin = store.gate_enter("s", "job-1", "second", None, 30)
+    assert twin.enter is Enter.BUSY and 0 < twin.wait_us <= 30_000_000  # at most the lease left
+    assert store.gate_extend("s", "first", 30)  # the first delivery still owns it
+    assert store.gate_leave("s", "first", 30).leave is Leave.RELEASED
+    assert store.gate_enter("s", "job-1", "third", None, 30).enter is Enter.ACQUIRED  # the lock is free again
+    store.gate_abort("s", "third")
+
+    assert store.gate_enter("s", "job-2", "dying", None, 30).enter is Enter.ACQUIRED
+    assert store.gate_enter("s", "job-2", "redelivered", None, 30).enter is Enter.BUSY
+    expire_lock(store, "s")  # the first delivery died: its lease ran out
+    assert store.gate_enter("s", "job-2", "redelivered", None, 30).enter is Enter.ACQUIRED
+    assert not store.gate_extend("s", "dying", 30)
+    assert store.gate_leave("s", "dying", 30).leave is Leave.LOST
+    assert store.gate_leave("s", "redelivered", 30).leave is Leave.RELEASED
 
 
 def test_release_is_compare_and_delete(store: Coordination) -> None:
@@ -90,14 +120,14 @@ def test_a_lease_that_ran_out_frees_the_scope(store: Coordination) -> None:
 
 
 def test_pending_marks_collapse_identical_triggers_until_the_job_starts(store: Coordination) -> None:
-    first = store.claim_pending("k", "job-1", 30)
+    first = claim(store, "k", "job-1")
     assert first.fresh and first.job_id == "job-1"
-    again = store.claim_pending("k", "job-2", 30)
+    again = claim(store, "k", "job-2")
     assert not again.fresh and again.job_id == "job-1" and again.stamp_us == first.stamp_us
     store.clear_pending("k", "job-2")  # not its mark: kept
-    assert store.claim_pending("k", "job-3", 30).job_id == "job-1"
+    assert claim(store, "k", "job-3").job_id == "job-1"
     store.clear_pending("k", "job-1")
-    assert store.claim_pending("k", "job-4", 30).fresh
+    assert claim(store, "k", "job-4").fresh
 
 
 def test_per_job_marks_count_record_and_forget(store: Coordination) -> None:
@@ -328,3 +358,72 @@ def test_fast_builds_triggered_from_many_threads_within_the_interval_build_at_mo
         deliver(job, dict(stamps)[job])
     assert overlaps == 0
     assert passes <= 2
+
+
+def test_a_job_id_binds_one_payload_until_its_marks_are_forgotten(store: Coordination) -> None:
+    assert store.claim_job("j", "digest-a", None, 30) is not None
+    assert store.claim_job("j", "digest-a", None, 30) is not None  # a replay
+    assert store.claim_job("j", "digest-b", None, 30) is None  # another payload under the id
+    assert store.claim_job("k", "digest-b", None, 30) is not None  # ids are independent
+    store.forget_job("j")  # a requeue starts the id afresh
+    assert store.claim_job("j", "digest-b", None, 30) is not None
+
+
+def test_a_submit_binds_its_id_and_claims_its_pending_mark_together(store: Coordination) -> None:
+    plain = store.claim_job("j", "digest-a", None, 30)
+    assert plain is not None and (plain.job_id, plain.fresh) == ("j", True)
+    assert store.claim_job("j", "digest-b", None, 30) is None  # the id names another payload
+    first = store.claim_job("b1", "digest-build", "pk", 30)
+    assert first is not None and first.fresh and first.stamp_us > 0
+    again = store.claim_job("b2", "digest-build", "pk", 30)
+    assert again is not None and (again.job_id, again.fresh, again.stamp_us) == ("b1", False, first.stamp_us)
+    assert store.claim_job("j", "digest-c", "pk2", 30) is None  # refused: and no pending mark is left behind
+    fresh = store.claim_job("c", "digest-c", "pk2", 30)
+    assert fresh is not None and (fresh.job_id, fresh.fresh) == ("c", True)
+
+
+class CountingStore(SqliteCoordination):
+    """Counts lease extensions; ``extended`` is set at the first."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path, "keeper", 60, 60)
+        self.extensions = 0
+        self.extended = threading.Event()
+
+    def gate_extend(self, scope: str, token: str, ttl_s: int) -> bool:
+        self.extensions += 1
+        kept = super().gate_extend(scope, token, ttl_s)
+        self.extended.set()
+        return kept
+
+
+def test_short_builds_start_no_lease_thread_each_and_are_never_extended(tmp_path: Path) -> None:
+    store = CountingStore(tmp_path / "c.db")
+    single_flight(store, "warm", "job-0", None, 60, lambda: 0)  # the store's one keeper thread starts here
+    threads = threading.active_count()
+    for n in range(20):
+        flight = single_flight(store, f"s{n}", f"job-{n}", None, 60, lambda n=n: n)
+        assert flight.results == [n] and not flight.lost
+    assert threading.active_count() == threads  # no thread per build
+    assert store.extensions == 0  # released long before a third of the lease
+
+
+def test_a_long_build_is_extended_and_a_lost_lease_is_reported(tmp_path: Path) -> None:
+    store = CountingStore(tmp_path / "c.db")
+
+    def long_build() -> str:  # runs until the keeper has extended its lease at least once
+        assert store.extended.wait(30), "the keeper never extended the lease"
+        return "built"
+
+    flight = single_flight(store, "long", "job-1", None, 1, long_build)
+    assert flight.results == ["built"] and not flight.lost and store.extensions >= 1
+
+    store.extended.clear()
+
+    def robbed() -> str:  # the lock vanishes mid-build (its lease ran out): the next extension finds it gone
+        with store._tx() as db:
+            db.execute("DELETE FROM kv WHERE key = ?", (store.key("gate", "robbed", "lock"),))
+        assert store.extended.wait(30)
+        return "built"
+
+    assert single_flight(store, "robbed", "job-2", None, 1, robbed).lost

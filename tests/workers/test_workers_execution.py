@@ -20,6 +20,7 @@ from memory_core.settings import Settings
 from workers.coordination import SqliteCoordination
 from workers.dead_letters import SqliteDeadLetters
 from workers.execution import Delivery, Runtime, Verdict, backoff_s, execute
+from workers.locks import scope_key
 from workers.queue import DrainReport
 
 
@@ -367,3 +368,58 @@ def test_a_build_too_soon_after_the_last_one_is_deferred_to_the_intervals_end_wi
     assert other.verdict is Verdict.DONE and other.result is not None
     assert [x["enter"] for x in other.result["scopes"]] == ["coalesced"]  # folded into j31's follow-up
     assert engine.calls == ["agent:a", "agent:b"]
+
+
+# issue 11 §2: a twin delivery never runs beside the first, and the job still completes once -------------------
+class HookedEngine(FlakyEngine):
+    """Runs ``during`` once, inside the first build (while its delivery holds the scope's lock)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.during: Any = None
+
+    def _consolidate(self, request: ConsolidateRequest) -> ConsolidateReceipt:
+        hook, self.during = self.during, None
+        if hook is not None:
+            hook()
+        return super()._consolidate(request)
+
+
+@pytest.fixture
+def hooked(rt: Runtime) -> Runtime:
+    rt._engine = HookedEngine()
+    return rt
+
+
+def test_a_twin_delivery_while_the_first_builds_is_deferred_and_dropped_once_the_job_is_done(hooked: Runtime) -> None:
+    engine = hooked.engine
+    assert isinstance(engine, HookedEngine)
+    converse(engine, "a", "I live in Oslo.")
+    twins: list[Any] = []
+    engine.during = lambda: twins.append(execute(hooked, build_delivery("j1", Reach.exact("agent:a"))))
+    first = execute(hooked, build_delivery("j1", Reach.exact("agent:a")))
+    assert [t.verdict for t in twins] == [Verdict.DEFER]  # the redelivered copy waited, it did not build beside
+    assert twins[0].countdown is not None and 0 < twins[0].countdown <= hooked.settings.retry_backoff_max_s
+    assert first.verdict is Verdict.DONE and engine.calls == ["agent:a"]
+    again = execute(hooked, build_delivery("j1", Reach.exact("agent:a")))  # the twin's countdown ends
+    assert again.verdict is Verdict.DUPLICATE and engine.calls == ["agent:a"]  # one run in all
+    assert hooked.coordination.attempts("j1") == 1  # the deferral was not an attempt
+
+
+def test_a_twin_delivery_of_a_job_whose_first_copy_died_completes_it_once(hooked: Runtime) -> None:
+    engine = hooked.engine
+    assert isinstance(engine, HookedEngine)
+    converse(engine, "a", "I live in Oslo.")
+    scope = engine.scopes(ConsolidateRequest(reach=Reach.exact("agent:a")))[0]
+    unit = scope_key(hooked.engine_key, scope)
+    store = hooked.coordination
+    assert store.gate_enter(unit, "j2", "died-mid-build", None, 60).enter.value == "acquired"  # then killed
+    waited = execute(hooked, build_delivery("j2", Reach.exact("agent:a")))
+    assert waited.verdict is Verdict.DEFER and engine.calls == []
+    assert isinstance(store, SqliteCoordination)
+    with store._tx() as db:  # the dead delivery's lease runs out
+        db.execute("UPDATE kv SET expires = 0 WHERE key = ?", (store.key("gate", unit, "lock"),))
+    done = execute(hooked, build_delivery("j2", Reach.exact("agent:a")))
+    assert done.verdict is Verdict.DONE and engine.calls == ["agent:a"]
+    assert execute(hooked, build_delivery("j2", Reach.exact("agent:a"))).verdict is Verdict.DUPLICATE
+    assert engine.calls == ["agent:a"]

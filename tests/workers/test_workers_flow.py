@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import sqlite3
@@ -77,16 +78,26 @@ def dedicated(flow: Flow, tag: str) -> dict[str, str]:
 
 
 # ---------------------------------------------------------------------------------------------------------
-def build_overlap(flow: Flow, ns: str) -> int:
-    """Assert one or two builds of ``ns`` started and never two at once; return how many are still running."""
+def build_overlap(flow: Flow, ns: str, most: int = 2) -> int:
+    """Assert between one and ``most`` builds of ``ns`` started and never two at once; return how many still run."""
     events = sorted((e for e in flow.events() if e["ns"] == ns), key=lambda e: e["t"])
     starts = [e for e in events if e["event"] == "start"]
-    assert 1 <= len(starts) <= 2, events
+    assert 1 <= len(starts) <= most, events
     running = 0
     for event in events:
         running += 1 if event["event"] == "start" else -1
         assert running <= 1, f"two builds of one scope at once: {events}"
     return running
+
+
+def most_builds(first_s: float, last_s: float, min_interval_s: float) -> int:
+    """The most builds a burst of triggers sent between ``first_s`` and ``last_s`` may cause: 1 + ⌈span / interval⌉.
+
+    Passes of one scope start at least ``min_interval_s`` apart, and once the last trigger is in, at most one more
+    pass starts (the follow-up that reads it). Taken from the triggers' own timestamps, so a burst that a busy
+    machine stretches past one interval allows the builds it really earns, and no more (issue 13 "must show").
+    """
+    return 1 + math.ceil(max(0.0, last_s - first_s) / min_interval_s)
 
 
 def test_a_post_turn_job_runs_on_a_worker_and_its_beliefs_reach_the_next_pack(flow: Flow, session_worker: Proc) -> None:
@@ -120,7 +131,9 @@ def test_a_post_turn_job_runs_on_a_worker_and_its_beliefs_reach_the_next_pack(fl
     engine.close()
 
 
-def test_100_triggers_for_one_scope_give_at_most_two_builds_never_two_at_once(flow: Flow, session_worker: Proc) -> None:
+def test_100_triggers_for_one_scope_give_at_most_one_build_per_interval_never_two_at_once(
+    flow: Flow, session_worker: Proc
+) -> None:
     engine = SQLiteEngine(flow.db_path)
     mem = converse(engine, "bob-burst")
     queue = JobQueue(flow.settings())
@@ -128,7 +141,9 @@ def test_100_triggers_for_one_scope_give_at_most_two_builds_never_two_at_once(fl
     hold = f"{flow.prefix}:probe:hold"
     client.set(hold, "1")  # builds wait while the burst arrives: a build longer than the burst
     try:
+        first = time.time()
         ids = [queue.submit(mem.history_build()) for _ in range(100)]
+        last = time.time()
         wait_until(
             lambda: any(e["ns"] == "agent:bob-burst" and e["event"] == "start" for e in flow.events()),
             30,
@@ -138,13 +153,13 @@ def test_100_triggers_for_one_scope_give_at_most_two_builds_never_two_at_once(fl
         client.delete(hold)
     wait_until(lambda: done(flow, *set(ids)), 60, what="every trigger's job")
 
-    assert build_overlap(flow, "agent:bob-burst") == 0
+    assert build_overlap(flow, "agent:bob-burst", most_builds(first, last, flow.settings().build_min_interval_s)) == 0
     assert beliefs(engine, "bob-burst")
     queue.close()
     engine.close()
 
 
-def test_100_parallel_triggers_spread_over_a_second_against_fast_builds_give_at_most_two_builds(
+def test_100_parallel_triggers_spread_over_a_second_give_at_most_one_build_per_interval_never_two_at_once(
     flow: Flow, session_worker: Proc
 ) -> None:
     """Builds far shorter than the burst: without a minimum interval each finished build let the next trigger in."""
@@ -156,14 +171,17 @@ def test_100_parallel_triggers_spread_over_a_second_against_fast_builds_give_at_
     settings = flow.settings()
     assert settings.build_min_interval_s == 1.0  # the default the README states
     ids: list[str] = []
+    sent: list[tuple[float, float]] = []  # each trigger's own (before, after) submit times
     lock = threading.Lock()
 
-    def host(n: int) -> None:  # one host process's thread: 25 triggers over ~0.9 s
+    def host(n: int) -> None:  # one host process's thread: 25 triggers over ~0.9 s (longer on a busy machine)
         queue = JobQueue(settings)
         for _ in range(25):
+            before = time.time()
             job_id = queue.submit(job)
             with lock:
                 ids.append(job_id)
+                sent.append((before, time.time()))
             time.sleep(0.036)
         queue.close()
 
@@ -175,7 +193,8 @@ def test_100_parallel_triggers_spread_over_a_second_against_fast_builds_give_at_
     assert len(ids) == 100
     wait_until(lambda: done(flow, *set(ids)), 60, what="every trigger's job")
 
-    build_overlap(flow, "agent:hana-spread")
+    most = most_builds(min(b for b, _ in sent), max(a for _, a in sent), settings.build_min_interval_s)
+    build_overlap(flow, "agent:hana-spread", most)
     assert beliefs(engine, "hana-spread")
     engine.close()
 
@@ -384,7 +403,7 @@ def test_broker_down_during_submit_parks_the_job_and_it_runs_after_redis_returns
     server.start()
     worker = spawn("after-outage", celery_worker_argv(flow, "after-outage"), **fields)
     wait_until(lambda: stored("parked-first") and built(), 40, what="the parked job and its follow-up build")
-    assert done(flow, first, **fields)
+    wait_until(lambda: done(flow, first, **fields), 30, what="the parked job marked done")
 
     # 2. Redis stops while a late-ack build is in flight: the worker survives and reconnects
     client = flow.client()
@@ -403,7 +422,7 @@ def test_broker_down_during_submit_parks_the_job_and_it_runs_after_redis_returns
     third = queue.submit(doc("after-return"))  # drains the outbox first, then publishes its own job
     assert queue.outbox.waiting() == 0
     wait_until(lambda: stored("parked-second") and stored("after-return"), 60, what="both jobs to run")
-    assert done(flow, second, third, **fields)
+    wait_until(lambda: done(flow, second, third, **fields), 30, what="both jobs marked done")  # stored comes first
     assert worker.alive()
     queue.close()
     engine.close()

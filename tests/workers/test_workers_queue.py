@@ -292,3 +292,56 @@ def test_broker_errors_keep_rows_parked_however_often_they_fail(tmp_path: Path) 
     assert rows["good"].tries == MAX_FAULTS + 2 and rows["good"].faults == 0
     assert rows["bad"].faults >= MAX_FAULTS
     queue.close()
+
+
+# issue 11 §3: a job id names one payload ------------------------------------------------------------------
+OTHER = IngestBrain(documents=(BrainDocument.new("notion", "A different page.", title="Other"),))
+
+
+def test_a_used_job_id_with_another_payload_is_refused_and_the_first_job_is_kept(tmp_path: Path) -> None:
+    settings = Settings(_env_file=None, var_dir=tmp_path / "var")  # server-less: files and coordination.db
+    queue = JobQueue(settings)
+    try:
+        assert queue.submit(DOC, job_id="reused") == "reused"
+        with pytest.raises(InvalidRequest, match="another job") as caught:
+            queue.submit(OTHER, job_id="reused")
+        assert caught.value.field == "job_id"
+        with pytest.raises(InvalidRequest) as caught:
+            queue.submit(ALICE, job_id="reused")  # another kind under the id: refused too
+        assert caught.value.field == "job_id"
+        assert queue.submit(DOC, job_id="reused") == "reused"  # the same payload again: a replay, accepted
+    finally:
+        queue.close()
+    files = list((tmp_path / "var/broker/queue").glob(f"*.{settings.queue_ingest}.msg"))
+    bodies = [json.loads(base64.b64decode(json.loads(f.read_text())["body"]))[0][0] for f in files]
+    assert bodies == [DOC.to_dict()] * 2  # the refused payloads were never queued
+
+
+def test_a_parked_job_id_with_another_payload_is_refused_not_dropped(tmp_path: Path) -> None:
+    settings = Settings(_env_file=None, broker_url="redis://127.0.0.1:1/0", var_dir=tmp_path, publish_timeout_s=0.5)
+    queue = JobQueue(settings)
+    try:
+        assert queue.send(DOC, job_id="parked").state == "parked"
+        with pytest.raises(InvalidRequest) as caught:
+            queue.send(OTHER, job_id="parked")
+        assert caught.value.field == "job_id"
+        assert queue.send(DOC, job_id="parked").state == "parked"  # a replay of the parked job
+        rows = queue.outbox.claim("inspect")
+        assert [(r.id, json.loads(r.payload)) for r in rows] == [("parked", DOC.to_dict())]
+    finally:
+        queue.close()
+
+
+@pytest.mark.redis
+def test_a_used_job_id_is_refused_through_redis_too(flow: Flow, lone: dict[str, Any]) -> None:
+    queue = JobQueue(flow.settings(**lone))
+    job_id = f"reuse-{uuid.uuid4().hex[:6]}"
+    try:
+        assert queue.send(DOC, job_id=job_id).state == "published"
+        with pytest.raises(InvalidRequest) as caught:
+            queue.send(OTHER, job_id=job_id)
+        assert caught.value.field == "job_id"
+        assert queue.send(DOC, job_id=job_id).id == job_id
+    finally:
+        queue.close()
+    assert flow.client().llen(lone["queue_ingest"]) == 2

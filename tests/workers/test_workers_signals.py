@@ -14,12 +14,12 @@ from celery.exceptions import TimeLimitExceeded
 from celery.worker.consumer.consumer import UNKNOWN_TASK_ERROR
 from flowkit import Flow, Spawn, crash_shapes, envelope, memory_core_argv, wait_until
 
-import workers.poison
 from memory_core.errors import NotFound
 from memory_core.settings import get_settings
 from workers.dead_letters import DeadLetterStore
 from workers.execution import DeadLettered
-from workers.signals import failed, message_payload, rejected, unknown_task
+from workers.runtime import close_runtime, runtime
+from workers.signals import connect, failed, message_payload, rejected, unknown_task
 from workers.stores import open_dead_letters
 
 
@@ -28,11 +28,9 @@ def letters(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[DeadLet
     """The process's dead-letter store, server-less under a temporary var_dir."""
     monkeypatch.setenv("MEMORY_CORE_VAR_DIR", str(tmp_path / "var"))
     get_settings.cache_clear()
-    workers.poison._letters.reset()
-    workers.poison._coordination.reset()
-    yield workers.poison.letters()
-    workers.poison._letters.reset()
-    workers.poison._coordination.reset(lambda c: c.close())
+    close_runtime()  # the process's runtime opens again from these settings
+    yield runtime().letters
+    close_runtime()
 
 
 class Message:
@@ -71,7 +69,7 @@ def test_unknown_and_rejected_messages_keep_their_job_payload(letters: DeadLette
 
 
 def test_letters_from_signal_handlers_record_the_attempts_counted_and_the_engine(letters: DeadLetterStore) -> None:
-    coordination = workers.poison._coordination.get()
+    coordination = runtime().coordination
     for _ in range(3):
         coordination.count_attempt("t3")  # the flow started it three times; the third hit the hard limit
     failed(sender=Task(), task_id="t3", exception=TimeLimitExceeded(600), args=[JOB], kwargs={"engine": "e" * 16})
@@ -113,6 +111,7 @@ def test_a_dead_letter_is_logged_as_one_warning_line_with_its_id_and_reason(
 def test_what_celery_repeats_about_a_dead_letter_is_dropped_and_unexpected_tracebacks_are_kept(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
+    connect()  # what create_app does: the filter on Celery's loggers (connecting again is harmless)
     trace = logging.getLogger("celery.app.trace")  # the loggers Celery writes these with (celery 5.x)
     consumer = logging.getLogger("celery.worker.consumer.consumer")
     with caplog.at_level(logging.INFO):

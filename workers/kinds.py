@@ -1,0 +1,307 @@
+"""The job kinds, declared once: one row per kind; tasks, routing, parsing, dispatch and dead letters follow from it.
+
+| kind (``"job"`` tag) | model | task | queue (``Settings`` field) | handler | coalesces |
+| --- | --- | --- | --- | --- | --- |
+| ``build_beliefs`` | ``BuildBeliefs`` | ``memory.build_beliefs`` | ``queue_beliefs`` | ``handlers.run_build`` | yes |
+| ``ingest_brain`` | ``IngestBrain`` | ``memory.ingest_brain`` | ``queue_ingest`` | ``handlers.run_ingest`` | no |
+
+and the maintenance tasks beat sends (no job model; ``MAINTENANCE``):
+
+| task | queue | handler | keyword arguments |
+| --- | --- | --- | --- |
+| ``memory.build_due`` | ``queue_maintenance`` | ``handlers.run_build_due`` | ``reach`` |
+| ``memory.drain_outbox`` | ``queue_maintenance`` | ``handlers.run_drain`` | ``limit`` |
+
+What is derived from ``JOB_KINDS``: the Celery tasks (``workers.celery_app.create_app`` registers one per row),
+their routes (``workers.config.celery_config``), the parsing of a submitted job, of a delivered message and of a
+parked or dead-lettered payload (``JobKinds.parse``, a union tagged by ``"job"`` over the rows' models), which
+keyword arguments a message may carry (``JobKind.kwargs``), the handler a delivery runs
+(``workers.execution``), the summary Flower shows (``JobKind.describe`` → ``argsrepr``) and whether identical
+triggers queued together collapse into one job (``JobKind.coalesce``: the pending mark of ``workers.queue``).
+
+**Adding a kind** is one row plus its handler:
+
+1. a ``ContractModel`` with a ``job: Literal["<tag>"] = "<tag>"`` field (the JSON it travels as);
+2. a handler ``handler(rt, delivery, job) -> dict`` (``workers.handlers`` shows the shape: raise a transient error
+   to be retried, ``Deferred`` to come back later, anything else to be dead-lettered; the result is stored);
+3. a ``JobKind(model, task="memory.<tag>", queue="<Settings field>", handler=…, describe=…)`` row in
+   ``JOB_KINDS`` (a new queue is a new ``Settings`` field, and consumed by workers started without ``--queues``).
+
+``JobKinds.with_kind`` gives a table with one more row (tests; ``create_app``, ``Runtime`` and ``JobQueue`` take
+a table).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Annotated, Any, Union
+
+from pydantic import Field, TypeAdapter, ValidationError
+
+from memory_core._model import ContractModel, invalid_from
+from memory_core.errors import ConfigError, InvalidRequest
+from memory_core.lifecycle.jobs import BuildBeliefs, IngestBrain
+from memory_core.namespace import Reach
+from memory_core.settings import Settings
+from workers.handlers import run_build, run_build_due, run_drain, run_ingest
+
+if TYPE_CHECKING:  # types only: workers.execution imports this module
+    from workers.execution import Delivery
+    from workers.runtime import Runtime
+
+__all__ = [
+    "JOB_KINDS",
+    "MAX_JOB_ID_CHARS",
+    "MAINTENANCE",
+    "MAINTENANCE_QUEUE",
+    "TASK_BUILD_BELIEFS",
+    "TASK_BUILD_DUE",
+    "TASK_DRAIN_OUTBOX",
+    "TASK_INGEST_BRAIN",
+    "JobKind",
+    "JobKinds",
+    "Maintenance",
+    "check_job_id",
+    "describe_reach",
+    "new_job_id",
+]
+
+TASK_BUILD_BELIEFS = "memory.build_beliefs"
+TASK_INGEST_BRAIN = "memory.ingest_brain"
+TASK_BUILD_DUE = "memory.build_due"
+TASK_DRAIN_OUTBOX = "memory.drain_outbox"
+MAINTENANCE_QUEUE = "queue_maintenance"
+"""The ``Settings`` field naming the maintenance queue (beat's ticks, and Celery's default queue)."""
+
+MAX_JOB_ID_CHARS = 255
+"""Longest job id ``submit`` accepts: it is the Celery task id, a message header and part of Redis keys
+(``P:job:<id>:attempts``); a UUID is 36 characters."""
+
+ENGINE_KWARG = "engine"
+"""The keyword argument every job message carries: the submitting host's ``engine_key``."""
+COALESCE_KWARGS = frozenset({"triggered_us", "pending"})
+"""The keyword arguments a coalescing kind's message carries too: the trigger's stamp and its pending mark."""
+
+JobHandler = Callable[["Runtime", "Delivery", Any], dict[str, Any]]
+"""``handler(rt, delivery, job) -> result``."""
+TaskHandler = Callable[["Runtime", "Delivery"], dict[str, Any]]
+"""``handler(rt, delivery) -> result`` (a maintenance task: no job)."""
+
+
+def new_job_id() -> str:
+    """A fresh job id (a UUID4 string, the Celery task id)."""
+    return str(uuid.uuid4())
+
+
+def check_job_id(job_id: object) -> str:
+    """``job_id`` if it can name a job: a string of 1-``MAX_JOB_ID_CHARS`` characters, not blank, no control ones.
+
+    Raises:
+        InvalidRequest: ``field="job_id"`` otherwise (an int or an object would be published as a header id).
+    """
+    if not isinstance(job_id, str):
+        raise InvalidRequest(f"must be a string, not {type(job_id).__name__}", field="job_id")
+    if not job_id.strip():
+        raise InvalidRequest("must not be blank", field="job_id")
+    if len(job_id) > MAX_JOB_ID_CHARS:
+        raise InvalidRequest(f"must be at most {MAX_JOB_ID_CHARS} characters, got {len(job_id)}", field="job_id")
+    if any(ord(c) < 32 or ord(c) == 127 for c in job_id):
+        raise InvalidRequest("must not contain control characters", field="job_id")
+    return job_id
+
+
+def describe_reach(reach: Reach) -> str:
+    """``agent:alice``; ``source:notion/**`` for a subtree; `` +ancestors`` when it inherits."""
+    text = str(reach.at) + ("/**" if reach.descendants else "")
+    return text + (" +ancestors" if reach.inherit else "")
+
+
+def _describe_build(job: BuildBeliefs) -> str:
+    kinds = ", ".join(k.value for k in job.request.kinds) or "all kinds"
+    return f"build_beliefs {describe_reach(job.request.reach)} [{kinds}]"
+
+
+def _describe_ingest(job: IngestBrain) -> str:
+    sources = ", ".join(sorted({d.source.id for d in job.documents}))
+    n = len(job.documents)
+    return f"ingest_brain {n} document{'s' if n != 1 else ''} ({sources})"
+
+
+@dataclass(frozen=True)
+class JobKind:
+    """One kind of background job (one row of ``JOB_KINDS``).
+
+    Attributes:
+        model: The job's ``ContractModel``; its ``job`` field is a one-value ``Literal``, the kind's tag.
+        task: The Celery task name that runs it (``memory.<tag>``).
+        queue: The ``Settings`` field naming its queue (``queue_beliefs`` …).
+        handler: ``handler(rt, delivery, job) -> result`` (``workers.handlers``).
+        describe: The job's one-line summary, Flower's args column (``argsrepr``).
+        coalesce: True when identical jobs queued together collapse into the first (a pending mark per
+            (engine, job JSON)); the message then carries ``triggered_us`` and ``pending`` too.
+    """
+
+    model: type[ContractModel]
+    task: str
+    queue: str
+    handler: JobHandler
+    describe: Callable[[Any], str]
+    coalesce: bool = False
+
+    @property
+    def tag(self) -> str:
+        """The ``"job"`` tag of the model (``build_beliefs``)."""
+        default = self.model.model_fields["job"].default
+        if not isinstance(default, str):
+            raise ConfigError(f"job model {self.model.__name__} has no default 'job' tag")
+        return default
+
+    @property
+    def kwargs(self) -> frozenset[str]:
+        """The keyword arguments a message of this kind may carry."""
+        return frozenset({ENGINE_KWARG}) | (COALESCE_KWARGS if self.coalesce else frozenset())
+
+
+@dataclass(frozen=True)
+class Maintenance:
+    """A task beat sends that carries no job: its handler and the keyword arguments it takes (all optional)."""
+
+    task: str
+    handler: TaskHandler
+    kwargs: frozenset[str]
+    queue: str = MAINTENANCE_QUEUE
+
+
+MAINTENANCE: tuple[Maintenance, ...] = (
+    Maintenance(TASK_BUILD_DUE, run_build_due, frozenset({"reach"})),
+    Maintenance(TASK_DRAIN_OUTBOX, run_drain, frozenset({"limit"})),
+)
+"""The maintenance tasks (``beat_schedule.ENTRIES`` sends them)."""
+
+
+@dataclass(frozen=True)
+class JobKinds:
+    """The table of job kinds (see the module docstring); immutable, so one table serves every thread.
+
+    Raises:
+        ConfigError: two rows with one tag or one task name, or a task name a maintenance task has.
+    """
+
+    rows: tuple[JobKind, ...]
+    maintenance: tuple[Maintenance, ...] = MAINTENANCE
+    _by_task: dict[str, JobKind] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        by_task = {row.task: row for row in self.rows}
+        tags = {row.tag for row in self.rows}
+        names = set(by_task) | {m.task for m in self.maintenance}
+        if (
+            len(by_task) != len(self.rows)
+            or len(tags) != len(self.rows)
+            or len(names) != len(self.rows) + len(self.maintenance)
+        ):
+            raise ConfigError("job kinds need distinct tags and task names")
+        object.__setattr__(self, "_by_task", by_task)
+
+    def __iter__(self) -> Iterator[JobKind]:
+        return iter(self.rows)
+
+    def with_kind(self, row: JobKind) -> JobKinds:
+        """This table with one more row.
+
+        Raises:
+            ConfigError: its tag or task name is taken.
+        """
+        return JobKinds((*self.rows, row), self.maintenance)
+
+    @property
+    def tags(self) -> frozenset[str]:
+        """Every kind's ``"job"`` tag."""
+        return frozenset(row.tag for row in self.rows)
+
+    def of_task(self, task: str) -> JobKind | None:
+        """The kind a task runs, or None (a maintenance or unknown task)."""
+        return self._by_task.get(task)
+
+    def maintenance_task(self, task: str) -> Maintenance | None:
+        """The maintenance task of that name, or None."""
+        return next((m for m in self.maintenance if m.task == task), None)
+
+    def of(self, job: ContractModel) -> JobKind:
+        """The kind of a parsed job.
+
+        Raises:
+            InvalidRequest: ``field="job"``: not a job of any kind of this table.
+        """
+        for row in self.rows:
+            if type(job) is row.model:
+                return row
+        raise InvalidRequest(f"{type(job).__name__} is not a job kind", field="job")
+
+    def queues(self) -> dict[str, str]:
+        """Task name → the ``Settings`` field naming its queue, for every task (kinds and maintenance)."""
+        out = {row.task: row.queue for row in self.rows}
+        out.update({m.task: m.queue for m in self.maintenance})
+        return out
+
+    def routes(self, settings: Settings) -> dict[str, dict[str, str]]:
+        """Celery's ``task_routes``: every task to its configured queue.
+
+        Raises:
+            ConfigError: a row names a queue field ``Settings`` does not have.
+        """
+        return {task: {"queue": queue_name(settings, attr)} for task, attr in self.queues().items()}
+
+    @cached_property
+    def _adapter(self) -> TypeAdapter[Any]:
+        models = tuple(row.model for row in self.rows)
+        if len(models) == 1:
+            return TypeAdapter(models[0])
+        union: Any = Annotated[Union[models], Field(discriminator="job")]  # noqa: UP007  (built from the table)
+        return TypeAdapter(union)
+
+    def parse(self, value: Any) -> ContractModel:
+        """A job of one of the kinds, from a model, a JSON object or JSON text.
+
+        Raises:
+            InvalidRequest: not a job, an unknown ``job`` tag, or a malformed field (named).
+        """
+        if isinstance(value, ContractModel) and any(type(value) is row.model for row in self.rows):
+            return value
+        try:
+            if isinstance(value, str | bytes | bytearray):
+                return self._adapter.validate_json(value)  # type: ignore[no-any-return]
+            if isinstance(value, Mapping):
+                return self._adapter.validate_python(dict(value))  # type: ignore[no-any-return]
+        except ValidationError as exc:
+            error = invalid_from(exc, union_tags=self.tags)
+            raise (error if error.field else InvalidRequest(error.message, field="job")) from None
+        raise InvalidRequest(f"expected a job object, got {type(value).__name__}", field="job")
+
+    def describe(self, job: ContractModel) -> str:
+        """The job's summary for Flower (its kind's ``describe``)."""
+        return self.of(job).describe(job)
+
+
+def queue_name(settings: Settings, attr: str) -> str:
+    """The queue name ``Settings.<attr>`` holds.
+
+    Raises:
+        ConfigError: no such setting.
+    """
+    value = getattr(settings, attr, None)
+    if not isinstance(value, str):
+        raise ConfigError(f"no queue setting {attr!r}")
+    return value
+
+
+JOB_KINDS = JobKinds(
+    (
+        JobKind(BuildBeliefs, TASK_BUILD_BELIEFS, "queue_beliefs", run_build, _describe_build, coalesce=True),
+        JobKind(IngestBrain, TASK_INGEST_BRAIN, "queue_ingest", run_ingest, _describe_ingest),
+    )
+)
+"""The job kinds of memory-core: one row per kind (see the module docstring to add one)."""

@@ -1,0 +1,113 @@
+"""``Runtime``: what one worker process holds, turned from settings once and asked by every part of the flow.
+
+The engine, the runner, the coordination store, the dead letters, and a ``JobQueue`` for follow-up jobs, each
+opened on first use. ``runtime()`` is this process's (opened again in a forked pool child, ``PerProcess``); the
+tasks (``workers.celery_app``), the flow (``workers.execution``), the poison guards of the transports and the
+consumer (``workers.poison``) and the signal handlers (``workers.signals``) all ask it, so a process opens one
+coordination store and one dead-letter store. ``close_runtime()`` closes it (worker process shutdown; tests that
+change the settings call it too, a public call, not a reach into private state).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from memory_core.engine import MemoryEngine
+from memory_core.lifecycle.layout import MemoryLayout
+from memory_core.lifecycle.runner import BackgroundRunner
+from memory_core.settings import Settings, get_settings
+from workers.coordination import Coordination
+from workers.dead_letters import DeadLetterStore
+from workers.kinds import JOB_KINDS, JobKinds
+from workers.locks import engine_key
+from workers.per_process import PerProcess
+from workers.queue import JobQueue
+from workers.stores import open_coordination, open_dead_letters, open_worker_engine
+
+__all__ = ["Runtime", "close_runtime", "runtime"]
+
+log = logging.getLogger(__name__)
+
+
+class Runtime:
+    """What one worker process holds, opened on first use: engine, runner, coordination, dead letters, queue.
+
+    Args:
+        settings: The settings.
+        engine / coordination / letters / queue: Injected parts (tests); default opened from settings.
+        kinds: The table of job kinds deliveries are parsed and dispatched by.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        engine: MemoryEngine | None = None,
+        coordination: Coordination | None = None,
+        letters: DeadLetterStore | None = None,
+        queue: JobQueue | None = None,
+        kinds: JobKinds = JOB_KINDS,
+    ) -> None:
+        self.settings = settings
+        self.kinds = kinds
+        self._engine = engine
+        self._coordination = coordination
+        self._letters = letters
+        self._queue = queue
+        self.layout = MemoryLayout(settings.layout_root)
+        self.engine_key = engine_key(settings.engine)
+
+    @property
+    def engine(self) -> MemoryEngine:
+        """The engine (``Settings.engine``, plugins registered)."""
+        if self._engine is None:
+            self._engine = open_worker_engine(self.settings)
+        return self._engine
+
+    @property
+    def runner(self) -> BackgroundRunner:
+        """A ``BackgroundRunner`` over the engine and layout."""
+        return BackgroundRunner(self.engine, self.layout)
+
+    @property
+    def coordination(self) -> Coordination:
+        """The coordination store."""
+        if self._coordination is None:
+            self._coordination = open_coordination(self.settings)
+        return self._coordination
+
+    @property
+    def letters(self) -> DeadLetterStore:
+        """The dead-letter store."""
+        if self._letters is None:
+            self._letters = open_dead_letters(self.settings)
+        return self._letters
+
+    @property
+    def queue(self) -> JobQueue:
+        """A ``JobQueue`` for follow-up jobs (sharing the coordination store)."""
+        if self._queue is None:
+            self._queue = JobQueue(self.settings, coordination=self.coordination, kinds=self.kinds)
+        return self._queue
+
+    def close(self) -> None:
+        """Close whatever was opened."""
+        for part in (self._queue, self._engine, self._coordination, self._letters):
+            if part is not None:
+                try:
+                    part.close()
+                except Exception as exc:  # closing must not mask the shutdown
+                    log.warning("closing %s failed: %s", type(part).__name__, exc)
+
+
+_runtime: PerProcess[Runtime] = PerProcess(lambda: Runtime(get_settings()))
+
+
+def runtime() -> Runtime:
+    """This process's ``Runtime`` (opened on first use, and again in a forked child)."""
+    return _runtime.get()
+
+
+def close_runtime() -> None:
+    """Close this process's ``Runtime`` (worker process shutdown)."""
+    _runtime.reset(Runtime.close)
