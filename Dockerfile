@@ -10,7 +10,7 @@ WORKDIR /app
 COPY pyproject.toml README.md beat_schedule.py ./
 COPY memory_core ./memory_core
 COPY workers ./workers
-RUN pip install --no-cache-dir . \
+RUN pip install --no-cache-dir ".[postgres]" \
     && useradd --create-home --uid 1000 memory \
     && mkdir -p /data/var \
     && chown -R memory:memory /data

@@ -1,7 +1,9 @@
 """``python -m bench.run`` (``make bench``): every benchmark, one table, with the machine it ran on.
 
 Runs the SQLite engine benchmarks (``bench.sqlite_bench``), the job-flow benchmarks (``bench.workers_bench``,
-needs Redis) and the main job on LoCoMo (``bench.locomo_bench``); each row sits beside its baseline measured in
+needs Redis), the main job on LoCoMo (``bench.locomo_bench``), the cost of scrubbing a write
+(``bench.scrub_bench``) and the HTTP API and prefetch cache on a LoCoMo replay (``bench.http_bench``); each row
+sits beside its baseline measured in
 the same run. The table is printed and written to ``bench/results/latest.md``.
 """
 
@@ -17,7 +19,15 @@ from bench.common import Row, machine, print_table
 
 __all__ = ["SUITES", "main"]
 
-SUITES = ("sqlite_bench", "live_turn_bench", "workers_bench", "locomo_bench")
+SUITES = (
+    "sqlite_bench",
+    "live_turn_bench",
+    "workers_bench",
+    "locomo_bench",
+    "scrub_bench",
+    "http_bench",
+    "postgres_bench",
+)
 """Benchmark modules, each with ``run(quick) -> list[Row]``."""
 
 

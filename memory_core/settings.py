@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
@@ -148,8 +149,21 @@ class Settings(BaseSettings):
             of triggers shorter than this gives at most two builds however fast a build is (issue 5 §4).
         outbox_drain_interval_s: How often beat drains the local outbox, seconds.
         dead_letter_max: Dead letters kept; the oldest are dropped past it.
+        scrub: Scrub every write of the engines hosts, workers and commands open (``engines.open_host_engine``
+            wraps them in ``safety.ScrubbingEngine``); ``MEMORY_CORE_SCRUB=off`` stores secrets verbatim, and every
+            open says so on stderr.
+        embedder: The ranking model (``retrieval.embedder``): ``minilm`` (all-MiniLM-L6-v2, int8 ONNX) or
+            ``hash`` (the reference vector; no model).
+        embedder_model: A local ONNX file to run instead of the pinned MiniLM (same inputs and output).
+        embed_batch: Items one embedding job encodes and stores per transaction.
         cortexdb_key / tinyhumans_token: The bearer credentials of the ``cortexdb+…`` and ``tinyhumans+…``
             engines (never shown in a repr, log or error).
+        pg_pool_min_size / pg_pool_max_size: Connections the PostgreSQL engine's one pool per process keeps open
+            at least / at most (a URL's ``pool_min_size`` / ``pool_max_size`` override them).
+        pg_pool_timeout_s: Longest a PostgreSQL call waits for a pooled connection, seconds; past it the call
+            fails ``EngineUnavailable``.
+        pg_connect_timeout_s: libpq's ``connect_timeout`` for each new PostgreSQL connection, seconds.
+        pg_statement_timeout_ms: PostgreSQL's ``statement_timeout`` on every pooled connection, ms (0: none).
     """
 
     model_config = SettingsConfigDict(env_prefix="MEMORY_CORE_", env_file=".env", extra="ignore")
@@ -193,8 +207,17 @@ class Settings(BaseSettings):
     build_min_interval_s: float = Field(default=1.0, ge=0)
     outbox_drain_interval_s: float = Field(default=60.0, gt=0)
     dead_letter_max: int = Field(default=10000, gt=0)
+    scrub: bool = True
+    embedder: Literal["minilm", "hash"] = "minilm"
+    embedder_model: str | None = None
+    embed_batch: int = Field(default=256, gt=0, le=10_000)
     cortexdb_key: SecretStr | None = None
     tinyhumans_token: SecretStr | None = None
+    pg_pool_min_size: int = Field(default=1, ge=0)
+    pg_pool_max_size: int = Field(default=8, gt=0)
+    pg_pool_timeout_s: float = Field(default=10.0, gt=0)
+    pg_connect_timeout_s: int = Field(default=5, gt=0)
+    pg_statement_timeout_ms: int = Field(default=30_000, ge=0)
 
     @field_validator("engine_plugins")
     @classmethod

@@ -31,10 +31,12 @@ from memory_core.engines.sqlite.rows import vec_blob, vec_from_blob
 from memory_core.engines.sqlite.search import Candidates, order, query_vector, score
 from memory_core.engines.sqlite.writes import index_rows, pending_texts
 from memory_core.query import Hit
+from memory_core.retrieval.terms import query_terms
 from memory_core.scoring import embed
 
 NOW_US = 1_760_000_000_000_000
-COMMON = ["the", "and", "of", "to"]
+COMMON = ["pct", "ref", "sys", "net"]
+"""Words in most rows (not stop-words: those are not indexed at all, ``retrieval.terms``)."""
 WORDS = [f"w{i}" for i in range(120)] + ["alpha", "beta", "gamma", "delta"]
 
 
@@ -87,7 +89,7 @@ def _brute(engine: SQLiteEngine, req: FetchRequest, want: int) -> list[tuple[int
         when = np.array([got[int(k)][2] for k in keys], dtype=np.int64)
         conf = np.array([got[int(k)][3] for k in keys], dtype=np.float64)
         total = int(conn.execute("SELECT count(*) FROM items WHERE vec IS NOT NULL").fetchone()[0])
-        matches = fts.fts_matches(conn, "items_fts", req.query, total)
+        matches = fts.fts_matches(conn, "items_fts", req.query, total, query_terms(req.query))
         if req.mode is FetchMode.VECTOR:
             matches = (keys[:0], np.zeros(0))
         cos = None if req.mode is FetchMode.KEYWORD else (vecs @ query_vector(req.query)).astype(np.float64)
@@ -107,9 +109,9 @@ HINT_END = int(datetime(2025, 5, 1, tzinfo=UTC).timestamp() * 1_000_000)
 
 QUERIES = [
     "alpha beta",  # rare words
-    "the and of",  # common words only: every keyword hit is a common-only match
-    "w3 the",  # a frequent word and a common one
-    "gamma w110 to",
+    "pct ref sys",  # common words only: every keyword hit is a common-only match
+    "w3 pct",  # a frequent word and a common one
+    "gamma w110 net",
     "nothing matches zzz",
     "w1 w2 w3 w4 w5 w6 w7 w8",
 ]
@@ -170,20 +172,21 @@ def test_common_words_are_read_only_for_rows_that_can_reach_the_top(
         return real(conn, table, words, targets, total)
 
     monkeypatch.setattr(fts, "matching", counting)
-    big.fetch(FetchRequest(query="alpha the", mode=FetchMode.HYBRID, limit=5))
-    assert sizes == []  # rows holding "alpha" or near the query vector fill the top five whatever "the" says
-    big.fetch(FetchRequest(query="alpha the", mode=FetchMode.HYBRID, limit=50))
+    monkeypatch.setattr(engine_module, "RERANK_POOL", 1)  # the lexical stage alone, asked for `limit` hits
+    big.fetch(FetchRequest(query="alpha pct", mode=FetchMode.HYBRID, limit=5))
+    assert sizes == []  # rows holding "alpha" or near the query vector fill the top five whatever "pct" says
+    big.fetch(FetchRequest(query="alpha pct", mode=FetchMode.HYBRID, limit=50))
     assert len(sizes) == 1 and 0 < sizes[0] < 100  # of ~1,470 candidates, those that could reach the top 50
     sizes.clear()
-    big.fetch(FetchRequest(query="the and", mode=FetchMode.KEYWORD, limit=5))
+    big.fetch(FetchRequest(query="pct ref", mode=FetchMode.KEYWORD, limit=5))
     assert sizes and sizes[0] > 1000  # no rare word: every candidate's common-word match is its relevance
 
 
 def test_bm25_over_ranges_equals_the_whole_table_statement(big: SQLiteEngine) -> None:
     def read(conn: sqlite3.Connection) -> None:
         total = int(conn.execute("SELECT count(*) FROM items WHERE vec IS NOT NULL").fetchone()[0])
-        words = fts.classify(conn, "items_fts", ["alpha", "w5", "the", "gamma"], fts.common_cutoff(total))
-        assert words.rare == ["alpha", "w5", "gamma"] and words.common == ["the"]
+        words = fts.classify(conn, "items_fts", ["alpha", "w5", "pct", "gamma"], fts.common_cutoff(total))
+        assert words.rare == ["alpha", "w5", "gamma"] and words.common == ["pct"]
         all_keys, all_values = fts.bm25_rows(conn, "items_fts", words, None, total)
         held = item_keys(conn, MetaFilter(), 10**12)
         one_agent = item_keys(conn, MetaFilter(reach=Reach.subtree("team:t/agent:a3")), 10**12)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from memory_core.consolidation import BuildScope, ConsolidateRequest
+from memory_core.engines.sqlite.engine import EMBED_PER_JOB
 from memory_core.errors import InvalidRequest
 from memory_core.lifecycle.jobs import BuildBeliefs, IngestBrain, JobReport
 from memory_core.namespace import Reach
@@ -85,9 +86,11 @@ def run_build(rt: Runtime, d: Delivery, job: BuildBeliefs) -> dict[str, Any]:
             continue
         rt.coordination.add_progress(d.job_id, unit)
         scopes.append(scope_report(scope, flight))
+    embed = getattr(rt.engine, "embed_backlog", None)
+    embedded = embed(limit=EMBED_PER_JOB) if callable(embed) else 0  # the model, outside the scope locks
     if waits:
         raise Deferred(max(waits))
-    return {"job": job.name(), "scopes": scopes}
+    return {"job": job.name(), "scopes": scopes, "embedded": embedded}
 
 
 def run_ingest(rt: Runtime, d: Delivery, job: IngestBrain) -> dict[str, Any]:

@@ -44,6 +44,7 @@ from celery import Celery
 
 from memory_core._model import ContractModel
 from memory_core.errors import EngineUnavailable, InvalidRequest
+from memory_core.safety.jobs import scrub_job
 from memory_core.settings import Settings, get_settings
 from workers.config import TRANSIENT, broker_problem, host_config, prepare, queue_for, redact
 from workers.coordination import Coordination
@@ -196,6 +197,8 @@ class JobQueue:
             EngineUnavailable: as ``submit``.
         """
         parsed = self.kinds.parse(job)
+        if self.settings.scrub:  # no secret reaches Redis, the outbox, Flower, results or dead letters
+            parsed = scrub_job(parsed)
         jid = new_job_id() if job_id is None else check_job_id(job_id)
         trips = self._may_publish()
         if trips is not None:

@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 from memory_core.engine import MemoryEngine
-from memory_core.engines import open_engine
+from memory_core.engines import open_host_engine
 from memory_core.settings import Settings
 from workers.config import redis_url_of, var_paths
 from workers.coordination import Coordination, SqliteCoordination
@@ -57,9 +57,11 @@ def open_outbox(settings: Settings) -> Outbox:
 
 
 def open_worker_engine(settings: Settings) -> MemoryEngine:
-    """Open ``Settings.engine`` with ``Settings.engine_plugins`` registered (``memory_core.engines.open_engine``).
+    """Open ``Settings.engine`` (plugins registered), its writes scrubbed unless ``Settings.scrub`` is off.
+
+    ``memory_core.engines.open_host_engine`` with ``Settings.engine_plugins``.
 
     Raises:
         ConfigError: a malformed plugin entry, or an unknown engine scheme.
     """
-    return open_engine(settings.engine, plugins=settings.engine_plugins)
+    return open_host_engine(settings.engine, plugins=settings.engine_plugins, scrub=settings.scrub)

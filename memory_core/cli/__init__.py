@@ -44,7 +44,10 @@ COMMAND_MODULES: tuple[str, ...] = (
     "beat",
     "flower",
     "dead_letters",
+    "serve",
+    "mcp",
     "cortex_double",
+    "migrate",
 )
 """Modules under ``memory_core.cli`` whose import registers commands on ``app``."""
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -13,8 +14,8 @@ from rich.console import Console
 from rich.markup import escape
 
 from memory_core.engine import MemoryEngine
-from memory_core.engines import open_engine
-from memory_core.errors import InvalidRequest, MemoryCoreError
+from memory_core.engines import open_host_engine
+from memory_core.errors import ConfigError, InvalidRequest, MemoryCoreError
 from memory_core.lifecycle.layout import MemoryLayout, agent_segment_id
 from memory_core.settings import get_settings
 from memory_core.timing import percentile
@@ -29,6 +30,10 @@ __all__ = [
     "latencies",
     "layout_for",
     "check_agent_id",
+    "engine_errors",
+    "engine_failure",
+    "engine_session",
+    "exit_code_for",
     "missing_database",
     "no_database",
     "not_blank",
@@ -131,25 +136,80 @@ def no_database(path: Path) -> str:
     )
 
 
-def open_engine_or_exit(url: str | None, *, read_only: bool = False) -> MemoryEngine:
+USAGE_ERRORS: tuple[type[MemoryCoreError], ...] = (InvalidRequest, ConfigError)
+"""Errors in what the caller gave (a malformed request, an unusable URL or setting): exit 2."""
+
+
+def exit_code_for(exc: MemoryCoreError, *, opening: bool = False) -> int:
+    """The exit status every command gives ``exc``; pure.
+
+    2 when the input is wrong (``InvalidRequest``, ``ConfigError``) or the engine could not be opened at all (a
+    bad URL, a file that is no database, a server that does not answer at start: nothing was done); 1 when an
+    opened engine failed during the command (``EngineUnavailable``, ``EngineError``, ``Conflict``, …): the input
+    was fine, the engine was not.
+
+    Args:
+        exc: The error.
+        opening: True when ``exc`` came from opening the engine.
+    """
+    return 2 if opening or isinstance(exc, USAGE_ERRORS) else 1
+
+
+def describe_error(exc: MemoryCoreError) -> str:
+    """``str(exc)``, with a hint on a transient error (``retryable``) that retrying later may work; pure."""
+    text = str(exc)
+    return f"{text} (transient: retry once the engine answers)" if exc.retryable else text
+
+
+def engine_failure(exc: MemoryCoreError, *, opening: bool = False) -> typer.Exit:
+    """Print ``exc`` the one way every command does and return the ``typer.Exit`` to raise (``exit_code_for``)."""
+    return fail(describe_error(exc), code=exit_code_for(exc, opening=opening))
+
+
+@contextmanager
+def engine_errors() -> Iterator[None]:
+    """Map a ``MemoryCoreError`` raised inside the block to ``engine_failure`` (exit 1, or 2 for bad input)."""
+    try:
+        yield
+    except MemoryCoreError as exc:
+        raise engine_failure(exc) from None
+
+
+def open_engine_or_exit(url: str | None, *, read_only: bool = False, scrub: bool | None = None) -> MemoryEngine:
     """Open ``url`` (default: the configured engine); exit 2 with the error on a bad URL or unusable engine.
 
     Args:
         url: The engine URL, or None for the ``MEMORY_CORE_ENGINE`` setting.
         read_only: The command only reads (``status``, ``recall``, ``context``): a ``sqlite://`` URL naming a
             file that does not exist exits 2 (``no_database``) instead of creating an empty database.
+        scrub: Wrap it in a ``ScrubbingEngine`` (``open_host_engine``); None: the ``MEMORY_CORE_SCRUB`` setting.
     """
     try:
         target = url or get_settings().engine
     except MemoryCoreError as exc:  # a malformed MEMORY_CORE_ setting
-        raise fail(str(exc)) from None
+        raise engine_failure(exc, opening=True) from None
     missing = missing_database(target) if read_only else None
     if missing is not None:
         raise fail(no_database(missing))
     try:
-        return open_engine(target)
+        return open_host_engine(target, scrub=scrub)
     except MemoryCoreError as exc:
-        raise fail(str(exc)) from None
+        raise engine_failure(exc, opening=True) from None
+
+
+@contextmanager
+def engine_session(url: str | None, *, read_only: bool = False) -> Iterator[MemoryEngine]:
+    """The engine every command opens: ``open_engine_or_exit``, errors inside mapped by ``engine_errors``, closed.
+
+    ``recall``, ``context``, ``status``, ``replay``, ``serve`` and ``mcp`` open their engine here, so a bad URL
+    (exit 2) or an engine failing mid-command (exit 1, with a retry hint when transient) reads the same in each.
+    """
+    engine = open_engine_or_exit(url, read_only=read_only)
+    try:
+        with engine_errors():
+            yield engine
+    finally:
+        engine.close()
 
 
 def layout_for(root: str | None) -> MemoryLayout:
@@ -157,7 +217,7 @@ def layout_for(root: str | None) -> MemoryLayout:
     try:
         return MemoryLayout(root or get_settings().layout_root)
     except MemoryCoreError as exc:
-        raise fail(str(exc)) from None
+        raise engine_failure(exc, opening=True) from None
 
 
 def latencies(samples_ms: Sequence[float], call: str = "", *, sep: str = ", ") -> str:

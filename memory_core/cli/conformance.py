@@ -24,7 +24,7 @@ from rich.table import Table
 from memory_core.cli import app
 from memory_core.cli._common import EngineOption, open_engine_or_exit
 from memory_core.conformance import FaultResult, SuiteReport, run, run_faults
-from memory_core.engines import open_engine
+from memory_core.engines import mask_url, open_engine
 from memory_core.settings import get_settings
 
 __all__ = ["conformance"]
@@ -55,7 +55,8 @@ def _cut(text: str) -> str:
 def _faults_table(url: str, results: list[FaultResult]) -> Table:
     """One row per fault: the check that caught it and whether that is the check the fault is aimed at."""
     named = sum(r.as_named for r in results)
-    table = Table(title=f"fault injection over {url}: {named} of {len(results)} faults caught by their named check")
+    shown = mask_url(url)
+    table = Table(title=f"fault injection over {shown}: {named} of {len(results)} faults caught by their named check")
     # Names never wrap, so the detail keeps a readable width on an 80-column terminal (what a pipe gets); it is
     # cut at _DETAIL_CHARS characters here, --json carries it whole.
     table.add_column("fault", no_wrap=True, min_width=max((len(r.fault.value) for r in results), default=5))
@@ -87,16 +88,16 @@ def conformance(
     url = engine or get_settings().engine
     console = Console()
     if faults:
-        open_engine_or_exit(url).close()  # a bad URL exits 2 before any fault runs
+        open_engine_or_exit(url, scrub=False).close()  # a bad URL exits 2 before any fault runs
         results = run_faults(lambda: open_engine(url))
         if as_json:
-            typer.echo(json.dumps({"engine": url, "faults": [r.to_dict() for r in results]}, indent=2))
+            typer.echo(json.dumps({"engine": mask_url(url), "faults": [r.to_dict() for r in results]}, indent=2))
         else:
             console.print(_faults_table(url, results))
         if not all(r.as_named for r in results):
             raise typer.Exit(code=1)
         return
-    with open_engine_or_exit(url) as opened:
+    with open_engine_or_exit(url, scrub=False) as opened:  # the engine as it is (tests run it through the wrapper)
         report = run(opened)
     if as_json:
         typer.echo(json.dumps(report.to_dict(), indent=2))

@@ -19,7 +19,8 @@ that Redis never see them. ``--broker`` must be a ``redis://``/``rediss://`` URL
 the reason); when the run ends, however it ends, what it wrote there is deleted (``_demo_broker``).
 
 With ``--engine URL`` the demo runs on that engine instead of its own SQLite file (``memory-core cortex-double``
-serves one on loopback); ``MEMORY_CORE_CORTEXDB_KEY`` and ``MEMORY_CORE_TINYHUMANS_TOKEN`` pass through for it.
+serves one on loopback; ``postgresql://…`` takes a fresh database, shown with its password masked);
+``MEMORY_CORE_CORTEXDB_KEY`` and ``MEMORY_CORE_TINYHUMANS_TOKEN`` pass through for it.
 
 One demo at a time: ``var/demo.lock`` is held for the run and a second demo is refused (exit 1); a
 ``MEMORY_CORE_VAR_DIR`` this user cannot write exits 2 naming it. The worker is
@@ -54,7 +55,7 @@ from memory_core.cli._demo_broker import broker_problem, forget_or_warn, probe_o
 from memory_core.cli._jobs import DOCS_PER_JOB, open_monitor, open_queue, plan_ingest
 from memory_core.cli._procs import LockHeld, WorkerProcess, exclusive_lock, exit_code_of, interrupts
 from memory_core.engine import MemoryEngine
-from memory_core.engines import open_engine
+from memory_core.engines import mask_url, open_host_engine
 from memory_core.errors import ConfigError, MemoryCoreError
 from memory_core.eval.baseline import Bm25Baseline
 from memory_core.eval.evidence import evidence_recall
@@ -198,7 +199,7 @@ def _run(
             try:
                 settings = get_settings()
                 conversations = load_conversations(locomo, "locomo", [sample])
-                engine = open_engine(settings.engine)
+                engine = open_host_engine(settings.engine)
             except MemoryCoreError as exc:
                 raise fail(str(exc)) from None
             monitor = open_monitor()
@@ -206,7 +207,8 @@ def _run(
                 probe_or_exit(monitor, engine)
             transport = settings.broker_url or f"server-less (files under {home / 'broker'})"
             console.print(Rule("memory-core demo"))
-            console.print(f"engine  {settings.engine}\nbroker  {transport}\nworker  log {home / 'worker.log'}")
+            shown = mask_url(settings.engine)
+            console.print(f"engine  {shown}\nbroker  {transport}\nworker  log {home / 'worker.log'}")
             layout = MemoryLayout(settings.layout_root)
             queue = open_queue()
             names = (settings.queue_beliefs, settings.queue_ingest, settings.queue_maintenance)

@@ -13,6 +13,7 @@ from rich.table import Table
 
 from memory_core.cli import app
 from memory_core.cli._common import console, fail
+from memory_core.engines import mask_url
 from memory_core.errors import MemoryCoreError
 from memory_core.eval.brain import load_brain
 from memory_core.eval.locomo import EVAL_CATEGORIES, EvalResult, QuestionResult, run_locomo_eval
@@ -113,6 +114,7 @@ def locomo(
             )
         except MemoryCoreError as exc:
             raise fail(str(exc)) from None
+    result.engine = mask_url(result.engine)  # the table and the JSON never show a password
     console.print(result_table(result))
     console.print(question_summary(result), soft_wrap=True)
     if result.brain is not None and result.questions:

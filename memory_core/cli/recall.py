@@ -1,7 +1,7 @@
 """``memory-core recall QUERY`` (the pack pre_turn would inject) and ``memory-core context`` (context.md).
 
 Both only read: a ``sqlite://`` URL naming no file exits 2 rather than creating an empty database
-(``open_engine_or_exit(read_only=True)``).
+(``engine_session(read_only=True)``: the one way every command opens its engine and reports its errors).
 
 A pack never fails on an engine error (a host's ``pre_turn`` must get a pack): a section whose read failed is
 left out with the error as its reason. The commands tell the truth about it: when the pack shows nothing and
@@ -26,13 +26,12 @@ from memory_core.cli._common import (
     RootOption,
     check_agent_id,
     console,
+    engine_session,
     err_console,
     fail,
     layout_for,
-    open_engine_or_exit,
     plural,
 )
-from memory_core.errors import MemoryCoreError
 from memory_core.lifecycle.agent import AgentMemory
 from memory_core.lifecycle.policy import RecallPolicy
 from memory_core.recall import EMPTY_REASON, ContextPack, ContextSpec, Skipped, context_recall
@@ -116,17 +115,13 @@ def recall(
     as_json: Annotated[bool, typer.Option("--json", help="Print the ContextPack as JSON.")] = False,
 ) -> None:
     """Print the pack pre_turn would inject for QUERY (nothing is logged); exit 1 when no section could be read."""
-    memory_engine = open_engine_or_exit(engine, read_only=True)
-    try:
+    layout = layout_for(root)
+    with engine_session(engine, read_only=True) as memory_engine:
         policy = RecallPolicy.from_settings()
         if budget is not None:
             policy = policy.model_copy(update={"budget_tokens": budget})
-        pack = AgentMemory(memory_engine, layout_for(root), agent).with_policy(policy).recall(query)
+        pack = AgentMemory(memory_engine, layout, agent).with_policy(policy).recall(query)
         pack_budget = policy.budget_tokens
-    except MemoryCoreError as exc:
-        raise fail(str(exc)) from None
-    finally:
-        memory_engine.close()
     if as_json:
         typer.echo(pack.model_dump_json(indent=2))
         _refuse_unreadable(pack, "recall")
@@ -153,16 +148,12 @@ def context(
     """
     if output is not None:
         _check_output_file(output)
-    memory_engine = open_engine_or_exit(engine, read_only=True)
-    try:
-        spec = ContextSpec(budget_tokens=budget, reach=layout_for(root).holistic_filter().reach)
+    reach = layout_for(root).holistic_filter().reach
+    with engine_session(engine, read_only=True) as memory_engine:
+        spec = ContextSpec(budget_tokens=budget, reach=reach)
         # compile_context's own steps, keeping the pack: ContextDoc does not say which sections failed
         now = datetime.now(UTC).replace(microsecond=0)
         pack = assemble(memory_engine, context_recall(spec), generated_at=now)
-    except MemoryCoreError as exc:
-        raise fail(str(exc)) from None
-    finally:
-        memory_engine.close()
     _refuse_unreadable(pack, "context")
     failed = failed_sections(pack.skipped)
     if failed:

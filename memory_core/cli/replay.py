@@ -28,6 +28,7 @@ from memory_core.cli._common import (
     RootOption,
     check_agent_id,
     console,
+    engine_failure,
     err_console,
     fail,
     latencies,
@@ -126,7 +127,7 @@ def replay(
     try:
         report = _run(conversations, memory_engine, layout, submit, agent or DEFAULT_AGENT, user, reached)
     except MemoryCoreError as exc:
-        raise fail(str(exc)) from None
+        raise engine_failure(exc) from None
     except KeyboardInterrupt:
         err_console.print(f"interrupted after {reached.turns} of {len(conversations.turns)} turns", soft_wrap=True)
         raise typer.Exit(code=130) from None

@@ -2,9 +2,10 @@
 
 Everything is read-only: status creates no file or folder (no database, outbox, coordination store, ``var_dir``
 or server-less transport folder: ``workers.monitor.JobMonitor(read_only=True)``). A part that cannot be read (no
-worker answering, the broker down) is shown as ``?`` with the reason, rather than failing the command; only an
+worker answering, the broker down) is shown as ``?`` with the reason, rather than failing the command; an
 unusable engine URL, one naming no database, or a broker that refuses this configuration (a wrong password, a
-TLS-only Redis reached with ``redis://``: shown, then exit 2, since waiting cannot fix it) exits non-zero (2).
+TLS-only Redis reached with ``redis://``: shown, then exit 2, since waiting cannot fix it) exits 2, and an engine
+failing while it is read exits 1 (the errors every command maps the same way: ``cli._common.engine_session``).
 
 Time is bounded: a Redis broker is probed first (one PING, ``PROBE_TIMEOUT_S`` to connect and to answer); when
 it does not answer, nothing else is asked of it (queue depths, running jobs and dead letters all live there)
@@ -31,13 +32,14 @@ from memory_core.cli._common import (
     EngineOption,
     RootOption,
     console,
+    engine_session,
     fail,
     layout_for,
     missing_database,
     no_database,
-    open_engine_or_exit,
 )
 from memory_core.consolidation import BuildScope, ConsolidateRequest
+from memory_core.engines import mask_url
 from memory_core.explore import ExploreRequest, Facet
 from memory_core.limits import MAX_SCAN_LIMIT
 from memory_core.settings import get_settings
@@ -184,6 +186,12 @@ def _no_database(path: Path, as_json: bool) -> NoReturn:
     raise fail(no_database(path))
 
 
+def _scrub_line(on: bool) -> str:
+    if on:
+        return "scrub   on (credentials and personal identifiers are redacted on every write)"
+    return "[bold red]scrub   OFF (MEMORY_CORE_SCRUB=off): secrets written now are stored verbatim[/]"
+
+
 @app.command()
 def status(
     engine: EngineOption = None,
@@ -198,16 +206,13 @@ def status(
     missing = missing_database(get_settings().engine)
     if missing is not None:  # read-only: never create the file; the jobs are still worth showing
         _no_database(missing, as_json)
-    memory_engine = open_engine_or_exit(None)
-    try:
+    with engine_session(None) as memory_engine:
         descriptor = memory_engine.descriptor()
         health = memory_engine.health()
         reach = layout.holistic_filter()
         kinds = memory_engine.explore(ExploreRequest(facet=Facet.KIND, filter=reach, scan_limit=MAX_SCAN_LIMIT))
         listed = memory_engine.scopes(ConsolidateRequest(reach=reach.effective_reach()))
         stats: dict[str, Any] = getattr(memory_engine, "stats", dict)()
-    finally:
-        memory_engine.close()
     jobs = _jobs_view(get_settings())
     if as_json:
         out = {
@@ -215,6 +220,7 @@ def status(
             "health": health.to_dict(),
             "items": {b.value: b.count for b in kinds.buckets},
             "engine_stats": stats,
+            "scrubbing": get_settings().scrub,
             "scopes": [s.to_dict() for s in listed],
             "jobs": jobs,
         }
@@ -222,14 +228,18 @@ def status(
         _exit_on_config_error(jobs)
         return
     console.print(
-        f"engine  {escape(get_settings().engine)} ({descriptor.id}, consolidation {descriptor.consolidation.value}, "
+        f"engine  {escape(mask_url(get_settings().engine))} ({descriptor.id}, "
+        f"consolidation {descriptor.consolidation.value}, "
         f"{health.state.value}{': ' + escape(health.reason) if health.reason else ''})",
         soft_wrap=True,
     )
+    console.print(_scrub_line(get_settings().scrub), soft_wrap=True)
     items = ", ".join(f"{b.value} {b.count}" for b in kinds.buckets) or "none"
     extra = (
         f"; beliefs {stats['beliefs']} active, {stats.get('superseded', 0)} superseded" if "beliefs" in stats else ""
     )
+    if "embedding_wait" in stats:
+        extra += f"; {stats['embedding_wait']} waiting for embedding"
     console.print(f"items   {kinds.total} ({items}){' (lower bound)' if kinds.truncated else ''}{extra}")
     console.print(escape(_jobs_line(jobs)), soft_wrap=True)
     if scopes:

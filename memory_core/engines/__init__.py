@@ -4,6 +4,7 @@
 | --- | --- | --- |
 | ``reference`` | ``ReferenceEngine`` (in memory) | ``reference://?consolidation=scheduled`` |
 | ``sqlite`` | ``SQLiteEngine`` (one local file, shared by processes) | ``sqlite:///./var/memory.db`` |
+| ``postgresql``, ``postgres`` | ``PostgresEngine`` (the ``postgres`` extra) | ``postgresql://user:pw@host/db`` |
 | ``cortexdb+https`` | ``CortexEngine``, CortexDB Direct | ``cortexdb+https://api-v1.cortexdb.ai`` |
 | ``tinyhumans+https`` | ``CortexEngine``, TinyHumans hosted | ``tinyhumans+https://api.tinyhumans.ai`` |
 
@@ -18,17 +19,19 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from typing import cast
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from memory_core.engine import MemoryEngine
 from memory_core.errors import ConfigError
 from memory_core.settings import get_settings, parse_engine_plugins
 
-__all__ = ["known_schemes", "load_plugins", "open_engine", "register_engine"]
+__all__ = ["known_schemes", "load_plugins", "mask_url", "open_engine", "open_host_engine", "register_engine"]
 
 _REGISTRY: dict[str, str] = {
     "reference": "memory_core.engines.reference:ReferenceEngine.from_url",
     "sqlite": "memory_core.engines.sqlite:SQLiteEngine.from_url",
+    "postgresql": "memory_core.engines.postgres:PostgresEngine.from_url",
+    "postgres": "memory_core.engines.postgres:PostgresEngine.from_url",
     # CortexDB over httpx: Direct and TinyHumans hosted; +http for loopback servers (issue 18)
     "cortexdb+https": "memory_core.engines.cortexdb:CortexEngine.from_url",
     "cortexdb+http": "memory_core.engines.cortexdb:CortexEngine.from_url",
@@ -62,6 +65,21 @@ def load_plugins(plugins: str | None = None) -> dict[str, str]:
     for scheme, target in targets.items():
         register_engine(scheme, target)
     return targets
+
+
+def mask_url(url: str) -> str:
+    """``url`` with the password of its authority replaced by ``***``, for anything printed or logged.
+
+    A URL without a password is returned as it is; one that does not parse is shown only by its scheme.
+    """
+    try:
+        parts = urlsplit(url)
+        if parts.password is None:
+            return url
+    except ValueError:
+        return f"{url.partition(':')[0]}://***"
+    userinfo, _, host = parts.netloc.rpartition("@")
+    return urlunsplit(parts._replace(netloc=f"{userinfo.partition(':')[0]}:***@{host}"))
 
 
 def known_schemes() -> list[str]:
@@ -102,3 +120,20 @@ def open_engine(url: str, *, plugins: str | None = None) -> MemoryEngine:
     if not scheme or scheme not in _REGISTRY:
         raise ConfigError(f"unknown engine scheme {scheme or url!r} (known: {', '.join(known_schemes())})")
     return _resolve(_REGISTRY[scheme])(url.strip())
+
+
+def open_host_engine(url: str, *, plugins: str | None = None, scrub: bool | None = None) -> MemoryEngine:
+    """``open_engine``, wrapped in a ``ScrubbingEngine``: how hosts, workers and commands open their engine.
+
+    Args:
+        url: The engine URL.
+        plugins: As ``open_engine``.
+        scrub: Wrap it; None: the ``MEMORY_CORE_SCRUB`` setting (on unless turned off; off is logged as a warning
+            on every open).
+
+    Raises:
+        ConfigError: as ``open_engine``.
+    """
+    from memory_core.safety.host import guard
+
+    return guard(open_engine(url, plugins=plugins), enabled=scrub)

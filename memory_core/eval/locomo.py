@@ -15,6 +15,9 @@ question text, a category that is not an integer, no readable evidence) is skipp
 reason; category 5 (adversarial, no evidence to find) is left out, as almost every report on LoCoMo does
 (peers.md §3.1).
 
+After the replay and its jobs, an engine that embeds in the background (``embed_backlog``, SQLite) is brought
+up to date, as workers that have caught up leave it: questions are asked of a store whose items are embedded.
+
 With ``brain`` (``--brain DIR``), the folder's documents are also ingested into each sample's engine before
 the replay, the way the product does it (``eval.brain.load_brain``: converted, split into passages, stored by
 ``IngestBrain`` jobs, and the belief builds those jobs return run too). A real host has a shared brain beside
@@ -225,6 +228,9 @@ def _eval_sample(
     report = replayer.replay(conv)
     for job in {j.to_json(): j for j in jobs}.values():
         runner.run(job)
+    embed = getattr(engine, "embed_backlog", None)
+    if callable(embed):  # the workers caught up: everything stored is embedded (builds embed a bounded batch)
+        embed()
     result.turns += report.turns
     result.items += len(report.refs)
     bm25 = Bm25Baseline([(t.ref or "", t.text) for t in conv.turns if t.ref])

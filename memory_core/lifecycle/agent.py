@@ -58,6 +58,7 @@ from memory_core.query import NonBlank, StoreReceipt
 from memory_core.recall import build_pack
 from memory_core.recall.pool import Started, shared_pool
 from memory_core.recall.types import ContextPack, HolisticRecall, ScopeSection, ThreadWindow
+from memory_core.safety.engine import stored_ids
 
 __all__ = [
     "AgentMemory",
@@ -312,7 +313,7 @@ class AgentMemory:
         recall = self._recall_request(
             req.user_text,  # capped there: the pack ranks for what memory keeps of the turn
             self._standard(),
-            exclude_ids=(item.id,),
+            exclude_ids=stored_ids(self.engine, item),  # a scrubbing engine stores it under another id
             exclude_thread=ThreadWindow(thread_id=req.thread_id, from_turn=req.in_prompt_from),
         )
         logging = Started(partial(self._log, item), self.executor if self.executor is not None else shared_pool())

@@ -8,8 +8,8 @@ already in the prompt must not set a bar):
 
 * **score**: ``hit.score ≥ s × best score``;
 * **coverage**: ``coverage(hit) ≥ s × best coverage``, where coverage is the share of the read's query terms
-  (``query_terms``: the words that are not function words or conversational filler, stemmed, as the belief
-  distiller reads content, ``beliefs.text.content_terms``) found in the text the hit's bullet shows
+  (``query_terms``: the words that are not function words or conversational filler, stemmed, by the tokenizer
+  the engines rank with, ``retrieval.terms``) found in the text the hit's bullet shows
   (``shown_text``). A read whose query has no such term has no coverage bar.
 
 Why two bars. Scores alone do not separate: the SQLite engine's keyword relevance ``bm25 / (bm25 + 20)`` plus
@@ -29,20 +29,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from memory_core.beliefs.text import content_terms
 from memory_core.meta import ItemKind
 from memory_core.query import Hit
 from memory_core.recall.bullets import MAX_BULLET_CHARS, bullet
 from memory_core.recall.outcomes import Gathered, Read, excluded
 from memory_core.recall.repeats import utterance_text
 from memory_core.recall.types import HolisticRecall
+from memory_core.retrieval.terms import term_set
 
 __all__ = ["Bar", "coverage", "floor", "query_terms", "shown_text"]
 
 
 def query_terms(query: str | None) -> frozenset[str]:
-    """The content terms of ``query`` (``beliefs.text.content_terms``); empty for None."""
-    return content_terms(query) if query else frozenset()
+    """The terms of ``query`` (``retrieval.terms.term_set``); empty for None."""
+    return term_set(query) if query else frozenset()
 
 
 def shown_text(hit: Hit) -> str:
@@ -61,7 +61,7 @@ def coverage(terms: frozenset[str], hit: Hit) -> float | None:
     """The share of ``terms`` in the hit's shown text, in [0, 1]; None when ``terms`` is empty."""
     if not terms:
         return None
-    return len(terms & content_terms(shown_text(hit))) / len(terms)
+    return len(terms & term_set(shown_text(hit))) / len(terms)
 
 
 @dataclass(frozen=True, slots=True)

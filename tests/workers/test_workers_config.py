@@ -173,7 +173,7 @@ def test_engine_plugins_parse_and_malformed_entries_are_refused() -> None:
 def test_compose_has_the_services_with_the_commands_and_memory_core_variables() -> None:
     compose = yaml.safe_load((REPO / "compose.yaml").read_text())
     services = compose["services"]
-    assert set(services) == {"redis", "worker-beliefs", "worker-ingest", "beat", "flower"}
+    assert set(services) == {"redis", "postgres", "worker-beliefs", "worker-ingest", "beat", "flower"}
     redis_cmd = " ".join(services["redis"]["command"])
     assert "--requirepass" in redis_cmd and "--appendonly yes" in redis_cmd and "noeviction" in redis_cmd
     assert services["worker-beliefs"]["command"][:4] == ["memory-core", "worker", "--queues", "beliefs,maintenance"]
@@ -184,7 +184,7 @@ def test_compose_has_the_services_with_the_commands_and_memory_core_variables() 
     for name in ("worker-beliefs", "worker-ingest", "beat", "flower"):
         env = services[name]["environment"]
         assert all(key.startswith("MEMORY_CORE_") for key in env)
-        assert env["MEMORY_CORE_ENGINE"].endswith("sqlite:////data/memory.db}")
+        assert env["MEMORY_CORE_ENGINE"].endswith("@postgres:5432/memory}")
         assert "memory-data:/data" in services[name]["volumes"]
     assert "MEMORY_CORE_FLOWER_PASSWORD" in services["flower"]["environment"]
     assert "memory-data" in compose["volumes"]

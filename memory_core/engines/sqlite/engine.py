@@ -17,6 +17,10 @@ power-loss durability for speed; ``?busy_timeout_ms=N``). The folder is created 
 * ``consolidate`` (``on_demand``) builds beliefs incrementally per scope (``beliefs_store``); ``beliefs`` and
   ``fetch(beliefs=N)`` serve them as learning hits tagged ``belief`` with ``derived_from`` naming their items.
 * Forget and erase remove the beliefs derived only from the removed items, in the same transaction.
+* A hybrid ``fetch`` reorders the lexical stage's best by late interaction over the model's stored token
+  vectors (``rerank``); the query is encoded once per process for each distinct query text (an LRU), so the
+  sections of one pack share one encoding. The model never runs on a write: ``embed_backlog`` encodes what
+  waits, in batches, on the workers (every build job runs it after its builds, outside the scope locks).
 * ``fetch(max_scopes=N)`` ranks the items of at most N scopes (namespaces holding admitted items): those the
   query names first, then the most recently written by ``scopes.last_write`` (``reference.choose_scopes``,
   reference §1.3), each scope's conversations over its newest ``scoped.SCOPE_WINDOW`` turns (*memory-core*:
@@ -73,14 +77,17 @@ from memory_core.query import (
     RecallRequest,
     StoreReceipt,
 )
+from memory_core.retrieval.embedder import F32, Embedder, embedder_for, embedder_name
 from memory_core.scoring import embed
+from memory_core.settings import get_settings
 
-from . import beliefs_store, scoped
+from . import beliefs_store, scoped, vectors
 from .belief_index import BeliefIndex
 from .connection import Database, SQLiteOptions, parse_url
 from .filters import compile_filter
 from .index import CandidateRows, ItemIndex
 from .ranking import rank_items
+from .rerank import RERANK_POOL, rerank
 from .rows import chunks, now_us, ns_key, ns_of_key, placeholders, vec_blob
 from .schema import check_version, migrate
 from .scoped import newest_per_scope, row_scopes, windowed
@@ -94,6 +101,11 @@ _T = TypeVar("_T")
 _ITEM_CACHE = 4096
 """Parsed items kept per engine, by seq (items never change once stored)."""
 _DRAIN_BATCH = 1000
+EMBED_PER_JOB = 4096
+"""Most items one worker build job embeds after its builds (``workers.execution.run_build``): the job stays well
+inside a worker's time limit, and the next build job takes the rest."""
+_QUERY_CACHE = 256
+"""Query encodings kept per engine (a pack's sections ask the same question)."""
 _RECENT_READS = 64
 INDEX_CHUNK = 50
 """Pending rows indexed per background transaction, their embeddings computed before it (memory-core choice:
@@ -140,6 +152,7 @@ class SQLiteEngine(MemoryEngine):
         path: The database file (its folder is created when missing).
         synchronous: ``full`` (a commit survives power loss) or ``normal``.
         busy_timeout_ms: SQLite's own wait for a lock per statement, ms.
+        embedder: The ranking model; None: the ``EMBEDDER`` setting's, loaded at its first use.
 
     Raises:
         ConfigError: the folder or file is read-only.
@@ -147,7 +160,14 @@ class SQLiteEngine(MemoryEngine):
         Conflict: the file's schema is newer than this code's, or belongs to another application.
     """
 
-    def __init__(self, path: str | Path, *, synchronous: str = "full", busy_timeout_ms: int = 2_000) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        synchronous: str = "full",
+        busy_timeout_ms: int = 2_000,
+        embedder: Embedder | None = None,
+    ) -> None:
         options = SQLiteOptions(path=Path(path), synchronous=synchronous, busy_timeout_ms=busy_timeout_ms)
         self._db = Database(options, probe=lambda conn: check_version(conn, Path(path)))
         self.path = self._db.path
@@ -158,6 +178,9 @@ class SQLiteEngine(MemoryEngine):
         self._items_lock = threading.Lock()
         self._drain_lock = threading.Lock()
         self._instance = ""
+        self._embedder = embedder
+        self._queries: OrderedDict[str, F32] = OrderedDict()
+        self._queries_lock = threading.Lock()
         self.reads = ReadStats()
 
     @classmethod
@@ -287,6 +310,55 @@ class SQLiteEngine(MemoryEngine):
             if len(rows) < _DRAIN_BATCH:
                 return total
 
+    # the model ---------------------------------------------------------------------------------------------
+    @property
+    def embedder(self) -> Embedder:
+        """The ranking model (the ``EMBEDDER`` setting's unless one was given)."""
+        if self._embedder is None:
+            settings = get_settings()
+            self._embedder = embedder_for(settings.embedder, settings.embedder_model)
+        return self._embedder
+
+    def query_tokens(self, query: str) -> F32:
+        """The query's content-token vectors, encoded once per distinct query (an LRU of ``_QUERY_CACHE``)."""
+        with self._queries_lock:
+            held = self._queries.get(query)
+            if held is not None:
+                self._queries.move_to_end(query)
+                return held
+        tokens = self.embedder.encode([query]).tokens[0]
+        with self._queries_lock:
+            self._queries[query] = tokens
+            if len(self._queries) > _QUERY_CACHE:
+                self._queries.popitem(last=False)
+        return tokens
+
+    def embed_backlog(self, limit: int | None = None, batch: int | None = None) -> int:
+        """Encode stored items that have no vectors of the current model, ``batch`` at a time; how many were.
+
+        The model runs outside any transaction; each batch's vectors are written in one short write. This is
+        the workers' work (``workers.execution.run_build``, after a build job's builds): never called on a write.
+
+        Args:
+            limit: Most items to encode (None: until none waits).
+            batch: Items per batch (None: the ``EMBED_BATCH`` setting).
+        """
+        model = self.embedder
+        size = batch or get_settings().embed_batch
+        done = 0
+        while limit is None or done < limit:
+            take = size if limit is None else min(size, limit - done)
+            rows = self._read(partial(vectors.unembedded, model=model.name, limit=take))
+            if not rows:
+                break
+            encoded = model.encode([text for _, text in rows])
+            seqs = [seq for seq, _ in rows]
+            self._db.run(partial(vectors.write, model=model.name, seqs=seqs, encoded=encoded), write=True)
+            done += len(rows)
+            if len(rows) < take:
+                break
+        return done
+
     # deletes ---------------------------------------------------------------------------------------------
     def _forget(self, target: ForgetTarget) -> ForgetReport:
         def tx(conn: sqlite3.Connection) -> int:
@@ -373,9 +445,17 @@ class SQLiteEngine(MemoryEngine):
                 (*where.params, start, end),
             ).fetchall()
             hinted = np.fromiter((r[0] for r in inside), dtype=np.int64, count=len(inside))
-        return rank_items(
-            conn, rows, request.query, request.mode, want, self._index.size(), now_us(), hinted_keys=hinted
-        )
+        now = now_us()
+        if request.mode is not FetchMode.HYBRID:
+            return rank_items(
+                conn, rows, request.query, request.mode, want, self._index.size(), now, hinted_keys=hinted
+            )
+        pool = max(want, RERANK_POOL)
+        ranked = rank_items(conn, rows, request.query, request.mode, pool, self._index.size(), now, hinted_keys=hinted)
+        if hinted is not None:  # a time hint orders its own groups: the lexical order is kept
+            return ranked[:want]
+        tokens = self.query_tokens(request.query)
+        return rerank(conn, ranked, request.query, tokens, self.embedder.name, now)[:want]
 
     def _within_scopes(
         self, conn: sqlite3.Connection, rows: CandidateRows, request: FetchRequest, max_scopes: int
@@ -535,5 +615,13 @@ class SQLiteEngine(MemoryEngine):
         return self._read(partial(beliefs_store.evidence_of, belief_ids=belief_ids))
 
     def stats(self) -> dict[str, Any]:
-        """Row counts: ``items``, ``pending``, ``beliefs`` (active) and ``superseded`` (for tests and the CLI)."""
-        return self._read(counts)
+        """Row counts, for tests and the CLI.
+
+        ``items``, ``pending``, ``beliefs`` (active), ``superseded``, and ``embedding_wait``: items the current
+        model has not encoded yet.
+        """
+        out = self._read(counts)
+        settings = get_settings()
+        name = self._embedder.name if self._embedder else embedder_name(settings.embedder, settings.embedder_model)
+        out["embedding_wait"] = self._read(partial(vectors.backlog, model=name))
+        return out

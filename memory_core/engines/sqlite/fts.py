@@ -16,15 +16,26 @@ A word is quoted as one FTS5 phrase. An ASCII word is one FTS5 token (``unicode6
 letters and digits), so the rows its phrase matches are exactly the rows holding it as a term; any other word
 is looked up in ``<table>_vocab`` and dropped when FTS5 holds no such term, since the phrase FTS5 makes of it
 could then differ from the word.
+
+Items are indexed through their *terms* (``retrieval.terms``: stop-words dropped, Snowball stems), written to
+``item_terms`` (``items_fts``'s external content) as a space-joined string, with a conversation turn's
+neighbours in its thread (``retrieval.window``): ``add`` indexes a row and re-indexes its indexed neighbours,
+whose windows now hold it; ``remove`` drops rows and re-indexes their neighbours without them, so forgotten
+text leaves every window. ``item_terms.speaker`` keeps who said a turn (``observed_actor.name``), for the
+speaker signal of ranking. Beliefs keep ``beliefs_fts`` over their plain text.
 """
 
 from __future__ import annotations
 
+import json
 import sqlite3
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Final
 
 import numpy as np
+
+from memory_core.retrieval.window import window_text
 
 from .search import COMMON_MIN, COMMON_ONLY, COMMON_SHARE, BoolArray, FloatArray, IntArray, members, query_words
 
@@ -33,12 +44,16 @@ __all__ = [
     "BM25_STATEMENT_ROWS",
     "MATCH_STATEMENT_ROWS",
     "QueryWords",
+    "add",
+    "backfill",
     "bm25_rows",
     "classify",
     "common_cutoff",
     "fts_matches",
     "matching",
+    "neighbours",
     "plan_ranges",
+    "remove",
 ]
 
 BM25_STATEMENT_ROWS: Final = 100
@@ -217,18 +232,23 @@ def matching(conn: sqlite3.Connection, table: str, words: list[str], targets: In
     return members(targets, np.unique(found))
 
 
-def fts_matches(conn: sqlite3.Connection, table: str, query: str, total: int) -> tuple[IntArray, FloatArray]:
+def fts_matches(
+    conn: sqlite3.Connection, table: str, query: str, total: int, words: list[str] | None = None
+) -> tuple[IntArray, FloatArray]:
     """Every row of FTS5 ``table`` matching a word of ``query``: keys ascending and their relevance.
+
+    ``words`` are the query's words as the table holds them (default ``search.query_words(query)``, plain words,
+    as ``beliefs_fts`` holds them; ``items_fts`` holds ``retrieval.terms.query_terms``).
 
     Relevance is ``-bm25()`` over the rare words, else ``COMMON_ONLY`` for a row held only by common words.
     ``total`` is about how many rows the table holds. Used where the whole table is read (beliefs); items go
     through ``ranking``, which reads only the rows a read needs.
     """
-    words = classify(conn, table, query_words(query), common_cutoff(total))
-    keys, values = bm25_rows(conn, table, words, None, total)
-    if words.common:
+    held = classify(conn, table, query_words(query) if words is None else words, common_cutoff(total))
+    keys, values = bm25_rows(conn, table, held, None, total)
+    if held.common:
         csv = conn.execute(
-            f"SELECT group_concat(rowid) FROM {table} WHERE {table} MATCH ?", (words.common_expr,)
+            f"SELECT group_concat(rowid) FROM {table} WHERE {table} MATCH ?", (held.common_expr,)
         ).fetchone()[0]
         only = np.setdiff1d(_ints(csv), keys)
         keys = np.concatenate([keys, only])
@@ -236,3 +256,94 @@ def fts_matches(conn: sqlite3.Connection, table: str, query: str, total: int) ->
         order_ = np.argsort(keys, kind="stable")
         keys, values = keys[order_], values[order_]
     return keys, values
+
+
+# indexing items ---------------------------------------------------------------------------------------------
+_THREAD_SQL: Final = "SELECT ns, thread_id, turn_first, turn_last, kind FROM items WHERE seq = ?"
+_PREV_SQL: Final = (
+    "SELECT seq FROM items WHERE thread_id = ? AND turn_last < ? AND ns = ? AND kind = 'conversation' "
+    "ORDER BY turn_last DESC, seq DESC LIMIT ?"
+)
+_NEXT_SQL: Final = (
+    "SELECT seq FROM items WHERE thread_id = ? AND turn_last > ? AND ns = ? AND kind = 'conversation' "
+    "ORDER BY turn_last, seq LIMIT ?"
+)
+
+
+def neighbours(conn: sqlite3.Connection, seq: int, exclude: Collection[int] = ()) -> list[int]:
+    """The previous and the next turn of a conversation turn's thread (none for other items), not in ``exclude``.
+
+    Same namespace and ``thread_id``; the previous ends before the turn starts, the next ends after it ends.
+    """
+    row = conn.execute(_THREAD_SQL, (seq,)).fetchone()
+    if row is None or row[4] != "conversation" or row[1] is None or row[2] is None:
+        return []
+    ns, thread, first, last = row[0], row[1], int(row[2]), int(row[3])
+    out: list[int] = []
+    for sql, bound in ((_PREV_SQL, first), (_NEXT_SQL, last)):
+        for (other,) in conn.execute(sql, (thread, bound, ns, len(exclude) + 1)):
+            if int(other) not in exclude:
+                out.append(int(other))
+                break
+    return out
+
+
+def _text(conn: sqlite3.Connection, seq: int) -> str:
+    row = conn.execute("SELECT text FROM bodies WHERE seq = ?", (seq,)).fetchone()
+    return str(row[0]) if row else ""
+
+
+def _speaker(conn: sqlite3.Connection, seq: int) -> str | None:
+    """Who said a conversation turn: its ``observed_actor.name``, if any."""
+    row = conn.execute("SELECT item FROM bodies WHERE seq = ?", (seq,)).fetchone()
+    if row is None:
+        return None
+    actor = (json.loads(row[0]).get("meta") or {}).get("observed_actor") or {}
+    name = actor.get("name") if isinstance(actor, dict) else None
+    return str(name) if name else None
+
+
+def _insert(conn: sqlite3.Connection, seq: int, exclude: Collection[int] = ()) -> None:
+    near = neighbours(conn, seq, exclude)
+    text = window_text(_text(conn, seq), [_text(conn, n) for n in near])
+    conn.execute("INSERT INTO item_terms (seq, text, speaker) VALUES (?, ?, ?)", (seq, text, _speaker(conn, seq)))
+    conn.execute("INSERT INTO items_fts (rowid, text) VALUES (?, ?)", (seq, text))
+
+
+def _drop(conn: sqlite3.Connection, seq: int) -> bool:
+    row = conn.execute("SELECT text FROM item_terms WHERE seq = ?", (seq,)).fetchone()
+    if row is None:
+        return False
+    conn.execute("INSERT INTO items_fts (items_fts, rowid, text) VALUES ('delete', ?, ?)", (seq, row[0]))
+    conn.execute("DELETE FROM item_terms WHERE seq = ?", (seq,))
+    return True
+
+
+def add(conn: sqlite3.Connection, seq: int) -> None:
+    """Index item ``seq`` (its row and body written) and re-index its indexed neighbours, whose windows hold it."""
+    _insert(conn, seq)
+    for other in neighbours(conn, seq):
+        if _drop(conn, other):
+            _insert(conn, other)
+
+
+def remove(conn: sqlite3.Connection, seqs: Iterable[int]) -> None:
+    """Drop the index rows of ``seqs`` and re-index their indexed neighbours without them.
+
+    Call before the items' rows are deleted (their neighbours are found through them).
+    """
+    gone = set(seqs)
+    near: set[int] = set()
+    for seq in gone:
+        near.update(neighbours(conn, seq, gone))
+        _drop(conn, seq)
+    for other in sorted(near - gone):
+        if _drop(conn, other):
+            _insert(conn, other, gone)
+
+
+def backfill(conn: sqlite3.Connection) -> None:
+    """Index every stored item that is not pending (a schema migration; ``item_terms`` empty)."""
+    rows = conn.execute("SELECT seq FROM items WHERE seq NOT IN (SELECT seq FROM pending) ORDER BY seq").fetchall()
+    for (seq,) in rows:
+        _insert(conn, int(seq))

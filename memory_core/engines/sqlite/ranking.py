@@ -4,7 +4,8 @@
 for ``next_cursor``) while doing the expensive parts only where they can change that answer:
 
 1. Cosines for every candidate: one float32 matrix product over the process's ``ItemIndex`` (no SQL).
-2. Which query words are *rare* (``fts.classify``: doclist counts), and BM25 for the candidates holding one,
+2. Which query terms (``retrieval.terms``: stemmed, stop-words dropped) are *rare* (``fts.classify``: doclist
+   counts), and BM25 for the candidates holding one,
    read only over rowid ranges that cover the candidates (``fts.bm25_rows``).
 3. Bounds (``bounds``) on every candidate's score, cheap because they need neither recency nor the last
    unknown: whether a candidate holding no rare word holds a *common* one. That bit only adds the near-zero
@@ -31,6 +32,7 @@ from typing import Final
 import numpy as np
 
 from memory_core.query import FetchMode
+from memory_core.retrieval.terms import query_terms
 from memory_core.scoring import VECTOR_THRESHOLD
 
 from . import fts
@@ -48,7 +50,6 @@ from .search import (
     members,
     order,
     query_vector,
-    query_words,
     relevance,
     score_all,
     weights,
@@ -141,7 +142,7 @@ def rank_items(
     keys, when, conf = rows.keys, rows.when_us, rows.confidence
     cos = rows.cosines(query_vector(query)) if mode is not FetchMode.KEYWORD else None
     hinted = None if hinted_keys is None else members(keys, hinted_keys)
-    words = query_words(query) if mode is not FetchMode.VECTOR else []
+    words = query_terms(query) if mode is not FetchMode.VECTOR else []
     held = fts.classify(conn, "items_fts", words, fts.common_cutoff(total)) if words else None
     lex, rare = np.zeros(n), np.zeros(n, dtype=bool)
     if held is not None and held.rare:

@@ -13,7 +13,9 @@ Layout (version 1):
 | ``items`` | one row per item: ``seq`` (write order), ``id`` (fingerprint), filter columns, ``vec`` (NULL: pending) |
 | ``bodies`` | the item's JSON (export returns it whole) and ``render_text()`` (the FTS content) |
 | ``item_tags`` | ``(tag, seq)``, one row per tag |
-| ``items_fts`` | FTS5 over ``bodies.text`` (external content, BM25); ``items_fts_vocab`` its document frequencies |
+| ``item_terms`` | per indexed item: its terms with its neighbours' (``fts``, ``retrieval.window``), and its speaker |
+| ``item_vectors`` | per embedded item: the model's pooled and quantised token vectors (``vectors``) |
+| ``items_fts`` | FTS5 over ``item_terms.text`` (external content, BM25); ``items_fts_vocab`` its document frequencies |
 | ``pending`` | seqs stored ``accepted`` and not yet indexed (FTS + vector) |
 | ``deleted`` | a log of deleted seqs, so each process's ``ItemIndex`` drops them |
 | ``scopes`` | per ``(ns, kind)``: last write, last build, the seq watermark the build reached |
@@ -198,7 +200,33 @@ def _v3(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX beliefs_removed_version ON beliefs_removed(version)")
 
 
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2, _v3)
+def _v4(conn: sqlite3.Connection) -> None:
+    """Items are indexed by their stemmed terms, a turn with its neighbours (``fts``; issue 14's lexical stage).
+
+    ``items_fts`` moves from ``bodies.text`` to ``item_terms``, and every indexed item is indexed anew.
+    """
+    conn.execute("DROP TABLE items_fts_vocab")
+    conn.execute("DROP TABLE items_fts")
+    conn.execute("CREATE TABLE item_terms (seq INTEGER PRIMARY KEY, text TEXT NOT NULL, speaker TEXT)")
+    conn.execute(
+        "CREATE VIRTUAL TABLE items_fts USING fts5("
+        f"text, content='item_terms', content_rowid='seq', tokenize='{_TOKENIZER}')"
+    )
+    conn.execute("CREATE VIRTUAL TABLE items_fts_vocab USING fts5vocab(items_fts, 'row')")
+    from . import fts  # the indexing rules live there; imported here only (fts imports search, not schema)
+
+    fts.backfill(conn)
+
+
+def _v5(conn: sqlite3.Connection) -> None:
+    """The model's vectors of items, written by the embedding job (``vectors``)."""
+    from .vectors import SCHEMA
+
+    for statement in SCHEMA:
+        conn.execute(statement)
+
+
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5)
 """``MIGRATIONS[i]`` upgrades version ``i`` to ``i + 1``; append, never edit, to change the schema."""
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -216,6 +244,8 @@ _OURS = {
     "belief_evidence",
     "belief_anchors",
     "beliefs_removed",
+    "item_terms",
+    "item_vectors",
 }
 
 

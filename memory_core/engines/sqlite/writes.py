@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from memory_core.items import Conversation, Document, Learning
 from memory_core.scoring import embed
 
-from . import beliefs_store
+from . import beliefs_store, fts
 from .rows import META_COLUMN_NAMES, chunks, meta_columns, now_us, ns_key, placeholders, vec_blob
 
 __all__ = ["Prepared", "delete_seqs", "drain", "index_rows", "insert", "now_us", "pending_texts", "prepare"]
@@ -86,7 +86,7 @@ def insert(conn: sqlite3.Connection, row: Prepared, at_us: int) -> int | None:
     if row.tags:
         conn.executemany("INSERT OR IGNORE INTO item_tags (tag, seq) VALUES (?, ?)", [(t, seq) for t in row.tags])
     if row.vec is not None:
-        conn.execute("INSERT INTO items_fts (rowid, text) VALUES (?, ?)", (seq, row.text))
+        fts.add(conn, seq)
     else:
         conn.execute("INSERT INTO pending (seq) VALUES (?)", (seq,))
     conn.execute(_TOUCH, (row.ns, row.kind, at_us))
@@ -108,11 +108,11 @@ def index_rows(conn: sqlite3.Connection, rows: Iterable[tuple[int, str, bytes]])
         How many rows were indexed.
     """
     done = 0
-    for seq, text, vec in rows:
+    for seq, _text, vec in rows:
         if conn.execute("DELETE FROM pending WHERE seq = ?", (seq,)).rowcount != 1:
             continue
         conn.execute("UPDATE items SET vec = ? WHERE seq = ?", (vec, seq))
-        conn.execute("INSERT INTO items_fts (rowid, text) VALUES (?, ?)", (seq, text))
+        fts.add(conn, seq)
         done += 1
     return done
 
@@ -130,6 +130,7 @@ def delete_seqs(conn: sqlite3.Connection, seqs: Sequence[int]) -> int:
         How many items were deleted.
     """
     ids: list[str] = []
+    fts.remove(conn, seqs)
     for chunk in chunks(seqs):
         marks = placeholders(len(chunk))
         rows = conn.execute(
@@ -137,11 +138,9 @@ def delete_seqs(conn: sqlite3.Connection, seqs: Sequence[int]) -> int:
             f"FROM items i JOIN bodies b ON b.seq = i.seq WHERE i.seq IN ({marks})",
             chunk,
         ).fetchall()
-        for seq, item_id, text, pending in rows:
+        for seq, item_id, _text, pending in rows:
             if pending:
                 conn.execute("DELETE FROM pending WHERE seq = ?", (seq,))
-            else:
-                conn.execute("INSERT INTO items_fts (items_fts, rowid, text) VALUES ('delete', ?, ?)", (seq, text))
             ids.append(str(item_id))
         conn.executemany("INSERT INTO deleted (seq) VALUES (?)", [(int(r[0]),) for r in rows])
         conn.execute(f"DELETE FROM item_tags WHERE seq IN ({marks})", chunk)

@@ -1,0 +1,75 @@
+"""``memory-core mcp``: the MCP server (``memory_core.mcp_server``) on stdio, or streamable HTTP with ``--http``.
+
+The five ``memory.*`` tools run through ``MemoryTools`` for one scope fixed here: ``--root`` (default
+``MEMORY_CORE_LAYOUT_ROOT``) and, optionally, ``--agent`` (learnings then land at the agent's node). Reads and
+forgets admit that root's subtree only; the client cannot widen it.
+
+Over HTTP (``/mcp`` at ``--host``:``--port``) a bearer token is read from ``MEMORY_CORE_MCP_TOKEN`` (never from
+the command line, where other users see it); without one, only a loopback address is served. On stdio nothing
+but the protocol is written to standard output.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated
+
+import typer
+
+from memory_core.cli import app
+from memory_core.cli._celery import use_options
+from memory_core.cli._common import (
+    EngineOption,
+    RootOption,
+    check_agent_id,
+    engine_session,
+    err_console,
+    fail,
+    layout_for,
+)
+from memory_core.cli.serve import is_loopback
+
+__all__ = ["MIN_TOKEN_CHARS", "mcp"]
+
+MIN_TOKEN_CHARS = 16
+"""The shortest ``MEMORY_CORE_MCP_TOKEN`` accepted."""
+
+
+@app.command()
+def mcp(
+    http: Annotated[bool, typer.Option("--http", help="Serve streamable HTTP at /mcp instead of stdio.")] = False,
+    host: Annotated[str, typer.Option(metavar="ADDRESS", help="Address to listen on (--http).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=1, max=65535, help="Port to listen on (--http).")] = 8765,
+    agent: Annotated[
+        str | None,
+        typer.Option(
+            "--agent", "-a", metavar="ID", help="Learnings land at this agent's node.", callback=check_agent_id
+        ),
+    ] = None,
+    engine: EngineOption = None,
+    root: RootOption = None,
+) -> None:
+    """Serve the memory.* MCP tools (recall, fetch, list, learn, forget) for one fixed scope."""
+    from memory_core.host.tools import scoped_tools
+    from memory_core.mcp_server import McpTools  # the mcp extra, imported only by this command
+    from memory_core.mcp_server.server import build_server, http_app, run_stdio
+
+    use_options(engine, None)
+    token = os.environ.get("MEMORY_CORE_MCP_TOKEN") or None
+    if http:
+        if token is not None and len(token.strip()) < MIN_TOKEN_CHARS:
+            raise fail(f"MEMORY_CORE_MCP_TOKEN is shorter than {MIN_TOKEN_CHARS} characters")
+        if token is None and not is_loopback(host):
+            raise fail(f"set MEMORY_CORE_MCP_TOKEN to serve MCP on {host}: without a token only loopback is served")
+    layout = layout_for(root)
+    with engine_session(None) as memory_engine:
+        server = build_server(McpTools(scoped_tools(memory_engine, layout, agent)))
+        if not http:
+            run_stdio(server)
+            return
+        import uvicorn
+
+        how = "bearer token" if token else "no token, loopback only"
+        err_console.print(f"serving MCP on http://{host}:{port}/mcp for {layout.root} ({how})", soft_wrap=True)
+        asgi = http_app(server, token.strip() if token else None)
+        uvicorn.Server(uvicorn.Config(asgi, host=host, port=port, log_level="info", lifespan="on")).run()

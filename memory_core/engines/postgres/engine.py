@@ -1,0 +1,388 @@
+"""``PostgresEngine``: one store that many hosts and workers on many machines share.
+
+URL: ``postgresql://user:password@host:port/database`` (options: ``options.parse_url``). Opening it takes the
+process's pool for the URL (``driver``), refuses a schema newer than the code, and migrates an older one under
+an advisory lock (``schema``).
+
+* Items are keyed by content id: storing a held id is a replay. ``store_with(accepted)`` and ``visible`` are
+  one ``INSERT … ON CONFLICT DO NOTHING`` statement (``writes.insert``): the generated ``tsvector`` and the
+  embedding are written with the row, so an item ranks once its transaction commits. ``store_many`` is one
+  transaction (one statement).
+* ``list``/``export`` page in write order with a keyset cursor on ``seq``; ``fetch`` pages a ranking frozen at
+  the first page's newest ``seq`` (cursor: offset and snapshot).
+* Ranking: candidates and their signals from one SQL statement (``search``), scored by ``fusion.fuse``.
+* ``consolidate`` builds beliefs per scope incrementally (``beliefs``): one transaction and one advisory lock per
+  scope, a watermark on transaction ids. Forget and erase retract the beliefs in the deleting transaction.
+* Every read compiles its reach into SQL (``filters``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import Any, TypeVar
+
+from memory_core.consolidation import (
+    BeliefsRequest,
+    BuildScope,
+    ConsolidateReceipt,
+    ConsolidateRequest,
+    ConsolidateStatus,
+    Consolidation,
+    WriteOptions,
+)
+from memory_core.descriptor import EngineDescriptor, EngineHealth, HealthState
+from memory_core.engine import AnyItem, MemoryEngine, Receipts
+from memory_core.engines.reference import choose_scopes
+from memory_core.engines.sqlite.rows import now_us, ns_key, ns_of_key
+from memory_core.engines.sqlite.scopes import ScopeRow, build_scopes, decode_cursor, encode_cursor
+from memory_core.errors import MemoryCoreError
+from memory_core.items import parse_item
+from memory_core.meta import ItemKind, MetaFilter
+from memory_core.namespace import Namespace, Reach
+from memory_core.query import (
+    Citation,
+    EraseReport,
+    EraseRequest,
+    Exported,
+    ExportPage,
+    FetchMode,
+    FetchPage,
+    FetchRequest,
+    ForgetReport,
+    ForgetTarget,
+    GetRequest,
+    Hit,
+    ListPage,
+    ListRequest,
+    RecallAnswer,
+    RecallRequest,
+    StoreReceipt,
+)
+
+from . import beliefs
+from .driver import Conn, Driver
+from .filters import Where, compile_filter, reach_sql
+from .fusion import fuse
+from .options import PgOptions, parse_url
+from .schema import MIGRATION_LOCK, SCHEMA, SCHEMA_VERSION, check_newer, ensure_vectors, migrate
+from .search import Features, Frequencies, candidates
+from .writes import delete_where, insert, prepare
+
+__all__ = ["PostgresEngine"]
+
+_T = TypeVar("_T")
+
+
+class PostgresEngine(MemoryEngine):
+    """The PostgreSQL engine; see the module docstring.
+
+    Args:
+        url: ``postgresql://user:password@host:port/database[?option=value…]``.
+
+    Raises:
+        ConfigError: a malformed URL, no database, an unknown option, rejected credentials, a missing database
+            or role, or a server that is not PostgreSQL (each naming the setting, the password masked).
+        EngineUnavailable: the server does not answer.
+        Conflict: the database's schema is newer than this code's.
+    """
+
+    def __init__(self, url: str) -> None:
+        self.options: PgOptions = parse_url(url)
+        self._driver = Driver.shared(self.options)
+        try:
+            self._driver.run(partial(check_newer, where=self.options.masked))
+            self._driver.run(partial(migrate, where=self.options.masked))
+            vectors = self._driver.run(ensure_vectors)
+            trigram = self._driver.run(_trigram)
+        except BaseException:
+            self._driver.release()
+            raise
+        self.features = Features(trigram=trigram, vectors=vectors)
+        self._frequencies = Frequencies()
+        self._closed = False
+
+    @classmethod
+    def from_url(cls, url: str) -> PostgresEngine:
+        """Open ``postgresql://…`` (or ``postgres://…``); raises as the constructor."""
+        return cls(url)
+
+    def close(self) -> None:
+        """Release this engine's share of the process's pool. Idempotent."""
+        if not self._closed:
+            self._closed = True
+            self._driver.release()
+
+    def __repr__(self) -> str:
+        return f"PostgresEngine({self.options.masked!r})"
+
+    # identity --------------------------------------------------------------------------------------------
+    def descriptor(self) -> EngineDescriptor:
+        """``postgresql``: all three fetch modes, on-demand consolidation."""
+        return EngineDescriptor(
+            id="postgresql",
+            label="PostgreSQL",
+            description="One database shared by hosts and workers on many machines: tsvector keyword, "
+            "stored-vector and hybrid fetch, incremental belief builds under advisory locks.",
+            fetch_modes=FetchMode.all(),
+            consolidation=Consolidation.ON_DEMAND,
+        )
+
+    def health(self) -> EngineHealth:
+        """``ok`` naming what ranking uses (full text, ``pg_trgm``, the vector index), else ``down`` and why."""
+        try:
+            self._driver.run(lambda conn: conn.execute(f"SELECT count(*) FROM {SCHEMA}.meta").fetchone())
+        except MemoryCoreError as exc:
+            return EngineHealth.down(str(exc))
+        parts = [
+            f"schema v{SCHEMA_VERSION}",
+            "tsvector+GIN",
+            "pg_trgm" if self.features.trigram else "no pg_trgm",
+            {"pgvector": "pgvector HNSW", "cube": "cube GiST (no pgvector)"}.get(self.features.vectors, "vector scan"),
+        ]
+        return EngineHealth(state=HealthState.OK, reason=", ".join(parts))
+
+    def _run(self, fn: Callable[[Conn], _T]) -> _T:
+        return self._driver.run(fn)
+
+    # writes ----------------------------------------------------------------------------------------------
+    def _write(self, items: Sequence[AnyItem]) -> Receipts:
+        rows = [prepare(item) for item in items]
+        created = self._run(lambda conn: insert(conn, rows, now_us()))
+        return [StoreReceipt(id=row.id, replayed=not new) for row, new in zip(rows, created, strict=True)]
+
+    def _store(self, item: AnyItem) -> StoreReceipt:
+        return self._write([item])[0]
+
+    def _store_with(self, item: AnyItem, options: WriteOptions) -> StoreReceipt:
+        return self._write([item])[0]
+
+    def _store_many(self, items: Sequence[AnyItem]) -> Receipts:
+        return self._write(items)
+
+    def _store_many_with(self, items: Sequence[AnyItem], options: WriteOptions) -> Receipts:
+        return self._write(items)
+
+    # deletes ---------------------------------------------------------------------------------------------
+    def _forget(self, target: ForgetTarget) -> ForgetReport:
+        if target.ids is not None:
+            ids = list(dict.fromkeys(target.ids))
+            deleted = self._run(lambda conn: delete_where(conn, "i.id = ANY(%s::text[])", [ids]))
+        else:
+            where = compile_filter(target.filter or MetaFilter(), "i")
+            deleted = self._run(lambda conn: delete_where(conn, where.sql, where.params))
+        return ForgetReport(forgotten=len(deleted))
+
+    def _erase(self, request: EraseRequest) -> EraseReport:
+        reach = Reach(at=request.reach.at, inherit=False, descendants=request.reach.descendants)
+        where = compile_filter(MetaFilter(reach=reach, kinds=request.admitted_kinds()), "i")
+        deleted = self._run(lambda conn: delete_where(conn, where.sql, where.params))
+        scopes = sorted({(str(ns_of_key(ns)), kind) for _, ns, kind in deleted})
+        return EraseReport(erased_scopes=len(scopes), receipts=tuple(f"{ns}#{kind}" for ns, kind in scopes))
+
+    # reads -----------------------------------------------------------------------------------------------
+    def _items(self, conn: Conn, seqs: Sequence[int]) -> dict[int, tuple[str, AnyItem]]:
+        out: dict[int, tuple[str, AnyItem]] = {}
+        if not seqs:
+            return out
+        for seq, item_id, body in conn.execute(
+            f"SELECT seq, id, item FROM {SCHEMA}.items WHERE seq = ANY(%s::bigint[])", (list(seqs),)
+        ):
+            item = parse_item(body)
+            item.__dict__["id"] = str(item_id)  # the stored id is the fingerprint; skip recomputing it
+            out[int(seq)] = (str(item_id), item)
+        return out
+
+    def _hits(self, conn: Conn, ranked: Sequence[tuple[int, float]]) -> list[Hit]:
+        parsed = self._items(conn, [seq for seq, _ in ranked])
+        return [Hit.of(parsed[seq][1], s, parsed[seq][0]) for seq, s in ranked if seq in parsed]
+
+    def _scoped(self, conn: Conn, request: FetchRequest, where: Where, max_scopes: int) -> None:
+        """Narrow ``where`` to the at most ``max_scopes`` namespaces ``choose_scopes`` keeps (reference §1.3)."""
+        kinds = [k.value for k in request.filter.kinds or ItemKind.all()]
+        rows = conn.execute(
+            f"SELECT s.ns, max(s.last_write) FROM {SCHEMA}.scopes s WHERE s.kind = ANY(%s::text[]) AND "
+            f"EXISTS (SELECT 1 FROM {SCHEMA}.items i WHERE i.ns = s.ns AND {where.sql}) GROUP BY s.ns",
+            [kinds, *where.params],
+        ).fetchall()
+        if len(rows) <= max_scopes:
+            return
+        last: dict[Namespace, int] = {ns_of_key(str(ns)): int(at or 0) for ns, at in rows}
+        kept = choose_scopes(request.query, last, request.filter.effective_reach(), max_scopes)
+        where.add("i.ns = ANY(%s::text[])", [ns_key(ns) for ns in kept])
+
+    def _fetch(self, request: FetchRequest) -> FetchPage:
+        state = decode_cursor("f", request.cursor, ("o", "s"))
+
+        def read(conn: Conn) -> FetchPage:
+            offset = state["o"] if state else 0
+            if state:
+                snapshot = state["s"]
+            else:
+                row = conn.execute(f"SELECT coalesce(max(seq), 0) FROM {SCHEMA}.items").fetchone()
+                snapshot = int(row[0]) if row else 0
+            where = compile_filter(request.filter, "i")
+            if request.max_scopes is not None:
+                self._scoped(conn, request, where, request.max_scopes)
+            want = offset + request.limit + 1
+            signals = candidates(
+                conn,
+                table=f"{SCHEMA}.items",
+                key="seq",
+                where=where,
+                query=request.query,
+                mode=request.mode,
+                want=want,
+                features=self.features,
+                frequencies=self._frequencies,
+                refers_to=request.refers_to,
+                extra="i.seq <= %s" if state else "",  # the first page reads everything up to its snapshot
+                extra_params=[snapshot] if state else [],
+            )
+            ranked = fuse(signals, request.mode, now_us(), want)
+            page = ranked[offset : offset + request.limit]
+            more = len(ranked) > offset + request.limit
+            found: list[Hit] = []
+            if request.beliefs and state is None:
+                found = beliefs.rank(
+                    conn, request.filter, request.query, request.mode, request.beliefs, self.features, self._frequencies
+                )
+            return FetchPage(
+                hits=tuple(self._hits(conn, page)),
+                next_cursor=encode_cursor("f", {"o": offset + len(page), "s": snapshot}) if more else None,
+                beliefs=tuple(found),
+            )
+
+        return self._run(read)
+
+    def _recall(self, request: RecallRequest) -> RecallAnswer:
+        fetch = FetchRequest(
+            query=request.question,
+            mode=FetchMode.HYBRID,
+            filter=request.filter,
+            limit=request.limit,
+            refers_to=request.refers_to,
+        )
+        hits = self._fetch(fetch).hits
+        citations = tuple(Citation(id=h.id, kind=h.kind, snippet=h.text, meta=h.meta, score=h.score) for h in hits)
+        if not hits:
+            answer = "Nothing stored answers this question."
+        else:
+            answer = f"From {len(hits)} stored items: " + " | ".join(h.text for h in hits)
+        return RecallAnswer(answer=answer, citations=citations, model="postgresql")
+
+    def _listing(
+        self, request: ListRequest, build: Callable[[Conn, list[int]], list[_T]]
+    ) -> tuple[list[_T], str | None]:
+        state = decode_cursor("l", request.cursor, ("a",))
+        after = state["a"] if state else 0
+
+        def read(conn: Conn) -> tuple[list[_T], str | None]:
+            where = compile_filter(request.filter, "i")
+            rows = conn.execute(
+                f"SELECT i.seq FROM {SCHEMA}.items i WHERE {where.sql} AND i.seq > %s ORDER BY i.seq LIMIT %s",
+                [*where.params, after, request.limit + 1],
+            ).fetchall()
+            seqs = [int(r[0]) for r in rows[: request.limit]]
+            more = len(rows) > request.limit
+            return build(conn, seqs), (encode_cursor("l", {"a": seqs[-1]}) if more and seqs else None)
+
+        return self._run(read)
+
+    def _list(self, request: ListRequest) -> ListPage:
+        items, cursor = self._listing(request, lambda conn, seqs: self._hits(conn, [(s, 0.0) for s in seqs]))
+        return ListPage(items=tuple(items), next_cursor=cursor)
+
+    def _export(self, request: ListRequest) -> ExportPage:
+        def build(conn: Conn, seqs: list[int]) -> list[Exported]:
+            parsed = self._items(conn, seqs)
+            return [Exported(id=parsed[s][0], item=parsed[s][1]) for s in seqs if s in parsed]
+
+        items, cursor = self._listing(request, build)
+        return ExportPage(items=tuple(items), next_cursor=cursor)
+
+    def _get(self, request: GetRequest) -> list[Hit]:
+        ids = list(dict.fromkeys(request.ids))
+
+        def read(conn: Conn) -> list[Hit]:
+            where = compile_filter(MetaFilter(reach=request.reach), "i")
+            found = {
+                str(item_id): int(seq)
+                for seq, item_id in conn.execute(
+                    f"SELECT i.seq, i.id FROM {SCHEMA}.items i WHERE i.id = ANY(%s::text[]) AND {where.sql}",
+                    [ids, *where.params],
+                )
+            }
+            by_id = {h.id: h for h in self._hits(conn, [(s, 0.0) for s in found.values()])}
+            return [by_id[i] for i in ids if i in by_id]
+
+        return self._run(read)
+
+    # beliefs ---------------------------------------------------------------------------------------------
+    def build_scope(self, ns: Namespace, kind: ItemKind) -> set[str]:
+        """Build beliefs for one scope (``beliefs.build_scope``, one transaction); ids of beliefs changed."""
+        return self._run(lambda conn: beliefs.build_scope(conn, ns_key(ns), kind.value))
+
+    def _consolidate(self, request: ConsolidateRequest) -> ConsolidateReceipt:
+        """Build every admitted scope with rows past its watermark; the others cost one read, no lock."""
+        kinds = [k.value for k in request.admitted_kinds()]
+        scopes = self._run(partial(beliefs.scopes_to_build, reach=request.reach, kinds=kinds))
+        changed: set[str] = set()
+        for ns, kind, due in scopes:
+            if due:
+                changed |= self._run(partial(beliefs.build_scope, ns=ns, kind=kind))
+        return ConsolidateReceipt(status=ConsolidateStatus.COMPLETED, scopes=len(scopes), built=len(changed))
+
+    def _beliefs(self, request: BeliefsRequest) -> list[Hit]:
+        flt = MetaFilter(reach=request.reach)
+        return self._run(
+            lambda conn: beliefs.rank(
+                conn, flt, request.query, FetchMode.HYBRID, request.limit, self.features, self._frequencies
+            )
+        )
+
+    def _scopes(self, request: ConsolidateRequest) -> list[BuildScope]:
+        kinds = [k.value for k in request.admitted_kinds()]
+        sql, params = reach_sql(request.reach, "s.ns")
+
+        def read(conn: Conn) -> list[ScopeRow]:
+            rows = conn.execute(
+                f"SELECT s.ns, s.kind, s.last_write, s.last_build, "
+                f"(SELECT count(*) FROM {SCHEMA}.items i WHERE i.ns = s.ns AND i.kind = s.kind) "
+                f"FROM {SCHEMA}.scopes s WHERE s.kind = ANY(%s::text[]) AND ({sql}) ORDER BY s.ns, s.kind",
+                [kinds, *params],
+            ).fetchall()
+            return [(str(r[0]), str(r[1]), int(r[2]), None if r[3] is None else int(r[3]), int(r[4])) for r in rows]
+
+        return build_scopes(self._run(read))
+
+    def belief_evidence(self, belief_ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
+        """``belief id → ids of the items it was derived from`` for the beliefs named (unknown ids left out)."""
+        return self._run(partial(beliefs.evidence_of, belief_ids=belief_ids))
+
+    def stats(self) -> dict[str, Any]:
+        """Row counts: ``items``, ``pending`` (always 0: no write is deferred), ``beliefs``, ``superseded``."""
+
+        def read(conn: Conn) -> dict[str, Any]:
+            row = conn.execute(
+                f"SELECT (SELECT count(*) FROM {SCHEMA}.items), "
+                f"(SELECT count(*) FROM {SCHEMA}.beliefs WHERE status = 'active'), "
+                f"(SELECT count(*) FROM {SCHEMA}.beliefs WHERE status = 'superseded')"
+            ).fetchone()
+            assert row is not None
+            return {"items": int(row[0]), "pending": 0, "beliefs": int(row[1]), "superseded": int(row[2])}
+
+        return self._run(read)
+
+
+def _trigram(conn: Conn) -> bool:
+    """Whether ``pg_trgm`` is installed, creating it when the role may (a savepoint keeps a refusal harmless)."""
+    if conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'pg_trgm'").fetchone() is not None:
+        return True
+    conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))  # one process creates it
+    try:
+        with conn.transaction():
+            conn.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
+        return True
+    except Exception:  # not available or no privilege: rank without it
+        return False

@@ -1,0 +1,251 @@
+"""The ASGI app: one route table, one wrapper mapping every error, and the OpenAPI document built from both.
+
+``ROUTES`` lists the authenticated routes; one wrapper authenticates, scopes, bounds and parses each request and
+maps every error at one place (``errors.error_response``).
+
+| route | body → result |
+| --- | --- |
+| ``POST /v1/start_session`` | ``StartSession`` → ``ContextPack`` |
+| ``POST /v1/pre_turn`` | ``PreTurn`` → ``TurnContext`` (with ``prefetch``: plus ``earlier_lookup``, ``age_s``) |
+| ``POST /v1/post_turn`` | ``PostTurn`` → ``PostTurnResult`` (the report, its jobs queued) |
+| ``POST /v1/recall_for_compaction`` | ``Compaction`` → ``ContextPack`` |
+| ``POST /v1/recall`` | ``RecallBody`` → ``ContextPack`` |
+| ``POST /v1/learn`` | ``LearnBody`` → ``StoreReceipt`` |
+| ``POST /v1/forget`` | ``ForgetBody`` → ``ForgetResult`` |
+| ``POST /v1/ingest`` | ``IngestBrain`` → ``JobAccepted`` (202) |
+| ``GET /v1/jobs/{job_id}`` | → ``JobStatus`` |
+| ``GET /health`` (no token) | → ``Health`` (503 when the engine is down) |
+| ``GET /metrics`` | Prometheus text |
+| ``GET /openapi.json`` (no token) | the OpenAPI 3.1 document |
+
+Query parameters ``root`` and ``agent`` (optional on every ``/v1`` route) must match the token's scope.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import Executor
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import anyio.to_thread
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from memory_core._model import ContractModel
+from memory_core.engine import MemoryEngine
+from memory_core.errors import InvalidRequest, MemoryCoreError, NotFound
+from memory_core.host.prefetch import PrefetchedTurn
+from memory_core.http.auth import TokenTable
+from memory_core.http.body import DEFAULT_MAX_BODY_BYTES, parse_body, read_body
+from memory_core.http.errors import error_response
+from memory_core.http.metrics import CONTENT_TYPE, Metrics
+from memory_core.http.models import (
+    ForgetBody,
+    ForgetResult,
+    Health,
+    JobAccepted,
+    JobStatus,
+    LearnBody,
+    PostTurnResult,
+    RecallBody,
+)
+from memory_core.http.openapi import openapi_document
+from memory_core.http.service import JobSink, JobStates, MemoryService, Scope, _open_monitor, _open_queue
+from memory_core.lifecycle.agent import Compaction, PostTurn, PreTurn, StartSession
+from memory_core.lifecycle.jobs import IngestBrain
+from memory_core.query import StoreReceipt
+from memory_core.recall.types import ContextPack
+
+__all__ = ["ROUTES", "ApiRoute", "create_app"]
+
+Call = Callable[[MemoryService, Scope, Any, dict[str, str]], ContractModel]
+
+
+@dataclass(frozen=True)
+class ApiRoute:
+    """One authenticated route: its path, body and result models, and the service call behind it."""
+
+    path: str
+    summary: str
+    body: type[ContractModel] | None
+    result: type[ContractModel]
+    call: Call
+    method: str = "POST"
+    status: int = 200
+
+
+ROUTES: tuple[ApiRoute, ...] = (
+    ApiRoute(
+        "/v1/start_session",
+        "The pack for a starting or resumed session.",
+        StartSession,
+        ContextPack,
+        lambda s, scope, body, _: s.start_session(scope, body),
+    ),
+    ApiRoute(
+        "/v1/pre_turn",
+        "Log the user turn and return the pack for it (with --prefetch: the last completed pack, marked).",
+        PreTurn,
+        PrefetchedTurn,
+        lambda s, scope, body, _: s.pre_turn(scope, body),
+    ),
+    ApiRoute(
+        "/v1/post_turn",
+        "Log the reply and queue the belief builds it makes due.",
+        PostTurn,
+        PostTurnResult,
+        lambda s, scope, body, _: s.post_turn(scope, body),
+    ),
+    ApiRoute(
+        "/v1/recall_for_compaction",
+        "The pack replacing turns dropped from the prompt.",
+        Compaction,
+        ContextPack,
+        lambda s, scope, body, _: s.recall_for_compaction(scope, body),
+    ),
+    ApiRoute(
+        "/v1/recall",
+        "The pre-turn pack for a query, nothing logged.",
+        RecallBody,
+        ContextPack,
+        lambda s, scope, body, _: s.recall(scope, body.query),
+    ),
+    ApiRoute(
+        "/v1/learn",
+        "Store a learning at the token's root.",
+        LearnBody,
+        StoreReceipt,
+        lambda s, scope, body, _: s.learn(scope, body),
+    ),
+    ApiRoute(
+        "/v1/forget",
+        "Forget items by id, only under the token's root.",
+        ForgetBody,
+        ForgetResult,
+        lambda s, scope, body, _: s.forget(scope, body),
+    ),
+    ApiRoute(
+        "/v1/ingest",
+        "Queue brain documents for the workers (an ingest_brain job at the token's root).",
+        IngestBrain,
+        JobAccepted,
+        lambda s, scope, body, _: s.ingest(scope, body),
+        status=202,
+    ),
+    ApiRoute(
+        "/v1/jobs/{job_id}",
+        "A queued job's state.",
+        None,
+        JobStatus,
+        lambda s, scope, body, params: s.job(params["job_id"]),
+        method="GET",
+    ),
+)
+
+
+def _json(model: ContractModel, status: int = 200) -> Response:
+    return Response(model.to_json(), status_code=status, media_type="application/json")
+
+
+def create_app(
+    engine: MemoryEngine,
+    tokens: TokenTable,
+    *,
+    max_body: int = DEFAULT_MAX_BODY_BYTES,
+    queue: Callable[[], JobSink] = _open_queue,
+    monitor: Callable[[], JobStates] = _open_monitor,
+    prefetch: bool = False,
+    prefetch_executor: Executor | None = None,
+) -> Starlette:
+    """The API over ``engine`` for the holders of ``tokens``.
+
+    Args:
+        engine: The engine every request uses (the caller owns it and closes it after the app stops).
+        tokens: The accepted tokens and their scopes (``TokenTable.insecure_local`` for a loopback-only server).
+        max_body: The largest request body, bytes (413 past it).
+        queue: Makes the job queue on first use (tests pass a double).
+        monitor: Makes the job monitor on first use.
+        prefetch: Serve ``pre_turn`` from the prefetch cache (``MemoryService``; the answer then carries
+            ``earlier_lookup`` and ``age_s``).
+        prefetch_executor: The pool for its refreshes (default: one the service owns and closes).
+
+    Raises:
+        InvalidRequest: ``field="max_body"``: not a positive integer.
+    """
+    if isinstance(max_body, bool) or not isinstance(max_body, int) or max_body <= 0:
+        raise InvalidRequest("must be a positive number of bytes", field="max_body")
+    metrics = Metrics()
+    service = MemoryService(
+        engine, metrics, queue=queue, monitor=monitor, prefetch=prefetch, prefetch_executor=prefetch_executor
+    )
+
+    def endpoint(route: ApiRoute) -> Callable[[Request], Any]:
+        async def handle(request: Request) -> Response:
+            started = time.perf_counter()
+            response: Response
+            try:
+                token = tokens.authenticate(request.headers.get("authorization"))
+                scope = Scope(
+                    token.layout_for(request.query_params.get("root")),
+                    token.agent_for(request.query_params.get("agent")),
+                )
+                body = None if route.body is None else parse_body(route.body, await read_body(request, max_body))
+                params = {k: str(v) for k, v in request.path_params.items()}
+                result = await anyio.to_thread.run_sync(route.call, service, scope, body, params)
+                response = _json(result, route.status)
+            except Exception as exc:  # the one boundary: every error becomes its status here
+                response = error_response(exc)
+            metrics.observe(route.path, route.method, response.status_code, time.perf_counter() - started)
+            return response
+
+        return handle
+
+    async def health(request: Request) -> Response:
+        try:
+            result: Health = await anyio.to_thread.run_sync(service.health)
+        except Exception as exc:
+            return error_response(exc)
+        return _json(result, 200 if result.health.is_serving else 503)
+
+    async def prometheus(request: Request) -> Response:
+        try:
+            tokens.authenticate(request.headers.get("authorization"))
+        except MemoryCoreError as exc:
+            return error_response(exc)
+        return Response(metrics.render(), media_type=CONTENT_TYPE)
+
+    document = openapi_document(ROUTES)
+
+    async def openapi(request: Request) -> Response:
+        return JSONResponse(document)
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        status = exc.status_code if isinstance(exc, HTTPException) else 404
+        if status == 405:
+            body = {"error": "InvalidRequest", "message": f"method {request.method} not allowed", "field": None}
+            return JSONResponse(body, status_code=405)
+        return error_response(NotFound(f"no route {request.url.path}"))
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            service.close()
+
+    routes = [Route(r.path, endpoint(r), methods=[r.method]) for r in ROUTES]
+    routes += [
+        Route("/health", health, methods=["GET"]),
+        Route("/metrics", prometheus, methods=["GET"]),
+        Route("/openapi.json", openapi, methods=["GET"]),
+    ]
+    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={HTTPException: not_found})
+    app.state.service = service
+    app.state.metrics = metrics
+    return app

@@ -1,0 +1,103 @@
+"""The MCP server over ``McpTools`` with the official ``mcp`` SDK: stdio, or streamable HTTP.
+
+Tool calls run on a worker thread (the engine is synchronous). A refused call is an MCP tool error
+(``isError``) whose text is the library's error (``invalid request: limit: …``); nothing else is sent. Over HTTP a
+bearer token (``MEMORY_CORE_MCP_TOKEN``) is required when set, compared in constant time; ``memory-core mcp``
+refuses a non-loopback address without one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import hmac
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import mcp.types as types
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from starlette.applications import Starlette
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+import memory_core
+from memory_core.mcp_server.tools import McpTools
+
+__all__ = ["build_server", "http_app", "run_stdio"]
+
+
+def build_server(tools: McpTools) -> Server[Any, Any]:
+    """The MCP server listing ``tools`` and answering their calls."""
+    server: Server[Any, Any] = Server("memory-core", version=memory_core.__version__)
+
+    @server.list_tools()  # type: ignore[no-untyped-call,untyped-decorator]
+    async def list_tools() -> list[types.Tool]:
+        return [
+            types.Tool(
+                name=t.name,
+                description=t.description,
+                inputSchema=t.input_schema,
+                annotations=types.ToolAnnotations(**t.hints),
+            )
+            for t in tools.list()
+        ]
+
+    # McpTools and MemoryTools check the arguments (one refusal path: the library's InvalidRequest naming the field)
+    @server.call_tool(validate_input=False)  # type: ignore[untyped-decorator]
+    async def call_tool(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        result: dict[str, Any] = await anyio.to_thread.run_sync(tools.call, name, arguments)
+        return result
+
+    return server
+
+
+async def _serve_stdio(server: Server[Any, Any]) -> None:
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())
+
+
+def run_stdio(server: Server[Any, Any]) -> None:
+    """Serve on standard input and output until the client closes them."""
+    anyio.run(_serve_stdio, server)
+
+
+class _BearerGate:
+    """ASGI middleware: 401 unless ``Authorization: Bearer <token>`` matches (digests, constant-time compare)."""
+
+    def __init__(self, app: Any, token: str) -> None:
+        self.app = app
+        self.digest = hashlib.sha256(token.encode("utf-8")).digest()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            headers = dict(scope.get("headers") or [])
+            scheme, _, token = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
+            presented = hashlib.sha256(token.strip().encode("utf-8")).digest()
+            if scheme.lower() != "bearer" or not hmac.compare_digest(presented, self.digest):
+                body = {"error": "Unauthorized", "message": "a bearer token is required (MEMORY_CORE_MCP_TOKEN)"}
+                response = JSONResponse(body, status_code=401, headers={"WWW-Authenticate": "Bearer"})
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def http_app(server: Server[Any, Any], token: str | None = None) -> Any:
+    """An ASGI app serving ``server`` over streamable HTTP at ``/mcp`` (behind a bearer token when given)."""
+    manager = StreamableHTTPSessionManager(app=server)
+
+    class Endpoint:  # an ASGI app (not a request handler), so Starlette hands it the raw scope
+        async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+            await manager.handle_request(scope, receive, send)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with manager.run():
+            yield
+
+    app = Starlette(routes=[Route("/mcp", endpoint=Endpoint())], lifespan=lifespan)
+    return app if token is None else _BearerGate(app, token)

@@ -1,0 +1,164 @@
+"""The five MCP tools of reference §6.4, each one ``MemoryTools`` call under one fixed scope.
+
+| MCP tool | arguments | ``MemoryTools`` call |
+| --- | --- | --- |
+| ``memory.recall`` | ``{question, filter?, limit?}`` | ``memory_recall`` |
+| ``memory.fetch`` | ``{query, mode?, filter?, limit?, cursor?}`` | ``memory_fetch`` |
+| ``memory.list`` | ``{filter?, limit?, cursor?}`` | ``memory_list`` |
+| ``memory.learn`` | ``{text, kind?=fact, confidence?=0.8}`` | ``memory_store {learning}`` |
+| ``memory.forget`` | ``{ids: 1..=100}`` | ``memory_forget {ids}`` |
+
+Limits are capped at ``MCP_MAX_LIMIT`` (100, the reference's ``MEMORY_MAX_LIMIT``): a larger one is refused, and
+one over ``MemoryTools``' own page size is served as a page of that size (``next_cursor`` continues). The scope
+is the server's, fixed when it starts (``host.tools.scoped_tools``): a client cannot name a namespace or reach
+(``MemoryTools`` refuses the keys at any depth, and every schema is closed), so it cannot widen what it reads or
+writes.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from memory_core.errors import InvalidRequest
+from memory_core.items import LearningKind
+from memory_core.tools import MAX_LIMIT, MemoryTools
+
+__all__ = ["MCP_MAX_LIMIT", "McpTool", "McpTools"]
+
+MCP_MAX_LIMIT: Final = 100
+"""The largest ``limit`` or id count an MCP call may give (reference §6.4 ``MEMORY_MAX_LIMIT``)."""
+
+
+@dataclass(frozen=True)
+class McpTool:
+    """One MCP tool: its name, description, closed input schema and behaviour hints (MCP ``ToolAnnotations``)."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    read_only: bool = True
+    destructive: bool = False
+    idempotent: bool = True
+    hints: dict[str, bool] = field(init=False)
+
+    def __post_init__(self) -> None:
+        hints = {"readOnlyHint": self.read_only, "destructiveHint": self.destructive, "idempotentHint": self.idempotent}
+        object.__setattr__(self, "hints", hints)
+
+
+def _limit(schema: dict[str, Any]) -> None:
+    props = schema.get("properties", {})
+    if "limit" in props:
+        props["limit"] = {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": MCP_MAX_LIMIT,
+            "description": f"How many results, 1-{MCP_MAX_LIMIT} (at most {MAX_LIMIT} a page; default 10).",
+        }
+
+
+def _subset(schema: dict[str, Any], keep: tuple[str, ...]) -> dict[str, Any]:
+    out = copy.deepcopy(schema)
+    out["properties"] = {k: v for k, v in out["properties"].items() if k in keep}
+    out["required"] = [k for k in out.get("required", []) if k in keep]
+    out["additionalProperties"] = False
+    _limit(out)
+    return out
+
+
+_LEARN: Final[dict[str, Any]] = {
+    "type": "object",
+    "properties": {
+        "text": {"type": "string", "minLength": 1, "pattern": r"\S", "description": "What to remember."},
+        "kind": {"type": "string", "enum": [k.value for k in LearningKind], "description": "Default fact."},
+        "confidence": {"type": "number", "minimum": 0, "maximum": 1, "description": "0-1 (default 0.8)."},
+    },
+    "required": ["text"],
+    "additionalProperties": False,
+}
+_FORGET: Final[dict[str, Any]] = {
+    "type": "object",
+    "properties": {
+        "ids": {
+            "type": "array",
+            "items": {"type": "string", "minLength": 1, "pattern": r"\S"},
+            "minItems": 1,
+            "maxItems": MCP_MAX_LIMIT,
+            "description": f"Item ids, 1-{MCP_MAX_LIMIT}.",
+        }
+    },
+    "required": ["ids"],
+    "additionalProperties": False,
+}
+
+
+class McpTools:
+    """The MCP tools over ``tools`` (whose scope the caller fixed; see ``scoped_tools``).
+
+    Args:
+        tools: The ``MemoryTools`` to serve; every call goes through them.
+    """
+
+    def __init__(self, tools: MemoryTools) -> None:
+        self.tools = tools
+        specs = {s.name: s for s in tools.specs()}
+        listed: list[McpTool] = [
+            McpTool(
+                "memory.recall",
+                "Answer a question from memory, with citations.",
+                _subset(specs["memory_recall"].parameters, ("question", "filter", "limit")),
+            )
+        ]
+        if "memory_fetch" in specs:
+            listed.append(
+                McpTool(
+                    "memory.fetch",
+                    "Search memory; ranked hits.",
+                    _subset(specs["memory_fetch"].parameters, ("query", "mode", "filter", "limit", "cursor")),
+                )
+            )
+        listed.append(
+            McpTool(
+                "memory.list",
+                "List memory items, newest first, page by page.",
+                _subset(specs["memory_list"].parameters, ("filter", "limit", "cursor")),
+            )
+        )
+        if "memory_store" in specs:
+            listed.append(McpTool("memory.learn", "Remember a fact.", _LEARN, read_only=False, idempotent=False))
+            listed.append(McpTool("memory.forget", "Forget items by id.", _FORGET, read_only=False, destructive=True))
+        self._listed = {t.name: t for t in listed}
+
+    def list(self) -> list[McpTool]:
+        """The tools, reads first."""
+        return list(self._listed.values())
+
+    def call(self, name: str, arguments: Mapping[str, Any] | None) -> dict[str, Any]:
+        """Run one MCP tool call through ``MemoryTools``; a JSON-ready result.
+
+        Raises:
+            InvalidRequest: an unknown tool, a limit or id count over ``MCP_MAX_LIMIT``, or what ``MemoryTools``
+                refuses (a ``namespace``/``reach`` key, an unknown key, a malformed value).
+            MemoryCoreError: what the engine raises.
+        """
+        if name not in self._listed:
+            raise InvalidRequest(f"unknown tool {name!r} (tools: {', '.join(self._listed)})", field="name")
+        args = dict(arguments or {})
+        limit = args.get("limit")
+        if isinstance(limit, int) and not isinstance(limit, bool):
+            if limit > MCP_MAX_LIMIT:
+                raise InvalidRequest(f"must be at most {MCP_MAX_LIMIT}", field="limit")
+            args["limit"] = min(limit, MAX_LIMIT)
+        if name == "memory.learn":
+            learning = {"text": args.pop("text", None), "learning_kind": args.pop("kind", None)}
+            learning["confidence"] = args.pop("confidence", None)
+            return self.tools.call("memory_store", {"learning": learning, **args})
+        if name == "memory.forget":
+            ids = args.get("ids")
+            if isinstance(ids, list) and len(ids) > MCP_MAX_LIMIT:
+                raise InvalidRequest(f"at most {MCP_MAX_LIMIT} ids", field="ids")
+            return self.tools.call("memory_forget", args)
+        return self.tools.call("memory_" + name.removeprefix("memory."), args)

@@ -1,0 +1,49 @@
+"""Scrub a background job before it is submitted; pure.
+
+Scrubbed where text enters the job flow, no secret sits in the broker, the outbox, Flower's task arguments, the
+result backend or a dead letter (seed 001: "scrubbed outbox entries").
+
+An ``IngestBrain``'s documents are scrubbed as ``scrub_item`` scrubs a document (title, text, ``meta.url``);
+a ``BuildBeliefs`` carries no text and comes back as is. A job with nothing to scrub is the same object.
+"""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from memory_core.lifecycle.documents import BrainDocument
+from memory_core.lifecycle.jobs import IngestBrain
+from memory_core.safety.detector import Policy
+from memory_core.safety.items import scrub_url
+from memory_core.safety.scrub import scrub
+
+__all__ = ["scrub_brain_document", "scrub_job"]
+
+Job = TypeVar("Job")
+
+
+def scrub_brain_document(document: BrainDocument, policy: Policy | None = None) -> BrainDocument:
+    """``document`` with its title, text and ``meta.url`` scrubbed (the same object when nothing changed)."""
+    title = None if document.title is None else scrub(document.title, policy)
+    text = scrub(document.text, policy)
+    url = None if document.meta.url is None else scrub_url(document.meta.url, policy)
+    if (title, text, url) == (document.title, document.text, document.meta.url):
+        return document
+    meta = document.meta if url == document.meta.url else document.meta.model_copy(update={"url": url})
+    return document.model_copy(update={"title": title, "text": text, "meta": meta})
+
+
+def scrub_job(job: Job, policy: Policy | None = None) -> Job:
+    """``job`` with every text it carries scrubbed; jobs carrying no text come back unchanged.
+
+    Args:
+        job: A background job (``IngestBrain``, ``BuildBeliefs``, …).
+        policy: The scrub policy; None: ``Policy.default()``.
+    """
+    if isinstance(job, IngestBrain):
+        documents = tuple(scrub_brain_document(doc, policy) for doc in job.documents)
+        if all(a is b for a, b in zip(documents, job.documents, strict=True)):
+            return job
+        scrubbed: Job = job.model_copy(update={"documents": documents})
+        return scrubbed
+    return job
