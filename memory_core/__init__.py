@@ -43,6 +43,7 @@ from memory_core.items import (
     parse_item,
 )
 from memory_core.limits import BELIEF_TAG, MAX_GET_IDS, MAX_STORE_MANY
+from memory_core.memory_log import LogChange, LogPage, LogRecord, MemoryStatus, RecordOp, Tier
 from memory_core.meta import (
     ItemKind,
     MemoryMeta,
@@ -149,4 +150,10 @@ __all__ = [
     "open_engine",
     "parse_item",
     "register_engine",
+    "LogChange",
+    "LogPage",
+    "LogRecord",
+    "MemoryStatus",
+    "RecordOp",
+    "Tier",
 ]

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import ClassVar
+
+from pydantic import ConfigDict
 
 from memory_core._model import ContractModel, StrictBool
 from memory_core.consolidation import Consolidation
@@ -16,8 +19,20 @@ class EngineDescriptor(ContractModel):
     """What an engine is and offers (contract reference §1.11).
 
     JSON: ``{id, label, description, hosted, needs_endpoint, needs_key, default_endpoint?, fetch_modes,
-    consolidation}``.
+    consolidation, log?, tiers?}``.
+
+    ``log`` and ``tiers`` are the optional capabilities of memory as a log (seed 002; ``memory_core.memory_log``):
+    ``log`` offers ``current_lsn``, ``log``, ``as_of``, ``retract``, ``rollback``, ``history`` and ``move``;
+    ``tiers`` honours a read's ``tiers`` filter. Both default to false and are left out of JSON while false, so
+    an engine that declares neither writes the JSON older clients read, and older JSON reads as before.
+
+    Unlike requests, a descriptor reads keys it does not know (a capability added after this version) as a
+    capability not offered, so a newer engine's descriptor stays readable here as this one's stays readable by
+    older versions while it declares nothing new.
     """
+
+    model_config = ContractModel.model_config | ConfigDict(extra="ignore")
+    __omit_defaults__: ClassVar[frozenset[str]] = frozenset({"log", "tiers"})
 
     id: str
     label: str
@@ -28,6 +43,8 @@ class EngineDescriptor(ContractModel):
     default_endpoint: str | None = None
     fetch_modes: tuple[FetchMode, ...] = ()
     consolidation: Consolidation = Consolidation.NONE
+    log: StrictBool = False
+    tiers: StrictBool = False
 
     def supports(self, mode: FetchMode) -> bool:
         """True when ``mode`` is declared."""
@@ -41,6 +58,24 @@ class EngineDescriptor(ContractModel):
         """
         if mode not in self.fetch_modes:
             raise Unsupported(f"engine `{self.id}` does not offer {mode.value} fetch")
+
+    def ensure_log(self, what: str) -> None:
+        """Raise ``Unsupported`` unless the engine keeps a log.
+
+        Raises:
+            Unsupported: "engine `X` keeps no log (no <what>)".
+        """
+        if not self.log:
+            raise Unsupported(f"engine `{self.id}` keeps no log (no {what})")
+
+    def ensure_tiers(self) -> None:
+        """Raise ``Unsupported`` unless the engine honours a ``tiers`` filter.
+
+        Raises:
+            Unsupported: "engine `X` does not filter by tier".
+        """
+        if not self.tiers:
+            raise Unsupported(f"engine `{self.id}` does not filter by tier")
 
     def preferred_mode(self) -> FetchMode | None:
         """``hybrid`` when declared, else the first declared mode, else None."""

@@ -17,6 +17,13 @@ the contract's defaults (reference §1.2):
 | ``_consolidate`` | ``Unsupported`` |
 | ``_beliefs`` | none |
 | ``_scopes`` | the namespaces under the reach holding admitted kinds, by exploring; no write or build marks |
+| ``_current_lsn``, ``_log``, ``_as_of``, ``_retract``, ``_rollback``, ``_history``, ``_move`` | none: ``Unsupported`` |
+
+The log hooks (memory as a log, seed 002; ``memory_core.memory_log``) are optional: an engine offering them
+declares ``log = true`` in its descriptor, and the public methods refuse with ``Unsupported`` otherwise, before
+any hook runs. The base defines no log hook: they are looked up by name (``LOG_HOOKS``), so a wrapper that
+forwards the attributes it lacks to the engine it wraps (and copies its descriptor) forwards the log too. A
+``tiers`` filter on ``fetch``/``recall`` is refused the same way unless the engine declares ``tiers``.
 
 Required hooks: ``descriptor``, ``health``, ``_recall``, ``_fetch``, ``_store``, ``_forget``, ``_list``.
 Engines must be safe to call from several threads at once (holistic recall reads concurrently).
@@ -26,7 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Final, Self, cast
 
 from memory_core.consolidation import (
     BeliefsRequest,
@@ -40,6 +47,7 @@ from memory_core.errors import InvalidRequest, Unsupported
 from memory_core.explore import ExplorePage, ExploreRequest, Facet, tally
 from memory_core.items import Conversation, Document, Learning, parse_item, validate_item
 from memory_core.limits import LISTING_PAGE_SIZE, MAX_BUCKETS, MAX_GET_IDS, MAX_SCAN_LIMIT, MAX_STORE_MANY
+from memory_core.memory_log import MAX_LOG_PAGE, LogChange, LogPage, LogRecord, Tier
 from memory_core.meta import ItemKind, MetaFilter
 from memory_core.namespace import Namespace, Reach
 from memory_core.query import (
@@ -59,7 +67,10 @@ from memory_core.query import (
     StoreReceipt,
 )
 
-__all__ = ["AnyItem", "Hits", "MemoryEngine", "Receipts", "check_engine", "validate_many"]
+__all__ = ["LOG_HOOKS", "AnyItem", "Hits", "MemoryEngine", "Receipts", "check_engine", "validate_many"]
+
+LOG_HOOKS: Final = ("_current_lsn", "_log", "_as_of", "_retract", "_rollback", "_history", "_move")
+"""The hooks of the log capability (seed 002), looked up by name; an engine offering the log defines them all."""
 
 AnyItem = Document | Conversation | Learning
 """A concrete stored item."""
@@ -166,7 +177,10 @@ class MemoryEngine:
         Raises:
             InvalidRequest: blank question, zero limit, bad time hint.
         """
-        return self._recall(RecallRequest.coerce(request, "request"))
+        req = RecallRequest.coerce(request, "request")
+        if req.tiers:
+            self.descriptor().ensure_tiers()
+        return self._recall(req)
 
     def fetch(self, request: FetchRequest | Mapping[str, Any]) -> FetchPage:
         """Ranked raw hits for a query.
@@ -177,6 +191,8 @@ class MemoryEngine:
         """
         req = FetchRequest.coerce(request, "request")
         self.descriptor().ensure_mode(req.mode)
+        if req.tiers:
+            self.descriptor().ensure_tiers()
         return self._fetch(req)
 
     def store(self, item: AnyItem | Mapping[str, Any]) -> StoreReceipt:
@@ -306,6 +322,117 @@ class MemoryEngine:
         """
         return self._scopes(ConsolidateRequest.coerce(request, "request"))
 
+    # public, the log (optional; seed 002) ------------------------------------------------------------
+    def current_lsn(self) -> int:
+        """The LSN of the last record written (0 for an empty log).
+
+        Raises:
+            Unsupported: the engine keeps no log.
+        """
+        self.descriptor().ensure_log("current_lsn")
+        return cast(int, self._log_hook("_current_lsn")())
+
+    def log(self, since: int = 0, limit: int = 100) -> LogPage:
+        """The records after LSN ``since``, at most ``limit`` (1..=1000), in LSN order.
+
+        Raises:
+            InvalidRequest: ``since`` negative or not an int; ``limit`` outside 1..=1000.
+            Unsupported: the engine keeps no log.
+        """
+        since = _checked_lsn(since, "since")
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LOG_PAGE:
+            raise InvalidRequest(f"must be an integer in 1..={MAX_LOG_PAGE}", field="limit")
+        self.descriptor().ensure_log("log")
+        return cast(LogPage, self._log_hook("_log")(since, limit))
+
+    def as_of(self, lsn: int) -> MemoryEngine:
+        """A read-only view of the state at ``lsn``: the same ``fetch``, ``recall``, ``list``, ``get``, ``beliefs``.
+
+        Content forgotten since is not in the view (a forget removes the text for good). Transactions are all or
+        nothing: an ``lsn`` inside one reads as the state before it. The view's writes raise ``Unsupported``.
+
+        Raises:
+            InvalidRequest: ``lsn`` negative, not an int, or past ``current_lsn()``.
+            Unsupported: the engine keeps no log.
+        """
+        lsn = _checked_lsn(lsn, "lsn")
+        self.descriptor().ensure_log("as_of")
+        last = cast(int, self._log_hook("_current_lsn")())
+        if lsn > last:
+            raise InvalidRequest(f"LSN {lsn} is past the last record {last}", field="lsn")
+        return cast(MemoryEngine, self._log_hook("_as_of")(lsn))
+
+    def retract(self, ids: Sequence[str], reason: str) -> LogChange:
+        """Mark memories ``retracted`` (content kept) and all they derive, transitively, ``stale``; one transaction.
+
+        Unknown, forgotten and already retracted ids are left alone.
+
+        Raises:
+            InvalidRequest: no ids, a blank id, or a blank reason.
+            Unsupported: the engine keeps no log.
+        """
+        checked = _checked_ids(ids)
+        why = _checked_reason(reason)
+        self.descriptor().ensure_log("retract")
+        return cast(LogChange, self._log_hook("_retract")(checked, why))
+
+    def rollback(self, to_lsn: int, reason: str) -> LogChange:
+        """Bring state back to what it was at ``to_lsn`` with compensating records, in one transaction.
+
+        Nothing is erased: a rollback is itself rolled back the same way. Memories forgotten since cannot
+        come back; they are named in ``unrecoverable`` and the change's ``note`` says so.
+
+        Raises:
+            InvalidRequest: ``to_lsn`` negative, not an int, or past ``current_lsn()``; a blank reason.
+            Unsupported: the engine keeps no log.
+        """
+        lsn = _checked_lsn(to_lsn, "to_lsn")
+        why = _checked_reason(reason)
+        self.descriptor().ensure_log("rollback")
+        last = cast(int, self._log_hook("_current_lsn")())
+        if lsn > last:
+            raise InvalidRequest(f"LSN {lsn} is past the last record {last}", field="to_lsn")
+        return cast(LogChange, self._log_hook("_rollback")(lsn, why))
+
+    def history(self, item_id: str) -> tuple[LogRecord, ...]:
+        """Every record about ``item_id``, in LSN order (empty for an id the log never saw).
+
+        Raises:
+            InvalidRequest: a blank id.
+            Unsupported: the engine keeps no log.
+        """
+        if not isinstance(item_id, str) or not item_id.strip():
+            raise InvalidRequest("id is blank", field="id")
+        self.descriptor().ensure_log("history")
+        return cast(tuple[LogRecord, ...], self._log_hook("_history")(item_id))
+
+    def move(self, ids: Sequence[str], tier: Tier | str, reason: str) -> LogChange:
+        """Move memories to ``tier`` (status unchanged); one transaction. Ids already there are left alone.
+
+        Raises:
+            InvalidRequest: no ids, a blank id, an unknown tier, or a blank reason.
+            Unsupported: the engine keeps no log.
+        """
+        checked = _checked_ids(ids)
+        try:
+            to = Tier(tier)
+        except ValueError:
+            raise InvalidRequest(f"unknown tier {tier!r}", field="tier") from None
+        why = _checked_reason(reason)
+        self.descriptor().ensure_log("move")
+        return cast(LogChange, self._log_hook("_move")(checked, to, why))
+
+    def _log_hook(self, name: str) -> Any:
+        """The log hook ``name`` (one of ``LOG_HOOKS``), found by name.
+
+        Raises:
+            Unsupported: the engine declares ``log`` but has no such hook.
+        """
+        hook = getattr(self, name, None)
+        if not callable(hook):
+            raise Unsupported(f"engine `{self.descriptor().id}` keeps no log (it has no {name})")
+        return hook
+
     # hooks: required -----------------------------------------------------------------------------------
     def _recall(self, request: RecallRequest) -> RecallAnswer:
         raise NotImplementedError(f"{type(self).__name__} must implement _recall")
@@ -364,6 +491,18 @@ class MemoryEngine:
 
     def _scopes(self, request: ConsolidateRequest) -> Scopes:
         return scopes_by_exploring(self, request)
+
+
+def _checked_lsn(value: object, field: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidRequest("must be an LSN, an integer >= 0", field=field)
+    return value
+
+
+def _checked_reason(value: object) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidRequest("say why: the reason is blank", field="reason")
+    return value.strip()
 
 
 def explore_by_listing(engine: MemoryEngine, request: ExploreRequest) -> ExplorePage:

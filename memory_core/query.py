@@ -18,6 +18,7 @@ from memory_core._model import ContractModel, StrictBool, StrictInt, utc
 from memory_core.errors import InvalidRequest
 from memory_core.items import Conversation, Document, Learning, StoreItem
 from memory_core.limits import MAX_FORGET_IDS, MAX_GET_IDS, MAX_PAGE_LIMIT
+from memory_core.memory_log import MemoryStatus, Tier
 from memory_core.meta import ItemKind, MemoryMeta, MetaFilter, USize
 from memory_core.namespace import Reach
 
@@ -76,7 +77,8 @@ class Hit(ContractModel):
 
     ``text`` is the item's ``render_text()``; ``confidence`` is set only for learnings; listings score 0.
     ``derived_from`` (a memory-core extension, left out of JSON when empty) names the stored items a belief
-    hit was built from, so a reader can follow a belief to its evidence.
+    hit was built from, so a reader can follow a belief to its evidence. ``status`` and ``tier`` (seed 002) are
+    set only by engines that keep a log, and left out of JSON otherwise.
     """
 
     __omit_defaults__: ClassVar[frozenset[str]] = frozenset({"derived_from"})
@@ -88,6 +90,8 @@ class Hit(ContractModel):
     score: float = 0.0
     confidence: float | None = None
     derived_from: tuple[str, ...] = ()
+    status: MemoryStatus | None = None
+    tier: Tier | None = None
 
     @classmethod
     def of(cls, item: Document | Conversation | Learning, score: float = 0.0, item_id: str | None = None) -> Hit:
@@ -136,13 +140,20 @@ class TimeHint(ContractModel):
 
 
 class RecallRequest(ContractModel):
-    """``{question, filter, limit, instructions?, refers_to?}``: ask for a synthesised answer with citations."""
+    """``{question, filter, limit, instructions?, refers_to?, tiers?}``: ask for a synthesised answer.
+
+    ``tiers`` (seed 002) names the tiers read; empty (the default, left out of JSON) reads every tier but
+    ``archive``. Only engines declaring ``tiers`` take a non-empty one.
+    """
+
+    __omit_defaults__: ClassVar[frozenset[str]] = frozenset({"tiers"})
 
     question: NonBlank
     filter: MetaFilter = Field(default_factory=MetaFilter)
     limit: Limit = 10
     instructions: str | None = None
     refers_to: TimeHint | None = None
+    tiers: tuple[Tier, ...] = ()
 
 
 class Citation(ContractModel):
@@ -168,9 +179,11 @@ class FetchRequest(ContractModel):
 
     ``beliefs`` asks for up to N beliefs from the same reads (first page only; left out of JSON when 0).
     ``max_scopes`` reads at most N scopes: those the query names first, then the most recently written.
+    ``tiers`` (seed 002) names the tiers read; empty (the default, left out of JSON) reads every tier but
+    ``archive``. Only engines declaring ``tiers`` take a non-empty one.
     """
 
-    __omit_defaults__: ClassVar[frozenset[str]] = frozenset({"beliefs"})
+    __omit_defaults__: ClassVar[frozenset[str]] = frozenset({"beliefs", "tiers"})
 
     query: NonBlank
     mode: FetchMode = FetchMode.HYBRID
@@ -180,6 +193,7 @@ class FetchRequest(ContractModel):
     beliefs: StrictInt = Field(default=0, ge=0, le=MAX_PAGE_LIMIT)
     refers_to: TimeHint | None = None
     max_scopes: USize | None = Field(default=None, gt=0)
+    tiers: tuple[Tier, ...] = ()
 
 
 class FetchPage(ContractModel):

@@ -56,11 +56,11 @@ test_reference_conforms_through_the_helper = conformance_test(lambda tmp_path: R
 test_an_engine_class_is_a_factory_too = conformance_test(ReferenceEngine)
 
 
-def test_the_suite_runs_the_18_checks_of_the_contract_in_order() -> None:
+def test_the_suite_runs_the_18_checks_of_the_contract_then_the_5_log_checks_in_order() -> None:
     assert CHECK_NAMES == (
         "health", "round_trip", "export", "replay", "explore", "get", "store_many", "store_with",
         "fetch_filters", "unsupported_modes", "namespaces", "erase", "empty_forget", "forget_by_id",
-        "forget_by_filter", "recall", "consolidate", "cleanup",
+        "forget_by_filter", "recall", "consolidate", "log", "retract", "as_of", "tombstone", "tiers", "cleanup",
     )  # fmt: skip
 
 
@@ -139,8 +139,8 @@ def test_each_fault_is_caught_by_the_check_the_contract_names(fault: Fault) -> N
     assert inner.is_empty()
 
 
-def test_the_fault_table_names_a_check_for_each_of_the_18_faults() -> None:
-    assert len(Fault) == 18
+def test_the_fault_table_names_a_check_for_each_of_the_23_faults() -> None:
+    assert len(Fault) == 23
     assert set(FAULT_CHECKS) == set(Fault)
     assert set(FAULT_CHECKS.values()) <= set(CHECK_NAMES)
 
@@ -158,7 +158,7 @@ class _Minimal(MemoryEngine):
         self.inner = ReferenceEngine(Consolidation.NONE)
 
     def descriptor(self) -> EngineDescriptor:
-        return self.inner.descriptor().model_copy(update={"id": "minimal"})
+        return self.inner.descriptor().model_copy(update={"id": "minimal", "log": False, "tiers": False})
 
     def health(self) -> EngineHealth:
         return EngineHealth.ok()
@@ -184,9 +184,21 @@ def test_an_engine_on_the_contract_defaults_passes_and_skips_export_and_erase() 
     report = run(engine)
     assert report.passed, report.render()
     skipped = {r.name for r in report.results if r.status is CheckStatus.SKIPPED}
-    assert skipped == {"export", "erase"}
+    assert skipped == {"export", "erase", "log", "retract", "as_of", "tombstone", "tiers"}
+    assert "does not declare log" in report.result("retract").detail
     assert "unsupported" in report.result("consolidate").detail
     assert engine.inner.is_empty()
+
+
+class _ClaimsTheLog(_Minimal):
+    def descriptor(self) -> EngineDescriptor:
+        return super().descriptor().model_copy(update={"log": True})
+
+
+def test_an_engine_declaring_the_log_without_offering_it_fails_the_log_check() -> None:
+    report = run(_ClaimsTheLog())
+    first = report.first_failure
+    assert first is not None and first.name == "log" and "keeps no log" in first.detail, report.render()
 
 
 class _Unreachable(ReferenceEngine):
@@ -304,7 +316,7 @@ def test_cli_faults_shows_every_fault_caught_by_its_check() -> None:
     rows = json.loads(out)["faults"]
     assert [(r["fault"], r["caught_by"]) for r in rows] == [(f.value, FAULT_CHECKS[f]) for f in Fault]
     code, out = _invoke("--engine", "reference://", "--faults")
-    assert code == 0 and "18 of 18 faults caught" in " ".join(out.split())
+    assert code == 0 and "23 of 23 faults caught" in " ".join(out.split())
 
 
 def test_cli_faults_table_keeps_one_readable_row_per_fault_at_80_columns() -> None:
@@ -347,7 +359,7 @@ def test_cli_faults_exits_nonzero_when_a_fault_is_caught_by_another_check(monkey
     args = ["conformance", "--engine", "reference://", "--faults"]
     result = cli.invoke(load_commands(), args, env={"COLUMNS": "200"})
     assert result.exit_code == 1
-    assert "17 of 18 faults caught by their named check" in " ".join(result.output.split())
+    assert "22 of 23 faults caught by their named check" in " ".join(result.output.split())
     row = next(line for line in result.output.splitlines() if Fault.NEVER_REPLAY.value in line)
     assert "export" in row and "elsewhere" in row and "expected replay" in row
 

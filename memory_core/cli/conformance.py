@@ -80,11 +80,11 @@ def conformance(
     engine: EngineOption = None,
     faults: Annotated[
         bool,
-        typer.Option("--faults", help="Inject each of the 18 faults; exit 1 unless each is caught by its named check."),
+        typer.Option("--faults", help="Inject each of the 23 faults; exit 1 unless each is caught by its named check."),
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
-    """Run the 18-check conformance suite against an engine (or, with --faults, test the suite itself)."""
+    """Run the 23-check conformance suite against an engine (or, with --faults, test the suite itself)."""
     url = engine or get_settings().engine
     console = Console()
     if faults:

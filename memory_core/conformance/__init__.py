@@ -1,4 +1,6 @@
-"""The conformance suite: the 18 checks every engine must pass (contract reference §2).
+"""The conformance suite: 23 checks (contract reference §2, and memory as a log, seed 002).
+
+The 18 of the contract every engine must pass; the 5 of the log are skipped for engines that do not declare ``log``.
 
 ```python
 from memory_core.conformance import run
@@ -12,14 +14,14 @@ assert report.passed, report.render()
 | ``fixtures`` | the round-trip items and the per-field filter probes |
 | ``checks_*`` | the checks, in the order of ``runner.CHECKS`` |
 | ``runner`` | ``run`` (stop at the first failure, always clean up) and ``run_faults`` |
-| ``faults`` | ``FaultyEngine`` and its 18 faults, each with the check that must catch it |
+| ``faults`` | ``FaultyEngine`` and its 23 faults, each with the check that must catch it |
 | ``testing`` | ``conformance_test`` / ``assert_conforms`` for an engine's own test module |
 
 The CLI is ``memory-core conformance --engine URL [--faults] [--json]``.
 """
 
 from memory_core.conformance.context import Run
-from memory_core.conformance.faults import FAULT_CHECKS, Fault, FaultyEngine
+from memory_core.conformance.faults import FAULT_CHECKS, LOG_FAULTS, Fault, FaultyEngine, applicable
 from memory_core.conformance.report import (
     CheckFailed,
     CheckResult,
@@ -36,6 +38,7 @@ __all__ = [
     "CHECKS",
     "CHECK_NAMES",
     "FAULT_CHECKS",
+    "LOG_FAULTS",
     "CheckFailed",
     "CheckResult",
     "CheckSkipped",
@@ -48,6 +51,7 @@ __all__ = [
     "FaultyEngine",
     "Run",
     "SuiteReport",
+    "applicable",
     "run",
     "run_faults",
 ]

@@ -39,6 +39,7 @@ from memory_core.errors import InvalidRequest
 from memory_core.explore import Bucket, ExplorePage, ExploreRequest
 from memory_core.items import Learning, LearningKind
 from memory_core.limits import BELIEF_TAG, LISTING_PAGE_SIZE
+from memory_core.memory_log import LogChange, LogPage, LogRecord, Tier
 from memory_core.meta import ItemKind, MetaFilter
 from memory_core.namespace import Reach
 from memory_core.query import (
@@ -56,11 +57,14 @@ from memory_core.query import (
 )
 from memory_core.scoring import keyword_score, tokenize
 
-__all__ = ["FAULT_CHECKS", "Fault", "FaultyEngine"]
+__all__ = ["FAULT_CHECKS", "LOG_FAULTS", "Fault", "FaultyEngine", "applicable"]
 
 
 class Fault(StrEnum):
-    """The 17 faults of the contract reference §2 and one of issue 11 rule 1, each a realistic engine bug."""
+    """23 faults, each a realistic engine bug.
+
+    17 of the contract reference §2, one of issue 11 rule 1 and five of memory as a log (seed 002).
+    """
 
     IGNORE_FETCH_FILTER = "IgnoreFetchFilter"
     """``fetch`` honours the reach (its index is partitioned by namespace) but ignores every metadata field."""
@@ -100,6 +104,16 @@ class Fault(StrEnum):
     TIMES_AS_UNIX_SECONDS = "TimesAsUnixSeconds"
     """Keeps ``observed_at`` as signed 32-bit Unix seconds (an ``int4`` column): microseconds are dropped and times
     outside 1901-12-13..2038-01-19 are clamped, so an accepted time reads back as another (issue 11 rule 1)."""
+    LSN_NEVER_ADVANCES = "LsnNeverAdvances"
+    """``current_lsn`` answers the high-water mark read when the connection opened, never the latest record."""
+    GET_HIDES_STATUS = "GetHidesStatus"
+    """``get`` reads the item table without joining the state, so a retracted or stale memory shows no status."""
+    AS_OF_IGNORES_LSN = "AsOfIgnoresLsn"
+    """``as_of`` opens its snapshot at the latest LSN whatever it is asked (the bound is dropped)."""
+    ROLLBACK_HIDES_LOSS = "RollbackHidesLoss"
+    """A rollback past a forget reports success and leaves out what it could not restore."""
+    ARCHIVE_IN_STANDARD_READ = "ArchiveInStandardRead"
+    """The standard fetch has no tier clause, so archived memories come back in every read."""
 
 
 FAULT_CHECKS: Final[dict[Fault, str]] = {
@@ -121,8 +135,34 @@ FAULT_CHECKS: Final[dict[Fault, str]] = {
     Fault.BELIEFS_UNTAGGED: "consolidate",
     Fault.BELIEFS_OUT_OF_REACH: "consolidate",
     Fault.TIMES_AS_UNIX_SECONDS: "round_trip",
+    Fault.LSN_NEVER_ADVANCES: "log",
+    Fault.GET_HIDES_STATUS: "retract",
+    Fault.AS_OF_IGNORES_LSN: "as_of",
+    Fault.ROLLBACK_HIDES_LOSS: "tombstone",
+    Fault.ARCHIVE_IN_STANDARD_READ: "tiers",
 }
-"""The check that must catch each fault (reference §2, "The suite tests itself")."""
+"""The check that must catch each fault (reference §2, "The suite tests itself"; the log faults, seed 002)."""
+
+LOG_FAULTS: Final[frozenset[Fault]] = frozenset(
+    {
+        Fault.LSN_NEVER_ADVANCES,
+        Fault.GET_HIDES_STATUS,
+        Fault.AS_OF_IGNORES_LSN,
+        Fault.ROLLBACK_HIDES_LOSS,
+        Fault.ARCHIVE_IN_STANDARD_READ,
+    }
+)
+"""The faults of the log capability: they can only be injected into an engine that declares ``log``."""
+
+
+def applicable(fault: Fault, descriptor: EngineDescriptor) -> bool:
+    """True when ``fault`` can be injected into an engine with ``descriptor``.
+
+    A log fault needs ``log``; ``ArchiveInStandardRead`` also needs ``tiers`` and a fetch mode.
+    """
+    if fault is Fault.ARCHIVE_IN_STANDARD_READ:
+        return descriptor.log and descriptor.tiers and bool(descriptor.fetch_modes)
+    return descriptor.log or fault not in LOG_FAULTS
 
 
 class FaultyEngine(MemoryEngine):
@@ -140,6 +180,7 @@ class FaultyEngine(MemoryEngine):
         self.inner = inner
         self.fault = Fault(fault)
         self._tickets = itertools.count(1)
+        self._opened_lsn: int | None = None
 
     # identity ------------------------------------------------------------------------------------------
     def descriptor(self) -> EngineDescriptor:
@@ -205,6 +246,8 @@ class FaultyEngine(MemoryEngine):
     def _fetch(self, request: FetchRequest) -> FetchPage:
         if self.fault is Fault.IGNORE_FETCH_FILTER:
             request = request.model_copy(update={"filter": MetaFilter(reach=request.filter.reach)})
+        if self.fault is Fault.ARCHIVE_IN_STANDARD_READ and not request.tiers:
+            request = request.model_copy(update={"tiers": tuple(Tier)})
         return self.inner.fetch(request)
 
     def _receipt(self, receipt: StoreReceipt) -> StoreReceipt:
@@ -251,6 +294,8 @@ class FaultyEngine(MemoryEngine):
         if self.fault is Fault.GET_IGNORES_REACH:
             request = request.model_copy(update={"reach": None})
         hits = self.inner.get(request)
+        if self.fault is Fault.GET_HIDES_STATUS:
+            return [hit.model_copy(update={"status": None}) for hit in hits]
         if self.fault is Fault.TIMES_AS_UNIX_SECONDS:
             return [_unix_seconds(hit) for hit in hits]
         if self.fault is not Fault.GET_UNORDERED:
@@ -279,6 +324,38 @@ class FaultyEngine(MemoryEngine):
 
     def _scopes(self, request: ConsolidateRequest) -> list[BuildScope]:
         return self.inner.scopes(request)
+
+    # the log (forwarded; the log faults) ---------------------------------------------------------------
+    def _current_lsn(self) -> int:
+        lsn = self.inner.current_lsn()
+        if self.fault is Fault.LSN_NEVER_ADVANCES:
+            if self._opened_lsn is None:
+                self._opened_lsn = lsn
+            return self._opened_lsn
+        return lsn
+
+    def _log(self, since: int, limit: int) -> LogPage:
+        return self.inner.log(since, limit)
+
+    def _as_of(self, lsn: int) -> MemoryEngine:
+        if self.fault is Fault.AS_OF_IGNORES_LSN:
+            lsn = self.inner.current_lsn()
+        return self.inner.as_of(lsn)
+
+    def _retract(self, ids: tuple[str, ...], reason: str) -> LogChange:
+        return self.inner.retract(ids, reason)
+
+    def _rollback(self, to_lsn: int, reason: str) -> LogChange:
+        change = self.inner.rollback(to_lsn, reason)
+        if self.fault is Fault.ROLLBACK_HIDES_LOSS:
+            return change.model_copy(update={"unrecoverable": (), "note": None})
+        return change
+
+    def _history(self, item_id: str) -> tuple[LogRecord, ...]:
+        return self.inner.history(item_id)
+
+    def _move(self, ids: tuple[str, ...], tier: Tier, reason: str) -> LogChange:
+        return self.inner.move(ids, tier, reason)
 
     # the Beliefs* faults' belief source ----------------------------------------------------------------
     def _read_time_beliefs(self, request: BeliefsRequest, reach: Reach, *, tag: bool) -> list[Hit]:

@@ -1,4 +1,6 @@
-"""Running the suite: the 18 checks of the contract reference §2 in order, and the fault self-test.
+"""Running the suite: the 23 checks in order, and the fault self-test.
+
+The checks are the 18 of the contract reference §2, then the 5 of memory as a log (seed 002).
 
 ``run(engine)`` executes the checks in order and stops at the first failure; the checks not reached are
 reported as skipped, and ``cleanup`` runs whatever happened. ``run_faults(open_inner)`` wraps a fresh engine in
@@ -17,12 +19,13 @@ from memory_core.conformance import (
     checks_filters,
     checks_forget,
     checks_items,
+    checks_log,
     checks_namespaces,
     checks_reads,
     checks_writes,
 )
 from memory_core.conformance.context import CheckContext, Run
-from memory_core.conformance.faults import FAULT_CHECKS, Fault, FaultyEngine
+from memory_core.conformance.faults import FAULT_CHECKS, Fault, FaultyEngine, applicable
 from memory_core.conformance.report import (
     CheckResult,
     CheckSkipped,
@@ -61,9 +64,15 @@ CHECKS: Final[tuple[Check, ...]] = (
     Check("forget_by_filter", checks_forget.forget_by_filter),
     Check("recall", checks_answers.recall),
     Check("consolidate", checks_answers.consolidate),
+    Check("log", checks_log.log),
+    Check("retract", checks_log.retract),
+    Check("as_of", checks_log.as_of),
+    Check("tombstone", checks_log.tombstone),
+    Check("tiers", checks_log.tiers),
     Check("cleanup", checks_forget.cleanup),
 )
-"""The 18 checks in execution order (reference §2); ``cleanup`` is last and always runs."""
+"""The 23 checks in execution order (reference §2, then the log checks of seed 002, skipped for engines that do
+not declare ``log``); ``cleanup`` is last and always runs."""
 
 CHECK_NAMES: Final[tuple[str, ...]] = tuple(check.name for check in CHECKS)
 """The check names, in order."""
@@ -168,14 +177,17 @@ def run_faults(open_inner: Callable[[], MemoryEngine], faults: tuple[Fault, ...]
 
     Args:
         open_inner: Opens the engine to wrap; called once per fault so each run starts from a fresh engine.
-        faults: The faults to inject (every one by default).
+        faults: The faults to inject (every one by default). Faults of a capability the inner engine does not
+            declare (the log faults, for an engine without ``log``) are left out: there is nothing to break.
 
     Returns:
-        One result per fault, in order.
+        One result per injected fault, in order.
     """
     out: list[FaultResult] = []
     for fault in faults:
         with open_inner() as inner:
+            if not applicable(fault, inner.descriptor()):
+                continue
             report = run(FaultyEngine(inner, fault))
         first = report.first_failure
         out.append(
