@@ -42,6 +42,7 @@ from memory_core.consolidation import (
     WaitFor,
     WriteOptions,
 )
+from memory_core.control import is_control_text
 from memory_core.descriptor import EngineDescriptor, EngineHealth
 from memory_core.engine import AnyItem, Hits, MemoryEngine, Receipts
 from memory_core.engines.cortexdb.auth import BearerSource, Credential, parse_endpoint
@@ -762,14 +763,18 @@ class CortexEngine(MemoryEngine):
 
 
 def _belief_hit(belief: Mapping[str, Any], namespace: Namespace) -> Hit | None:
-    """A supported or contested belief as a learning hit tagged ``belief`` (reference §5.3, reading beliefs)."""
+    """A supported or contested belief as a learning hit tagged ``belief`` (reference §5.3, reading beliefs).
+
+    ``None`` (not served) when its text, or any part of its claim, is control text (``memory_core.control``):
+    the server builds beliefs without that rule, and control text never becomes a belief (docs/limits.md).
+    """
     claim = belief.get("claim")
     if belief.get("stance") not in _STANCES or not isinstance(claim, dict):
         return None
     words = [str(claim.get(k, "")).strip() for k in ("subject", "predicate", "object")]
     words[1] = words[1].replace("_", " ")
     text = " ".join(w for w in words if w)
-    if not text:
+    if not text or any(is_control_text(part) for part in (text, *words)):
         return None
     raw = belief.get("confidence", 0.5)
     confidence = min(1.0, max(0.0, float(raw))) if isinstance(raw, int | float) else 0.5
