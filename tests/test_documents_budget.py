@@ -14,7 +14,15 @@ from typing import Any
 import pytest
 
 from memory_core.documents import brain_document, budget, html, pdf, rst
-from memory_core.documents.budget import HTML_BUDGET, MAX_PDF_PAGES, RST_BUDGET, html_shape, rst_depth
+from memory_core.documents.budget import (
+    HTML_BUDGET,
+    MAX_PDF_PAGES,
+    MAX_RST_NESTED_SUBSTITUTIONS,
+    RST_BUDGET,
+    html_shape,
+    rst_depth,
+    rst_substitutions,
+)
 from memory_core.errors import InvalidRequest
 
 
@@ -195,3 +203,62 @@ def test_a_pdf_with_too_many_pages_is_refused_before_extracting_text(monkeypatch
     objects += [b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] >>"] * count
     monkeypatch.setattr(pdf, "PDF_BUDGET", budget.WorkBudget(max_depth=32, max_nodes=10 * count))
     _refused(_pdf(objects), "long.pdf", f"PDF page count {count:,}")
+
+
+# reStructuredText substitutions -----------------------------------------------------------------------------
+def _chain(levels: int) -> str:
+    """``|a0|`` expanding to ``2**levels`` copies of ``x`` through chained ``replace`` definitions."""
+    definitions = [f".. |a{i}| replace:: |a{i + 1}| |a{i + 1}|" for i in range(levels)]
+    return "\n".join(["Bomb", "====", "", "|a0|", "", *definitions, f".. |a{levels}| replace:: x", ""])
+
+
+def test_the_issues_40_level_substitution_bomb_is_refused_before_docutils_runs(parser_calls: dict[str, int]) -> None:
+    _refused(_chain(40).encode(), "bomb.rst", "reStructuredText substituted characters")
+    assert parser_calls["rst"] == 0
+
+
+def test_16_levels_are_refused_by_their_nested_substitutions(parser_calls: dict[str, int]) -> None:
+    """16 levels expand to only 131,071 characters, but docutils' cycle check is quadratic in nested references."""
+    _refused(
+        _chain(16).encode(),
+        "bomb16.rst",
+        f"nested substitution count 131,070 is over the budget of {MAX_RST_NESTED_SUBSTITUTIONS:,}",
+    )
+    assert parser_calls["rst"] == 0
+    assert rst_substitutions(_chain(12)) == (2**13 - 1, 2**13 - 1, 2**13 - 2)  # within the budget
+
+
+def test_a_substitution_bomb_is_found_across_case_and_multi_line_definitions(parser_calls: dict[str, int]) -> None:
+    definitions = [f".. |A{i}|\n   replace:: |a{i + 1}|\n   |A{i + 1}| |a{i + 1}|" for i in range(30)]
+    source = "\n\n".join(["Text |a0| here.", *definitions, ".. |a30| unicode:: U+0078"])
+    _refused(source.encode(), "bomb.rst", "reStructuredText substituted characters")
+    assert parser_calls["rst"] == 0
+
+
+def test_too_many_substitutions_are_refused_by_count(parser_calls: dict[str, int]) -> None:
+    source = ".. |e| replace:: x\n\n" + "|e| " * (RST_BUDGET.max_nodes + 1)
+    _refused(source.encode(), "many.rst", f"reStructuredText substitution count {RST_BUDGET.max_nodes + 1:,}")
+    assert parser_calls["rst"] == 0
+
+
+def test_rst_with_a_few_substitutions_converts(parser_calls: dict[str, int]) -> None:
+    source = (
+        "Title\n=====\n\nThe |Project| release |ver| is out; |project| again.\n\n"
+        ".. |project| replace:: *Memory Core*\n.. |ver| replace:: |project| 2.0\n.. |copy| unicode:: 0xA9\n"
+    )
+    assert rst_substitutions(source) == (len("*Memory Core*") * 3 + len(" 2.0"), 4, 1)
+    doc = brain_document(source.encode(), name="ok.rst")
+    assert "The Memory Core release Memory Core 2.0 is out; Memory Core again." in doc.text
+    assert parser_calls["rst"] == 1
+
+
+def test_a_substitution_cycle_is_counted_once_and_left_to_docutils(parser_calls: dict[str, int]) -> None:
+    """docutils reports a cycle (and keeps the reference); a cycle with repeated references trips a docutils bug."""
+    loop = "Loop |a|.\n\n.. |a| replace:: |b|\n.. |b| replace:: |a|\n"
+    assert rst_substitutions(loop) == (len("|a|"), 2, 1)
+    assert brain_document(loop.encode(), name="loop.rst").text == "Loop b."  # docutils keeps the reference
+    doubled = "Loop |a| and |b|.\n\n.. |a| replace:: |b| |b|\n.. |b| replace:: |a| |a|\n"
+    assert rst_substitutions(doubled) == (len("|a| |a| |a| |a|") + len("|a| |a|"), 4, 2)  # |b| inside |a| once
+    with pytest.raises(InvalidRequest, match="could not be converted"):
+        brain_document(doubled.encode(), name="loop2.rst")
+    assert parser_calls["rst"] == 2

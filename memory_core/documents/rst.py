@@ -28,7 +28,7 @@ from docutils import nodes
 from docutils.core import publish_doctree
 
 from memory_core.documents.blocks import HARD_BREAK, bullet, code, one_line, prose, title_of
-from memory_core.documents.budget import RST_BUDGET, rst_depth
+from memory_core.documents.budget import RST_BUDGET, rst_depth, rst_substitutions
 
 __all__ = ["HEADER_FIELD_SEPARATOR", "HEADER_HEADING", "rst_to_text", "split_header"]
 
@@ -229,12 +229,14 @@ def _option(item: nodes.Node) -> str:
 
 
 def _parse(source: str, *, doctitle: bool = True) -> nodes.document:
-    """Parse within ``RST_BUDGET``: the nesting is measured before docutils runs, the nodes before they are walked.
+    """Parse within ``RST_BUDGET``: nesting and substitutions are measured before docutils runs, nodes before the walk.
 
     Raises:
-        OverBudget: nesting deeper than 48 levels, or more than 250,000 doctree nodes.
+        OverBudget: nesting deeper than 48 levels, substitutions expanding past ``MAX_TEXT_CHARS`` characters
+            or 250,000 substitutions, or more than 250,000 doctree nodes.
     """
     rst_depth(source)
+    rst_substitutions(source)
     doc = publish_doctree(source, settings_overrides={**_SETTINGS, "doctitle_xform": doctitle})
     for count, _ in enumerate(doc.findall(), start=1):
         if count > RST_BUDGET.max_nodes:
