@@ -118,8 +118,12 @@ _AUTH_ERRORS: tuple[type[BaseException], ...] = (
 )
 _AUTH_REPLIES = ("WRONGPASS", "NOAUTH", "NOPERM", "invalid username-password pair", "Authentication required")
 """Redis's replies to a wrong, missing or unpermitted login (kombu may carry them as text only)."""
+_DB_REPLIES = ("DB index is out of range", "invalid DB index")
+"""Redis's replies to a ``SELECT`` of a database number it does not have."""
 _OUTAGE_ERRORS = (ConnectionRefusedError, TimeoutError, socket.gaierror)
 """Errors that say the server is away, not that it refused this configuration."""
+_AWAY_ERRORS = (ConnectionRefusedError, socket.gaierror)
+"""Errors that say nothing listens there at all (no plain-TCP PING is worth trying)."""
 
 
 def _chain(exc: BaseException) -> list[BaseException]:
@@ -135,17 +139,20 @@ def config_problem(exc: BaseException) -> str | None:
     """Why ``exc`` (or an error it was raised from) says the Redis URL is wrong rather than the server away.
 
     Authentication and permission errors (a wrong or missing password, a user without the rights) and TLS errors
-    (a ``rediss://`` URL to a server without TLS, a certificate that does not verify) are configuration errors:
-    retrying cannot fix them (issue 11 §4). A TLS-only server reached with ``redis://`` only resets the
-    connection; ``broker_problem`` recognises it by a TLS handshake.
+    (a certificate that does not verify) and a database number the server does not have are configuration
+    errors: retrying cannot fix them (issue 11 §4). A TLS-only server reached with ``redis://`` only resets the
+    connection, and a plain server reached with ``rediss://`` lets the handshake time out; ``broker_problem``
+    recognises both by asking the server in the other protocol.
 
     Returns:
-        ``AuthenticationError: …`` or ``TLS: …``; None for anything else (an outage).
+        ``AuthenticationError: …``, ``TLS: …`` or ``DB: …``; None for anything else (an outage).
     """
     for error in _chain(exc):
         text = str(error)
         if isinstance(error, _AUTH_ERRORS) or any(reply in text for reply in _AUTH_REPLIES):
             return f"AuthenticationError: {text or type(error).__name__} (check the user and password in the URL)"
+        if any(reply in text for reply in _DB_REPLIES):
+            return f"DB: {text} (the server has no such database: check the number at the end of the URL)"
         if isinstance(error, ssl.SSLError) or "[SSL" in text:
             return f"TLS: {text or type(error).__name__} (check the URL's scheme: rediss:// is TLS, redis:// is not)"
     return None
@@ -167,24 +174,45 @@ def speaks_tls(url: str, timeout_s: float) -> bool:
         return False
 
 
+def speaks_plain(url: str, timeout_s: float) -> bool:
+    """True when the server of a ``rediss://`` URL answers one plain-TCP ``PING`` (any Redis reply, even NOAUTH)."""
+    parts = urlsplit(url)
+    try:
+        with socket.create_connection((parts.hostname or "localhost", parts.port or 6379), timeout_s) as raw:
+            raw.settimeout(timeout_s)
+            raw.sendall(b"*1\r\n$4\r\nPING\r\n")
+            reply = raw.recv(64)
+    except (OSError, ValueError):
+        return False
+    return reply.startswith((b"+", b"-"))
+
+
 def broker_problem(url: str, exc: BaseException, timeout_s: float) -> str | None:
-    """``config_problem(exc)``, or, when a ``redis://`` connection was reset, whether the server speaks TLS only.
+    """``config_problem(exc)``, or whether the server speaks the other protocol than the URL's scheme says.
+
+    A ``redis://`` connection that was reset is tried with one TLS handshake; a ``rediss://`` connection that
+    failed or timed out (but was not refused) with one plain-TCP ``PING``: an answer means the scheme is wrong.
 
     Args:
         url: The broker URL that failed.
         exc: The error.
-        timeout_s: Bound on the TLS handshake tried for a reset connection, seconds.
+        timeout_s: Bound on the handshake or PING tried in the other protocol, seconds.
 
     Returns:
         The configuration error, or None for an outage.
     """
     problem = config_problem(exc)
-    if problem is not None or urlsplit(url).scheme.lower() != "redis":
+    if problem is not None:
         return problem
-    if any(isinstance(error, _OUTAGE_ERRORS) for error in _chain(exc)):
-        return None
-    if speaks_tls(url, timeout_s):
-        return "TLS: the server speaks TLS only (use a rediss:// URL)"
+    scheme, chain = urlsplit(url).scheme.lower(), _chain(exc)
+    if scheme == "redis":
+        if any(isinstance(error, _OUTAGE_ERRORS) for error in chain):
+            return None
+        if speaks_tls(url, timeout_s):
+            return "TLS: the server speaks TLS only (use a rediss:// URL)"
+    if scheme == "rediss" and not any(isinstance(error, _AWAY_ERRORS) for error in chain):
+        if speaks_plain(url, timeout_s):
+            return "TLS: the server does not speak TLS (use a redis:// URL, or enable TLS on the server)"
     return None
 
 

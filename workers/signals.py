@@ -4,7 +4,7 @@
 | --- | --- |
 | ``worker_init``, ``beat_init`` | create the server-less folders under ``var_dir`` (no-op on Redis) |
 | ``worker_init`` | open the engine once (plugins applied): a ``ConfigError`` stops the worker, exit status 2 |
-| ``worker_init``, ``beat_init`` | probe the broker once: a wrong password or TLS mismatch stops it, status 2 |
+| ``worker_init``, ``beat_init`` | probe the broker once: a refused configuration (issue 11 §4) stops it, status 2 |
 | ``worker_ready`` | drain this machine's outbox once (jobs a host parked while Redis was down) |
 | ``worker_process_shutdown`` | close the process's engine and connections |
 | ``task_unknown`` | dead-letter a message naming a task no worker has |

@@ -1,4 +1,4 @@
-"""Issue 11 §4: a wrong Redis password, or a TLS-only Redis reached with ``redis://``, is a configuration error.
+"""Issue 11 §4: a wrong Redis password, TLS on one side only, or a missing database is a configuration error.
 
 Workers, beat and ``status`` exit 2 with the reason and the URL without its password; a host still parks the job
 in the outbox (the turn never fails) and logs the configuration error once, loudly. Each test starts its own
@@ -149,4 +149,93 @@ def test_a_host_parks_the_job_and_logs_the_configuration_error_once(
     loud = [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert len(loud) == 1 and "configuration" in loud[0].getMessage(), [r.getMessage() for r in caplog.records]
     assert "not-the-password" not in caplog.text
+    assert not [r for r in caplog.records if "straight to the outbox" in r.getMessage()]  # not reported as an outage
+
+
+def tls_to_plain(url: str) -> str:
+    """``rediss://`` to the same plain (non-TLS) server."""
+    return url.replace("redis://", "rediss://", 1)
+
+
+def missing_db(url: str) -> str:
+    """The same server's database 99, which a default ``redis-server`` (16 databases) does not have."""
+    return url.rsplit("/", 1)[0] + "/99"
+
+
+BAD_URLS = {
+    "rediss-to-plain": (tls_to_plain, "does not speak TLS"),
+    "missing-db": (missing_db, "DB index is out of range"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_URLS))
+def test_a_rediss_url_to_a_plain_server_or_a_missing_db_is_a_configuration_error_for_the_probe(
+    redis_server: Any, case: str
+) -> None:
+    make, says = BAD_URLS[case]
+    monitor = JobMonitor(Settings(_env_file=None, broker_url=make(redis_server(password=SECRET).url)), read_only=True)
+    probe = monitor.probe(2.0)
+    monitor.close()
+    assert not probe.reachable and probe.config_error is not None and says in probe.config_error, probe
+    assert SECRET not in probe.url and ":***@127.0.0.1" in probe.url
+
+
+def test_a_rediss_url_with_nothing_listening_is_still_an_outage() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # nothing listens here
+    monitor = JobMonitor(Settings(_env_file=None, broker_url=f"rediss://127.0.0.1:{port}/0"), read_only=True)
+    probe = monitor.probe(1.0)
+    monitor.close()
+    assert not probe.reachable and probe.config_error is None
+
+
+@pytest.mark.parametrize("command", ["worker", "beat"])
+@pytest.mark.parametrize("case", sorted(BAD_URLS))
+def test_worker_and_beat_with_a_rediss_url_to_a_plain_server_or_a_missing_db_exit_2(
+    flow: Flow, spawn: Spawn, redis_server: Any, command: str, case: str
+) -> None:
+    make, says = BAD_URLS[case]
+    url = make(redis_server(password=SECRET).url)
+    argv = memory_core_argv(command, *(["--concurrency", "1"] if command == "worker" else []))
+    proc = spawn(f"{case}-{command}", argv, ready=None, broker_url=url)
+    wait_until(lambda: not proc.alive(), 60, what=f"the {command} to exit")
+    out = proc.text()
+    assert proc.popen.returncode == 2, out[-3000:]
+    assert "ConfigError" in out and says in out, out[-3000:]
+    assert SECRET not in out and ":***@127.0.0.1" in out
+    assert "ready." not in out and "Trying again" not in out  # no retry loop, as for an outage
+
+
+@pytest.mark.parametrize("case", sorted(BAD_URLS))
+def test_status_with_a_rediss_url_to_a_plain_server_or_a_missing_db_exits_2_with_the_reason(
+    flow: Flow, redis_server: Any, case: str
+) -> None:
+    make, says = BAD_URLS[case]
+    env = flow.env(broker_url=make(redis_server(password=SECRET).url), engine="reference://")
+    done = subprocess.run(memory_core_argv("status"), env=env, capture_output=True, text=True, timeout=120)
+    out = done.stdout + done.stderr
+    assert done.returncode == 2, out
+    assert says in out and SECRET not in out and ":***@127.0.0.1" in out
+
+
+@pytest.mark.parametrize("case", sorted(BAD_URLS))
+def test_a_host_parks_the_job_and_logs_a_rediss_or_db_configuration_error_once(
+    redis_server: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture, case: str
+) -> None:
+    make, says = BAD_URLS[case]
+    url = make(redis_server(password=SECRET).url)
+    queue = JobQueue(Settings(_env_file=None, broker_url=url, var_dir=tmp_path, publish_timeout_s=1.0))
+    try:
+        with caplog.at_level(logging.WARNING, logger="workers.queue"):
+            first = queue.send(DOC)
+            queue._closed_until = 0.0  # the breaker window ends: the next submit tries the broker again
+            second = queue.send(DOC)
+        assert (first.state, second.state) == ("parked", "parked")  # the turn never fails; nothing is lost
+        assert queue.outbox.waiting() == 2
+    finally:
+        queue.close()
+    loud = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(loud) == 1 and "configuration" in loud[0].getMessage(), [r.getMessage() for r in caplog.records]
+    assert says in loud[0].getMessage() and SECRET not in caplog.text
     assert not [r for r in caplog.records if "straight to the outbox" in r.getMessage()]  # not reported as an outage
