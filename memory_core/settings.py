@@ -158,6 +158,8 @@ class Settings(BaseSettings):
         embed_batch: Items one embedding job encodes and stores per transaction.
         cortexdb_key / tinyhumans_token: The bearer credentials of the ``cortexdb+…`` and ``tinyhumans+…``
             engines (never shown in a repr, log or error).
+        cortexdb_headers: Fixed non-credential headers (a JSON object, e.g. ``{"x-sdk-name": "my-host"}``) both
+            CortexDB wires send on every request; the transport's own headers are refused.
         pg_pool_min_size / pg_pool_max_size: Connections the PostgreSQL engine's one pool per process keeps open
             at least / at most (a URL's ``pool_min_size`` / ``pool_max_size`` override them).
         pg_pool_timeout_s: Longest a PostgreSQL call waits for a pooled connection, seconds; past it the call
@@ -213,6 +215,7 @@ class Settings(BaseSettings):
     embed_batch: int = Field(default=256, gt=0, le=10_000)
     cortexdb_key: SecretStr | None = None
     tinyhumans_token: SecretStr | None = None
+    cortexdb_headers: dict[str, str] = Field(default_factory=dict)
     pg_pool_min_size: int = Field(default=1, ge=0)
     pg_pool_max_size: int = Field(default=8, gt=0)
     pg_pool_timeout_s: float = Field(default=10.0, gt=0)
