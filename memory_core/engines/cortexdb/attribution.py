@@ -65,7 +65,8 @@ def _actor_id(raw: str) -> str | None:
 
 def actor_of(envelope: Mapping[str, Any]) -> str | None:
     """Who an event (by its envelope) is observed from, when someone other than the owner; pure."""
-    meta = envelope.get("meta") if isinstance(envelope.get("meta"), dict) else {}
+    raw = envelope.get("meta")
+    meta: Mapping[str, Any] = raw if isinstance(raw, dict) else {}
     turn = envelope.get("turn")
     if isinstance(turn, dict):
         agent = meta.get("agent_id")

@@ -4,8 +4,8 @@
 | --- | --- | --- |
 | ``scope_root`` | both | the v3 layout below this root (``org:42``); none: the legacy ``app:tinymemory`` tree |
 | ``tenant_root`` | TinyHumans | the v3 layout below the tenant's own root, which the backend pins: no root is sent |
-| ``retired_scope_root`` | both, with a v3 root | an earlier root (``user:42``) still read, forgotten and erased, never written |
-| ``scope_owner`` | Direct, with ``scope_root`` | the actor (``user:42``) registered as the root's owner before the first write |
+| ``retired_scope_root`` | both, with a v3 root | an earlier root (``user:42``) read, forgotten, erased, never written |
+| ``scope_owner`` | Direct, with ``scope_root`` | the actor (``user:42``) registered as the root owner before writing |
 | ``observed_actor`` | Direct | attribute assistant turns to their agent and named actors on the wire |
 | ``headers`` | both | fixed non-credential headers (``x-sdk-name``); the transport's own are refused |
 

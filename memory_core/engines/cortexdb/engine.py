@@ -28,6 +28,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from typing import Any, Final
 from urllib.parse import parse_qs, urlsplit
 
@@ -351,8 +352,9 @@ class CortexEngine(MemoryEngine):
         return f"CortexEngine({self.wire.id}, {self._client.endpoint.base_url!r})"
 
     def close(self) -> None:
-        """Close the HTTP client (idempotent)."""
-        self._client.close()
+        """Close the HTTP client (idempotent); a no-op for an engine the process shares (``binding``)."""
+        if not self.shared:
+            self._client.close()
 
     @property
     def timing(self) -> Timing:
@@ -556,7 +558,9 @@ class CortexEngine(MemoryEngine):
         envelope = read_envelope((event.get("context") or {}).get("labels") or [])
         if envelope is None or event_index(envelope) != 0:
             return None
-        parts = max((p.get("count", 1) for p in (envelope.get("turn"), envelope.get("chunk")) if isinstance(p, dict)), default=1)
+        parts = max(
+            (p.get("count", 1) for p in (envelope.get("turn"), envelope.get("chunk")) if isinstance(p, dict)), default=1
+        )
         found = decode_events([event]) if parts == 1 else self._lookup([scope], [envelope["id"]])[scope]
         for whole in found:
             item = whole.item
@@ -968,12 +972,51 @@ class CortexEngine(MemoryEngine):
 
     # consolidation -----------------------------------------------------------------------------------
     def _scopes(self, request: ConsolidateRequest) -> list[BuildScope]:
-        by_node: dict[Namespace, list[ItemKind]] = {}
-        for _, namespace, kind in self._held(request.reach, request.admitted_kinds()):
-            by_node.setdefault(namespace, []).append(kind)
+        """The nodes a build covers, with when each was last written and built, as the server says.
+
+        Per held scope (4 at a time): the newest event of a one-page listing (``limit=2``: every event is
+        listed twice) gives ``last_write`` from its ``created_at``, the server's time of appending; on Direct,
+        the newest belief of ``GET v1/beliefs?limit=1`` gives ``last_build`` from its ``built_at``. A node's
+        times are the latest of its kinds'. A server that reports neither leaves them unknown (None), so
+        ``due`` stays true and nothing is skipped on a guess.
+        """
         kinds = request.admitted_kinds()
+        rows = self._held(request.reach, kinds)
+
+        def marks(row: tuple[str, Namespace, ItemKind]) -> tuple[datetime | None, datetime | None]:
+            scope = row[0]
+            data = self._client.read("GET", self.wire.events, params={"scope": scope, "limit": "2"})
+            items = data.get("items") if isinstance(data, dict) else None
+            newest = items[0] if isinstance(items, list) and items and isinstance(items[0], dict) else {}
+            built: datetime | None = None
+            if self.wire.beliefs is not None and self._writable(row):
+                held = self._client.read("GET", self.wire.beliefs, params={"scope": scope, "limit": "1"})
+                first = held.get("items") if isinstance(held, dict) else None
+                if isinstance(first, list) and first and isinstance(first[0], dict):
+                    built = _instant(first[0].get("built_at"))
+            return _instant(newest.get("created_at")), built
+
+        if len(rows) > 1:
+            with ThreadPoolExecutor(
+                max_workers=min(_PACKS_AT_ONCE, len(rows)), thread_name_prefix="cortex-scope"
+            ) as pool:
+                times = list(pool.map(marks, rows))
+        else:
+            times = [marks(row) for row in rows]
+        by_node: dict[Namespace, tuple[list[ItemKind], list[datetime], list[datetime]]] = {}
+        for (_, namespace, kind), (written, built) in zip(rows, times, strict=True):
+            held_kinds, writes, builds = by_node.setdefault(namespace, ([], [], []))
+            held_kinds.append(kind)
+            writes.extend([written] if written is not None else [])
+            builds.extend([built] if built is not None else [])
         return [
-            BuildScope(namespace=ns, kinds=tuple(k for k in kinds if k in held)) for ns, held in sorted(by_node.items())
+            BuildScope(
+                namespace=ns,
+                kinds=tuple(k for k in kinds if k in held),
+                last_write=max(writes, default=None),
+                last_build=max(builds, default=None),
+            )
+            for ns, (held, writes, builds) in sorted(by_node.items())
         ]
 
     def _consolidate(self, request: ConsolidateRequest) -> ConsolidateReceipt:
@@ -1016,6 +1059,17 @@ class CortexEngine(MemoryEngine):
                     scored = hit.model_copy(update={"score": 1.0 / (1 + rank)})
                     hits.setdefault(hit.id, scored)
         return sorted(hits.values(), key=lambda h: -h.score)[: request.limit]
+
+
+def _instant(value: Any) -> datetime | None:
+    """An RFC 3339 time a server answered, as an aware UTC datetime; None when absent or unreadable."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        at = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
 
 
 def _belief_hit(belief: Mapping[str, Any], namespace: Namespace) -> Hit | None:

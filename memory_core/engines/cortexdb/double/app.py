@@ -352,6 +352,25 @@ class CortexDouble:
             raise DoubleError(409, "IDEMPOTENCY_KEY_IN_FLIGHT", "the Idempotency-Key is claimed and unanswered")
         return key, held[1]
 
+    def _registration_route(
+        self, method: str, path: str, params: dict[str, str], body: dict[str, Any]
+    ) -> tuple[Any, int]:
+        """``POST v1/scopes``, ``GET v1/scopes?path=``, ``PUT v1/scopes/members?path=`` (reference §5.3)."""
+        if (method, path) == ("POST", "v1/scopes"):
+            return self._register(body)
+        if (method, path) == ("GET", "v1/scopes"):
+            record = self.log.registration(self._scope(params.get("path")))
+        elif (method, path) == ("PUT", "v1/scopes/members"):
+            members = body.get("members")
+            if not isinstance(members, list):
+                raise DoubleError(422, "INVALID_BODY", "members must be a list")
+            record = self.log.set_members(self._scope(params.get("path")), members)
+        else:
+            raise DoubleError(404, "NOT_FOUND", f"no route {method} /{path}")
+        if record is None:
+            raise DoubleError(404, "NOT_FOUND", "no such registered scope")
+        return record, 200
+
     def _register(self, body: dict[str, Any]) -> tuple[Any, int]:
         """``POST v1/scopes {path, members}``: register a scope once; again is ``409 SCOPE_REGISTRATION_EXISTS``."""
         path = self._scope(body.get("path"))
@@ -401,24 +420,10 @@ class CortexDouble:
             return {"caller": self.caller}, 200
         if route == ("GET", "v1/admin/health"):
             return {"status": "ok"}, 200
-        if route == ("POST", "v1/scopes"):
-            return self._register(body)
-        if route == ("GET", "v1/scopes"):
-            record = self.log.registration(self._scope(params.get("path")))
-            if record is None:
-                raise DoubleError(404, "NOT_FOUND", "no such registered scope")
-            return record, 200
-        if route == ("PUT", "v1/scopes/members"):
-            members = body.get("members")
-            if not isinstance(members, list):
-                raise DoubleError(422, "INVALID_BODY", "members must be a list")
-            record = self.log.set_members(self._scope(params.get("path")), members)
-            if record is None:
-                raise DoubleError(404, "NOT_FOUND", "no such registered scope")
-            return record, 200
-        if route in {("POST", "v1/experience"), ("POST", "v1/experience/bulk")}:
-            self._check_attribution(body.get("items") if path.endswith("bulk") else [body])
+        if path in ("v1/scopes", "v1/scopes/members"):
+            return self._registration_route(method, path, params, body)
         if route == ("POST", "v1/experience"):
+            self._check_attribution([body])
             self._count_experience()
             out = self._append(self._experience_body(body), body.get("idempotency_key"))
             self._apply_then_fail()
@@ -428,6 +433,7 @@ class CortexDouble:
             if not isinstance(items, list) or not items or body.get("ordering") != "strict_temporal":
                 raise DoubleError(422, "INVALID_BULK", "bulk needs items and ordering strict_temporal")
             checked = [self._experience_body(item) for item in items]
+            self._check_attribution(checked)
             self._count_experience()
             results = [self._append(item, item.get("idempotency_key")) for item in checked]
             self._apply_then_fail()

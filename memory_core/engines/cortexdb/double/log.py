@@ -8,8 +8,8 @@
   ``pack_test``, for the answer route; any forget or erasure drops the packs.
 * A belief build distils one claim per sentence of each event, ``{claim: {subject, predicate, object},
   stance, confidence, built_at}``; every belief of a scope carries the time of the scope's last build.
-* An event whose write names no ``observed_at`` is stamped with the time it was appended (the server's
-  clock), so a listing's newest event tells when a scope was last written.
+* Each event carries ``created_at``, the server's time of appending it (``observed_at`` is the writer's), so a
+  listing's newest event tells when its scope was last written.
 * Registered scopes (``POST v1/scopes``) keep ``{path, members: [{actor, role}]}``; registering a path twice
   is a conflict.
 
@@ -69,11 +69,11 @@ class Event:
     labels: tuple[str, ...]
     observed_at: str | None
     key: str | None
+    created_at: str = ""
     hidden_for: int = 0
 
     def to_json(self) -> dict[str, Any]:
         """The event as listings and packs carry it."""
-        # observed_at is always set: the write's own, else the time of appending
         context: dict[str, Any] = {"labels": list(self.labels)}
         if self.observed_at is not None:
             context["observed_at"] = self.observed_at
@@ -83,6 +83,7 @@ class Event:
             "modality": self.modality,
             "content": {"kind": "message", "role": self.role, "text": self.text},
             "context": context,
+            "created_at": self.created_at,
         }
 
 
@@ -124,7 +125,8 @@ class CortexLog:
                 role=content["role"],
                 text=content["text"],
                 labels=tuple(context.get("labels") or ()),
-                observed_at=context.get("observed_at") or _now(),
+                observed_at=context.get("observed_at"),
+                created_at=_now(),
                 key=key,
                 hidden_for=hide_for,
             )
