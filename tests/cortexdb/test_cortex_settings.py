@@ -8,17 +8,17 @@ from collections.abc import Iterator
 
 import pytest
 
-from memory_core import Document, Learning, MemoryMeta, open_engine
+from memory_core import Learning, MemoryMeta, open_engine
 from memory_core.conformance.testing import conformance_test
 from memory_core.consolidation import ConsolidateRequest
-from memory_core.engines.cortexdb import DIRECT, HOSTED, CortexEngine
-from memory_core.engines.cortexdb import binding
+from memory_core.engines.cortexdb import DIRECT, HOSTED, CortexEngine, binding
 from memory_core.engines.cortexdb.double import direct_double, double_engine, hosted_double
+from memory_core.engines.cortexdb.engine import url_options
 from memory_core.errors import ConfigError
 from memory_core.items import Conversation, Role, Turn
 from memory_core.meta import ObservedActor
+from memory_core.namespace import ROOT, Reach
 from memory_core.query import EraseRequest, ForgetTarget, ListRequest
-from memory_core.namespace import Reach, ROOT
 
 TOKEN = "s3cret-token-value"
 
@@ -99,7 +99,7 @@ def test_url_settings_and_headers_reach_the_engine_and_the_wire(
 ) -> None:
     _with_key(monkeypatch, MEMORY_CORE_CORTEXDB_HEADERS='{"x-sdk-name": "openhuman", "x-host-version": "7"}')
     url = "cortexdb+http://127.0.0.1:3141?scope_root=org:42&scope_owner=user:42&observed_actor=true"
-    options = binding.url_options(url)
+    options = url_options(url)
     assert (options["scope_root"], options["scope_owner"], options["observed_actor"]) == ("org:42", "user:42", True)
     assert options["headers"] == {"x-sdk-name": "openhuman", "x-host-version": "7"}
     double = direct_double()
@@ -164,7 +164,8 @@ def test_the_retired_layout_conforms() -> None:
         double = direct_double()
         with double_engine(double, scope_root="user:42") as before:
             before.store(Learning(text="an old learning outside the suite's run"))
-        return double_engine(double, scope_root="org:42", retired_scope_root="user:42")
+        engine: CortexEngine = double_engine(double, scope_root="org:42", retired_scope_root="user:42")
+        return engine
 
     from memory_core.conformance import run
 
@@ -226,7 +227,9 @@ def test_observed_actor_attributes_assistant_turns_and_named_actors_only() -> No
     phone = Learning(text="from a phone", meta=MemoryMeta(observed_actor=ObservedActor(id="tel:+1 555 123 4567")))
     with double_engine(double, scope_root="org:42", scope_owner="user:42", observed_actor=True) as engine:
         engine.store_many([_chat(), named, phone, Learning(text="the owner's own")])
-    bodies = [b for s in double.requests("POST") if s.path.startswith("v1/experience") for b in s.body.get("items", [s.body])]
+    bodies = [
+        b for s in double.requests("POST") if s.path.startswith("v1/experience") for b in s.body.get("items", [s.body])
+    ]
     by_text = {b["content"]["text"]: b for b in bodies}
     assert by_text["a."]["observed_actor"] == {"id": "agent:scout", "type": "agent"}
     assert by_text["a."]["subject"] == {"id": "user:42", "type": "user"}
@@ -259,9 +262,7 @@ def test_attribution_off_sends_nothing_new() -> None:
 
 
 # one engine per configuration per process ---------------------------------------------------------------
-def test_open_engine_hands_out_one_engine_per_configuration(
-    monkeypatch: pytest.MonkeyPatch, fresh_cache: None
-) -> None:
+def test_open_engine_hands_out_one_engine_per_configuration(monkeypatch: pytest.MonkeyPatch, fresh_cache: None) -> None:
     _with_key(monkeypatch)
     url = "cortexdb+http://127.0.0.1:3141"
     first = open_engine(url)
@@ -273,6 +274,6 @@ def test_open_engine_hands_out_one_engine_per_configuration(
     assert binding.cached_engines() == 4
     _with_key(monkeypatch, MEMORY_CORE_CORTEXDB_KEY="another-key")
     assert open_engine(url) is not first  # a new key builds anew
-    assert TOKEN not in binding.fingerprint(binding.url_options(url))
+    assert TOKEN not in binding.fingerprint(url_options(url))
     assert binding.invalidate() == 5 and binding.cached_engines() == 0
     assert open_engine(url) is not first

@@ -83,8 +83,9 @@ from memory_core.errors import (
     Unauthorized,
     Unsupported,
 )
+from memory_core.explore import ExplorePage, ExploreRequest, tally
 from memory_core.items import Learning, LearningKind
-from memory_core.limits import BELIEF_TAG
+from memory_core.limits import BELIEF_TAG, LISTING_PAGE_SIZE
 from memory_core.meta import ItemKind, MemoryMeta, MetaFilter
 from memory_core.namespace import ROOT, Namespace, Reach
 from memory_core.query import (
@@ -531,6 +532,20 @@ class CortexEngine(MemoryEngine):
                 continue
             at, server_cursor, last_event = at + 1, None, None
         return ListPage(items=tuple(hits), next_cursor=None)
+
+    def _explore(self, request: ExploreRequest) -> ExplorePage:
+        """Tally at most ``scan_limit`` items, listed page by page: one more is read only to tell ``truncated``."""
+        hits: list[Hit] = []
+        cursor: str | None = None
+        while len(hits) <= request.scan_limit:
+            want = min(LISTING_PAGE_SIZE, request.scan_limit + 1 - len(hits))
+            page = self.list(ListRequest(filter=request.filter, limit=want, cursor=cursor))
+            hits.extend(page.items)
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        truncated = len(hits) > request.scan_limit
+        return tally(request.facet, hits[: request.scan_limit], request.limit, truncated)
 
     def _listing_page(
         self, scope: str, labels: Sequence[str], cursor: str | None, limit: int
