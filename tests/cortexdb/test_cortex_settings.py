@@ -159,6 +159,19 @@ def test_a_retired_root_is_read_forgotten_and_erased_but_never_written() -> None
     assert double.log.events == []
 
 
+def test_a_node_beginning_with_a_root_is_refused_before_anything_is_sent() -> None:
+    from memory_core.errors import InvalidRequest
+
+    double = direct_double()
+    with double_engine(double, scope_root="user:42", retired_scope_root="user:7") as engine:
+        for node in ("user:42", "user:42/agent:a", "user:7/agent:a"):
+            with pytest.raises(InvalidRequest) as caught:
+                engine.store(Learning(text="would read back two ways", meta=MemoryMeta().at(node)))
+            assert caught.value.field == "namespace"
+        engine.store(Learning(text="fine", meta=MemoryMeta().at("user:420")))
+    assert len(double.log.events) == 1
+
+
 def test_the_retired_layout_conforms() -> None:
     def engine() -> CortexEngine:
         double = direct_double()

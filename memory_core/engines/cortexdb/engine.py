@@ -641,6 +641,7 @@ class CortexEngine(MemoryEngine):
         unique: dict[str, AnyItem] = {}
         for item in items:
             unique.setdefault(item.id, item)
+            self._check_node(item.item_meta.namespace)
         plans: dict[str, list[EventBody]] = {item_id: encode_item(item) for item_id, item in unique.items()}
         by_scope: dict[str, list[str]] = {}
         for item_id, item in unique.items():
@@ -689,6 +690,19 @@ class CortexEngine(MemoryEngine):
             first_seen.add(item.id)
             receipts.append(StoreReceipt(id=item.id, replayed=repeat or replayed[item.id]))
         return receipts
+
+    def _check_node(self, namespace: Namespace) -> None:
+        """Refuse a node that begins with a v3 root's own segments (``user:42/…`` below root ``user:42``).
+
+        Its scope would read back two ways (reference ``cortex-layout.md``).
+
+        Raises:
+            InvalidRequest: naming ``namespace``.
+        """
+        path = str(namespace)
+        for root in self._roots:
+            if root and (path == root or path.startswith(f"{root}/")):
+                raise InvalidRequest(f"node {path!r} begins with the scope root {root!r}", field="namespace")
 
     def _register_root(self) -> None:
         """Register the v3 root with ``scope_owner`` once, before the first write (Direct; reference §5.3).
