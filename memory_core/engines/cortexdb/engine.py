@@ -7,8 +7,13 @@ Flows (reference §5.5):
   idempotency key makes a repeat a replay); only missing events are written (bulk on Direct, one request per
   event on TinyHumans), Direct with ``?wait=indexed`` unless ``accepted``; then, unless ``accepted``, a wait for
   the last event of each scope to list (fatal after ``Timing.visible_s``) and for recall to rank it (best effort).
-* **list / export / explore**: the admitted scopes' listings (narrowed by one lookup label), decoded, filtered
-  client-side by the whole ``MetaFilter``, oldest first per scope; cursors are ``l`` + hex JSON.
+* **list / explore**: paged from the wire, newest first per admitted scope, reading only about what the page
+  needs (``_list``); cursors are ``w`` + hex JSON. **export**: the admitted scopes read whole (narrowed by one
+  lookup label), decoded, filtered client-side by the whole ``MetaFilter``, oldest first; cursors ``l`` + hex JSON.
+* **scopes**: each node's last write and last build as the server reports them (``_scopes``).
+* **layout settings** (``config``): ``scope_root``/``tenant_root`` choose where writes go, a retired root is
+  read, forgotten and erased too; with ``scope_owner`` the root is registered before the first write;
+  ``observed_actor`` attributes writes (``attribution``).
 * **fetch / recall**: one granular pack per admitted scope, decoded and filtered, merged rank by rank (the most
   specific node first), scored ``1 / (1 + rank)``; recall answers from the pack with the most admitted events and
   rebuilds a pack that 404s (packs drop after a forget), at most 3 rounds. Fetch cursors are ``f`` + hex JSON.
