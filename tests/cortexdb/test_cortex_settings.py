@@ -290,3 +290,32 @@ def test_open_engine_hands_out_one_engine_per_configuration(monkeypatch: pytest.
     assert TOKEN not in binding.fingerprint(url_options(url))
     assert binding.invalidate() == 5 and binding.cached_engines() == 0
     assert open_engine(url) is not first
+
+
+def test_url_settings_work_end_to_end_over_the_loopback_double(
+    monkeypatch: pytest.MonkeyPatch, fresh_cache: None
+) -> None:
+    from memory_core.engines.cortexdb.double import DoubleServer
+
+    hosted = hosted_double(tenant="org:42")
+    direct = direct_double()
+    _with_key(monkeypatch, MEMORY_CORE_CORTEXDB_HEADERS='{"x-sdk-name": "loopback-host"}')
+    with DoubleServer(hosted) as h, DoubleServer(direct) as d:
+        tenant = open_engine(f"tinyhumans+{h.url}?tenant_root=true")
+        tenant.store(Learning(text="tenant rooted", meta=MemoryMeta().at("ws:main")))
+        assert len(tenant.list(ListRequest()).items) == 1
+        owned = open_engine(f"cortexdb+{d.url}?scope_root=org:42&scope_owner=user:42&observed_actor=on")
+        owned.store(_chat())
+    assert {e.scope for e in hosted.log.events} == {"org:42/ws:main/app:learnings"}
+    assert direct.log.registration("org:42") is not None
+    assert any("observed_actor" in b for s in direct.requests("POST") for b in s.body.get("items", [s.body]))
+    assert all(s.headers.get("x-sdk-name") == "loopback-host" for s in [*hosted.seen, *direct.seen])
+
+
+def test_a_reserved_header_in_the_settings_is_refused_by_open_engine(
+    monkeypatch: pytest.MonkeyPatch, fresh_cache: None
+) -> None:
+    _with_key(monkeypatch, MEMORY_CORE_CORTEXDB_HEADERS='{"Authorization": "Bearer stolen"}')
+    with pytest.raises(ConfigError, match="headers: Authorization") as caught:
+        open_engine("cortexdb+http://127.0.0.1:3141")
+    assert "stolen" not in str(caught.value)
