@@ -10,8 +10,8 @@
 | ``jobs`` | ``ToolWrite``: a queued request as a background job, and how a worker applies it |
 """
 
-from memory_core.tools.memory_tools import FORBIDDEN_KEYS, MemoryTools, ToolScope
 from memory_core.tools.jobs import ToolWrite
+from memory_core.tools.memory_tools import FORBIDDEN_KEYS, MemoryTools, ToolScope
 from memory_core.tools.schemas import MAX_LIMIT, READ_TOOLS, WRITE_TOOLS, ToolSpec
 from memory_core.tools.writes import Ack, JobSink, ToolWrites
 

@@ -155,9 +155,7 @@ class MemoryTools:
 
     def placed_at(self, place: Namespace | str) -> MemoryTools:
         """Write at ``place`` and read ``Reach.of(place)`` (keeps ``writes`` and ``agent_id``)."""
-        return self.with_scope(
-            replace(ToolScope.at(place), writes=self.scope.writes, agent_id=self.scope.agent_id)
-        )
+        return self.with_scope(replace(ToolScope.at(place), writes=self.scope.writes, agent_id=self.scope.agent_id))
 
     def reach(self, reach: Reach | Mapping[str, Any]) -> MemoryTools:
         """Read under ``reach`` (the host's choice, e.g. a holistic reach; call it after ``placed_at``)."""

@@ -160,9 +160,7 @@ def test_while_the_flow_cannot_say_a_job_finished_the_order_is_kept(
     assert not writes.waiting
 
 
-def test_forget_with_an_engine_that_answers_removes_only_ids_under_the_reach(
-    writes: ToolWrites, engine: Flaky
-) -> None:
+def test_forget_with_an_engine_that_answers_removes_only_ids_under_the_reach(writes: ToolWrites, engine: Flaky) -> None:
     mine = writes.learn("Prefers tea")
     other = engine.store(Learning(text="Lives in Lisbon", meta=MemoryMeta(namespace=Namespace.parse("agent:other"))))
     ack = writes.forget([str(mine.id), other.id, str(mine.id)])
