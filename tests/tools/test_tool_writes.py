@@ -8,7 +8,7 @@ would (``apply_tool_write``)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -241,3 +241,16 @@ def test_scrub_job_scrubs_a_tool_writes_learning_and_leaves_a_clean_one_alone() 
     assert scrubbed.learning.text == "key [REDACTED]"
     clean = ToolWrite(op="learn", place="agent:writer", learning=Learning(text="Prefers tea", meta=meta), made_at=NOW)
     assert scrub_job(clean) is clean
+
+
+def test_a_learning_records_the_agent_the_writes_serve_saved_or_queued(engine: Flaky, sink: Sink) -> None:
+    scope = replace(ToolScope.at("agent:writer"), agent_id="writer")
+    writes = ToolWrites(engine, sink, scope, clock=lambda: NOW)
+    writes.learn("Prefers tea")
+    engine.up = False
+    queued = writes.learn("Prefers coffee")
+    learning = sink.jobs[str(queued.job_id)].learning
+    assert learning is not None and learning.meta.agent_id == "writer"
+    engine.up = True
+    sink.run(str(queued.job_id))
+    assert {h.meta.agent_id for h in engine.list(ListRequest(limit=10)).items} == {"writer"}
