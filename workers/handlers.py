@@ -9,6 +9,7 @@ the same job still building), a transient error to be retried, anything else to 
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from memory_core.consolidation import BuildScope, ConsolidateRequest
@@ -16,13 +17,14 @@ from memory_core.engines.sqlite.engine import EMBED_PER_JOB
 from memory_core.errors import InvalidRequest
 from memory_core.lifecycle.jobs import BuildBeliefs, IngestBrain, JobReport
 from memory_core.namespace import Reach
+from memory_core.tools.jobs import ORDER_RETRY_S, ToolWrite, apply_tool_write
 from workers.locks import Flight, scope_key, single_flight
 
 if TYPE_CHECKING:  # types only: workers.execution imports this module
     from workers.execution import Delivery
     from workers.runtime import Runtime
 
-__all__ = ["Deferred", "run_build", "run_build_due", "run_drain", "run_ingest", "scope_report"]
+__all__ = ["Deferred", "run_build", "run_build_due", "run_drain", "run_ingest", "run_tool_write", "scope_report"]
 
 
 class Deferred(Exception):
@@ -118,3 +120,15 @@ def run_drain(rt: Runtime, d: Delivery) -> dict[str, Any]:
     report = rt.queue.drain(limit)
     rt.queue.outbox.prune()
     return {"delivered": report.delivered, "left": report.left, "error": report.error}
+
+
+def run_tool_write(rt: Runtime, d: Delivery, job: ToolWrite) -> dict[str, Any]:
+    """Apply a queued ``learn``/``forget`` (``tools.jobs.apply_tool_write``) once the one before it has finished.
+
+    Raises:
+        Deferred: the job queued before it for the same place (``job.after``) has not finished yet, and this one
+            was made less than ``ORDER_HOLD_S`` ago (requests of one place keep their order, issue 15 §6).
+    """
+    if job.after is not None and job.holds_for(datetime.now(UTC)) and not rt.coordination.is_done(job.after):
+        raise Deferred(ORDER_RETRY_S)
+    return apply_tool_write(rt.engine, job)

@@ -4,6 +4,7 @@
 | --- | --- | --- | --- | --- | --- |
 | ``build_beliefs`` | ``BuildBeliefs`` | ``memory.build_beliefs`` | ``queue_beliefs`` | ``handlers.run_build`` | yes |
 | ``ingest_brain`` | ``IngestBrain`` | ``memory.ingest_brain`` | ``queue_ingest`` | ``handlers.run_ingest`` | no |
+| ``tool_write`` | ``ToolWrite`` | ``memory.tool_write`` | ``queue_ingest`` | ``handlers.run_tool_write`` | no |
 
 and the maintenance tasks beat sends (no job model; ``MAINTENANCE``):
 
@@ -46,7 +47,8 @@ from memory_core.errors import ConfigError, InvalidRequest
 from memory_core.lifecycle.jobs import BuildBeliefs, IngestBrain
 from memory_core.namespace import Reach
 from memory_core.settings import Settings
-from workers.handlers import run_build, run_build_due, run_drain, run_ingest
+from memory_core.tools.jobs import ToolWrite
+from workers.handlers import run_build, run_build_due, run_drain, run_ingest, run_tool_write
 
 if TYPE_CHECKING:  # types only: workers.execution imports this module
     from workers.execution import Delivery
@@ -302,6 +304,7 @@ JOB_KINDS = JobKinds(
     (
         JobKind(BuildBeliefs, TASK_BUILD_BELIEFS, "queue_beliefs", run_build, _describe_build, coalesce=True),
         JobKind(IngestBrain, TASK_INGEST_BRAIN, "queue_ingest", run_ingest, _describe_ingest),
+        JobKind(ToolWrite, "memory.tool_write", "queue_ingest", run_tool_write, ToolWrite.describe),
     )
 )
 """The job kinds of memory-core: one row per kind (see the module docstring to add one)."""
