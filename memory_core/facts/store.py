@@ -31,6 +31,7 @@ from memory_core.facts.model import (
     check_importance,
     check_key,
     check_text,
+    content_hash,
     fact_tags,
     key_tag,
     read_tags,
@@ -39,8 +40,10 @@ from memory_core.items import Learning, LearningKind
 from memory_core.meta import ItemKind, MemoryMeta, MetaFilter, SourceKind, SourceRef
 from memory_core.namespace import Namespace, Reach
 from memory_core.query import ForgetTarget, Hit, ListRequest, StoreReceipt
+from memory_core.safety.engine import ScrubbingEngine
+from memory_core.safety.items import scrub_item
 
-__all__ = ["FactReceipt", "FactStore", "fact_item", "is_fact_item", "stated_at"]
+__all__ = ["FactReceipt", "FactStore", "fact_item", "is_fact_item", "rehashed", "stated_at"]
 
 _PAGE: Final = 500
 _MIN: Final = datetime.min.replace(tzinfo=UTC)
@@ -122,6 +125,18 @@ def is_fact_item(item: object) -> bool:
     return facts.key is not None or facts.content_hash is not None
 
 
+def rehashed(item: Learning) -> Learning:
+    """``item`` with its ``fact-hash`` tag recomputed from its text (after a scrub changed the text); pure.
+
+    The hash is then never a hash of text a scrub removed, and facts that scrub alike deduplicate.
+    """
+    tags = item.meta.tags
+    if not any(t.startswith(HASH_TAG) for t in tags):
+        return item
+    fresh = tuple(HASH_TAG + content_hash(item.text) if t.startswith(HASH_TAG) else t for t in tags)
+    return item if fresh == tags else item.with_meta(item.meta.with_(tags=fresh))
+
+
 def stated_at(meta: MemoryMeta) -> datetime:
     """When a fact was stated: ``observed_at`` (undated: the earliest time, so any dated statement wins)."""
     return meta.observed_at if meta.observed_at is not None else _MIN
@@ -139,9 +154,7 @@ class FactStore:
         InvalidRequest: ``engine`` is not a ``MemoryEngine``.
     """
 
-    def __init__(
-        self, engine: MemoryEngine, place: Namespace, *, clock: Callable[[], datetime] | None = None
-    ) -> None:
+    def __init__(self, engine: MemoryEngine, place: Namespace, *, clock: Callable[[], datetime] | None = None) -> None:
         self.engine = check_engine(engine)
         self.place = place
         self._clock = clock or (lambda: datetime.now(UTC))
@@ -186,6 +199,9 @@ class FactStore:
         """
         if item.meta.namespace != self.place:
             raise InvalidRequest(f"a fact for {item.meta.namespace} given to the facts of {self.place}", "namespace")
+        if isinstance(self.engine, ScrubbingEngine):  # hash what will be stored, never a secret it removes
+            item = scrub_item(item, self.engine.policy)
+        item = rehashed(item)
         facts = read_tags(item.meta.tags)
         if facts.key is not None:
             return self._upsert(item, facts.key)

@@ -19,6 +19,8 @@ from typing import Any, Final, Literal
 from memory_core.consolidation import WriteOptions
 from memory_core.engine import MemoryEngine, check_engine
 from memory_core.errors import InvalidRequest
+from memory_core.facts.model import check_text
+from memory_core.facts.store import FactStore, fact_item, is_fact_item, rehashed
 from memory_core.items import Learning, LearningKind, parse_item, validate_item
 from memory_core.meta import MemoryMeta, SourceKind, SourceRef
 from memory_core.namespace import Reach
@@ -125,13 +127,41 @@ class ToolWrites:
         confidence: float = 0.8,
         evidence: str | None = None,
         tags: Sequence[str] = (),
+        key: str | None = None,
+        importance: float | None = None,
     ) -> Ack:
         """Store a learning at the scope's place, now or, when the engine does not answer, later.
 
+        A ``fact`` (the default kind) is a fact (``facts.store``): with a ``key`` it replaces the key's value, and
+        the time it was stated (this call's clock) decides, so a late delivery never overwrites a newer value;
+        without one it is stored once per text. A ``key`` or ``importance`` on another kind is refused.
+
         Raises:
-            InvalidRequest: a blank text, an unknown kind, a confidence outside 0..=1, a full outbox.
+            InvalidRequest: a blank text or one over 2,000 characters, an unknown kind, a confidence outside 0..=1,
+                a blank or over-128-character key, an importance not in ``[0, 1]``, a full outbox.
             EngineUnavailable: the engine failed AND the outbox cannot be written.
         """
+        check_text(text, "text")
+        try:
+            learning_kind = LearningKind(kind)
+        except ValueError:
+            raise InvalidRequest(f"{kind!r} is not a learning kind", field="kind") from None
+        if learning_kind is LearningKind.FACT:
+            fact = fact_item(
+                text,
+                self.scope.place,
+                key=key,
+                importance=importance,
+                at=self._clock(),
+                confidence=confidence,
+                tags=tags,
+                evidence=evidence,
+            )
+            validate_item(fact, field="learning")
+            return self._learn(rehashed(scrub_item(fact, self.policy)) if self.scrub else fact)
+        for name, value in (("key", key), ("importance", importance)):
+            if value is not None:
+                raise InvalidRequest("only a fact takes a key or importance", field=name)
         meta = MemoryMeta.coerce(
             {
                 "namespace": self.partition,
@@ -141,24 +171,28 @@ class ToolWrites:
             },
             "tags",
         )
-        try:
-            learning_kind = LearningKind(kind)
-        except ValueError:
-            raise InvalidRequest(f"{kind!r} is not a learning kind", field="kind") from None
         raw = Learning(text=text, kind=learning_kind, confidence=confidence, evidence=evidence, meta=meta)
         validate_item(raw, field="learning")  # a bad request is refused before anything is stored or queued
-        item = scrub_item(raw, self.policy) if self.scrub else raw
+        return self._learn(scrub_item(raw, self.policy) if self.scrub else raw)
+
+    def _learn(self, item: Learning) -> Ack:
         if not self.outbox.waiting(self.partition):
             try:
-                receipt = self.engine.store_with(item, WriteOptions.accepted())
+                receipt_id = self._store(item)
             except InvalidRequest:
                 raise
             except Exception:  # the engine did not answer: queue it (never fail the caller)
                 pass
             else:
-                return Ack("saved", "saved", id=receipt.id)
+                return Ack("saved", "saved", id=receipt_id)
         self.outbox.put(self.partition, "learn", item.to_json(), item.id)
         return Ack("queued", QUEUED_SAVE, id=item.id)
+
+    def _store(self, item: Learning) -> str:
+        """Store a learning; a fact by the facts' rules (upsert by key, dedupe by content); its id."""
+        if is_fact_item(item):
+            return FactStore(self.engine, item.meta.namespace).apply(item).id
+        return self.engine.store_with(item, WriteOptions.accepted()).id
 
     def forget(self, ids: Sequence[str]) -> Ack:
         """Forget ``ids`` readable under the scope's reach, now or later; queued learnings named are cancelled.
@@ -233,7 +267,11 @@ class ToolWrites:
 
     def _apply(self, entry: QueuedWrite) -> None:
         if entry.op == "learn":
-            self.engine.store_with(parse_item(entry.payload, field="payload"), WriteOptions.accepted())
+            item = parse_item(entry.payload, field="payload")
+            if isinstance(item, Learning):
+                self._store(item)  # a fact's statement time decides, whenever it is delivered
+            else:
+                self.engine.store_with(item, WriteOptions.accepted())
             return
         data = json.loads(entry.payload)
         reach = None if data.get("reach") is None else Reach.coerce(data["reach"], "reach")

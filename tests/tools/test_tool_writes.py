@@ -15,6 +15,7 @@ from memory_core.consolidation import WriteOptions
 from memory_core.engine import AnyItem
 from memory_core.engines.reference import ReferenceEngine
 from memory_core.errors import EngineUnavailable, InvalidRequest
+from memory_core.facts.model import content_hash, read_tags, user_tags
 from memory_core.namespace import Reach
 from memory_core.query import ForgetReport, ForgetTarget, StoreReceipt
 from memory_core.tools import ToolScope
@@ -74,7 +75,9 @@ def test_with_an_engine_that_answers_learn_is_saved_at_once_and_scrubbed(writes:
     assert (ack.state, ack.message) == ("saved", "saved")
     (hit,) = engine.list(ListRequest(limit=10)).items
     assert hit.id == ack.id and hit.text == "the deploy key is [REDACTED]"
-    assert str(hit.meta.namespace) == "agent:writer" and hit.meta.tags == ("ops",)
+    assert str(hit.meta.namespace) == "agent:writer" and user_tags(hit.meta.tags) == ("ops",)
+    # a fact's content hash is of the scrubbed text, never of the secret (issue 20)
+    assert read_tags(hit.meta.tags).content_hash == content_hash("the deploy key is [REDACTED]")
 
 
 def test_when_the_engine_does_not_answer_learn_is_queued_scrubbed_and_delivered_later(
