@@ -32,9 +32,7 @@ _SEGMENTS: Final = re.compile(r"[./:]")
 
 
 def key_subject(key: str) -> frozenset[str]:
-    """The words of a key's last segment, case folded (``ui.theme`` → ``{theme}``; ``user.home_city`` → ``{home,
-    city}``).
-    """
+    """The words of a key's last segment, case folded: ``ui.theme`` → ``{theme}``, ``user.home_city`` → both words."""
     last = _SEGMENTS.split(key)[-1]
     return frozenset(w.casefold() for w in _WORD.findall(last) if len(w) > 1)
 
