@@ -49,6 +49,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "cortex_double",
     "migrate",
     "facts",
+    "retention",
 )
 """Modules under ``memory_core.cli`` whose import registers commands on ``app``."""
 
