@@ -3,8 +3,8 @@
 Seed 004 keeps episodes (here: the one-turn conversations ``AgentMemory`` logs, reference §4.3) for 90 days and
 at most the 5,000 newest per resource (here: per layout root); facts are never pruned automatically. So:
 
-* **What is considered**: conversation items in ``subtree(root)``, nothing else: facts and other learnings,
-  documents and built beliefs are never selected.
+* **What is considered**: conversation items in ``subtree(root)`` not already in the ``archive`` tier, nothing
+  else: facts and other learnings, documents and built beliefs are never selected.
 * **What goes** (``select``, pure): turns observed before ``now - max_age_days``; then, of the rest, all but the
   ``max_turns`` newest (by ``observed_at``, then id; an undated turn counts as the oldest, since nothing shows it
   is new, but is never "too old").
@@ -170,7 +170,11 @@ def _turns(engine: MemoryEngine, root: Namespace) -> list[tuple[str, datetime | 
     cursor: str | None = None
     while True:
         page = engine.list(ListRequest(filter=flt, limit=_PAGE, cursor=cursor))
-        out.extend((h.id, h.meta.observed_at) for h in page.items if h.kind is ItemKind.CONVERSATION)
+        out.extend(
+            (h.id, h.meta.observed_at)
+            for h in page.items
+            if h.kind is ItemKind.CONVERSATION and h.tier is not Tier.ARCHIVE  # archived: already out of the way
+        )
         if page.next_cursor is None:
             return out
         cursor = page.next_cursor
