@@ -127,9 +127,7 @@ def test_scenario_one_current_value_then_retention_keeps_the_last_90_days_and_ev
 def test_count_is_per_layout_root(sqlite: SQLiteEngine) -> None:
     log_turns(sqlite, 10, 1)
     other = MemoryLayout("team:other")
-    sqlite.store(
-        turn_item(other.conversations("x"), "x", "t", 0, Turn(role=Role.USER, text="elsewhere"), at=DAY0)
-    )
+    sqlite.store(turn_item(other.conversations("x"), "x", "t", 0, Turn(role=Role.USER, text="elsewhere"), at=DAY0))
     planned = rules.plan(sqlite, ROOT, DAY0 + timedelta(days=1), rules.RetentionPolicy(max_turns=4))
     assert (planned.scanned, len(planned.over_count)) == (10, 6)
     rules.apply(sqlite, planned)

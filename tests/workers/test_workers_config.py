@@ -100,6 +100,7 @@ def test_tasks_route_to_their_queues() -> None:
         "memory.ingest_brain": {"queue": "i"},
         "memory.build_due": {"queue": "m"},
         "memory.drain_outbox": {"queue": "m"},
+        "memory.retention": {"queue": "m"},
     }
 
 
