@@ -94,7 +94,7 @@ def test_the_limits_themselves_are_accepted(engine: MemoryEngine) -> None:
 def test_a_naive_time_is_refused() -> None:
     memory = AgentMemory(ReferenceEngine(), MemoryLayout(ROOT), "writer")
     with pytest.raises(InvalidRequest) as err:
-        memory.learn("x", key="k", at=datetime(2026, 1, 1))  # noqa: DTZ001
+        memory.learn("x", key="k", at=datetime(2026, 1, 1))
     assert err.value.field == "at"
 
 

@@ -175,7 +175,7 @@ def test_archive_without_tiers_forgets_and_says_so(sqlite: SQLiteEngine) -> None
 
 def test_a_naive_clock_is_refused() -> None:
     with pytest.raises(InvalidRequest) as err:
-        rules.plan(ReferenceEngine(), ROOT, datetime(2026, 1, 1))  # noqa: DTZ001
+        rules.plan(ReferenceEngine(), ROOT, datetime(2026, 1, 1))
     assert err.value.field == "now"
 
 

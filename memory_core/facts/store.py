@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Any, Final, TypeGuard
 
 from memory_core.consolidation import WriteOptions
 from memory_core.engine import MemoryEngine, check_engine
@@ -40,10 +40,11 @@ from memory_core.items import Learning, LearningKind
 from memory_core.meta import ItemKind, MemoryMeta, MetaFilter, SourceKind, SourceRef
 from memory_core.namespace import Namespace, Reach
 from memory_core.query import ForgetTarget, Hit, ListRequest, StoreReceipt
+from memory_core.safety.detector import Policy
 from memory_core.safety.engine import ScrubbingEngine
 from memory_core.safety.items import scrub_item
 
-__all__ = ["FactReceipt", "FactStore", "fact_item", "is_fact_item", "rehashed", "stated_at"]
+__all__ = ["FactReceipt", "FactStore", "fact_item", "is_fact_item", "rehashed", "scrubbed_fact", "stated_at"]
 
 _PAGE: Final = 500
 _MIN: Final = datetime.min.replace(tzinfo=UTC)
@@ -117,7 +118,7 @@ def fact_item(
     return Learning(text=checked, kind=LearningKind.FACT, confidence=confidence, evidence=evidence, meta=meta)
 
 
-def is_fact_item(item: object) -> bool:
+def is_fact_item(item: object) -> TypeGuard[Learning]:
     """True for a learning carrying a fact's key or content-hash tag (what ``FactStore.apply`` upserts)."""
     if not isinstance(item, Learning):
         return False
@@ -135,6 +136,13 @@ def rehashed(item: Learning) -> Learning:
         return item
     fresh = tuple(HASH_TAG + content_hash(item.text) if t.startswith(HASH_TAG) else t for t in tags)
     return item if fresh == tags else item.with_meta(item.meta.with_(tags=fresh))
+
+
+def scrubbed_fact(item: Learning, policy: Policy | None) -> Learning:
+    """``item`` scrubbed (``safety.items.scrub_item``) with its content hash recomputed from the scrubbed text."""
+    out = scrub_item(item, policy)
+    assert isinstance(out, Learning)  # scrubbing keeps an item's kind
+    return rehashed(out)
 
 
 def stated_at(meta: MemoryMeta) -> datetime:
@@ -200,7 +208,7 @@ class FactStore:
         if item.meta.namespace != self.place:
             raise InvalidRequest(f"a fact for {item.meta.namespace} given to the facts of {self.place}", "namespace")
         if isinstance(self.engine, ScrubbingEngine):  # hash what will be stored, never a secret it removes
-            item = scrub_item(item, self.engine.policy)
+            item = scrubbed_fact(item, self.engine.policy)
         item = rehashed(item)
         facts = read_tags(item.meta.tags)
         if facts.key is not None:

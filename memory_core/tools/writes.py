@@ -17,10 +17,10 @@ from datetime import UTC, datetime
 from typing import Any, Final, Literal
 
 from memory_core.consolidation import WriteOptions
-from memory_core.engine import MemoryEngine, check_engine
+from memory_core.engine import AnyItem, MemoryEngine, check_engine
 from memory_core.errors import InvalidRequest
 from memory_core.facts.model import check_text
-from memory_core.facts.store import FactStore, fact_item, is_fact_item, rehashed
+from memory_core.facts.store import FactStore, fact_item, is_fact_item, scrubbed_fact
 from memory_core.items import Learning, LearningKind, parse_item, validate_item
 from memory_core.meta import MemoryMeta, SourceKind, SourceRef
 from memory_core.namespace import Reach
@@ -158,7 +158,7 @@ class ToolWrites:
                 evidence=evidence,
             )
             validate_item(fact, field="learning")
-            return self._learn(rehashed(scrub_item(fact, self.policy)) if self.scrub else fact)
+            return self._learn(scrubbed_fact(fact, self.policy) if self.scrub else fact)
         for name, value in (("key", key), ("importance", importance)):
             if value is not None:
                 raise InvalidRequest("only a fact takes a key or importance", field=name)
@@ -175,7 +175,7 @@ class ToolWrites:
         validate_item(raw, field="learning")  # a bad request is refused before anything is stored or queued
         return self._learn(scrub_item(raw, self.policy) if self.scrub else raw)
 
-    def _learn(self, item: Learning) -> Ack:
+    def _learn(self, item: AnyItem) -> Ack:
         if not self.outbox.waiting(self.partition):
             try:
                 receipt_id = self._store(item)
@@ -188,7 +188,7 @@ class ToolWrites:
         self.outbox.put(self.partition, "learn", item.to_json(), item.id)
         return Ack("queued", QUEUED_SAVE, id=item.id)
 
-    def _store(self, item: Learning) -> str:
+    def _store(self, item: AnyItem) -> str:
         """Store a learning; a fact by the facts' rules (upsert by key, dedupe by content); its id."""
         if is_fact_item(item):
             return FactStore(self.engine, item.meta.namespace).apply(item).id
