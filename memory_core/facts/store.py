@@ -9,7 +9,8 @@
 * **Unkeyed**: deduplicated by content hash (``fact-hash``, case and whitespace folded) at that namespace: a fact
   already held is a replay, answered with the held id.
 
-Writes are ``accepted`` (a recall right after sees them, seed 001). Validation happens before anything is read
+Writes are ``visible`` (``store``) unless the caller passes other ``WriteOptions`` (``ToolWrites``: ``accepted``,
+seed 001). Validation happens before anything is read
 or written (``model``): a bad request stores nothing. Two writers racing on one key may briefly both hold a
 value; readers take the latest statement (``pack.current_facts``), and the next write of the key supersedes the
 rest.
@@ -157,14 +158,23 @@ class FactStore:
         engine: Any ``MemoryEngine`` (a scrubbing one scrubs what is stored).
         place: The namespace facts are written at and read from (exactly: not its children).
         clock: When a statement is made, for ``learn`` calls that give no time (default: now, UTC).
+        options: The writes' durability; None: ``store`` (``visible``: the next read sees the fact).
 
     Raises:
         InvalidRequest: ``engine`` is not a ``MemoryEngine``.
     """
 
-    def __init__(self, engine: MemoryEngine, place: Namespace, *, clock: Callable[[], datetime] | None = None) -> None:
+    def __init__(
+        self,
+        engine: MemoryEngine,
+        place: Namespace,
+        *,
+        clock: Callable[[], datetime] | None = None,
+        options: WriteOptions | None = None,
+    ) -> None:
         self.engine = check_engine(engine)
         self.place = place
+        self.options = options
         self._clock = clock or (lambda: datetime.now(UTC))
 
     # writes --------------------------------------------------------------------------------------------
@@ -263,7 +273,7 @@ class FactStore:
 
     # helpers -------------------------------------------------------------------------------------------
     def _store(self, item: Learning) -> StoreReceipt:
-        return self.engine.store_with(item, WriteOptions.accepted())
+        return self.engine.store(item) if self.options is None else self.engine.store_with(item, self.options)
 
     def _listed(self, flt: MetaFilter) -> list[Hit]:
         out: list[Hit] = []

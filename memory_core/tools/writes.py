@@ -191,7 +191,7 @@ class ToolWrites:
     def _store(self, item: AnyItem) -> str:
         """Store a learning; a fact by the facts' rules (upsert by key, dedupe by content); its id."""
         if is_fact_item(item):
-            return FactStore(self.engine, item.meta.namespace).apply(item).id
+            return FactStore(self.engine, item.meta.namespace, options=WriteOptions.accepted()).apply(item).id
         return self.engine.store_with(item, WriteOptions.accepted()).id
 
     def forget(self, ids: Sequence[str]) -> Ack:
