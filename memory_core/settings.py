@@ -148,6 +148,11 @@ class Settings(BaseSettings):
             Triggers that arrive sooner fold into one follow-up build delivered when the interval ends, so a burst
             of triggers shorter than this gives at most two builds however fast a build is (issue 5 §4).
         outbox_drain_interval_s: How often beat drains the local outbox, seconds.
+        retention_interval_s / retention_max_age_days / retention_max_turns / retention_archive: the
+            ``memory.retention`` job (``lifecycle.retention``, seed 004): how often beat runs it (daily), the age
+            past which logged turns go (90 days), the newest turns kept per layout root (5,000), and whether an
+            engine declaring tiers moves them to ``archive`` instead of forgetting them. Facts and beliefs are
+            never pruned by it.
         dead_letter_max: Dead letters kept; the oldest are dropped past it.
         scrub: Scrub every write of the engines hosts, workers and commands open (``engines.open_host_engine``
             wraps them in ``safety.ScrubbingEngine``); ``MEMORY_CORE_SCRUB=off`` stores secrets verbatim, and every
@@ -221,6 +226,10 @@ class Settings(BaseSettings):
     pg_pool_timeout_s: float = Field(default=10.0, gt=0)
     pg_connect_timeout_s: int = Field(default=5, gt=0)
     pg_statement_timeout_ms: int = Field(default=30_000, ge=0)
+    retention_interval_s: float = Field(default=86_400.0, gt=0)
+    retention_max_age_days: float = Field(default=90.0, gt=0)
+    retention_max_turns: int = Field(default=5_000, gt=0)
+    retention_archive: bool = False
 
     @field_validator("engine_plugins")
     @classmethod

@@ -12,6 +12,7 @@ and the maintenance tasks beat sends (no job model; ``MAINTENANCE``):
 | --- | --- | --- | --- |
 | ``memory.build_due`` | ``queue_maintenance`` | ``handlers.run_build_due`` | ``reach`` |
 | ``memory.drain_outbox`` | ``queue_maintenance`` | ``handlers.run_drain`` | ``limit`` |
+| ``memory.retention`` | ``queue_maintenance`` | ``handlers.run_retention`` | ``root``, ``dry_run`` |
 
 What is derived from ``JOB_KINDS``: the Celery tasks (``workers.celery_app.create_app`` registers one per row),
 their routes (``workers.config.celery_config``), the parsing of a submitted job, of a delivered message and of a
@@ -48,7 +49,7 @@ from memory_core.lifecycle.jobs import BuildBeliefs, IngestBrain
 from memory_core.namespace import Reach
 from memory_core.settings import Settings
 from memory_core.tools.jobs import ToolWrite
-from workers.handlers import run_build, run_build_due, run_drain, run_ingest, run_tool_write
+from workers.handlers import run_build, run_build_due, run_drain, run_ingest, run_retention, run_tool_write
 
 if TYPE_CHECKING:  # types only: workers.execution imports this module
     from workers.execution import Delivery
@@ -63,6 +64,7 @@ __all__ = [
     "TASK_BUILD_DUE",
     "TASK_DRAIN_OUTBOX",
     "TASK_INGEST_BRAIN",
+    "TASK_RETENTION",
     "JobKind",
     "JobKinds",
     "Maintenance",
@@ -75,6 +77,7 @@ TASK_BUILD_BELIEFS = "memory.build_beliefs"
 TASK_INGEST_BRAIN = "memory.ingest_brain"
 TASK_BUILD_DUE = "memory.build_due"
 TASK_DRAIN_OUTBOX = "memory.drain_outbox"
+TASK_RETENTION = "memory.retention"
 MAINTENANCE_QUEUE = "queue_maintenance"
 """The ``Settings`` field naming the maintenance queue (beat's ticks, and Celery's default queue)."""
 
@@ -180,6 +183,7 @@ class Maintenance:
 MAINTENANCE: tuple[Maintenance, ...] = (
     Maintenance(TASK_BUILD_DUE, run_build_due, frozenset({"reach"})),
     Maintenance(TASK_DRAIN_OUTBOX, run_drain, frozenset({"limit"})),
+    Maintenance(TASK_RETENTION, run_retention, frozenset({"root", "dry_run"})),
 )
 """The maintenance tasks (``beat_schedule.ENTRIES`` sends them)."""
 

@@ -48,6 +48,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "mcp",
     "cortex_double",
     "migrate",
+    "facts",
+    "retention",
 )
 """Modules under ``memory_core.cli`` whose import registers commands on ``app``."""
 

@@ -24,11 +24,20 @@ from memory_core._model import ContractModel, Timestamp
 from memory_core.consolidation import WriteOptions
 from memory_core.engine import MemoryEngine
 from memory_core.errors import InvalidRequest
+from memory_core.facts.store import FactReceipt, FactStore, is_fact_item
 from memory_core.items import Learning
 from memory_core.namespace import Namespace, Reach
-from memory_core.query import ForgetReport, ForgetTarget, NonBlank
+from memory_core.query import ForgetReport, ForgetTarget, NonBlank, StoreReceipt
 
-__all__ = ["MAX_FORGET_IDS", "ORDER_HOLD_S", "ORDER_RETRY_S", "ToolWrite", "apply_tool_write", "forget_ids"]
+__all__ = [
+    "MAX_FORGET_IDS",
+    "ORDER_HOLD_S",
+    "ORDER_RETRY_S",
+    "ToolWrite",
+    "apply_tool_write",
+    "forget_ids",
+    "store_learning",
+]
 
 ORDER_HOLD_S: Final = 600.0
 """Seconds after it was made that a job waits for the job queued before it for the same place."""
@@ -103,6 +112,21 @@ def forget_ids(engine: MemoryEngine, ids: list[str], reach: Reach | None) -> For
     return engine.forget(ForgetTarget(ids=tuple(ids)))
 
 
+def store_learning(engine: MemoryEngine, item: Learning) -> StoreReceipt | FactReceipt:
+    """Store a learning with ``accepted`` durability; a fact by the facts' rules (``facts.store``).
+
+    A keyed fact upserts its key, the statement time deciding whenever it is delivered; an unkeyed one is stored
+    once per content.
+
+    Raises:
+        InvalidRequest: the engine refuses it.
+        EngineUnavailable: the engine does not answer.
+    """
+    if is_fact_item(item):
+        return FactStore(engine, item.meta.namespace, options=WriteOptions.accepted()).apply(item)
+    return engine.store_with(item, WriteOptions.accepted())
+
+
 def apply_tool_write(engine: MemoryEngine, job: ToolWrite) -> dict[str, Any]:
     """Apply one queued request: store its learning (``accepted``) or forget its ids; the job's result.
 
@@ -117,7 +141,7 @@ def apply_tool_write(engine: MemoryEngine, job: ToolWrite) -> dict[str, Any]:
     """
     out: dict[str, Any] = {"job": job.job, "op": job.op, "place": str(job.place)}
     if job.learning is not None:
-        receipt = engine.store_with(job.learning, WriteOptions.accepted())
+        receipt = store_learning(engine, job.learning)
         return {**out, "id": receipt.id, "replayed": receipt.replayed}
     report = forget_ids(engine, list(job.ids), job.reach)
     return {**out, "forgotten": report.forgotten}

@@ -23,6 +23,8 @@ from typing import Any
 from memory_core.engine import AnyItem, MemoryEngine, check_engine
 from memory_core.errors import InvalidRequest, Unsupported
 from memory_core.explore import ExploreRequest, Facet
+from memory_core.facts.model import check_text
+from memory_core.facts.store import FactStore, fact_item
 from memory_core.items import Conversation, Document, DocumentBody, Learning, LearningKind, Role, Turn
 from memory_core.meta import MemoryMeta, MetaFilter, SourceKind, SourceRef
 from memory_core.namespace import ROOT, Namespace, Reach
@@ -294,6 +296,12 @@ class MemoryTools:
         meta = self._meta(list(args.get("tags", ())))
         if "learning" in args:
             raw = args["learning"]
+            for name in ("key", "importance"):
+                if name in raw:
+                    raise InvalidRequest(
+                        "only a fact (learning_kind fact) takes a key or importance", f"learning.{name}"
+                    )
+            check_text(raw["text"], "learning.text")
             return Learning(
                 text=raw["text"],
                 kind=LearningKind(raw.get("learning_kind", LearningKind.FACT.value)),
@@ -308,7 +316,27 @@ class MemoryTools:
         return Conversation(turns=turns, meta=meta)
 
     def _memory_store(self, args: dict[str, Any]) -> Result:
+        raw = args.get("learning")
+        if raw is not None and raw.get("learning_kind", LearningKind.FACT.value) == LearningKind.FACT.value:
+            return self._store_fact(raw, list(args.get("tags", ())))
         receipt = self.engine.store(self._item(args))
+        return {"id": receipt.id, "replayed": receipt.replayed}
+
+    def _store_fact(self, raw: dict[str, Any], tags: list[str]) -> Result:
+        """A fact: upserted by ``key``, else deduplicated by content (``facts.store``; seed 004)."""
+        item = fact_item(
+            raw["text"],
+            self.scope.place,
+            key=raw.get("key"),
+            importance=raw.get("importance"),
+            at=self._clock(),
+            confidence=float(raw.get("confidence", 0.8)),
+            tags=tags,
+            evidence=raw.get("evidence"),
+            field="learning.",
+            agent_id=self.scope.agent_id,
+        )
+        receipt = FactStore(self.engine, self.scope.place).apply(item)
         return {"id": receipt.id, "replayed": receipt.replayed}
 
     def _memory_forget(self, args: dict[str, Any]) -> Result:

@@ -19,16 +19,17 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Final, Literal, Protocol
+from typing import Any, Final, Literal, Protocol, cast
 
-from memory_core.consolidation import WriteOptions
 from memory_core.engine import MemoryEngine, check_engine
 from memory_core.errors import InvalidRequest
+from memory_core.facts.model import check_text
+from memory_core.facts.store import fact_item, scrubbed_fact
 from memory_core.items import Learning, LearningKind, validate_item
 from memory_core.safety.detector import Policy
 from memory_core.safety.host import scrubbing_enabled
 from memory_core.safety.items import scrub_item
-from memory_core.tools.jobs import MAX_FORGET_IDS, ToolWrite, forget_ids
+from memory_core.tools.jobs import MAX_FORGET_IDS, ToolWrite, forget_ids, store_learning
 from memory_core.tools.memory_tools import ToolScope, tool_meta
 
 __all__ = ["QUEUED_REMOVE", "QUEUED_SAVE", "Ack", "JobSink", "ToolWrites"]
@@ -132,32 +133,59 @@ class ToolWrites:
         confidence: float = 0.8,
         evidence: str | None = None,
         tags: Sequence[str] = (),
+        key: str | None = None,
+        importance: float | None = None,
     ) -> Ack:
         """Store a learning at the scope's place, now or, when the engine does not answer, as a job.
 
+        A ``fact`` (the default kind) is a fact (``facts.store``): with a ``key`` it replaces the key's value, and
+        the time it was stated (this call's clock) decides, so a late delivery never overwrites a newer value;
+        without one it is stored once per text. A ``key`` or ``importance`` on another kind is refused.
+
         Raises:
-            InvalidRequest: a blank text, an unknown kind, a confidence outside 0..=1, a bad tag.
+            InvalidRequest: a blank text or one over 2,000 characters, an unknown kind, a confidence outside 0..=1,
+                a bad tag, a blank or over-128-character key, an importance not in ``[0, 1]``.
             EngineUnavailable: the engine failed AND the job could not be kept (broker and outbox both down).
         """
+        check_text(text, "text")
         now = self._clock()
-        meta = tool_meta(self.scope, list(tags), now)
         try:
             learning_kind = LearningKind(kind)
         except ValueError:
             raise InvalidRequest(f"{kind!r} is not a learning kind", field="kind") from None
+        if learning_kind is LearningKind.FACT:
+            fact = fact_item(
+                text,
+                self.scope.place,
+                key=key,
+                importance=importance,
+                at=now,
+                confidence=confidence,
+                tags=tags,
+                evidence=evidence,
+                agent_id=self.scope.agent_id,
+            )
+            validate_item(fact, field="learning")
+            return self._learn(scrubbed_fact(fact, self.policy) if self.scrub else fact, now)
+        for name, value in (("key", key), ("importance", importance)):
+            if value is not None:
+                raise InvalidRequest("only a fact takes a key or importance", field=name)
+        meta = tool_meta(self.scope, list(tags), now)
         raw = Learning(text=text, kind=learning_kind, confidence=confidence, evidence=evidence, meta=meta)
         validate_item(raw, field="learning")  # a bad request is refused before anything is stored or queued
-        item = scrub_item(raw, self.policy) if self.scrub else raw
+        return self._learn(cast(Learning, scrub_item(raw, self.policy)) if self.scrub else raw, now)  # kind kept
+
+    def _learn(self, item: Learning, now: datetime) -> Ack:
         with self._lock:
             if not self._waiting():
                 try:
-                    receipt = self.engine.store_with(item, WriteOptions.accepted())
+                    receipt_id = store_learning(self.engine, item).id
                 except InvalidRequest:
                     raise
                 except Exception:  # the engine did not answer: queue it (never fail the caller)
                     pass
                 else:
-                    return Ack("saved", "saved", id=receipt.id)
+                    return Ack("saved", "saved", id=receipt_id)
             job_id = self._submit(ToolWrite(op="learn", place=self.scope.place, learning=item, made_at=now))
         return Ack("queued", QUEUED_SAVE, id=item.id, job_id=job_id)
 

@@ -18,6 +18,7 @@ from memory_core.consolidation import WriteOptions
 from memory_core.engine import AnyItem
 from memory_core.engines.reference import ReferenceEngine
 from memory_core.errors import EngineUnavailable, InvalidRequest
+from memory_core.facts.model import content_hash, read_tags, user_tags
 from memory_core.items import Learning
 from memory_core.meta import MemoryMeta
 from memory_core.namespace import Namespace, Reach
@@ -109,6 +110,10 @@ def test_with_an_engine_that_answers_learn_is_saved_at_once_and_scrubbed(
     ack = writes.learn(f"the deploy key is {AWS}", tags=["ops"])
     assert (ack.state, ack.message, ack.job_id) == ("saved", "saved", None)
     assert _texts(engine) == ["the deploy key is [REDACTED]"] and sink.jobs == {}
+    (hit,) = engine.list(ListRequest(limit=10)).items
+    assert user_tags(hit.meta.tags) == ("ops",)
+    # a fact's content hash is of the scrubbed text, never of the secret (issue 20)
+    assert read_tags(hit.meta.tags).content_hash == content_hash("the deploy key is [REDACTED]")
 
 
 def test_when_the_engine_is_away_learn_becomes_a_scrubbed_job_and_a_worker_applies_it(
@@ -188,7 +193,7 @@ def test_bad_requests_are_refused_and_nothing_is_stored_or_queued(
 ) -> None:
     engine.up = False
     for call, field_name in (
-        (lambda: writes.learn("   "), "learning.text"),
+        (lambda: writes.learn("   "), "text"),
         (lambda: writes.learn("x", kind="rumour"), "kind"),
         (lambda: writes.learn("x", confidence=1.5), "confidence"),
         (lambda: writes.forget([]), "ids"),

@@ -101,6 +101,7 @@ def test_tasks_route_to_their_queues() -> None:
         "memory.tool_write": {"queue": "i"},
         "memory.build_due": {"queue": "m"},
         "memory.drain_outbox": {"queue": "m"},
+        "memory.retention": {"queue": "m"},
     }
 
 

@@ -14,6 +14,7 @@ import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from memory_core.facts.model import ranking_confidence
 from memory_core.items import Conversation, Document, Learning
 from memory_core.scoring import embed
 
@@ -41,7 +42,7 @@ class Prepared:
         kind: ``document``, ``conversation`` or ``learning``.
         ns: The namespace key.
         meta: Values of the filter columns.
-        confidence: A learning's confidence.
+        confidence: A learning's confidence as ranking weighs it (a fact's importance blended in).
         item_json: The item's JSON (export returns it whole).
         text: ``render_text()``.
         tags: The item's tags.
@@ -68,7 +69,7 @@ def prepare(item: Document | Conversation | Learning, *, index: bool) -> Prepare
         kind=item.item_kind.value,
         ns=ns_key(meta.namespace),
         meta=meta_columns(meta),
-        confidence=item.confidence_value(),
+        confidence=ranking_confidence(item.confidence_value(), meta.tags),  # a fact's importance (facts.model)
         item_json=item.model_dump_json(),
         text=text,
         tags=tuple(dict.fromkeys(meta.tags)),
