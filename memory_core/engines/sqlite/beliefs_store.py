@@ -47,10 +47,12 @@ from memory_core.beliefs import (
     retract as retract_beliefs,
 )
 from memory_core.items import parse_item
+from memory_core.memory_log import Held, MemoryStatus, RecordOp, Tier
 from memory_core.meta import ItemKind
 from memory_core.namespace import Reach
 from memory_core.scoring import embed
 
+from . import log
 from .belief_index import bump_version, evidence_of, rank
 from .connection import Database
 from .filters import reach_sql
@@ -82,6 +84,8 @@ background write and stands back while a live write waits: ``connection``); it l
 (another build, an ingestion chunk, a host's fold) in rather than starving them (memory-core choice)."""
 SOURCE_KINDS: Final = (ItemKind.DOCUMENT.value, ItemKind.CONVERSATION.value)
 """Item kinds beliefs are built from (learnings are never a source, reference §3)."""
+_NOT_HOLDING: Final = frozenset({MemoryStatus.STALE.value, MemoryStatus.RETRACTED.value})
+"""``beliefs.status`` of a belief that does not hold (``log``)."""
 _NEWEST: Final = "observed_at DESC, last_seq DESC, key DESC"
 """SQL order of a subject's members, newest first, as ``Belief.newness`` then key (NULL, undated, sorts
 lowest: sqlite.org/datatype3.html §4.1)."""
@@ -197,21 +201,35 @@ def _update(
         _put_anchors(conn, ns, from_kind, bid, new)
 
 
-def _save(conn: sqlite3.Connection, ns: str, from_kind: str, beliefs: Sequence[Belief], at_us: int) -> None:
-    """Insert or update ``beliefs`` and append the evidence each gained (``Belief.added``)."""
+def _save(
+    conn: sqlite3.Connection, ns: str, from_kind: str, beliefs: Sequence[Belief], at_us: int, *, restore: bool = True
+) -> None:
+    """Insert or update ``beliefs`` and append the evidence each gained (``Belief.added``).
+
+    A new belief writes a ``put`` record (tier ``long``). A build (``restore``) that writes a stale or retracted
+    belief again restores it (``docs/log-model.md`` rule 4: a ``restore`` record); a rebuild after a forget
+    (``retract``) keeps its status.
+    """
     if not beliefs:
         return
     version = bump_version(conn)  # per-process belief indexes load the rows stamped with it (``belief_index``)
     for belief in beliefs:
         state = json.dumps(belief.to_state(), separators=(",", ":"), ensure_ascii=False)
         row = conn.execute(
-            "SELECT bid, state FROM beliefs WHERE ns = ? AND from_kind = ? AND key = ?", (ns, from_kind, belief.key)
+            "SELECT bid, state, status, id FROM beliefs WHERE ns = ? AND from_kind = ? AND key = ?",
+            (ns, from_kind, belief.key),
         ).fetchone()
         if row is None:
             bid = _insert(conn, ns, from_kind, belief, state, at_us, version)
+            log.put(conn, belief_id(ns_of_key(ns), from_kind, belief.key), Tier.LONG, "built")
         else:
             bid = int(row[0])
             _update(conn, ns, from_kind, bid, Belief.from_state(json.loads(row[1])), belief, state, version)
+            if str(row[2]) in _NOT_HOLDING:
+                if restore:
+                    log.append(conn, RecordOp.RESTORE, str(row[3]), Held(MemoryStatus.LIVE, Tier.LONG), "rebuilt")
+                else:
+                    conn.execute("UPDATE beliefs SET status = ? WHERE bid = ?", (str(row[2]), bid))
         conn.executemany(
             "INSERT OR IGNORE INTO belief_evidence (bid, item_id) VALUES (?, ?)", [(bid, e) for e in belief.added]
         )
@@ -226,6 +244,7 @@ def _delete(conn: sqlite3.Connection, ns: str, from_kind: str, keys: Sequence[st
             continue
         version = bump_version(conn)
         bid, text = int(row[0]), str(row[1])
+        log.tombstones(conn, [belief_id(ns_of_key(ns), from_kind, key)], "built only on removed memories")
         conn.execute("INSERT INTO beliefs_removed (version, bid) VALUES (?, ?)", (version, bid))
         conn.execute("INSERT INTO beliefs_fts (beliefs_fts, rowid, text) VALUES ('delete', ?, ?)", (bid, text))
         conn.execute("DELETE FROM belief_evidence WHERE bid = ?", (bid,))
@@ -293,11 +312,11 @@ def _write_round(
         batch = groups[done : done + MERGE_BATCH]
         seqs = [seq for seq, _, sts in batch if sts]
         present = (
-            {int(r[0]) for r in conn.execute(f"SELECT seq FROM items WHERE seq IN ({placeholders(len(seqs))})", seqs)}
+            {int(r[0]) for r in conn.execute(f"SELECT seq FROM items WHERE seq IN ({placeholders(len(seqs))}) AND status = 'live'", seqs)}
             if seqs
             else set()
         )
-        statements = [st for seq, _, sts in batch if seq in present for st in sts]  # a forgotten item adds nothing
+        statements = [st for seq, _, sts in batch if seq in present for st in sts]  # nor a forgotten or retracted one
         if statements:
             existing = _candidates(conn, ns, kind, lookup(statements))
             held = _held(conn, ns, kind, sorted({st.evidence for st in statements}))
@@ -395,7 +414,7 @@ def retract(conn: sqlite3.Connection, removed_ids: Sequence[str]) -> int:
                 others.append(Belief.from_state(json.loads(row[0])))
         changed, gone = retract_beliefs(list(beliefs.values()), survivors, others)
         _delete(conn, ns, from_kind, gone)
-        _save(conn, ns, from_kind, changed, now_us())
+        _save(conn, ns, from_kind, changed, now_us(), restore=False)
         deleted += len(gone)
     return deleted
 
