@@ -86,11 +86,15 @@ class RecordOp(StrEnum):
 
 
 class LogRecord(ContractModel):
-    """``{lsn, txn, op, id, status?, tier?, reason?}``: one change to one memory.
+    """``{lsn, txn, op, id, status?, tier?, reason?, at?}``: one change to one memory.
 
     ``status`` and ``tier`` are the memory's state after the record (absent after a tombstone). No record
     carries a memory's text: the content lives apart from the log, so a forget leaves nothing to read back.
+    ``at`` (optional per engine, left out of JSON when absent) is when it was written, µs since the epoch, never
+    less than the record before it's, so a time names an LSN (``lsn_at``).
     """
+
+    __omit_defaults__: ClassVar[frozenset[str]] = frozenset({"at"})
 
     lsn: StrictInt = Field(ge=1)
     txn: StrictInt = Field(ge=1)
@@ -99,6 +103,7 @@ class LogRecord(ContractModel):
     status: MemoryStatus | None = None
     tier: Tier | None = None
     reason: str | None = None
+    at: StrictInt | None = None
 
 
 class LogPage(ContractModel):

@@ -11,8 +11,8 @@ superseded, stays in its JSON state and comes back on a restore), and a belief's
 its materialised change are written by ``apply``, the only writer of both, so the materialised state is always
 ``memory_log.fold`` of the log (``materialised`` reads it back; a test compares).
 
-Cost on the live write path: one ``INSERT`` per change into ``log`` (its LSN computed in the same statement from
-the table's last row), in the same transaction, so no extra commit or fsync.
+Cost on the live write path: one ``INSERT`` per change into ``log`` (its LSN and time computed in the same
+statement from the table's last row), in the same transaction, so no extra commit or fsync.
 
 The transaction a record belongs to is tracked per thread (``log_txn``): ``Database`` calls ``begin`` when a
 write transaction starts, and the first ``append`` after it opens a new log transaction.
@@ -30,6 +30,7 @@ from memory_core.memory_log import Held, LogRecord, MemoryStatus, RecordOp, Tier
 
 from . import log_txn
 from .belief_index import bump_version
+from .rows import now_us
 
 __all__ = [
     "SCHEMA",
@@ -41,6 +42,7 @@ __all__ = [
     "current_lsn",
     "held",
     "history",
+    "lsn_at",
     "materialised",
     "page",
     "put",
@@ -51,7 +53,7 @@ __all__ = [
 
 SCHEMA: Final = (
     "CREATE TABLE log (lsn INTEGER PRIMARY KEY, txn INTEGER NOT NULL, op TEXT NOT NULL, id TEXT NOT NULL, "
-    "status TEXT, tier TEXT, reason TEXT)",
+    "status TEXT, tier TEXT, reason TEXT, at INTEGER NOT NULL)",
     "CREATE INDEX log_id ON log(id, lsn)",
     "ALTER TABLE items ADD COLUMN status TEXT NOT NULL DEFAULT 'live'",
     "ALTER TABLE items ADD COLUMN tier TEXT NOT NULL DEFAULT 'short'",
@@ -69,26 +71,33 @@ _BACKFILL: Final = (
     "(SELECT seq FROM item_tags WHERE tag IN ('belief', 'consolidated'))",
     "UPDATE items SET derived_from = json_extract((SELECT b.item FROM bodies b WHERE b.seq = items.seq), "
     "'$.evidence') WHERE kind = 'learning'",
-    "INSERT INTO log (txn, op, id, status, tier, reason) SELECT 1, 'put', id, 'live', tier, 'migrated' "
+    "INSERT INTO log (txn, op, id, status, tier, reason, at) SELECT 1, 'put', id, 'live', tier, 'migrated', ? "
     "FROM items ORDER BY seq",
-    "INSERT INTO log (txn, op, id, status, tier, reason) SELECT 1, 'put', id, 'live', 'long', 'migrated' "
+    "INSERT INTO log (txn, op, id, status, tier, reason, at) SELECT 1, 'put', id, 'live', 'long', 'migrated', ? "
     "FROM beliefs ORDER BY bid",
 )
 
 _APPEND: Final = (
-    "INSERT INTO log (lsn, txn, op, id, status, tier, reason) SELECT n, coalesce(?, n), ?, ?, ?, ?, ? "
-    "FROM (SELECT coalesce(max(lsn), 0) + 1 AS n FROM log)"
+    "INSERT INTO log (lsn, txn, op, id, status, tier, reason, at) SELECT n, coalesce(?, n), ?, ?, ?, ?, ?, "
+    "max(?, last) FROM (SELECT coalesce(max(lsn), 0) + 1 AS n, "
+    "coalesce((SELECT at FROM log ORDER BY lsn DESC LIMIT 1), 0) AS last FROM log) RETURNING lsn, at"
 )
+"""One record: its LSN follows the last, its time is never before the last record's (clocks of two processes
+may disagree by a little), so LSN order is time order."""
 _NOT_HOLDING: Final = {MemoryStatus.STALE.value, MemoryStatus.RETRACTED.value}
 """``beliefs.status`` values of a belief that does not hold (the others, ``active`` and ``superseded``, hold)."""
 
 
 def migrate(conn: sqlite3.Connection) -> None:
-    """Add the log to a database (``schema``'s migration): every held memory gets a ``put`` in transaction 1."""
+    """Add the log to a database (``schema``'s migration): every held memory gets a ``put`` in transaction 1.
+
+    The records the migration writes carry its own time (when each memory was first written is not logged).
+    """
     for statement in SCHEMA:
         conn.execute(statement)
+    at = now_us()
     for statement in _BACKFILL:
-        conn.execute(statement)
+        conn.execute(statement, (at,) if "?" in statement else ())
 
 
 _slot = log_txn.slot
@@ -100,11 +109,19 @@ def append(
 ) -> LogRecord:
     """Write one record in the caller's write transaction (the materialised state is the caller's: ``apply``)."""
     txn = _slot.txn if _slot.conn == id(conn) else None
-    cur = conn.execute(
+    row = conn.execute(
         _APPEND,
-        (txn, op.value, item_id, state.status.value if state else None, state.tier.value if state else None, reason),
-    )
-    lsn = int(cur.lastrowid or 0)
+        (
+            txn,
+            op.value,
+            item_id,
+            state.status.value if state else None,
+            state.tier.value if state else None,
+            reason,
+            now_us(),
+        ),
+    ).fetchone()
+    lsn, at = int(row[0]), int(row[1])
     if txn is None:
         _slot.conn, _slot.txn, txn = id(conn), lsn, lsn
     return LogRecord(
@@ -115,6 +132,7 @@ def append(
         status=state.status if state else None,
         tier=state.tier if state else None,
         reason=reason,
+        at=at,
     )
 
 
@@ -193,7 +211,7 @@ def materialised(conn: sqlite3.Connection) -> dict[str, Held]:
 
 # reading the log ----------------------------------------------------------------------------------------
 def _record(row: Sequence[object]) -> LogRecord:
-    lsn, txn, op, item_id, status, tier, reason = row
+    lsn, txn, op, item_id, status, tier, reason, at = row
     return LogRecord(
         lsn=int(str(lsn)),
         txn=int(str(txn)),
@@ -202,10 +220,11 @@ def _record(row: Sequence[object]) -> LogRecord:
         status=None if status is None else MemoryStatus(str(status)),
         tier=None if tier is None else Tier(str(tier)),
         reason=None if reason is None else str(reason),
+        at=int(str(at)),
     )
 
 
-_COLUMNS: Final = "lsn, txn, op, id, status, tier, reason"
+_COLUMNS: Final = "lsn, txn, op, id, status, tier, reason, at"
 
 
 def current_lsn(conn: sqlite3.Connection) -> int:
@@ -232,6 +251,11 @@ def history(conn: sqlite3.Connection, item_id: str, upto: int | None = None) -> 
     end = current_lsn(conn) if upto is None else upto
     rows = conn.execute(f"SELECT {_COLUMNS} FROM log WHERE id = ? AND lsn <= ? ORDER BY lsn", (item_id, end))
     return tuple(_record(r) for r in rows)
+
+
+def lsn_at(conn: sqlite3.Connection, at_us: int) -> int:
+    """The last LSN written at or before ``at_us`` (0: none): one pass over the log (for commands, not hot paths)."""
+    return int(conn.execute("SELECT coalesce(max(lsn), 0) FROM log WHERE at <= ?", (at_us,)).fetchone()[0])
 
 
 def settled(conn: sqlite3.Connection, lsn: int) -> int:
