@@ -48,6 +48,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "mcp",
     "cortex_double",
     "migrate",
+    "log",
 )
 """Modules under ``memory_core.cli`` whose import registers commands on ``app``."""
 
