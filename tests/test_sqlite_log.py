@@ -171,9 +171,7 @@ def test_staleness_is_transitive_and_a_forget_leaves_tombstones_only(engine: SQL
 
 def test_archive_leaves_the_standard_read_and_tiers_read_it(engine: SQLiteEngine) -> None:
     item = engine.store(Document.of("Old travel plans for Rome.", MemoryMeta())).id
-    belief = engine.store(
-        Learning(text="Likes Rome.", kind=LearningKind.FACT, meta=MemoryMeta(tags=("belief",)))
-    ).id
+    belief = engine.store(Learning(text="Likes Rome.", kind=LearningKind.FACT, meta=MemoryMeta(tags=("belief",)))).id
     assert [h.tier for h in engine.get(GetRequest(ids=(item, belief)))] == [Tier.SHORT, Tier.LONG]
     engine.move([item], Tier.ARCHIVE, "retention")
     assert item not in {h.id for h in engine.fetch(FetchRequest(query="travel Rome")).hits}
@@ -224,7 +222,9 @@ def test_a_view_inside_a_transaction_reads_the_state_before_it(engine: SQLiteEng
 
 def test_belief_in_another_namespace_keeps_its_tier(engine: SQLiteEngine) -> None:
     ns = Namespace.agent("ann")
-    turn = engine.store(Conversation(turns=(Turn(role=Role.USER, text="I moved to Lisbon."),), meta=MemoryMeta(namespace=ns)))
+    turn = engine.store(
+        Conversation(turns=(Turn(role=Role.USER, text="I moved to Lisbon."),), meta=MemoryMeta(namespace=ns))
+    )
     engine.consolidate(ConsolidateRequest(reach=Reach.subtree()))
     puts = [r for r in engine.log(0, 100).records if r.op is RecordOp.PUT and r.id != turn.id]
     assert puts and {r.tier for r in puts} == {Tier.LONG} and {r.reason for r in puts} == {"built"}

@@ -21,7 +21,6 @@ import typer
 from rich.markup import escape
 
 from memory_core.cli import app
-from memory_core.cli.log import lsn_for
 from memory_core.cli._common import (
     EngineOption,
     RootOption,
@@ -33,6 +32,7 @@ from memory_core.cli._common import (
     layout_for,
     plural,
 )
+from memory_core.cli.log import lsn_for
 from memory_core.lifecycle.agent import AgentMemory
 from memory_core.lifecycle.policy import RecallPolicy
 from memory_core.recall import EMPTY_REASON, ContextPack, ContextSpec, Skipped, context_recall

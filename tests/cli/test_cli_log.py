@@ -26,7 +26,9 @@ def store(tmp_path: Path) -> tuple[str, str, str]:
     path = tmp_path / "memory.db"
     meta = MemoryMeta(namespace=Namespace.agent("assistant"), thread_id="t1", agent_id="assistant")
     with SQLiteEngine(path) as engine:
-        turn = engine.store(Conversation(turns=(Turn(role=Role.USER, text="My sister Ana lives in Porto."),), meta=meta))
+        turn = engine.store(
+            Conversation(turns=(Turn(role=Role.USER, text="My sister Ana lives in Porto."),), meta=meta)
+        )
         engine.consolidate(ConsolidateRequest(reach=Reach.subtree()))
         belief = next(r.id for r in engine.log(0, 10).records if r.id != turn.id)
     return f"sqlite:///{path}", turn.id, belief

@@ -312,7 +312,12 @@ def _write_round(
         batch = groups[done : done + MERGE_BATCH]
         seqs = [seq for seq, _, sts in batch if sts]
         present = (
-            {int(r[0]) for r in conn.execute(f"SELECT seq FROM items WHERE seq IN ({placeholders(len(seqs))}) AND status = 'live'", seqs)}
+            {
+                int(r[0])
+                for r in conn.execute(
+                    f"SELECT seq FROM items WHERE seq IN ({placeholders(len(seqs))}) AND status = 'live'", seqs
+                )
+            }
             if seqs
             else set()
         )

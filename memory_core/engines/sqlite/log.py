@@ -202,9 +202,7 @@ def held(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, Held]:
 
 def materialised(conn: sqlite3.Connection) -> dict[str, Held]:
     """Every held memory's materialised state (for the test that compares it with ``fold`` of the log)."""
-    out = {
-        str(i): Held(MemoryStatus(s), Tier(t)) for i, s, t in conn.execute("SELECT id, status, tier FROM items")
-    }
+    out = {str(i): Held(MemoryStatus(s), Tier(t)) for i, s, t in conn.execute("SELECT id, status, tier FROM items")}
     out.update({str(i): _belief_held(str(s)) for i, s in conn.execute("SELECT id, status FROM beliefs")})
     return out
 

@@ -62,9 +62,7 @@ def retract(conn: sqlite3.Connection, ids: Sequence[str], reason: str) -> LogCha
     targets = [i for i in now if now[i].status is not MemoryStatus.RETRACTED]
     if not targets:
         return LogChange()
-    records = [
-        log.apply(conn, RecordOp.RETRACT, i, Held(MemoryStatus.RETRACTED, now[i].tier), reason) for i in targets
-    ]
+    records = [log.apply(conn, RecordOp.RETRACT, i, Held(MemoryStatus.RETRACTED, now[i].tier), reason) for i in targets]
     below = derived(conn, targets)
     why = f"built on retracted memory ({reason})"
     for item_id, state in log.held(conn, below).items():

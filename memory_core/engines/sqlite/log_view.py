@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from memory_core.beliefs import Belief, BeliefStatus
-from memory_core.meta import ItemKind, MemoryMeta, MetaFilter
 from memory_core.memory_log import STANDARD_TIERS, MemoryStatus, Tier
+from memory_core.meta import ItemKind, MemoryMeta, MetaFilter
 from memory_core.query import FetchMode, Hit
 
 from . import beliefs_store
@@ -38,9 +38,7 @@ def _seqs(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, int]:
     return {str(i): int(s) for i, s in rows}
 
 
-def served_mask(
-    conn: sqlite3.Connection, keys: IntArray, tiers: Sequence[Tier], past: Past | None
-) -> BoolArray | None:
+def served_mask(conn: sqlite3.Connection, keys: IntArray, tiers: Sequence[Tier], past: Past | None) -> BoolArray | None:
     """Which candidate items (``keys``: seqs) a ranked read serves; None when every one is.
 
     Args:
@@ -151,9 +149,12 @@ def rank_beliefs(
     if past is None:
         return beliefs_store.rank(conn, flt, query, mode, limit, index)
     hidden, shown = _belief_sets(conn, past)
-    if not shown and not conn.execute(
-        "SELECT 1 FROM beliefs WHERE id IN (SELECT value FROM json_each(?)) LIMIT 1", (json.dumps(hidden),)
-    ).fetchone():
+    if (
+        not shown
+        and not conn.execute(
+            "SELECT 1 FROM beliefs WHERE id IN (SELECT value FROM json_each(?)) LIMIT 1", (json.dumps(hidden),)
+        ).fetchone()
+    ):
         return beliefs_store.rank(conn, flt, query, mode, limit, index)
     where = compile_filter(flt, "b", beliefs=True)
     where.add(
