@@ -26,7 +26,7 @@ from memory_core import (
     Reach,
     RecallRequest,
 )
-from memory_core.engines.sqlite import SQLiteEngine, log, schema
+from memory_core.engines.sqlite import SQLiteEngine, log, log_checkpoint, schema
 from memory_core.errors import InvalidRequest, Unsupported
 from memory_core.items import Role, Turn
 from memory_core.memory_log import MemoryStatus, RecordOp, Tier, fold
@@ -228,3 +228,36 @@ def test_belief_in_another_namespace_keeps_its_tier(engine: SQLiteEngine) -> Non
     engine.consolidate(ConsolidateRequest(reach=Reach.subtree()))
     puts = [r for r in engine.log(0, 100).records if r.op is RecordOp.PUT and r.id != turn.id]
     assert puts and {r.tier for r in puts} == {Tier.LONG} and {r.reason for r in puts} == {"built"}
+
+
+def test_compacting_the_log_keeps_every_answer_after_the_checkpoint(engine: SQLiteEngine) -> None:
+    """Issue 19 item 7: records folded into a checkpoint change no ``as_of`` answer at or after it."""
+    docs = [engine.store(Document.of(f"note number {n}", MemoryMeta())).id for n in range(6)]
+    engine.retract(docs[:2], "wrong")
+    engine.move([docs[2]], Tier.ARCHIVE, "old")
+    engine.forget({"ids": [docs[3]]})
+    engine.rollback(7, "undo the retraction")  # inside the retraction's transaction: the state before it
+    engine.store(Document.of("note number 9", MemoryMeta()))
+    engine.retract([docs[4]], "wrong too")
+
+    def answers(lsn: int) -> tuple[object, ...]:
+        view = engine.as_of(lsn)
+        got = tuple((h.id, h.status, h.tier) for h in view.get(GetRequest(ids=tuple(docs))))
+        return got, tuple(h.id for h in view.list(ListRequest(limit=50)).items), view.current_lsn()
+
+    last = engine.current_lsn()
+    cut = 9
+    before = {lsn: answers(lsn) for lsn in range(cut, last + 1)}
+    assert engine.compact_log(cut) > 0
+    assert {lsn: answers(lsn) for lsn in range(cut, last + 1)} == before
+    assert engine.log(0, 100).records[0].lsn == cut + 1
+    with pytest.raises(InvalidRequest) as err:
+        engine.as_of(cut - 1)
+    assert err.value.field == "lsn"
+    with pytest.raises(InvalidRequest):
+        engine.rollback(cut - 1, "too far back")
+    base = engine._db.run(log_checkpoint.checkpoint)
+    assert fold(engine._db.run(log.records), base=base) == engine._db.run(log.materialised)
+    assert engine.compact_log(cut) == 0
+    engine.rollback(cut, "back to the checkpoint")
+    assert answers(engine.current_lsn())[0] == before[cut][0]

@@ -82,7 +82,7 @@ from memory_core.retrieval.embedder import F32, Embedder, embedder_for, embedder
 from memory_core.scoring import embed
 from memory_core.settings import get_settings
 
-from . import beliefs_store, log, log_ops, log_view, scoped, vectors
+from . import beliefs_store, log, log_checkpoint, log_ops, log_view, scoped, vectors
 from .belief_index import BeliefIndex
 from .connection import Database, SQLiteOptions, parse_url
 from .filters import compile_filter
@@ -657,6 +657,10 @@ class SQLiteEngine(MemoryEngine):
 
     def _move(self, ids: tuple[str, ...], tier: Tier, reason: str) -> LogChange:
         return self._db.run(partial(log_ops.move, ids=ids, tier=tier, reason=reason), write=True)
+
+    def compact_log(self, upto: int) -> int:
+        """Compact the log's records up to ``upto`` into a checkpoint (``log_checkpoint``); how many went."""
+        return self._db.run(partial(log_checkpoint.compact, upto=upto), write=True, background=True)
 
     def _scopes(self, request: ConsolidateRequest) -> list[BuildScope]:
         return build_scopes(self._read(partial(scope_rows, request=request)))

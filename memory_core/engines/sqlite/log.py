@@ -60,10 +60,13 @@ SCHEMA: Final = (
     "ALTER TABLE items ADD COLUMN derived_from TEXT",
     "CREATE INDEX items_unserved ON items(seq) WHERE status != 'live' OR tier = 'archive'",
     "CREATE INDEX items_derived ON items(derived_from) WHERE derived_from IS NOT NULL",
+    "CREATE TABLE log_checkpoint (id TEXT PRIMARY KEY, lsn INTEGER NOT NULL, status TEXT NOT NULL, "
+    "tier TEXT NOT NULL) WITHOUT ROWID",
 )
 """The migration adding the log (``schema``): the table, the materialised columns and their indexes.
 
-``items_unserved`` holds only the items a standard read leaves out (not live, or archived), so a read finds
+``log_checkpoint`` holds, for the records compacted away (``log_checkpoint.compact``), each memory's state at
+the checkpoint. ``items_unserved`` holds only the items a standard read leaves out (not live, or archived), so a read finds
 them without a scan; ``items_derived`` finds what was built on an item (a learning's ``evidence``)."""
 
 _BACKFILL: Final = (

@@ -21,7 +21,9 @@ from dataclasses import dataclass
 
 from memory_core.memory_log import Held, LogChange, MemoryStatus, RecordOp, Tier, compensation
 
-from . import log
+from memory_core.errors import InvalidRequest
+
+from . import log, log_checkpoint
 
 __all__ = ["Past", "derived", "move", "past", "retract", "rollback"]
 
@@ -109,8 +111,18 @@ class Past:
         return [i for i, h in self.then.items() if (h is not None and h.status is MemoryStatus.LIVE) == served]
 
 
-def past(conn: sqlite3.Connection, lsn: int) -> Past:
-    """The state at ``lsn`` (settled to a transaction's end) as a difference from now."""
+def past(conn: sqlite3.Connection, lsn: int, field: str = "lsn") -> Past:
+    """The state at ``lsn`` (settled to a transaction's end) as a difference from now.
+
+    A memory's state then is its last record at or before it, else its row in the checkpoint the records up to
+    it were compacted into (``log_checkpoint``).
+
+    Raises:
+        InvalidRequest: ``field``: ``lsn`` is before the log's checkpoint (its records were compacted).
+    """
+    start = log_checkpoint.floor(conn)
+    if lsn < start:
+        raise InvalidRequest(f"LSN {lsn} is before the log's checkpoint at LSN {start} (compacted)", field=field)
     end = log.settled(conn, lsn)
     changed: dict[str, Held | None] = {}
     forgotten: set[str] = set()
@@ -118,13 +130,18 @@ def past(conn: sqlite3.Connection, lsn: int) -> Past:
         changed.setdefault(str(item_id), None)
         if op == RecordOp.TOMBSTONE.value:
             forgotten.add(str(item_id))
+    names = json.dumps(list(changed))
+    for item_id, status, tier in conn.execute(
+        "SELECT id, status, tier FROM log_checkpoint WHERE id IN (SELECT value FROM json_each(?))", (names,)
+    ):
+        changed[str(item_id)] = Held(MemoryStatus(str(status)), Tier(str(tier)))
     for item_id, op, status, tier in conn.execute(
         "SELECT l.id, l.op, l.status, l.tier FROM log l JOIN (SELECT id, max(lsn) AS last FROM log "
         "WHERE lsn <= ? AND id IN (SELECT value FROM json_each(?)) GROUP BY id) x ON l.lsn = x.last",
-        (end, json.dumps(list(changed))),
+        (end, names),
     ):
-        if op != RecordOp.TOMBSTONE.value:
-            changed[str(item_id)] = Held(MemoryStatus(str(status)), Tier(str(tier)))
+        tombstone = op == RecordOp.TOMBSTONE.value
+        changed[str(item_id)] = None if tombstone else Held(MemoryStatus(str(status)), Tier(str(tier)))
     return Past(end=end, then=changed, forgotten=frozenset(forgotten))
 
 
@@ -134,7 +151,7 @@ def rollback(conn: sqlite3.Connection, to_lsn: int, reason: str) -> LogChange:
     Memories written after it are retracted; memories forgotten since cannot come back: they are listed in
     ``unrecoverable`` and the ``note`` says so.
     """
-    was = past(conn, to_lsn)
+    was = past(conn, to_lsn, "to_lsn")
     then = {i: h for i, h in was.then.items() if h is not None}
     now = log.held(conn, list(was.then))
     ops, unrecoverable = compensation(then, now, set(was.forgotten))

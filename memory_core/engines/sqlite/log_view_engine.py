@@ -29,7 +29,7 @@ class SQLiteView(SQLiteEngine):
     _store = _store_with = _store_many = _store_many_with = _refuse
     _forget = _forget_within = _erase = _consolidate = _refuse
     _retract = _rollback = _move = _refuse
-    build_scope = embed_backlog = _refuse
+    build_scope = embed_backlog = compact_log = _refuse
 
     def descriptor(self) -> EngineDescriptor:
         """The engine's, labelled with the LSN."""

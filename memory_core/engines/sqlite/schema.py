@@ -257,6 +257,7 @@ _OURS = {
     "item_terms",
     "item_vectors",
     "log",
+    "log_checkpoint",
 }
 
 
