@@ -66,8 +66,8 @@ SCHEMA: Final = (
 """The migration adding the log (``schema``): the table, the materialised columns and their indexes.
 
 ``log_checkpoint`` holds, for the records compacted away (``log_checkpoint.compact``), each memory's state at
-the checkpoint. ``items_unserved`` holds only the items a standard read leaves out (not live, or archived), so a read finds
-them without a scan; ``items_derived`` finds what was built on an item (a learning's ``evidence``)."""
+the checkpoint. ``items_unserved`` holds only the items a standard read leaves out (not live, or archived), so a
+read finds them without a scan; ``items_derived`` finds what was built on an item (a learning's ``evidence``)."""
 
 _BACKFILL: Final = (
     "UPDATE items SET tier = 'long' WHERE kind = 'learning' AND seq IN "

@@ -33,7 +33,8 @@ def floor(conn: sqlite3.Connection) -> int:
 def checkpoint(conn: sqlite3.Connection) -> dict[str, Held]:
     """Each memory's state at the checkpoint (the memories held then)."""
     return {
-        str(i): Held(MemoryStatus(s), Tier(t)) for i, s, t in conn.execute("SELECT id, status, tier FROM log_checkpoint")
+        str(i): Held(MemoryStatus(s), Tier(t))
+        for i, s, t in conn.execute("SELECT id, status, tier FROM log_checkpoint")
     }
 
 

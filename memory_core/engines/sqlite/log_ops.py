@@ -19,9 +19,8 @@ import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from memory_core.memory_log import Held, LogChange, MemoryStatus, RecordOp, Tier, compensation
-
 from memory_core.errors import InvalidRequest
+from memory_core.memory_log import Held, LogChange, MemoryStatus, RecordOp, Tier, compensation
 
 from . import log, log_checkpoint
 
