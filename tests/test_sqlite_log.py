@@ -26,7 +26,7 @@ from memory_core import (
     Reach,
     RecallRequest,
 )
-from memory_core.engines.sqlite import SQLiteEngine, log, log_checkpoint, schema
+from memory_core.engines.sqlite import SQLiteEngine, beliefs_store, log, log_checkpoint, schema
 from memory_core.errors import InvalidRequest, Unsupported
 from memory_core.items import Role, Turn
 from memory_core.memory_log import MemoryStatus, RecordOp, Tier, fold
@@ -227,7 +227,11 @@ def test_belief_in_another_namespace_keeps_its_tier(engine: SQLiteEngine) -> Non
     )
     engine.consolidate(ConsolidateRequest(reach=Reach.subtree()))
     puts = [r for r in engine.log(0, 100).records if r.op is RecordOp.PUT and r.id != turn.id]
-    assert puts and {r.tier for r in puts} == {Tier.LONG} and {r.reason for r in puts} == {"built"}
+    assert (
+        puts
+        and {r.tier for r in puts} == {Tier.LONG}
+        and {r.reason for r in puts} == {"built from agent:ann#conversation up to LSN 1"}
+    )
 
 
 def test_compacting_the_log_keeps_every_answer_after_the_checkpoint(engine: SQLiteEngine) -> None:
@@ -261,3 +265,32 @@ def test_compacting_the_log_keeps_every_answer_after_the_checkpoint(engine: SQLi
     assert engine.compact_log(cut) == 0
     engine.rollback(cut, "back to the checkpoint")
     assert answers(engine.current_lsn())[0] == before[cut][0]
+
+
+def test_a_build_publishes_its_beliefs_in_one_commit_and_a_stopped_one_none(
+    engine: SQLiteEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 19 item 7: a build's new beliefs become visible together, at a commit naming its inputs' LSN."""
+    engine.store_many([_turn(f"My sister number {n} lives in Porto.", f"t{n}") for n in range(4)])
+    inputs = engine.current_lsn()
+    monkeypatch.setattr(beliefs_store, "MERGE_BATCH", 1)  # one item per merge: several build transactions
+    monkeypatch.setattr(beliefs_store, "LOCK_BUDGET_S", 0.0)
+
+    def crash(*_: object, **__: object) -> int:
+        raise RuntimeError("the worker died before its commit")
+
+    monkeypatch.setattr(beliefs_store, "commit_build", crash)
+    with pytest.raises(RuntimeError):
+        engine.consolidate(ConsolidateRequest(reach=Reach.subtree()))
+    assert _beliefs(engine, "sister Porto") == []  # built, not committed: nothing visible
+    assert engine.current_lsn() == inputs  # and nothing logged
+    _fold_matches(engine)
+
+    monkeypatch.undo()
+    engine.store(_turn("My brother Rui lives in Braga.", "t9"))
+    engine.consolidate(ConsolidateRequest(reach=Reach.subtree()))  # the next build publishes both builds' beliefs
+    puts = [r for r in engine.log(inputs + 1, 100).records if r.op is RecordOp.PUT]
+    assert len(puts) >= 5 and len({r.txn for r in puts}) == 1
+    assert {r.reason for r in puts} == {f"built from root#conversation up to LSN {inputs + 1}"}
+    assert len(_beliefs(engine, "sister brother Porto Braga")) >= 5
+    _fold_matches(engine)

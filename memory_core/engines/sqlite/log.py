@@ -197,7 +197,8 @@ def held(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, Held]:
     ):
         found[str(item_id)] = Held(MemoryStatus(status), Tier(tier))
     for item_id, status in conn.execute(
-        "SELECT id, status FROM beliefs WHERE id IN (SELECT value FROM json_each(?))", (wanted,)
+        "SELECT id, status FROM beliefs WHERE id IN (SELECT value FROM json_each(?)) AND status NOT LIKE 'pending:%'",
+        (wanted,),
     ):
         found[str(item_id)] = _belief_held(str(status))
     return {i: found[i] for i in dict.fromkeys(ids) if i in found}
@@ -206,7 +207,8 @@ def held(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, Held]:
 def materialised(conn: sqlite3.Connection) -> dict[str, Held]:
     """Every held memory's materialised state (for the test that compares it with ``fold`` of the log)."""
     out = {str(i): Held(MemoryStatus(s), Tier(t)) for i, s, t in conn.execute("SELECT id, status, tier FROM items")}
-    out.update({str(i): _belief_held(str(s)) for i, s in conn.execute("SELECT id, status FROM beliefs")})
+    published = "SELECT id, status FROM beliefs WHERE status NOT LIKE 'pending:%'"  # ``beliefs_store.PENDING``
+    out.update({str(i): _belief_held(str(s)) for i, s in conn.execute(published)})
     return out
 
 
