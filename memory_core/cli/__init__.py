@@ -50,6 +50,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "migrate",
     "facts",
     "retention",
+    "log",
 )
 """Modules under ``memory_core.cli`` whose import registers commands on ``app``."""
 
