@@ -10,6 +10,7 @@ import pytest
 
 import beat_schedule
 from memory_core.consolidation import BeliefsRequest, WriteOptions
+from memory_core.descriptor import EngineDescriptor
 from memory_core.engine import MemoryEngine
 from memory_core.engines.reference import ReferenceEngine
 from memory_core.engines.sqlite.engine import SQLiteEngine
@@ -150,8 +151,9 @@ def test_beliefs_only_from_removed_turns_go_and_the_rest_stay(sqlite: SQLiteEngi
     assert not any("Paris" in b for b in beliefs()) and any("tea" in b for b in beliefs())
 
 
-def test_archive_moves_turns_on_an_engine_with_tiers() -> None:
-    engine = ReferenceEngine()
+@pytest.mark.parametrize("kind", ["reference", "sqlite"])
+def test_archive_moves_turns_on_an_engine_with_tiers(kind: str, sqlite: SQLiteEngine) -> None:
+    engine: MemoryEngine = ReferenceEngine() if kind == "reference" else sqlite
     log_turns(engine, 20, 20)
     now = DAY0 + timedelta(days=20)
     planned = rules.plan(engine, ROOT, now, rules.RetentionPolicy(max_age_days=10, archive=True))
@@ -166,11 +168,19 @@ def test_archive_moves_turns_on_an_engine_with_tiers() -> None:
     assert (again.scanned, again.ids) == (10, ())  # archived turns neither count nor go twice
 
 
-def test_archive_without_tiers_forgets_and_says_so(sqlite: SQLiteEngine) -> None:
-    log_turns(sqlite, 20, 20)
-    planned = rules.plan(sqlite, ROOT, DAY0 + timedelta(days=20), rules.RetentionPolicy(max_age_days=10, archive=True))
+class NoTiers(ReferenceEngine):
+    """The reference engine declaring neither a log nor tiers (an engine that cannot archive)."""
+
+    def descriptor(self) -> EngineDescriptor:
+        return super().descriptor().model_copy(update={"log": False, "tiers": False})
+
+
+def test_archive_without_tiers_forgets_and_says_so() -> None:
+    engine = NoTiers()
+    log_turns(engine, 20, 20)
+    planned = rules.plan(engine, ROOT, DAY0 + timedelta(days=20), rules.RetentionPolicy(max_age_days=10, archive=True))
     assert planned.action == "forget" and planned.note is not None and "no tiers" in planned.note
-    assert rules.apply(sqlite, planned).done == 10 and len(turn_times(sqlite)) == 10
+    assert rules.apply(engine, planned).done == 10 and len(turn_times(engine)) == 10
 
 
 def test_a_naive_clock_is_refused() -> None:
