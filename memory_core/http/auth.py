@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,10 +27,15 @@ from memory_core.http.errors import OutOfScope
 from memory_core.lifecycle.layout import MemoryLayout, check_agent_id
 from memory_core.namespace import Namespace
 
-__all__ = ["DEFAULT_AGENT", "MIN_TOKEN_CHARS", "TokenScope", "TokenTable"]
+__all__ = ["DEFAULT_AGENT", "MAX_AGENT_CHARS", "MIN_TOKEN_CHARS", "TOKEN_PATTERN", "TokenScope", "TokenTable"]
 
 MIN_TOKEN_CHARS = 16
 """The shortest token accepted in a token file (a guessable token is no credential)."""
+TOKEN_PATTERN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
+"""A token's characters: RFC 6750 §2.1 ``b64token``. Anything else (spaces, non-ASCII, control characters) could
+not travel in an ``Authorization`` header byte for byte, so a token file holding it is refused at start."""
+MAX_AGENT_CHARS = 128
+"""The longest ``agent`` a request may name (a segment id's length, reference §1.7)."""
 DEFAULT_AGENT = "assistant"
 """The agent a request naming none acts as (a token bound to agents: the alphabetically first of them)."""
 
@@ -73,12 +79,14 @@ class TokenScope:
         """The agent a request acts as: ``agent``, else the default; checked against the token's agents.
 
         Raises:
-            InvalidRequest: ``field="agent"``: a blank id.
+            InvalidRequest: ``field="agent"``: a blank id, one over ``MAX_AGENT_CHARS``, or control characters.
             OutOfScope: an agent the token is not bound to.
         """
         if agent is None:
             return min(self.agents) if self.agents else DEFAULT_AGENT
         chosen = check_agent_id(agent, field="agent")
+        if len(chosen) > MAX_AGENT_CHARS or any(ord(c) < 32 or 127 <= ord(c) < 160 for c in chosen):
+            raise InvalidRequest(f"at most {MAX_AGENT_CHARS} characters, no control ones", field="agent")
         if self.agents is not None and chosen not in self.agents:
             raise OutOfScope("this token is not bound to that agent")
         return chosen
@@ -92,7 +100,8 @@ class TokenTable:
             twice.
 
     Raises:
-        ConfigError: no entry, a short or duplicated token (named by its scope's ``name``, never its value).
+        ConfigError: no entry, a short or duplicated token, or one with characters outside ``TOKEN_PATTERN``
+            (named by its scope's ``name``, never its value).
     """
 
     def __init__(self, entries: Sequence[tuple[str, TokenScope]]) -> None:
@@ -104,6 +113,8 @@ class TokenTable:
                 raise ConfigError(
                     f"token {scope.name}: a token is at least {MIN_TOKEN_CHARS} characters, no surrounding spaces"
                 )
+            if TOKEN_PATTERN.fullmatch(token) is None:
+                raise ConfigError(f"token {scope.name}: only A-Z a-z 0-9 - . _ ~ + / (then =) may be in a token")
             digest = _digest(token)
             if any(hmac.compare_digest(digest, seen) for seen, _ in table):
                 raise ConfigError(f"token {scope.name}: the same token is listed twice")
@@ -195,7 +206,7 @@ class TokenTable:
         scheme, _, token = header.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             raise Unauthorized("expected Authorization: Bearer <token>")
-        presented = _digest(token.strip())
+        presented = _digest(token.strip())  # a header Starlette decoded as Latin-1: non-ASCII never matches
         found: TokenScope | None = None
         for digest, scope in self._table:
             if hmac.compare_digest(presented, digest) and found is None:
