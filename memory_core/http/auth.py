@@ -27,7 +27,15 @@ from memory_core.http.errors import OutOfScope
 from memory_core.lifecycle.layout import MemoryLayout, check_agent_id
 from memory_core.namespace import Namespace
 
-__all__ = ["DEFAULT_AGENT", "MAX_AGENT_CHARS", "MIN_TOKEN_CHARS", "TOKEN_PATTERN", "TokenScope", "TokenTable"]
+__all__ = [
+    "DEFAULT_AGENT",
+    "MAX_AGENT_CHARS",
+    "MIN_TOKEN_CHARS",
+    "TOKEN_PATTERN",
+    "TokenScope",
+    "TokenTable",
+    "is_loopback_host",
+]
 
 MIN_TOKEN_CHARS = 16
 """The shortest token accepted in a token file (a guessable token is no credential)."""
@@ -38,6 +46,28 @@ MAX_AGENT_CHARS = 128
 """The longest ``agent`` a request may name (a segment id's length, reference §1.7)."""
 DEFAULT_AGENT = "assistant"
 """The agent a request naming none acts as (a token bound to agents: the alphabetically first of them)."""
+
+
+_LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "[::1]"})
+
+
+def is_loopback_host(header: str | None) -> bool:
+    """True when a ``Host`` header names a loopback address (``localhost``, ``127.0.0.1``, ``[::1]``, any port); pure.
+
+    A server without a token answers only such requests: a web page that rebinds its own domain name to 127.0.0.1
+    (DNS rebinding) sends its domain as ``Host``, so it is refused though it reached the loopback socket.
+    """
+    if header is None:
+        return False
+    host = header.strip().lower()
+    if host.startswith("["):
+        name, _, rest = host.partition("]")
+        name, port = name + "]", rest.removeprefix(":")
+        if rest and not rest.startswith(":"):
+            return False
+    else:
+        name, _, port = host.partition(":")
+    return name in _LOOPBACK_NAMES and (port == "" or port.isdigit())
 
 
 def _digest(token: str) -> bytes:
