@@ -133,6 +133,8 @@ def _check_unambiguous(text: str) -> None:
     except InvalidRequest:
         raise
     except ValueError as exc:
-        raise InvalidRequest(f"not JSON: {exc.msg if isinstance(exc, json.JSONDecodeError) else exc}", field="body") from None
+        raise InvalidRequest(
+            f"not JSON: {exc.msg if isinstance(exc, json.JSONDecodeError) else exc}", field="body"
+        ) from None
     if isinstance(value, dict) and _too_deep(value, MAX_DEPTH):
         raise InvalidRequest(f"nested deeper than {MAX_DEPTH}", field="body")
