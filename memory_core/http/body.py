@@ -1,5 +1,4 @@
-"""Reading a request body: bounded in bytes before it is parsed, JSON by its content type, then validated into a
-contract model.
+"""Reading a request body: bounded in bytes, JSON by its content type, then validated into a contract model.
 
 A body is refused before validation when it could be read two ways: a key given twice in one object (parsers
 disagree on which one wins, so a proxy that checks the first and a server that keeps the last would see two

@@ -1,12 +1,12 @@
 """Job handles: the job ids the HTTP API hands out, each bound to the layout root it was issued to.
 
 A handle is ``<celery task id>.<tag>``, where ``tag`` is the first 128 bits (32 hex digits) of
-``HMAC-SHA256(key, "memory-core job\\0" + root + "\\0" + task id)`` (RFC 2104; the MAC truncation of RFC 2104 §5
+``HMAC-SHA256(key, "memory-core job" NUL root NUL task id)`` (RFC 2104; the MAC truncation of RFC 2104 §5
 and NIST SP 800-107 §5.3.4, well above its 80-bit floor). ``GET /v1/jobs/{job_id}`` recomputes the tag for the
 asking token's root and compares it in constant time (``hmac.compare_digest``) *before* anything is read:
 
 * a job issued to another root, an id never issued, a bare Celery id and a forged tag all fail the same check at
-  the same cost and get the same answer (``NotFound``, 404, naming only the id the client sent), so the endpoint
+  the same cost and get the same answer (``NotFound``, 404, naming nothing), so the endpoint
   is no oracle of which jobs exist, started or not;
 * a handle that verifies was issued to this root by this API, so its Celery state is read; the follow-up jobs a
   finished ingest names were made by the worker for that same root and are handed out as handles of it.
@@ -34,7 +34,8 @@ from memory_core.namespace import Namespace
 __all__ = ["MIN_KEY_BYTES", "TAG_HEX", "JobHandles"]
 
 MIN_KEY_BYTES = 32
-"""The shortest job key accepted (256 bits: the HMAC-SHA256 block's security level; RFC 2104 §3)."""
+"""The shortest job key accepted (RFC 2104 §3: a key shorter than the hash's output, 32 bytes for SHA-256, is
+discouraged)."""
 TAG_HEX = 32
 """Hex digits of a handle's tag (128 bits)."""
 _CONTEXT = b"memory-core job\x00"

@@ -100,8 +100,11 @@ class _BearerGate:
 
 
 def http_app(server: Server[Any, Any], token: str | None = None) -> Any:
-    """An ASGI app serving ``server`` over streamable HTTP at ``/mcp``: behind a bearer token when given, else to
-    loopback ``Host``/``Origin`` headers only (``LOOPBACK_ONLY``); bodies at most ``MAX_BODY_BYTES``."""
+    """An ASGI app serving ``server`` over streamable HTTP at ``/mcp``.
+
+    Behind a bearer token when given, else to loopback ``Host``/``Origin`` headers only (``LOOPBACK_ONLY``);
+    bodies at most ``MAX_BODY_BYTES``.
+    """
     manager = StreamableHTTPSessionManager(
         app=server,
         security_settings=LOOPBACK_ONLY if token is None else None,
