@@ -10,6 +10,8 @@ run:
 * ``PrefetchMemory.pre_turn`` p50/p99 with the cache hot (each refresh allowed to finish before the agent's next
   turn, as a model's reply time would; that wait is not timed) beside ``AgentMemory.pre_turn``; the note gives
   the share of turns served from the cache;
+* the same calls split: a cache hit (a completed pack answered) beside a miss (no pack yet: an empty one
+  answered, the refresh queued), each with its count;
 * HTTP ``pre_turn`` against ``serve --prefetch`` (``THINK_S`` untimed between turns) beside HTTP without it.
 
 The server and worker share one SQLite file and the server-less transport (or ``MEMORY_CORE_BROKER_URL`` when it
@@ -99,10 +101,15 @@ class PrefetchAgent:
     def __init__(self, cache: PrefetchMemory, agent_id: str, threads: set[str]) -> None:
         self.cache, self.agent_id, self.threads = cache, agent_id, threads
         self.hits = 0
+        self.hit_ms: list[float] = []
+        self.miss_ms: list[float] = []
 
     def pre_turn(self, request: PreTurn) -> TurnContext:
+        start = time.perf_counter()
         context = self.cache.pre_turn(self.agent_id, request)
+        took = (time.perf_counter() - start) * 1000.0
         self.hits += context.earlier_lookup
+        (self.hit_ms if context.earlier_lookup else self.miss_ms).append(took)
         return context
 
     def settle(self) -> None:
@@ -216,7 +223,7 @@ def _in_process(conv: ConversationFile, path: Path, layout: MemoryLayout) -> Rep
         engine.close()
 
 
-def _prefetch(conv: ConversationFile, path: Path, layout: MemoryLayout) -> tuple[ReplayReport, int]:
+def _prefetch(conv: ConversationFile, path: Path, layout: MemoryLayout) -> tuple[ReplayReport, list[PrefetchAgent]]:
     engine = SQLiteEngine(path)
     agents: dict[str, PrefetchAgent] = {}
     try:
@@ -227,7 +234,7 @@ def _prefetch(conv: ConversationFile, path: Path, layout: MemoryLayout) -> tuple
                 return agents[agent_id]
 
             report = _Settling(make, engine=engine, layout=layout, submit=lambda j: None).replay(conv)
-            return report, sum(a.hits for a in agents.values())
+            return report, list(agents.values())
     finally:
         engine.close()
 
@@ -254,13 +261,18 @@ def run(quick: bool = False, sample: str = QUICK_SAMPLE) -> list[Row]:
         http, _ = _http_replay(conv, tmp / "http", layout)
         served, served_hits = _http_replay(conv, tmp / "http-prefetch", layout, prefetch=True)
         local = _in_process(conv, tmp / "local.db", layout)
-        cached, hits = _prefetch(conv, tmp / "prefetch.db", layout)
+        cached, prefetchers = _prefetch(conv, tmp / "prefetch.db", layout)
+    hits = sum(a.hits for a in prefetchers)
+    hit_ms = [ms for a in prefetchers for ms in a.hit_ms]
+    miss_ms = [ms for a in prefetchers for ms in a.miss_ms]
     setup = f"replay {sample}, {len(conv.turns)} turns"
     share = f"{hits} of {len(cached.pre_turn_ms)} pre_turns from the cache"
+    split = f"{len(hit_ms)} hits, {len(miss_ms)} misses (a miss answers an empty pack and queues the refresh)"
     return [
         *_rows("HTTP pre_turn", setup + ", worker running", http.pre_turn_ms, local.pre_turn_ms, "in-process"),
         *_rows("HTTP post_turn", setup + ", worker running", http.post_turn_ms, local.post_turn_ms, "in-process"),
         *_rows("prefetch pre_turn, cache hot", setup, cached.pre_turn_ms, local.pre_turn_ms, "no cache", share),
+        *_rows("prefetch pre_turn, hit", setup, hit_ms, miss_ms, "miss", split),
         *_rows(
             "HTTP pre_turn, serve --prefetch",
             setup + ", worker running",
