@@ -157,3 +157,26 @@ def test_without_a_token_a_foreign_host_or_origin_is_refused(
 def test_a_body_over_the_limit_is_413(tokenless: Any) -> None:
     body = json.dumps({**INIT, "pad": "x" * (MAX_BODY_BYTES + 1)}).encode()
     assert post(tokenless, "http://127.0.0.1:8765", body, HEADERS).status_code == 413
+
+
+@pytest.mark.parametrize(
+    "token", ["t\u00f6ken-with-umlauts-0123456", "spaces inside the token 0123", "ctl\x01" + "x" * 20]
+)
+def test_mcp_over_http_refuses_a_token_no_header_can_carry_without_showing_it(tmp_path: Path, token: str) -> None:
+    from typer.testing import CliRunner
+
+    from memory_core.cli import load_commands
+    from memory_core.settings import get_settings
+
+    env = {
+        "MEMORY_CORE_ENGINE": f"sqlite:///{tmp_path / 'memory.db'}",
+        "MEMORY_CORE_VAR_DIR": str(tmp_path / "var"),
+        "MEMORY_CORE_MCP_TOKEN": token,
+    }
+    get_settings.cache_clear()
+    try:
+        result = CliRunner().invoke(load_commands(), ["mcp", "--http", "--host", "0.0.0.0"], env=env)
+    finally:
+        get_settings.cache_clear()
+    assert result.exit_code == 2
+    assert "MEMORY_CORE_MCP_TOKEN" in result.stderr and token not in result.output
