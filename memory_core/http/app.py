@@ -41,9 +41,9 @@ from memory_core._model import ContractModel
 from memory_core.engine import MemoryEngine
 from memory_core.errors import InvalidRequest, MemoryCoreError, NotFound
 from memory_core.host.prefetch import PrefetchedTurn
-from memory_core.http.auth import TokenTable, is_loopback_host
+from memory_core.http.auth import TokenTable
 from memory_core.http.body import DEFAULT_MAX_BODY_BYTES, check_content_type, parse_body, read_body
-from memory_core.http.errors import OutOfScope, error_response
+from memory_core.http.errors import error_response
 from memory_core.http.jobs import JobHandles
 from memory_core.http.metrics import CONTENT_TYPE, Metrics
 from memory_core.http.models import (
@@ -213,9 +213,7 @@ def create_app(
             started = time.perf_counter()
             response: Response
             try:
-                if tokens.insecure and not is_loopback_host(request.headers.get("host")):
-                    raise OutOfScope("a server without tokens answers requests to a loopback Host only")
-                token = tokens.authenticate(request.headers.get("authorization"))
+                token = tokens.authenticate(request.headers.get("authorization"), request.headers.get("host"))
                 scope = Scope(token.layout_for(_param(request, "root")), token.agent_for(_param(request, "agent")))
                 body = None
                 if route.body is not None:
@@ -241,9 +239,7 @@ def create_app(
 
     async def prometheus(request: Request) -> Response:
         try:
-            if tokens.insecure and not is_loopback_host(request.headers.get("host")):
-                raise OutOfScope("a server without tokens answers requests to a loopback Host only")
-            tokens.authenticate(request.headers.get("authorization"))
+            tokens.authenticate(request.headers.get("authorization"), request.headers.get("host"))
         except MemoryCoreError as exc:
             return error_response(exc)
         return Response(metrics.render(), media_type=CONTENT_TYPE)

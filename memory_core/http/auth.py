@@ -159,7 +159,8 @@ class TokenTable:
     def insecure_local(cls, layout: MemoryLayout) -> TokenTable:
         """A table accepting every request (no header needed) as the whole of ``layout``'s root, any agent.
 
-        Only for a server bound to loopback (``serve --insecure-local``).
+        Only for a server bound to loopback (``serve --insecure-local``); ``authenticate`` also wants a loopback
+        ``Host`` header.
         """
         table = cls.__new__(cls)
         table._table = ((b"", TokenScope("insecure-local", layout)),)
@@ -221,15 +222,23 @@ class TokenTable:
             raise ConfigError(f"token file {path} is not JSON (line {exc.lineno})") from None
         return cls.from_json(data, origin=path.name)
 
-    def authenticate(self, header: str | None) -> TokenScope:
+    def authenticate(self, header: str | None, host: str | None = None) -> TokenScope:
         """The scope of the token an ``Authorization: Bearer <token>`` header carries.
 
-        Every digest is compared, whatever matched first, so timing does not say how far the search went.
+        Every digest is compared, whatever matched first, so timing does not say how far the search went. An
+        ``insecure_local`` table needs no header but a loopback ``Host`` (``is_loopback_host``).
+
+        Args:
+            header: The ``Authorization`` header, if any.
+            host: The ``Host`` header, if any.
 
         Raises:
             Unauthorized: no header, not a bearer header, or a token the table does not hold.
+            OutOfScope: an ``insecure_local`` table asked under a ``Host`` that is not loopback.
         """
         if self.insecure:
+            if not is_loopback_host(host):
+                raise OutOfScope("a server without tokens answers requests to a loopback Host only")
             return self._table[0][1]
         if header is None:
             raise Unauthorized("no bearer token: send Authorization: Bearer <token>")
