@@ -6,7 +6,9 @@ run:
 
 * HTTP ``pre_turn`` p50/p99 (client wall time: a token-checked request over loopback, the pack as JSON) beside
   in-process ``AgentMemory.pre_turn`` replaying the same turns on its own SQLite file;
-* HTTP ``post_turn`` p50/p99 (the server queues the builds for the worker) beside in-process ``post_turn``;
+* HTTP ``post_turn`` p50/p99 (the server queues the builds for the worker) beside in-process ``post_turn``; the
+  note says how many of the builds it queued the worker finished, read back through ``GET /v1/jobs/{job_id}``
+  (untimed, after the replay);
 * ``PrefetchMemory.pre_turn`` p50/p99 with the cache hot (each refresh allowed to finish before the agent's next
   turn, as a model's reply time would; that wait is not timed) beside ``AgentMemory.pre_turn``; the note gives
   the share of turns served from the cache;
@@ -72,6 +74,7 @@ class HttpAgent:
     def __init__(self, client: httpx.Client, layout: MemoryLayout, agent_id: str, think_s: float = 0.0) -> None:
         self.client, self.layout, self.agent_id, self.think_s = client, layout, agent_id, think_s
         self.hits = 0
+        self.job_ids: list[str] = []
 
     def _post(self, path: str, body: str) -> bytes:
         response = self.client.post(path, content=body, params={"agent": self.agent_id})
@@ -89,6 +92,7 @@ class HttpAgent:
 
     def post_turn(self, request: PostTurn) -> PostTurnReport:
         result = PostTurnResult.model_validate_json(self._post("/v1/post_turn", request.to_json()))
+        self.job_ids.extend(result.job_ids)
         return PostTurnReport(receipt=result.receipt)  # the server queued the jobs itself
 
     def history_build(self) -> BuildBeliefs:
@@ -145,10 +149,12 @@ def _free_port() -> int:
 
 
 def _env(tmp: Path) -> dict[str, str]:
-    configured = get_settings().broker_url or ""
+    settings = get_settings()
+    configured = settings.broker_url or ""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_CORE_")}
     env.update(
         {
+            "MEMORY_CORE_BUILD_BELIEFS_EVERY": str(settings.build_beliefs_every),  # the in-process replay's policy
             "MEMORY_CORE_ENGINE": f"sqlite:///{tmp / 'served.db'}",
             "MEMORY_CORE_VAR_DIR": str(tmp / "var"),
             "MEMORY_CORE_BROKER_URL": configured if configured.startswith("redis") else "",
@@ -181,9 +187,29 @@ class _Settling(_Replayer):
         super()._pre_turn(agent_id, turn, actor, report)
 
 
+JOBS_WAIT_S = 300.0
+"""How long the bench waits, after the replay, for the worker to finish the builds the server queued."""
+
+
+def _finished(client: httpx.Client, job_ids: list[str], timeout_s: float = JOBS_WAIT_S) -> int:
+    """How many of ``job_ids`` reach ``SUCCESS`` within ``timeout_s``, polled through ``GET /v1/jobs/{job_id}``."""
+    waiting, done = set(job_ids), 0
+    deadline = time.monotonic() + timeout_s
+    while waiting and time.monotonic() < deadline:
+        for job_id in sorted(waiting):
+            state = client.get(f"/v1/jobs/{job_id}").json().get("state")
+            if state in {"SUCCESS", "FAILURE", "REVOKED"}:
+                waiting.discard(job_id)
+                done += state == "SUCCESS"
+        if waiting:
+            time.sleep(0.25)
+    return done
+
+
 def _http_replay(
     conv: ConversationFile, tmp: Path, layout: MemoryLayout, *, prefetch: bool = False
-) -> tuple[ReplayReport, int]:
+) -> tuple[ReplayReport, int, tuple[int, int]]:
+    """The replay over HTTP: its report, the pre_turns served from the cache, and (builds finished, queued)."""
     tmp.mkdir(parents=True, exist_ok=True)
     env = _env(tmp)
     token = uuid.uuid4().hex
@@ -208,7 +234,8 @@ def _http_replay(
                     return agents[-1]
 
                 report = _Settling(make, engine=None, layout=layout, submit=lambda j: None).replay(conv)
-                return report, sum(a.hits for a in agents)
+                queued = list(dict.fromkeys(j for a in agents for j in a.job_ids))  # coalesced builds share an id
+                return report, sum(a.hits for a in agents), (_finished(client, queued), len(queued))
         finally:
             server.terminate()
             server.wait(timeout=30)
@@ -258,8 +285,8 @@ def run(quick: bool = False, sample: str = QUICK_SAMPLE) -> list[Row]:
     layout = MemoryLayout(ROOT)
     with tempfile.TemporaryDirectory(prefix="http-bench-") as folder:
         tmp = Path(folder)
-        http, _ = _http_replay(conv, tmp / "http", layout)
-        served, served_hits = _http_replay(conv, tmp / "http-prefetch", layout, prefetch=True)
+        http, _, (built, queued) = _http_replay(conv, tmp / "http", layout)
+        served, served_hits, _ = _http_replay(conv, tmp / "http-prefetch", layout, prefetch=True)
         local = _in_process(conv, tmp / "local.db", layout)
         cached, prefetchers = _prefetch(conv, tmp / "prefetch.db", layout)
     hits = sum(a.hits for a in prefetchers)
@@ -270,7 +297,14 @@ def run(quick: bool = False, sample: str = QUICK_SAMPLE) -> list[Row]:
     split = f"{len(hit_ms)} hits, {len(miss_ms)} misses (a miss answers an empty pack and queues the refresh)"
     return [
         *_rows("HTTP pre_turn", setup + ", worker running", http.pre_turn_ms, local.pre_turn_ms, "in-process"),
-        *_rows("HTTP post_turn", setup + ", worker running", http.post_turn_ms, local.post_turn_ms, "in-process"),
+        *_rows(
+            "HTTP post_turn",
+            setup + ", worker running",
+            http.post_turn_ms,
+            local.post_turn_ms,
+            "in-process",
+            f"{built} of {queued} queued builds finished (GET /v1/jobs)",
+        ),
         *_rows("prefetch pre_turn, cache hot", setup, cached.pre_turn_ms, local.pre_turn_ms, "no cache", share),
         *_rows("prefetch pre_turn, hit", setup, hit_ms, miss_ms, "miss", split),
         *_rows(

@@ -17,6 +17,7 @@ def test_the_http_and_prefetch_rows_have_the_tables_shape(
 ) -> None:
     monkeypatch.setenv("MEMORY_CORE_DATA_DIR", str(tiny_data_dir))
     monkeypatch.setenv("MEMORY_CORE_BROKER_URL", "")  # the server-less transport: no Redis needed
+    monkeypatch.setenv("MEMORY_CORE_BUILD_BELIEFS_EVERY", "3")  # builds due within the 8 turns, for the worker
     get_settings.cache_clear()
     rows = http_bench.run(quick=True, sample="tiny-1")
     assert [r.bench for r in rows] == [
@@ -36,6 +37,8 @@ def test_the_http_and_prefetch_rows_have_the_tables_shape(
         "HTTP, no cache"
     ] * 2
     assert all(math.isfinite(r.value) and r.baseline is not None and math.isfinite(r.baseline) for r in rows)
+    built, queued = rows[2].note.split(" queued")[0].split(" of ")
+    assert int(queued) >= 1 and int(built) == int(queued)  # the worker ran every queued build, read over HTTP
     served, total = rows[5].note.split(" pre_turns")[0].split(" of ")
     assert int(total) == 8 and 0 < int(served) < 8  # first turns are cold; later ones come from the cache
     hits, misses = rows[7].note.split(" misses")[0].split(" hits, ")
