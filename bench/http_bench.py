@@ -6,10 +6,14 @@ run:
 
 * HTTP ``pre_turn`` p50/p99 (client wall time: a token-checked request over loopback, the pack as JSON) beside
   in-process ``AgentMemory.pre_turn`` replaying the same turns on its own SQLite file;
-* HTTP ``post_turn`` p50/p99 (the server queues the builds for the worker) beside in-process ``post_turn``;
+* HTTP ``post_turn`` p50/p99 (the server queues the builds for the worker) beside in-process ``post_turn``; the
+  note says how many of the builds it queued the worker finished, read back through ``GET /v1/jobs/{job_id}``
+  (untimed, after the replay);
 * ``PrefetchMemory.pre_turn`` p50/p99 with the cache hot (each refresh allowed to finish before the agent's next
   turn, as a model's reply time would; that wait is not timed) beside ``AgentMemory.pre_turn``; the note gives
   the share of turns served from the cache;
+* the same calls split: a cache hit (a completed pack answered) beside a miss (no pack yet: an empty one
+  answered, the refresh queued), each with its count;
 * HTTP ``pre_turn`` against ``serve --prefetch`` (``THINK_S`` untimed between turns) beside HTTP without it.
 
 The server and worker share one SQLite file and the server-less transport (or ``MEMORY_CORE_BROKER_URL`` when it
@@ -70,6 +74,7 @@ class HttpAgent:
     def __init__(self, client: httpx.Client, layout: MemoryLayout, agent_id: str, think_s: float = 0.0) -> None:
         self.client, self.layout, self.agent_id, self.think_s = client, layout, agent_id, think_s
         self.hits = 0
+        self.job_ids: list[str] = []
 
     def _post(self, path: str, body: str) -> bytes:
         response = self.client.post(path, content=body, params={"agent": self.agent_id})
@@ -87,6 +92,7 @@ class HttpAgent:
 
     def post_turn(self, request: PostTurn) -> PostTurnReport:
         result = PostTurnResult.model_validate_json(self._post("/v1/post_turn", request.to_json()))
+        self.job_ids.extend(result.job_ids)
         return PostTurnReport(receipt=result.receipt)  # the server queued the jobs itself
 
     def history_build(self) -> BuildBeliefs:
@@ -99,10 +105,15 @@ class PrefetchAgent:
     def __init__(self, cache: PrefetchMemory, agent_id: str, threads: set[str]) -> None:
         self.cache, self.agent_id, self.threads = cache, agent_id, threads
         self.hits = 0
+        self.hit_ms: list[float] = []
+        self.miss_ms: list[float] = []
 
     def pre_turn(self, request: PreTurn) -> TurnContext:
+        start = time.perf_counter()
         context = self.cache.pre_turn(self.agent_id, request)
+        took = (time.perf_counter() - start) * 1000.0
         self.hits += context.earlier_lookup
+        (self.hit_ms if context.earlier_lookup else self.miss_ms).append(took)
         return context
 
     def settle(self) -> None:
@@ -138,10 +149,12 @@ def _free_port() -> int:
 
 
 def _env(tmp: Path) -> dict[str, str]:
-    configured = get_settings().broker_url or ""
+    settings = get_settings()
+    configured = settings.broker_url or ""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_CORE_")}
     env.update(
         {
+            "MEMORY_CORE_BUILD_BELIEFS_EVERY": str(settings.build_beliefs_every),  # the in-process replay's policy
             "MEMORY_CORE_ENGINE": f"sqlite:///{tmp / 'served.db'}",
             "MEMORY_CORE_VAR_DIR": str(tmp / "var"),
             "MEMORY_CORE_BROKER_URL": configured if configured.startswith("redis") else "",
@@ -174,9 +187,29 @@ class _Settling(_Replayer):
         super()._pre_turn(agent_id, turn, actor, report)
 
 
+JOBS_WAIT_S = 300.0
+"""How long the bench waits, after the replay, for the worker to finish the builds the server queued."""
+
+
+def _finished(client: httpx.Client, job_ids: list[str], timeout_s: float = JOBS_WAIT_S) -> int:
+    """How many of ``job_ids`` reach ``SUCCESS`` within ``timeout_s``, polled through ``GET /v1/jobs/{job_id}``."""
+    waiting, done = set(job_ids), 0
+    deadline = time.monotonic() + timeout_s
+    while waiting and time.monotonic() < deadline:
+        for job_id in sorted(waiting):
+            state = client.get(f"/v1/jobs/{job_id}").json().get("state")
+            if state in {"SUCCESS", "FAILURE", "REVOKED"}:
+                waiting.discard(job_id)
+                done += state == "SUCCESS"
+        if waiting:
+            time.sleep(0.25)
+    return done
+
+
 def _http_replay(
     conv: ConversationFile, tmp: Path, layout: MemoryLayout, *, prefetch: bool = False
-) -> tuple[ReplayReport, int]:
+) -> tuple[ReplayReport, int, tuple[int, int]]:
+    """The replay over HTTP: its report, the pre_turns served from the cache, and (builds finished, queued)."""
     tmp.mkdir(parents=True, exist_ok=True)
     env = _env(tmp)
     token = uuid.uuid4().hex
@@ -201,7 +234,8 @@ def _http_replay(
                     return agents[-1]
 
                 report = _Settling(make, engine=None, layout=layout, submit=lambda j: None).replay(conv)
-                return report, sum(a.hits for a in agents)
+                queued = list(dict.fromkeys(j for a in agents for j in a.job_ids))  # coalesced builds share an id
+                return report, sum(a.hits for a in agents), (_finished(client, queued), len(queued))
         finally:
             server.terminate()
             server.wait(timeout=30)
@@ -216,7 +250,7 @@ def _in_process(conv: ConversationFile, path: Path, layout: MemoryLayout) -> Rep
         engine.close()
 
 
-def _prefetch(conv: ConversationFile, path: Path, layout: MemoryLayout) -> tuple[ReplayReport, int]:
+def _prefetch(conv: ConversationFile, path: Path, layout: MemoryLayout) -> tuple[ReplayReport, list[PrefetchAgent]]:
     engine = SQLiteEngine(path)
     agents: dict[str, PrefetchAgent] = {}
     try:
@@ -227,7 +261,7 @@ def _prefetch(conv: ConversationFile, path: Path, layout: MemoryLayout) -> tuple
                 return agents[agent_id]
 
             report = _Settling(make, engine=engine, layout=layout, submit=lambda j: None).replay(conv)
-            return report, sum(a.hits for a in agents.values())
+            return report, list(agents.values())
     finally:
         engine.close()
 
@@ -251,16 +285,28 @@ def run(quick: bool = False, sample: str = QUICK_SAMPLE) -> list[Row]:
     layout = MemoryLayout(ROOT)
     with tempfile.TemporaryDirectory(prefix="http-bench-") as folder:
         tmp = Path(folder)
-        http, _ = _http_replay(conv, tmp / "http", layout)
-        served, served_hits = _http_replay(conv, tmp / "http-prefetch", layout, prefetch=True)
+        http, _, (built, queued) = _http_replay(conv, tmp / "http", layout)
+        served, served_hits, _ = _http_replay(conv, tmp / "http-prefetch", layout, prefetch=True)
         local = _in_process(conv, tmp / "local.db", layout)
-        cached, hits = _prefetch(conv, tmp / "prefetch.db", layout)
+        cached, prefetchers = _prefetch(conv, tmp / "prefetch.db", layout)
+    hits = sum(a.hits for a in prefetchers)
+    hit_ms = [ms for a in prefetchers for ms in a.hit_ms]
+    miss_ms = [ms for a in prefetchers for ms in a.miss_ms]
     setup = f"replay {sample}, {len(conv.turns)} turns"
     share = f"{hits} of {len(cached.pre_turn_ms)} pre_turns from the cache"
+    split = f"{len(hit_ms)} hits, {len(miss_ms)} misses (a miss answers an empty pack and queues the refresh)"
     return [
         *_rows("HTTP pre_turn", setup + ", worker running", http.pre_turn_ms, local.pre_turn_ms, "in-process"),
-        *_rows("HTTP post_turn", setup + ", worker running", http.post_turn_ms, local.post_turn_ms, "in-process"),
+        *_rows(
+            "HTTP post_turn",
+            setup + ", worker running",
+            http.post_turn_ms,
+            local.post_turn_ms,
+            "in-process",
+            f"{built} of {queued} queued builds finished (GET /v1/jobs)",
+        ),
         *_rows("prefetch pre_turn, cache hot", setup, cached.pre_turn_ms, local.pre_turn_ms, "no cache", share),
+        *_rows("prefetch pre_turn, hit", setup, hit_ms, miss_ms, "miss", split),
         *_rows(
             "HTTP pre_turn, serve --prefetch",
             setup + ", worker running",

@@ -12,6 +12,7 @@ but the protocol is written to standard output.
 from __future__ import annotations
 
 import os
+import re
 from typing import Annotated
 
 import typer
@@ -33,6 +34,8 @@ __all__ = ["MIN_TOKEN_CHARS", "mcp"]
 
 MIN_TOKEN_CHARS = 16
 """The shortest ``MEMORY_CORE_MCP_TOKEN`` accepted."""
+_B64TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
+"""A bearer token's characters (RFC 6750 §2.1 ``b64token``; the HTTP API's token files use the same rule)."""
 
 
 @app.command()
@@ -59,6 +62,8 @@ def mcp(
     if http:
         if token is not None and len(token.strip()) < MIN_TOKEN_CHARS:
             raise fail(f"MEMORY_CORE_MCP_TOKEN is shorter than {MIN_TOKEN_CHARS} characters")
+        if token is not None and _B64TOKEN.fullmatch(token.strip()) is None:
+            raise fail("MEMORY_CORE_MCP_TOKEN: only A-Z a-z 0-9 - . _ ~ + / (then =) can travel in a bearer header")
         if token is None and not is_loopback(host):
             raise fail(f"set MEMORY_CORE_MCP_TOKEN to serve MCP on {host}: without a token only loopback is served")
     layout = layout_for(root)

@@ -9,11 +9,16 @@ The engine is opened as every command opens it (``_common.engine_session``); the
 make go to the workers through ``workers.queue.JobQueue`` (``--broker``, else ``MEMORY_CORE_BROKER_URL``), and
 the worker's engine URL must be the server's (a job for another engine is dead-lettered unrun). With
 ``--prefetch``, ``pre_turn`` answers from the prefetch cache (``memory_core.host.PrefetchMemory``, one per root).
+
+Job ids are handed out as handles bound to the token's root (``memory_core.http.jobs``), minted with
+``MEMORY_CORE_HTTP_JOB_KEY`` (read from the environment only, at least 32 bytes); unset, a random key lives as
+long as the process, so handles from before a restart answer 404.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -67,6 +72,7 @@ def serve(
         import uvicorn
 
         from memory_core.http import TokenTable, create_app
+        from memory_core.http.jobs import JobHandles
     except ImportError as exc:
         raise fail(f"serve needs the http extra (pip install 'memory-core[http]'): {exc}") from None
 
@@ -79,13 +85,15 @@ def serve(
         raise fail(f"--insecure-local serves without tokens, so only on a loopback --host (127.0.0.1), not {host}")
     if root is not None and tokens is not None:
         raise fail("--root is for --insecure-local; with --tokens each token names its root")
+    job_key = os.environ.get("MEMORY_CORE_HTTP_JOB_KEY") or None
     try:
         table = TokenTable.insecure_local(layout_for(root)) if tokens is None else TokenTable.from_file(tokens)
+        JobHandles(job_key)  # a short key exits 2 here, before the engine is opened
     except MemoryCoreError as exc:
         raise engine_failure(exc, opening=True) from None
 
     with engine_session(None) as memory_engine:
-        api = create_app(memory_engine, table, max_body=max_body, prefetch=prefetch)
+        api = create_app(memory_engine, table, max_body=max_body, prefetch=prefetch, job_key=job_key)
         how = "no token (--insecure-local)" if table.insecure else repr(table)
         console.print(f"serving the memory-core API on http://{host}:{port} ({how})", soft_wrap=True)
         uvicorn.Server(uvicorn.Config(api, host=host, port=port, log_level="info", lifespan="on")).run()

@@ -42,8 +42,9 @@ from memory_core.engine import MemoryEngine
 from memory_core.errors import InvalidRequest, MemoryCoreError, NotFound
 from memory_core.host.prefetch import PrefetchedTurn
 from memory_core.http.auth import TokenTable
-from memory_core.http.body import DEFAULT_MAX_BODY_BYTES, parse_body, read_body
+from memory_core.http.body import DEFAULT_MAX_BODY_BYTES, check_content_type, parse_body, read_body
 from memory_core.http.errors import error_response
+from memory_core.http.jobs import JobHandles
 from memory_core.http.metrics import CONTENT_TYPE, Metrics
 from memory_core.http.models import (
     ForgetBody,
@@ -140,13 +141,25 @@ ROUTES: tuple[ApiRoute, ...] = (
     ),
     ApiRoute(
         "/v1/jobs/{job_id}",
-        "A queued job's state.",
+        "The state of a job this API issued to the token's root (404 for any other id, another root's included).",
         None,
         JobStatus,
-        lambda s, scope, body, params: s.job(params["job_id"]),
+        lambda s, scope, body, params: s.job(scope, params["job_id"]),
         method="GET",
     ),
 )
+
+
+def _param(request: Request, name: str) -> str | None:
+    """The query parameter ``name``, or None.
+
+    Raises:
+        InvalidRequest: ``field=name``: given more than once (which one a proxy and this server read may differ).
+    """
+    values = request.query_params.getlist(name)
+    if len(values) > 1:
+        raise InvalidRequest("given more than once", field=name)
+    return values[0] if values else None
 
 
 def _json(model: ContractModel, status: int = 200) -> Response:
@@ -162,6 +175,7 @@ def create_app(
     monitor: Callable[[], JobStates] = _open_monitor,
     prefetch: bool = False,
     prefetch_executor: Executor | None = None,
+    job_key: str | None = None,
 ) -> Starlette:
     """The API over ``engine`` for the holders of ``tokens``.
 
@@ -174,15 +188,24 @@ def create_app(
         prefetch: Serve ``pre_turn`` from the prefetch cache (``MemoryService``; the answer then carries
             ``earlier_lookup`` and ``age_s``).
         prefetch_executor: The pool for its refreshes (default: one the service owns and closes).
+        job_key: The key job handles are minted with (``http.jobs``; ``MEMORY_CORE_HTTP_JOB_KEY``); None: a
+            random one for the app's life.
 
     Raises:
         InvalidRequest: ``field="max_body"``: not a positive integer.
+        ConfigError: a ``job_key`` shorter than ``http.jobs.MIN_KEY_BYTES``.
     """
     if isinstance(max_body, bool) or not isinstance(max_body, int) or max_body <= 0:
         raise InvalidRequest("must be a positive number of bytes", field="max_body")
     metrics = Metrics()
     service = MemoryService(
-        engine, metrics, queue=queue, monitor=monitor, prefetch=prefetch, prefetch_executor=prefetch_executor
+        engine,
+        metrics,
+        queue=queue,
+        monitor=monitor,
+        prefetch=prefetch,
+        prefetch_executor=prefetch_executor,
+        handles=JobHandles(job_key),
     )
 
     def endpoint(route: ApiRoute) -> Callable[[Request], Any]:
@@ -190,12 +213,13 @@ def create_app(
             started = time.perf_counter()
             response: Response
             try:
-                token = tokens.authenticate(request.headers.get("authorization"))
-                scope = Scope(
-                    token.layout_for(request.query_params.get("root")),
-                    token.agent_for(request.query_params.get("agent")),
-                )
-                body = None if route.body is None else parse_body(route.body, await read_body(request, max_body))
+                token = tokens.authenticate(request.headers.get("authorization"), request.headers.get("host"))
+                scope = Scope(token.layout_for(_param(request, "root")), token.agent_for(_param(request, "agent")))
+                body = None
+                if route.body is not None:
+                    raw = await read_body(request, max_body)
+                    check_content_type(request.headers.get("content-type"), raw)
+                    body = parse_body(route.body, raw)
                 params = {k: str(v) for k, v in request.path_params.items()}
                 result = await anyio.to_thread.run_sync(route.call, service, scope, body, params)
                 response = _json(result, route.status)
@@ -215,7 +239,7 @@ def create_app(
 
     async def prometheus(request: Request) -> Response:
         try:
-            tokens.authenticate(request.headers.get("authorization"))
+            tokens.authenticate(request.headers.get("authorization"), request.headers.get("host"))
         except MemoryCoreError as exc:
             return error_response(exc)
         return Response(metrics.render(), media_type=CONTENT_TYPE)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,12 +27,47 @@ from memory_core.http.errors import OutOfScope
 from memory_core.lifecycle.layout import MemoryLayout, check_agent_id
 from memory_core.namespace import Namespace
 
-__all__ = ["DEFAULT_AGENT", "MIN_TOKEN_CHARS", "TokenScope", "TokenTable"]
+__all__ = [
+    "DEFAULT_AGENT",
+    "MAX_AGENT_CHARS",
+    "MIN_TOKEN_CHARS",
+    "TOKEN_PATTERN",
+    "TokenScope",
+    "TokenTable",
+    "is_loopback_host",
+]
 
 MIN_TOKEN_CHARS = 16
 """The shortest token accepted in a token file (a guessable token is no credential)."""
+TOKEN_PATTERN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
+"""A token's characters: RFC 6750 §2.1 ``b64token``. Anything else (spaces, non-ASCII, control characters) could
+not travel in an ``Authorization`` header byte for byte, so a token file holding it is refused at start."""
+MAX_AGENT_CHARS = 128
+"""The longest ``agent`` a request may name (a segment id's length, reference §1.7)."""
 DEFAULT_AGENT = "assistant"
 """The agent a request naming none acts as (a token bound to agents: the alphabetically first of them)."""
+
+
+_LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "[::1]"})
+
+
+def is_loopback_host(header: str | None) -> bool:
+    """True when a ``Host`` header names a loopback address (``localhost``, ``127.0.0.1``, ``[::1]``, any port); pure.
+
+    A server without a token answers only such requests: a web page that rebinds its own domain name to 127.0.0.1
+    (DNS rebinding) sends its domain as ``Host``, so it is refused though it reached the loopback socket.
+    """
+    if header is None:
+        return False
+    host = header.strip().lower()
+    if host.startswith("["):
+        name, _, rest = host.partition("]")
+        name, port = name + "]", rest.removeprefix(":")
+        if rest and not rest.startswith(":"):
+            return False
+    else:
+        name, _, port = host.partition(":")
+    return name in _LOOPBACK_NAMES and (port == "" or port.isdigit())
 
 
 def _digest(token: str) -> bytes:
@@ -73,12 +109,14 @@ class TokenScope:
         """The agent a request acts as: ``agent``, else the default; checked against the token's agents.
 
         Raises:
-            InvalidRequest: ``field="agent"``: a blank id.
+            InvalidRequest: ``field="agent"``: a blank id, one over ``MAX_AGENT_CHARS``, or control characters.
             OutOfScope: an agent the token is not bound to.
         """
         if agent is None:
             return min(self.agents) if self.agents else DEFAULT_AGENT
         chosen = check_agent_id(agent, field="agent")
+        if len(chosen) > MAX_AGENT_CHARS or any(ord(c) < 32 or 127 <= ord(c) < 160 for c in chosen):
+            raise InvalidRequest(f"at most {MAX_AGENT_CHARS} characters, no control ones", field="agent")
         if self.agents is not None and chosen not in self.agents:
             raise OutOfScope("this token is not bound to that agent")
         return chosen
@@ -92,7 +130,8 @@ class TokenTable:
             twice.
 
     Raises:
-        ConfigError: no entry, a short or duplicated token (named by its scope's ``name``, never its value).
+        ConfigError: no entry, a short or duplicated token, or one with characters outside ``TOKEN_PATTERN``
+            (named by its scope's ``name``, never its value).
     """
 
     def __init__(self, entries: Sequence[tuple[str, TokenScope]]) -> None:
@@ -104,6 +143,8 @@ class TokenTable:
                 raise ConfigError(
                     f"token {scope.name}: a token is at least {MIN_TOKEN_CHARS} characters, no surrounding spaces"
                 )
+            if TOKEN_PATTERN.fullmatch(token) is None:
+                raise ConfigError(f"token {scope.name}: only A-Z a-z 0-9 - . _ ~ + / (then =) may be in a token")
             digest = _digest(token)
             if any(hmac.compare_digest(digest, seen) for seen, _ in table):
                 raise ConfigError(f"token {scope.name}: the same token is listed twice")
@@ -118,7 +159,8 @@ class TokenTable:
     def insecure_local(cls, layout: MemoryLayout) -> TokenTable:
         """A table accepting every request (no header needed) as the whole of ``layout``'s root, any agent.
 
-        Only for a server bound to loopback (``serve --insecure-local``).
+        Only for a server bound to loopback (``serve --insecure-local``); ``authenticate`` also wants a loopback
+        ``Host`` header.
         """
         table = cls.__new__(cls)
         table._table = ((b"", TokenScope("insecure-local", layout)),)
@@ -180,22 +222,30 @@ class TokenTable:
             raise ConfigError(f"token file {path} is not JSON (line {exc.lineno})") from None
         return cls.from_json(data, origin=path.name)
 
-    def authenticate(self, header: str | None) -> TokenScope:
+    def authenticate(self, header: str | None, host: str | None = None) -> TokenScope:
         """The scope of the token an ``Authorization: Bearer <token>`` header carries.
 
-        Every digest is compared, whatever matched first, so timing does not say how far the search went.
+        Every digest is compared, whatever matched first, so timing does not say how far the search went. An
+        ``insecure_local`` table needs no header but a loopback ``Host`` (``is_loopback_host``).
+
+        Args:
+            header: The ``Authorization`` header, if any.
+            host: The ``Host`` header, if any.
 
         Raises:
             Unauthorized: no header, not a bearer header, or a token the table does not hold.
+            OutOfScope: an ``insecure_local`` table asked under a ``Host`` that is not loopback.
         """
         if self.insecure:
+            if not is_loopback_host(host):
+                raise OutOfScope("a server without tokens answers requests to a loopback Host only")
             return self._table[0][1]
         if header is None:
             raise Unauthorized("no bearer token: send Authorization: Bearer <token>")
         scheme, _, token = header.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             raise Unauthorized("expected Authorization: Bearer <token>")
-        presented = _digest(token.strip())
+        presented = _digest(token.strip())  # a header Starlette decoded as Latin-1: non-ASCII never matches
         found: TokenScope | None = None
         for digest, scope in self._table:
             if hmac.compare_digest(presented, digest) and found is None:

@@ -2,7 +2,7 @@
 
 | error | status |
 | --- | --- |
-| ``InvalidRequest`` | 400 (413 for a body over the limit) |
+| ``InvalidRequest`` | 400 (413 for a body over the limit, 415 for a body that is not JSON by its content type) |
 | ``Unauthorized`` | 401, with ``WWW-Authenticate: Bearer`` |
 | ``OutOfScope`` (an ``Unauthorized``) | 403: a valid token naming a root or agent it is not bound to |
 | ``NotFound`` | 404 |
@@ -31,7 +31,7 @@ from memory_core.errors import (
     Unsupported,
 )
 
-__all__ = ["BodyTooLarge", "OutOfScope", "error_response", "status_for"]
+__all__ = ["BodyTooLarge", "OutOfScope", "UnsupportedMediaType", "error_response", "status_for"]
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +47,13 @@ class BodyTooLarge(InvalidRequest):
     """Raised when a request body is over the server's limit (413); ``field="body"``."""
 
 
+class UnsupportedMediaType(InvalidRequest):
+    """Raised when a request body's ``Content-Type`` is not JSON (415); ``field="content-type"``."""
+
+
 _STATUS: tuple[tuple[type[MemoryCoreError], int], ...] = (
     (BodyTooLarge, 413),
+    (UnsupportedMediaType, 415),
     (InvalidRequest, 400),
     (OutOfScope, 403),
     (Unauthorized, 401),

@@ -70,14 +70,20 @@ class PostTurnResult(PostTurnReport):
 
 
 class JobAccepted(ContractModel):
-    """``{job_id, state}``: a job handed to the queue; ``state`` is ``published``, ``coalesced`` or ``parked``."""
+    """``{job_id, state}``: a job handed to the queue; ``state`` is ``published``, ``coalesced`` or ``parked``.
+
+    ``job_id`` is a handle bound to the token's root (``<celery task id>.<tag>``, ``http.jobs``).
+    """
 
     job_id: str
     state: str
 
 
 class JobStatus(ContractModel):
-    """``{id, state, follow_ups, error?}``: a job's Celery state (``PENDING`` also means unknown)."""
+    """``{id, state, follow_ups, error?}``: a job's Celery state; ``id`` and ``follow_ups`` are handles (``http.jobs``).
+
+    ``PENDING``: queued, parked in the outbox, or its result expired (``result_expires_s``).
+    """
 
     id: str
     state: str

@@ -34,7 +34,9 @@ _ERRORS = {
     "400": "Malformed request (names the field)",
     "401": "Missing or rejected token",
     "403": "The token is not bound to the root or agent named",
+    "404": "No such job for this token's root (GET /v1/jobs/{job_id}; another root's job reads the same)",
     "413": "Body over the server's limit",
+    "415": "A body whose Content-Type is not application/json",
     "503": "The engine is unavailable (transient; see Retry-After)",
 }
 _REF = "#/components/schemas/{model}"

@@ -20,6 +20,7 @@ from memory_core.errors import InvalidRequest
 from memory_core.host.prefetch import PrefetchLimits, PrefetchMemory
 from memory_core.host.tools import scoped_tools
 from memory_core.http.errors import OutOfScope
+from memory_core.http.jobs import JobHandles
 from memory_core.http.metrics import Metrics
 from memory_core.http.models import ForgetBody, ForgetResult, Health, JobAccepted, JobStatus, LearnBody, PostTurnResult
 from memory_core.lifecycle.agent import AgentMemory, Compaction, PostTurn, PreTurn, StartSession, TurnContext
@@ -29,7 +30,10 @@ from memory_core.namespace import Namespace
 from memory_core.query import StoreReceipt
 from memory_core.recall.types import ContextPack
 
-__all__ = ["JobSink", "JobStates", "MemoryService", "Scope"]
+__all__ = ["MAX_HANDLE_CHARS", "JobSink", "JobStates", "MemoryService", "Scope"]
+
+MAX_HANDLE_CHARS = 300
+"""The longest job handle ``GET /v1/jobs/{job_id}`` looks at (a task id of at most 255 characters, ``.``, a tag)."""
 
 
 class JobSink(Protocol):
@@ -105,6 +109,8 @@ class MemoryService:
             refreshing on one pool of ``PrefetchLimits.workers`` threads that the service owns; ``learn`` and
             ``forget`` clear the root's packs.
         prefetch_executor: The pool for those refreshes instead (tests pass a manual one; the caller closes it).
+        handles: Mints and checks the job ids handed out (``http.jobs``; default: a random key for the service's
+            life).
     """
 
     def __init__(
@@ -116,8 +122,10 @@ class MemoryService:
         monitor: Callable[[], JobStates] = _open_monitor,
         prefetch: bool = False,
         prefetch_executor: Executor | None = None,
+        handles: JobHandles | None = None,
     ) -> None:
         self.engine = engine
+        self.handles = handles or JobHandles()
         self.metrics = metrics
         self._queue = _Lazy(queue)
         self._monitor = _Lazy(monitor)
@@ -159,10 +167,14 @@ class MemoryService:
     def _agent(self, scope: Scope) -> AgentMemory:
         return AgentMemory(self.engine, scope.layout, scope.agent)
 
-    def _submit(self, job: BuildBeliefs | IngestBrain) -> JobAccepted:
+    def _submit(self, scope: Scope, job: BuildBeliefs | IngestBrain) -> JobAccepted:
+        """Queue ``job`` (placed under ``scope``'s root by the caller); its id handed out as a handle of that root.
+
+        A coalesced build answers the id of the identical build still queued: identical, so at the same root.
+        """
         sent = self._queue.get().send(job)
         self.metrics.jobs.labels(job.job, sent.state).inc()
-        return JobAccepted(job_id=str(sent.id), state=str(sent.state))
+        return JobAccepted(job_id=self.handles.issue(scope.layout.root, str(sent.id)), state=str(sent.state))
 
     # the lifecycle ------------------------------------------------------------------------------------
     def start_session(self, scope: Scope, body: StartSession) -> ContextPack:
@@ -187,7 +199,7 @@ class MemoryService:
     def post_turn(self, scope: Scope, body: PostTurn) -> PostTurnResult:
         """``AgentMemory.post_turn``, then its jobs queued; a retried call is a replay and queues them again."""
         report = self._agent(scope).post_turn(body)
-        ids = tuple(self._submit(job).job_id for job in report.jobs)
+        ids = tuple(self._submit(scope, job).job_id for job in report.jobs)
         return PostTurnResult(receipt=report.receipt, jobs=report.jobs, job_ids=ids)
 
     def recall_for_compaction(self, scope: Scope, body: Compaction) -> ContextPack:
@@ -214,25 +226,37 @@ class MemoryService:
 
     # jobs ------------------------------------------------------------------------------------------------
     def ingest(self, scope: Scope, body: IngestBrain) -> JobAccepted:
-        """Queue an ``IngestBrain`` at the token's root (a body naming another root is ``OutOfScope``)."""
-        if body.root is not None and body.root != scope.layout.root:
-            raise OutOfScope("this token is not bound to that root")
-        return self._submit(body.placed_at(scope.layout.root))
-
-    def job(self, job_id: str) -> JobStatus:
-        """A job's state by id.
+        """Queue an ``IngestBrain`` at the token's root.
 
         Raises:
-            InvalidRequest: ``field="job_id"``: an id no job can have.
+            OutOfScope: the body names another root: as ``root``, or as a document's ``meta.namespace`` outside
+                the token's root (a document is stored at its source's node whatever its meta says, so such a
+                namespace could only mislead).
         """
-        from workers.queue import check_job_id
+        root = scope.layout.root
+        if body.root is not None and body.root != root:
+            raise OutOfScope("this token is not bound to that root")
+        for doc in body.documents:
+            if not doc.meta.namespace.is_root and not doc.meta.namespace.is_within(root):
+                raise OutOfScope("this token is not bound to that root")
+        return self._submit(scope, body.placed_at(scope.layout.root))
 
-        try:
-            checked = check_job_id(job_id)
-        except InvalidRequest as exc:
-            raise InvalidRequest(exc.reason, field="job_id") from None
-        state = self._monitor.get().state(checked)
-        return JobStatus(id=state.id, state=state.state, follow_ups=tuple(state.follow_ups), error=state.error)
+    def job(self, scope: Scope, job_id: str) -> JobStatus:
+        """The state of a job this API issued to ``scope``'s root (``job_id`` is its handle, ``http.jobs``).
+
+        The handle is checked before anything is read, so another root's job and an unknown one get one answer.
+        ``PENDING`` means queued (or parked, or its result expired); follow-ups come back as handles of the root.
+
+        Raises:
+            InvalidRequest: ``field="job_id"``: longer than ``MAX_HANDLE_CHARS`` or holding control characters.
+            NotFound: a handle not issued to this root (``JobHandles.task_id``).
+        """
+        if len(job_id) > MAX_HANDLE_CHARS or any(ord(c) < 32 or ord(c) == 127 for c in job_id):
+            raise InvalidRequest(f"at most {MAX_HANDLE_CHARS} characters, no control ones", field="job_id")
+        root = scope.layout.root
+        state = self._monitor.get().state(self.handles.task_id(root, job_id))
+        follow_ups = tuple(self.handles.issue(root, str(f)) for f in state.follow_ups)
+        return JobStatus(id=job_id, state=state.state, follow_ups=follow_ups, error=state.error)
 
     def health(self) -> Health:
         """The engine's id and health."""

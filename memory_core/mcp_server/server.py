@@ -3,7 +3,9 @@
 Tool calls run on a worker thread (the engine is synchronous). A refused call is an MCP tool error
 (``isError``) whose text is the library's error (``invalid request: limit: …``); nothing else is sent. Over HTTP a
 bearer token (``MEMORY_CORE_MCP_TOKEN``) is required when set, compared in constant time; ``memory-core mcp``
-refuses a non-loopback address without one.
+refuses a non-loopback address without one, and without one the SDK's DNS-rebinding protection admits only
+loopback ``Host`` and ``Origin`` headers (a web page that rebinds its name to 127.0.0.1 is refused). Request bodies
+are bounded (``MAX_BODY_BYTES``, 413 past it).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import mcp.types as types
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.responses import JSONResponse
 from starlette.routing import Route
@@ -28,7 +31,17 @@ from starlette.types import Receive, Scope, Send
 import memory_core
 from memory_core.mcp_server.tools import McpTools
 
-__all__ = ["build_server", "http_app", "run_stdio"]
+__all__ = ["LOOPBACK_ONLY", "MAX_BODY_BYTES", "build_server", "http_app", "run_stdio"]
+
+MAX_BODY_BYTES = 1 << 20
+"""The largest MCP request body over HTTP, bytes (the SDK answers 413 past it)."""
+LOOPBACK_ONLY = TransportSecuritySettings(
+    enable_dns_rebinding_protection=True,
+    allowed_hosts=["127.0.0.1", "127.0.0.1:*", "localhost", "localhost:*", "[::1]", "[::1]:*"],
+    allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+)
+"""What a server without a token admits: loopback ``Host`` and ``Origin`` headers only (MCP transports spec,
+"Security Warning": validate ``Origin`` against DNS rebinding)."""
 
 
 def build_server(tools: McpTools) -> Server[Any, Any]:
@@ -87,8 +100,16 @@ class _BearerGate:
 
 
 def http_app(server: Server[Any, Any], token: str | None = None) -> Any:
-    """An ASGI app serving ``server`` over streamable HTTP at ``/mcp`` (behind a bearer token when given)."""
-    manager = StreamableHTTPSessionManager(app=server)
+    """An ASGI app serving ``server`` over streamable HTTP at ``/mcp``.
+
+    Behind a bearer token when given, else to loopback ``Host``/``Origin`` headers only (``LOOPBACK_ONLY``);
+    bodies at most ``MAX_BODY_BYTES``.
+    """
+    manager = StreamableHTTPSessionManager(
+        app=server,
+        security_settings=LOOPBACK_ONLY if token is None else None,
+        max_request_body_size=MAX_BODY_BYTES,
+    )
 
     class Endpoint:  # an ASGI app (not a request handler), so Starlette hands it the raw scope
         async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

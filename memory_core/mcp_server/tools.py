@@ -95,6 +95,10 @@ _FORGET: Final[dict[str, Any]] = {
 }
 
 
+_HOST_KEYS: Final = frozenset({"namespace", "reach"})
+"""Keys left for ``MemoryTools`` to refuse with its own reason (where memory lives is the host's to say)."""
+
+
 class McpTools:
     """The MCP tools over ``tools`` (whose scope the caller fixed; see ``scoped_tools``).
 
@@ -140,13 +144,23 @@ class McpTools:
         """Run one MCP tool call through ``MemoryTools``; a JSON-ready result.
 
         Raises:
-            InvalidRequest: an unknown tool, a limit or id count over ``MCP_MAX_LIMIT``, or what ``MemoryTools``
-                refuses (a ``namespace``/``reach`` key, an unknown key, a malformed value).
+            InvalidRequest: an unknown tool (``field="name"``), arguments that are no object or hold a key the
+                tool's schema does not list (``field="arguments"``: the SDK is told not to validate, so this is
+                where the closed schema holds), a limit or id count over ``MCP_MAX_LIMIT``, or what
+                ``MemoryTools`` refuses (a ``namespace``/``reach`` key inside a filter, a malformed value).
             MemoryCoreError: what the engine raises.
         """
-        if name not in self._listed:
-            raise InvalidRequest(f"unknown tool {name!r} (tools: {', '.join(self._listed)})", field="name")
+        tool = self._listed.get(name) if isinstance(name, str) else None
+        if tool is None:
+            shown = repr(name)[:80]
+            raise InvalidRequest(f"unknown tool {shown} (tools: {', '.join(self._listed)})", field="name")
+        if arguments is not None and not isinstance(arguments, Mapping):
+            raise InvalidRequest(f"expected an object, got {type(arguments).__name__}", field="arguments")
         args = dict(arguments or {})
+        listed = tool.input_schema["properties"]
+        unknown = sorted(str(k)[:40] for k in args if k not in listed and k not in _HOST_KEYS)
+        if unknown:  # the schema is closed: no key reaches MemoryTools unless the MCP tool lists it
+            raise InvalidRequest(f"unknown keys {unknown} for {name}", field="arguments")
         limit = args.get("limit")
         if isinstance(limit, int) and not isinstance(limit, bool):
             if limit > MCP_MAX_LIMIT:

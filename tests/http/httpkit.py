@@ -51,6 +51,7 @@ class Api:
     engine: ReferenceEngine
     queue: RecordingQueue
     app: Any
+    base_url: str = "http://test"
 
     def call(self, method: str, path: str, token: str | None = TOKEN_A, **kwargs: Any) -> httpx.Response:
         headers = dict(kwargs.pop("headers", {}))
@@ -59,7 +60,7 @@ class Api:
 
         async def go() -> httpx.Response:
             transport = httpx.ASGITransport(app=self.app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+            async with httpx.AsyncClient(transport=transport, base_url=self.base_url) as client:
                 return await client.request(method, path, headers=headers, **kwargs)
 
         return run(go)

@@ -142,6 +142,11 @@ def test_a_real_server_enforces_tokens_scopes_and_bodies(server: tuple[str, subp
         reply = {"thread_id": "t1", "turn_index": 9, "assistant_text": "Ok."}
         due = client.post("/v1/post_turn", json=reply, headers=a)
         assert due.status_code == 200 and len(due.json()["job_ids"]) == 1
+        [handle] = due.json()["job_ids"]
+        assert client.get(f"/v1/jobs/{handle}", headers=a).json()["state"] == "PENDING"  # no worker runs here
+        assert client.get(f"/v1/jobs/{handle}", headers=b).status_code == 404  # another root's job: unknown
+        plain = client.post("/v1/pre_turn", content=json.dumps(PRE), headers={**a, "Content-Type": "text/plain"})
+        assert plain.status_code == 415
         assert client.get("/metrics", headers=a).status_code == 200
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=30)

@@ -56,6 +56,12 @@ async def _session_script(session: ClientSession) -> dict[str, Any]:
     listed_items = _payload(await session.call_tool("memory.list", {"limit": 100}))
     widened = await session.call_tool("memory.list", {"filter": {"reach": {"at": "root"}}})
     too_many = await session.call_tool("memory.list", {"limit": 101})
+    hostile = [
+        await session.call_tool("memory.nope", {}),
+        await session.call_tool("memory.list", {"limit": -1}),
+        await session.call_tool("memory.list", {"limit": 10**30}),
+        await session.call_tool("memory.learn", {"text": "x", "learning": {"text": "Injected."}}),
+    ]
     forgot = _payload(await session.call_tool("memory.forget", {"ids": [learned["id"]]}))
     after = _payload(await session.call_tool("memory.list", {}))
     return {
@@ -65,6 +71,7 @@ async def _session_script(session: ClientSession) -> dict[str, Any]:
         "listed": listed_items,
         "widened": widened,
         "too_many": too_many,
+        "hostile": hostile,
         "forgot": forgot,
         "after": after,
     }
@@ -79,6 +86,11 @@ def _check(seen: dict[str, Any]) -> None:
     assert (
         seen["too_many"].isError and seen["too_many"].content[0].text == "invalid request: limit: must be at most 100"
     )
+    unknown, negative, huge, injected = seen["hostile"]
+    assert all(r.isError for r in seen["hostile"])
+    assert "unknown tool 'memory.nope'" in unknown.content[0].text
+    assert "limit" in negative.content[0].text and "limit" in huge.content[0].text
+    assert "arguments: unknown keys ['learning']" in injected.content[0].text
     assert seen["forgot"] == {"forgotten": 1, "skipped": 0}
     assert seen["after"]["items"] == []
 
