@@ -41,11 +41,18 @@ class RecallBody(ContractModel):
 
 
 class LearnBody(ContractModel):
-    """``{text, kind?=fact, confidence?=0.8}`` (reference §6.4 ``memory.learn``): a learning at the token's root."""
+    """``{text, kind?=fact, confidence?=0.8, key?, importance?}`` (reference §6.4 ``memory.learn``; seed 004).
+
+    A learning at the token's root; a fact with a ``key`` replaces the key's current value (``facts.store``).
+    The fact rules (2,000 characters, a key of 1..=128 characters, importance in ``[0, 1]``) are checked by
+    ``MemoryTools``, which answers ``InvalidRequest`` naming ``learning.<field>``.
+    """
 
     text: NonBlank = Field(max_length=MAX_TEXT_CHARS)
     kind: LearningKind = LearningKind.FACT
     confidence: StrictFloat = Field(default=0.8, ge=0.0, le=1.0, allow_inf_nan=False)
+    key: str | None = None
+    importance: StrictFloat | None = Field(default=None, allow_inf_nan=False)
 
 
 class ForgetBody(ContractModel):

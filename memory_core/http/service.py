@@ -213,7 +213,12 @@ class MemoryService:
     # learn / forget ------------------------------------------------------------------------------------
     def learn(self, scope: Scope, body: LearnBody) -> StoreReceipt:
         """Store a learning at the root's learnings node, through ``MemoryTools`` (``memory_store``, scrubbed)."""
-        learning = {"text": body.text, "learning_kind": body.kind.value, "confidence": body.confidence}
+        learning: dict[str, object] = {"text": body.text, "learning_kind": body.kind.value}
+        learning["confidence"] = body.confidence
+        if body.key is not None:
+            learning["key"] = body.key
+        if body.importance is not None:
+            learning["importance"] = body.importance
         out = scoped_tools(self.engine, scope.layout).call("memory_store", {"learning": learning})
         self._invalidate(scope.layout)
         return StoreReceipt(id=out["id"], replayed=out["replayed"])

@@ -5,7 +5,7 @@
 | ``memory.recall`` | ``{question, filter?, limit?}`` | ``memory_recall`` |
 | ``memory.fetch`` | ``{query, mode?, filter?, limit?, cursor?}`` | ``memory_fetch`` |
 | ``memory.list`` | ``{filter?, limit?, cursor?}`` | ``memory_list`` |
-| ``memory.learn`` | ``{text, kind?=fact, confidence?=0.8}`` | ``memory_store {learning}`` |
+| ``memory.learn`` | ``{text, kind?=fact, confidence?=0.8, key?, importance?}`` | ``memory_store {learning}`` |
 | ``memory.forget`` | ``{ids: 1..=100}`` | ``memory_forget {ids}`` |
 
 Limits are capped at ``MCP_MAX_LIMIT`` (100, the reference's ``MEMORY_MAX_LIMIT``): a larger one is refused, and
@@ -75,6 +75,13 @@ _LEARN: Final[dict[str, Any]] = {
         "text": {"type": "string", "minLength": 1, "pattern": r"\S", "description": "What to remember."},
         "kind": {"type": "string", "enum": [k.value for k in LearningKind], "description": "Default fact."},
         "confidence": {"type": "number", "minimum": 0, "maximum": 1, "description": "0-1 (default 0.8)."},
+        "key": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 128,
+            "description": "A fact's stable key (ui.theme): replaces the key's current value.",
+        },
+        "importance": {"type": "number", "minimum": 0, "maximum": 1, "description": "A fact's importance, 0-1."},
     },
     "required": ["text"],
     "additionalProperties": False,
@@ -169,6 +176,9 @@ class McpTools:
         if name == "memory.learn":
             learning = {"text": args.pop("text", None), "learning_kind": args.pop("kind", None)}
             learning["confidence"] = args.pop("confidence", None)
+            for fact_field in ("key", "importance"):  # a fact's only (seed 004); absent stays absent
+                if (value := args.pop(fact_field, None)) is not None:
+                    learning[fact_field] = value
             return self.tools.call("memory_store", {"learning": learning, **args})
         if name == "memory.forget":
             ids = args.get("ids")

@@ -157,6 +157,22 @@ def test_a_learning_reaches_its_tenants_packs_and_no_other(api: Api) -> None:
     assert "Mara live these days" not in again.json()["pack"]["markdown"]  # never the logged turn itself
 
 
+def test_a_keyed_fact_replaces_its_value_and_bad_fact_fields_are_refused_by_name(api: Api) -> None:
+    for text in ("The UI theme is dark.", "The UI theme is light."):
+        sent = api.post("/v1/learn", {"text": text, "key": "ui.theme", "importance": 0.9})
+        assert sent.status_code == 200, sent.text
+    markdown = api.post("/v1/pre_turn", {**PRE, "user_text": "Which UI theme?"}).json()["pack"]["markdown"]
+    assert "light" in markdown and "dark" not in markdown
+    for body, field in (
+        ({"text": "x", "key": " "}, "learning.key"),
+        ({"text": "x", "key": "k" * 129}, "learning.key"),
+        ({"text": "x", "importance": 1.5}, "learning.importance"),
+        ({"text": "x", "kind": "preference", "importance": 0.5}, "learning.importance"),
+    ):
+        refused = api.post("/v1/learn", body)
+        assert refused.status_code == 400 and refused.json()["field"] == field, refused.text
+
+
 def test_post_turn_queues_the_build_it_makes_due_at_the_tokens_root(api: Api) -> None:
     quiet = api.post("/v1/post_turn", {"thread_id": "t1", "turn_index": 1, "assistant_text": "Porto, I think."})
     assert quiet.status_code == 200 and quiet.json()["job_ids"] == []

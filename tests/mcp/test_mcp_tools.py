@@ -73,6 +73,15 @@ def test_learn_takes_kind_and_confidence(tools: McpTools, engine: ReferenceEngin
     assert (exported.item.kind, exported.item.confidence) == (LearningKind.PREFERENCE, 0.6)
 
 
+def test_learn_takes_a_facts_key_and_importance(tools: McpTools, engine: ReferenceEngine) -> None:
+    for text in ("The UI theme is dark.", "The UI theme is light."):
+        tools.call("memory.learn", {"text": text, "key": "ui.theme", "importance": 0.9})
+    assert [h.text for h in engine.list(ListRequest(limit=10)).items] == ["The UI theme is light."]
+    with pytest.raises(InvalidRequest) as err:
+        tools.call("memory.learn", {"text": "Prefers tea.", "kind": "preference", "key": "drink"})
+    assert err.value.field == "learning.key"
+
+
 def test_an_agent_scope_writes_at_the_agents_node(engine: ReferenceEngine) -> None:
     tools = McpTools(scoped_tools(engine, LAYOUT, "bot"))
     learn(tools)
