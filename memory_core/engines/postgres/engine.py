@@ -60,10 +60,16 @@ from memory_core.query import (
     StoreReceipt,
 )
 
-from . import beliefs
+from memory_core.retrieval.embedder import Embedder
+from memory_core.retrieval.terms import query_terms
+from memory_core.settings import get_settings
+
+from . import beliefs, vectors
 from .driver import Conn, Driver
 from .filters import Where, compile_filter, reach_sql
 from .fusion import fuse
+from .model import Model
+from .rerank import RERANK_POOL, reorder
 from .options import PgOptions, parse_url
 from .schema import MIGRATION_LOCK, SCHEMA, SCHEMA_VERSION, check_newer, ensure_vectors, migrate
 from .search import Features, Frequencies, candidates
@@ -87,8 +93,9 @@ class PostgresEngine(MemoryEngine):
         Conflict: the database's schema is newer than this code's.
     """
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, embedder: Embedder | None = None) -> None:
         self.options: PgOptions = parse_url(url)
+        self.model = Model(embedder)
         self._driver = Driver.shared(self.options)
         try:
             self._driver.run(partial(check_newer, where=self.options.masked))
@@ -139,6 +146,8 @@ class PostgresEngine(MemoryEngine):
             "tsvector+GIN",
             "pg_trgm" if self.features.trigram else "no pg_trgm",
             {"pgvector": "pgvector HNSW", "cube": "cube GiST (no pgvector)"}.get(self.features.vectors, "vector scan"),
+            "stemmed windowed terms",
+            f"late interaction ({get_settings().embedder}, vectors by the workers)",
         ]
         return EngineHealth(state=HealthState.OK, reason=", ".join(parts))
 
@@ -162,6 +171,37 @@ class PostgresEngine(MemoryEngine):
 
     def _store_many_with(self, items: Sequence[AnyItem], options: WriteOptions) -> Receipts:
         return self._write(items)
+
+    def embed_backlog(self, limit: int | None = None, batch: int | None = None) -> int:
+        """Encode stored items that have no vectors of the current model, ``batch`` at a time; how many were.
+
+        The model runs outside any transaction; each batch's vectors are written in one statement
+        (``vectors.write``). This is the workers' work (every build job runs it after its builds): never
+        called on a write.
+
+        Args:
+            limit: Most items to encode (None: until none waits).
+            batch: Items per batch (None: the ``EMBED_BATCH`` setting).
+        """
+        model = self.model.embedder
+        size = batch or get_settings().embed_batch
+        done = 0
+        while limit is None or done < limit:
+            take = size if limit is None else min(size, limit - done)
+            rows = self._run(partial(vectors.unembedded, model=model.name, limit=take))
+            if not rows:
+                break
+            encoded = model.encode([parse_item(body).render_text() for _, body in rows])
+            seqs = [seq for seq, _ in rows]
+            self._run(partial(vectors.write, model=model.name, seqs=seqs, encoded=encoded))
+            done += len(rows)
+            if len(rows) < take:
+                break
+        return done
+
+    def embed_waiting(self) -> int:
+        """Items with no vectors of the current model (the embedding job's backlog)."""
+        return self._run(partial(vectors.backlog, model=self.model.embedder.name))
 
     # deletes ---------------------------------------------------------------------------------------------
     def _forget(self, target: ForgetTarget) -> ForgetReport:
@@ -193,8 +233,17 @@ class PostgresEngine(MemoryEngine):
             out[int(seq)] = (str(item_id), item)
         return out
 
-    def _hits(self, conn: Conn, ranked: Sequence[tuple[int, float]]) -> list[Hit]:
-        parsed = self._items(conn, [seq for seq, _ in ranked])
+    def _hits(
+        self, conn: Conn, ranked: Sequence[tuple[int, float]], bodies: dict[int, tuple[str, str]] | None = None
+    ) -> list[Hit]:
+        """Hits of ``ranked``; ``bodies`` (``vectors.load``'s) spare the read of the rows they hold."""
+        held = bodies or {}
+        parsed = self._items(conn, [seq for seq, _ in ranked if seq not in held])
+        for seq, _ in ranked:
+            if seq in held:
+                item = parse_item(held[seq][1])
+                item.__dict__["id"] = held[seq][0]  # the stored id is the fingerprint; skip recomputing it
+                parsed[seq] = (held[seq][0], item)
         return [Hit.of(parsed[seq][1], s, parsed[seq][0]) for seq, s in ranked if seq in parsed]
 
     def _scoped(self, conn: Conn, request: FetchRequest, where: Where, max_scopes: int) -> None:
@@ -225,6 +274,10 @@ class PostgresEngine(MemoryEngine):
             if request.max_scopes is not None:
                 self._scoped(conn, request, where, request.max_scopes)
             want = offset + request.limit + 1
+            # hybrid: the lexical stage's best RERANK_POOL are reordered by late interaction (``rerank``); a
+            # time hint orders its own groups, so the lexical order is kept then, as on SQLite
+            late = request.mode is FetchMode.HYBRID and request.refers_to is None
+            depth = max(want, RERANK_POOL) if late else want
             signals = candidates(
                 conn,
                 table=f"{SCHEMA}.items",
@@ -232,14 +285,24 @@ class PostgresEngine(MemoryEngine):
                 where=where,
                 query=request.query,
                 mode=request.mode,
-                want=want,
+                want=depth,
                 features=self.features,
                 frequencies=self._frequencies,
                 refers_to=request.refers_to,
                 extra="i.seq <= %s" if state else "",  # the first page reads everything up to its snapshot
                 extra_params=[snapshot] if state else [],
+                terms=query_terms(request.query),
             )
-            ranked = fuse(signals, request.mode, now_us(), want)
+            now = now_us()
+            ranked = fuse(signals, request.mode, now, depth)
+            bodies: dict[int, tuple[str, str]] | None = None
+            if late and len(ranked) > 1:
+                tokens = self.model.query_tokens(request.query)
+                if len(tokens):
+                    head = [seq for seq, _ in ranked[:RERANK_POOL]]
+                    loaded = vectors.load(conn, head, self.model.embedder.name, tokens.shape[1])
+                    ranked, bodies = reorder(ranked, loaded.stored, request.query, tokens, now), loaded.bodies
+            ranked = ranked[:want]
             page = ranked[offset : offset + request.limit]
             more = len(ranked) > offset + request.limit
             found: list[Hit] = []
@@ -248,7 +311,7 @@ class PostgresEngine(MemoryEngine):
                     conn, request.filter, request.query, request.mode, request.beliefs, self.features, self._frequencies
                 )
             return FetchPage(
-                hits=tuple(self._hits(conn, page)),
+                hits=tuple(self._hits(conn, page, bodies)),
                 next_cursor=encode_cursor("f", {"o": offset + len(page), "s": snapshot}) if more else None,
                 beliefs=tuple(found),
             )

@@ -158,6 +158,7 @@ def candidates(
     refers_to: TimeHint | None = None,
     extra: str = "",
     extra_params: Sequence[Any] = (),
+    terms: Sequence[str] | None = None,
 ) -> list[Signals]:
     """The candidates of one ranked read, with their signals (see the module docstring).
 
@@ -174,8 +175,12 @@ def candidates(
         refers_to: A time hint: rows observed inside it are flagged ``hinted``.
         extra: More SQL ANDed to the filter (a snapshot bound), with ``extra_params``.
         extra_params: Its parameters.
+        terms: The query's words as the table's ``tsv`` holds them (items: ``retrieval.terms.query_terms``,
+            stemmed, matched against the windowed ``wterms``); None: ``query_words`` (beliefs' plain words).
     """
-    words = query_words(query)
+    plain = query_words(query)
+    words = plain if terms is None else list(terms)
+    length_of = "i.words" if terms is None else "i.wterms"
     qvec = np.asarray(embed(query), dtype=np.float64)
     pool = pool_size(want)
     cond = where.sql + (f" AND {extra}" if extra else "")
@@ -211,7 +216,7 @@ def candidates(
         parts.append("SELECT k FROM vec")
     if not parts:
         return []
-    trigram = "word_similarity(%s, i.words)" if features.trigram and words else "0::float8"
+    trigram = "word_similarity(%s, i.words)" if features.trigram and plain else "0::float8"
     hint_sql, hint_params = "false", []
     if refers_to is not None:
         start, end = hint_window(refers_to)
@@ -220,13 +225,13 @@ def candidates(
     select = (
         f"SELECT i.{key}, ARRAY(SELECT u.lexeme || ' ' || coalesce(array_length(u.positions, 1), 1) "
         "FROM unnest(i.tsv) AS u WHERE u.lexeme = ANY(%s::text[])), "
-        f"coalesce(array_length(string_to_array(i.words, ' '), 1), 0), i.vec, {trigram}, "
+        f"coalesce(array_length(string_to_array({length_of}, ' '), 1), 0), i.vec, {trigram}, "
         f"coalesce(i.observed_at, {when}), coalesce(i.confidence, 0.5), {hint_sql} "
         f"FROM {table} i WHERE i.{key} IN ({' UNION '.join(parts)})"
     )
     select_params: list[Any] = [words]
-    if features.trigram and words:
-        select_params.append(" ".join(words))
+    if features.trigram and plain:
+        select_params.append(" ".join(plain))
     select_params.extend(hint_params)
     rows = conn.execute("WITH " + ", ".join(ctes) + " " + select, [*params, *select_params]).fetchall()
     return _signals(rows, df, total, qvec)

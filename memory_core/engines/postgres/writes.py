@@ -20,24 +20,59 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from memory_core.engines.sqlite.rows import META_COLUMN_NAMES, meta_columns, ns_key
-from memory_core.items import Conversation, Document, Learning
+from memory_core.items import Conversation, Document, Learning, parse_item
+from memory_core.retrieval.terms import index_text
+from memory_core.retrieval.window import strip_roles
 from memory_core.scoring import embed, tokenize
 
 from . import beliefs
 from .driver import Conn
 from .schema import SCHEMA
 
-__all__ = ["COLUMNS", "MAX_WORDS_CHARS", "Prepared", "delete_where", "insert", "prepare", "words_of"]
+__all__ = [
+    "COLUMNS",
+    "MAX_WORDS_CHARS",
+    "Prepared",
+    "delete_where",
+    "insert",
+    "own_terms",
+    "prepare",
+    "speaker_of",
+    "words_of",
+]
 
 MAX_WORDS_CHARS: Final = 500_000
 """Longest ``words`` text kept per row: a ``tsvector`` holds at most 1 MB (PostgreSQL docs §8.11.1)."""
 
-COLUMNS = ("id", "kind", "ns", *META_COLUMN_NAMES, "tags", "confidence", "stored_at", "item", "words", "vec")
+COLUMNS = (
+    "id", "kind", "ns", *META_COLUMN_NAMES, "tags", "confidence", "stored_at", "item", "words", "vec",
+    "terms", "wterms", "speaker",
+)  # fmt: skip
+"""Columns an insert writes; ``wterms`` starts as the item's own terms, and the window trigger (``schema``)
+widens a conversation turn's and its neighbours' to the window."""
 
 
 def words_of(text: str) -> str:
     """The words the ``tsvector`` is generated from: the reference tokenizer's, space-separated, bounded."""
     return " ".join(tokenize(text))[:MAX_WORDS_CHARS]
+
+
+def speaker_of(item: Document | Conversation | Learning) -> str | None:
+    """Who said an item: its ``observed_actor.name``, if any (the speaker signal of ranking)."""
+    actor = item.item_meta.observed_actor
+    name = getattr(actor, "name", None) if actor is not None else None
+    return str(name) if name else None
+
+
+def own_terms(body: str) -> tuple[str, str | None]:
+    """``(terms, speaker)`` of a stored item's JSON: its rendered text's terms (roles stripped), and speaker."""
+    item = parse_item(body)
+    return _bounded(index_text(strip_roles(item.render_text()))), speaker_of(item)
+
+
+def _bounded(terms: str) -> str:
+    """An item's own terms, at most a third of ``MAX_WORDS_CHARS``: a window holds three items' terms."""
+    return terms[: MAX_WORDS_CHARS // 3]
 
 
 @dataclass(frozen=True)
@@ -60,11 +95,13 @@ class Prepared:
 def prepare(item: Document | Conversation | Learning) -> Prepared:
     """Row values for ``item`` (pure)."""
     text = item.render_text()
+    terms = _bounded(index_text(strip_roles(text)))
     meta = item.item_meta
     ns = ns_key(meta.namespace)
     values = (
         item.id, item.item_kind.value, ns, *meta_columns(meta), list(dict.fromkeys(meta.tags)),
         item.confidence_value(), None, item.model_dump_json(), words_of(text), [float(v) for v in embed(text)],
+        terms, terms, speaker_of(item),
     )  # fmt: skip
     return Prepared(id=item.id, kind=item.item_kind.value, ns=ns, values=values)
 
