@@ -90,13 +90,13 @@ def test_reorder_ranks_the_token_match_first_and_keeps_scores_non_increasing() -
     noise = rng.normal(size=(4, 8)).astype(np.float32)
     noise /= np.linalg.norm(noise, axis=1, keepdims=True)
     stored = {
-        1: Stored(noise, None, None, 0, 0.5),
-        2: Stored(noise[:2], None, None, 0, 0.5),
+        1: Stored(None, None, None, 0, 0.5),  # not embedded yet: ranks by the lexical stage alone
+        2: Stored(noise, None, None, 0, 0.5),
         3: Stored(query.copy(), None, None, 0, 0.5),
     }
     ranked = [(1, 0.9), (3, 0.8), (2, 0.7), (4, 0.1)]  # the lexical rank weighs as much as the model's two
     out = reorder(ranked, stored, "anything", query, now_us=0)
-    assert [s for s, _ in out] == [3, 1, 2, 4]
+    assert [s for s, _ in out] == [3, 2, 1, 4]
     scores = [score for _, score in out]
     assert scores == sorted(scores, reverse=True) and scores[0] == pytest.approx(0.9)
     assert reorder(ranked, {}, "anything", query, now_us=0) == ranked  # nothing embedded: the lexical order
