@@ -359,8 +359,12 @@ def rank(
     limit: int,
     features: Features,
     frequencies: Frequencies,
+    stats: tuple[dict[str, float], float] | None = None,
 ) -> list[Hit]:
-    """Active beliefs the filter admits: ranked for ``query`` in ``mode``; else most confident, then newest."""
+    """Active beliefs the filter admits: ranked for ``query`` in ``mode``; else most confident, then newest.
+
+    ``stats``: ``Frequencies.read``'s answer for the beliefs table, when the caller read it with the items'.
+    """
     where = compile_filter(flt, "i", beliefs=True)
     where.add("i.status = %s", BeliefStatus.ACTIVE.value)
     if query is None:
@@ -380,5 +384,6 @@ def rank(
         want=limit,
         features=features,
         frequencies=frequencies,
+        stats=stats,
     )
     return _hits(conn, fuse(signals, mode, now_us(), limit))

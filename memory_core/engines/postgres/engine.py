@@ -35,6 +35,7 @@ from memory_core.descriptor import EngineDescriptor, EngineHealth, HealthState
 from memory_core.engine import AnyItem, MemoryEngine, Receipts
 from memory_core.engines.reference import choose_scopes
 from memory_core.engines.sqlite.rows import now_us, ns_key, ns_of_key
+from memory_core.engines.sqlite.search import query_words
 from memory_core.engines.sqlite.scopes import ScopeRow, build_scopes, decode_cursor, encode_cursor
 from memory_core.errors import MemoryCoreError
 from memory_core.items import parse_item
@@ -138,7 +139,7 @@ class PostgresEngine(MemoryEngine):
     def health(self) -> EngineHealth:
         """``ok`` naming what ranking uses (full text, ``pg_trgm``, the vector index), else ``down`` and why."""
         try:
-            self._driver.run(lambda conn: conn.execute(f"SELECT count(*) FROM {SCHEMA}.meta").fetchone())
+            self._driver.run(lambda conn: conn.execute(f"SELECT count(*) FROM {SCHEMA}.meta").fetchone(), read=True)
         except MemoryCoreError as exc:
             return EngineHealth.down(str(exc))
         parts = [
@@ -153,6 +154,10 @@ class PostgresEngine(MemoryEngine):
 
     def _run(self, fn: Callable[[Conn], _T]) -> _T:
         return self._driver.run(fn)
+
+    def _read(self, fn: Callable[[Conn], _T]) -> _T:
+        """Run a read: its statements in autocommit, no ``BEGIN``/``COMMIT`` round trips (``driver``)."""
+        return self._driver.run(fn, read=True)
 
     # writes ----------------------------------------------------------------------------------------------
     def _write(self, items: Sequence[AnyItem]) -> Receipts:
@@ -188,7 +193,7 @@ class PostgresEngine(MemoryEngine):
         done = 0
         while limit is None or done < limit:
             take = size if limit is None else min(size, limit - done)
-            rows = self._run(partial(vectors.unembedded, model=model.name, limit=take))
+            rows = self._read(partial(vectors.unembedded, model=model.name, limit=take))
             if not rows:
                 break
             encoded = model.encode([parse_item(body).render_text() for _, body in rows])
@@ -201,7 +206,7 @@ class PostgresEngine(MemoryEngine):
 
     def embed_waiting(self) -> int:
         """Items with no vectors of the current model (the embedding job's backlog)."""
-        return self._run(partial(vectors.backlog, model=self.model.embedder.name))
+        return self._read(partial(vectors.backlog, model=self.model.embedder.name))
 
     # deletes ---------------------------------------------------------------------------------------------
     def _forget(self, target: ForgetTarget) -> ForgetReport:
@@ -265,11 +270,15 @@ class PostgresEngine(MemoryEngine):
 
         def read(conn: Conn) -> FetchPage:
             offset = state["o"] if state else 0
-            if state:
-                snapshot = state["s"]
-            else:
-                row = conn.execute(f"SELECT coalesce(max(seq), 0) FROM {SCHEMA}.items").fetchone()
-                snapshot = int(row[0]) if row else 0
+            terms = query_terms(request.query)
+            ranks_beliefs = bool(request.beliefs) and state is None
+            # one statement reads the row counts and the document frequencies the cache lacks, for the items
+            # and the beliefs; the items' count (their newest seq, at least 1) is the first page's snapshot
+            wants = [(f"{SCHEMA}.items", "seq", terms)]
+            if ranks_beliefs:
+                wants.append((f"{SCHEMA}.beliefs", "bid", query_words(request.query)))
+            stats = self._frequencies.read(conn, wants)
+            snapshot = state["s"] if state else int(stats[0][1])
             where = compile_filter(request.filter, "i")
             if request.max_scopes is not None:
                 self._scoped(conn, request, where, request.max_scopes)
@@ -291,7 +300,8 @@ class PostgresEngine(MemoryEngine):
                 refers_to=request.refers_to,
                 extra="i.seq <= %s" if state else "",  # the first page reads everything up to its snapshot
                 extra_params=[snapshot] if state else [],
-                terms=query_terms(request.query),
+                terms=terms,
+                stats=stats[0],
             )
             now = now_us()
             ranked = fuse(signals, request.mode, now, depth)
@@ -306,9 +316,16 @@ class PostgresEngine(MemoryEngine):
             page = ranked[offset : offset + request.limit]
             more = len(ranked) > offset + request.limit
             found: list[Hit] = []
-            if request.beliefs and state is None:
+            if ranks_beliefs:
                 found = beliefs.rank(
-                    conn, request.filter, request.query, request.mode, request.beliefs, self.features, self._frequencies
+                    conn,
+                    request.filter,
+                    request.query,
+                    request.mode,
+                    request.beliefs,
+                    self.features,
+                    self._frequencies,
+                    stats[1],
                 )
             return FetchPage(
                 hits=tuple(self._hits(conn, page, bodies)),
@@ -316,7 +333,7 @@ class PostgresEngine(MemoryEngine):
                 beliefs=tuple(found),
             )
 
-        return self._run(read)
+        return self._read(read)
 
     def _recall(self, request: RecallRequest) -> RecallAnswer:
         fetch = FetchRequest(
@@ -350,7 +367,7 @@ class PostgresEngine(MemoryEngine):
             more = len(rows) > request.limit
             return build(conn, seqs), (encode_cursor("l", {"a": seqs[-1]}) if more and seqs else None)
 
-        return self._run(read)
+        return self._read(read)
 
     def _list(self, request: ListRequest) -> ListPage:
         items, cursor = self._listing(request, lambda conn, seqs: self._hits(conn, [(s, 0.0) for s in seqs]))
@@ -379,7 +396,7 @@ class PostgresEngine(MemoryEngine):
             by_id = {h.id: h for h in self._hits(conn, [(s, 0.0) for s in found.values()])}
             return [by_id[i] for i in ids if i in by_id]
 
-        return self._run(read)
+        return self._read(read)
 
     # beliefs ---------------------------------------------------------------------------------------------
     def build_scope(self, ns: Namespace, kind: ItemKind) -> set[str]:
@@ -398,7 +415,7 @@ class PostgresEngine(MemoryEngine):
 
     def _beliefs(self, request: BeliefsRequest) -> list[Hit]:
         flt = MetaFilter(reach=request.reach)
-        return self._run(
+        return self._read(
             lambda conn: beliefs.rank(
                 conn, flt, request.query, FetchMode.HYBRID, request.limit, self.features, self._frequencies
             )
@@ -417,11 +434,11 @@ class PostgresEngine(MemoryEngine):
             ).fetchall()
             return [(str(r[0]), str(r[1]), int(r[2]), None if r[3] is None else int(r[3]), int(r[4])) for r in rows]
 
-        return build_scopes(self._run(read))
+        return build_scopes(self._read(read))
 
     def belief_evidence(self, belief_ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
         """``belief id → ids of the items it was derived from`` for the beliefs named (unknown ids left out)."""
-        return self._run(partial(beliefs.evidence_of, belief_ids=belief_ids))
+        return self._read(partial(beliefs.evidence_of, belief_ids=belief_ids))
 
     def stats(self) -> dict[str, Any]:
         """Row counts: ``items``, ``pending`` (always 0: no write is deferred), ``beliefs``, ``superseded``."""
@@ -435,7 +452,7 @@ class PostgresEngine(MemoryEngine):
             assert row is not None
             return {"items": int(row[0]), "pending": 0, "beliefs": int(row[1]), "superseded": int(row[2])}
 
-        return self._run(read)
+        return self._read(read)
 
 
 def _trigram(conn: Conn) -> bool:

@@ -81,29 +81,62 @@ class Frequencies:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._df: dict[tuple[str, str], tuple[float, float, float]] = {}
+        self._totals: dict[str, float] = {}
 
     def get(self, conn: Any, table: str, key: str, words: Sequence[str]) -> tuple[dict[str, float], float]:
-        """``(df per word, rows in the table)``: the row count, then one statement counting what is missing or stale."""
+        """``(df per word, rows in the table)`` (``read``, for one table)."""
+        return self.read(conn, [(table, key, words)])[0]
+
+    def read(self, conn: Any, wants: Sequence[tuple[str, str, Sequence[str]]]) -> list[tuple[dict[str, float], float]]:
+        """Per ``(table, key column, words)``: ``(df per word, rows in the table)``, in one statement for all.
+
+        The statement reads each table's row count (its newest key: one index lookup) and counts the words the
+        cache lacks, or holds older than ``DF_TTL_S``, or counted before the table grew past ``DF_GROWTH`` times
+        the rows this process last saw in it.
+        """
         now = time.monotonic()
+        parts: list[str] = []
+        params: list[Any] = []
+        known: list[dict[str, float]] = []
+        missing: list[list[str]] = []
         with self._lock:
-            cached = {w: v for w in words if (v := self._df.get((table, w))) is not None and now - v[2] < DF_TTL_S}
-        total_row = conn.execute(f"SELECT greatest(coalesce(max({key}), 0), 1)::float8 FROM {table}").fetchone()
-        total = float(total_row[0]) if total_row else 1.0
-        known = {w: v[0] for w, v in cached.items() if total <= v[1] * DF_GROWTH}
-        missing = [w for w in words if w not in known]
-        if missing:
-            counted = conn.execute(
-                f"SELECT word, (SELECT count(*) FROM (SELECT 1 FROM {table} x WHERE x.tsv @@ "
-                f"to_tsquery('simple', quote_literal(word)) LIMIT {DF_CAP}) c) FROM unnest(%s::text[]) AS word",
-                (missing,),
-            ).fetchall()
-            with self._lock:
-                if len(self._df) > _DF_ENTRIES:
-                    self._df.clear()
-                for word, df in counted:
-                    self._df[(table, str(word))] = (float(df), total, now)
-                    known[str(word)] = float(df)
-        return known, total
+            for table, key, words in wants:
+                seen = self._totals.get(table, 0.0)
+                held: dict[str, float] = {}
+                for w in words:
+                    v = self._df.get((table, w))
+                    if v is not None and now - v[2] < DF_TTL_S and seen <= v[1] * DF_GROWTH:
+                        held[w] = v[0]
+                known.append(held)
+                missing.append([w for w in dict.fromkeys(words) if w not in held])
+        for (table, key, _), lacking in zip(wants, missing, strict=True):
+            parts.append(f"(SELECT greatest(coalesce(max({key}), 0), 1)::float8 FROM {table})")
+            if lacking:
+                parts.append(
+                    f"ARRAY(SELECT (SELECT count(*) FROM (SELECT 1 FROM {table} x WHERE x.tsv @@ "
+                    f"to_tsquery('simple', quote_literal(word)) LIMIT {DF_CAP}) c)::float8 "
+                    "FROM unnest(%s::text[]) WITH ORDINALITY AS u(word, o) ORDER BY o)"
+                )
+                params.append(lacking)
+        row = conn.execute("SELECT " + ", ".join(parts), params).fetchone()
+        values = list(row) if row else []
+        out: list[tuple[dict[str, float], float]] = []
+        at = 0
+        with self._lock:
+            if len(self._df) > _DF_ENTRIES:
+                self._df.clear()
+            for (table, _, _), held, lacking in zip(wants, known, missing, strict=True):
+                total = float(values[at]) if at < len(values) else 1.0
+                at += 1
+                self._totals[table] = total
+                if lacking:
+                    counts = values[at] or []
+                    at += 1
+                    for word, df in zip(lacking, counts, strict=True):
+                        self._df[(table, word)] = (float(df), total, now)
+                        held[word] = float(df)
+                out.append((held, total))
+        return out
 
 
 def pool_size(want: int) -> int:
@@ -159,6 +192,7 @@ def candidates(
     extra: str = "",
     extra_params: Sequence[Any] = (),
     terms: Sequence[str] | None = None,
+    stats: tuple[dict[str, float], float] | None = None,
 ) -> list[Signals]:
     """The candidates of one ranked read, with their signals (see the module docstring).
 
@@ -177,6 +211,8 @@ def candidates(
         extra_params: Its parameters.
         terms: The query's words as the table's ``tsv`` holds them (items: ``retrieval.terms.query_terms``,
             stemmed, matched against the windowed ``wterms``); None: ``query_words`` (beliefs' plain words).
+        stats: ``Frequencies.read``'s answer for this table and these words, when the caller read it already
+            (one statement for the items and the beliefs of a fetch); None: read here.
     """
     plain = query_words(query)
     words = plain if terms is None else list(terms)
@@ -185,7 +221,10 @@ def candidates(
     pool = pool_size(want)
     cond = where.sql + (f" AND {extra}" if extra else "")
     cond_params = [*where.params, *extra_params]
-    df, total = frequencies.get(conn, table, key, words) if words else ({}, 1.0)
+    if stats is not None:
+        df, total = stats
+    else:
+        df, total = frequencies.get(conn, table, key, words) if words else ({}, 1.0)
     common = max(COMMON_MIN, min(COMMON_SHARE * total, DF_CAP - 1))
     rare = [w for w in words if df.get(w, 0.0) <= common] or words
     ctes: list[str] = []
