@@ -55,8 +55,10 @@ T = TypeVar("T")
 
 
 def engine_key(url: str) -> str:
-    """16 hex digits naming the store an engine URL names (``engines.engine_identity``: two spellings of one
-    database give one key, and no password is hashed into it)."""
+    """16 hex digits naming the store an engine URL names (hashed, and no password in it).
+
+    ``engines.engine_identity``: two spellings of one database give one key, so a worker takes the host's jobs.
+    """
     return hashlib.sha256(engine_identity(url).encode()).hexdigest()[:16]
 
 

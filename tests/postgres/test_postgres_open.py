@@ -222,7 +222,7 @@ def test_a_statement_past_the_timeout_is_unavailable(pg_url: str) -> None:
 def test_two_spellings_of_one_database_have_one_identity_without_the_password() -> None:
     spellings = [
         f"postgresql://mem:{SECRET}@DB.example.com:5432/memory?sslmode=require&application_name=a",
-        f"postgres://mem:other@db.example.com/memory?application_name=a&sslmode=require",
+        "postgres://mem:other@db.example.com/memory?application_name=a&sslmode=require",
         "postgresql://mem@db.example.com:5432/memory?sslmode=require&application_name=a",
     ]
     identities = {parse_url(url).identity for url in spellings}

@@ -35,8 +35,8 @@ from memory_core.descriptor import EngineDescriptor, EngineHealth, HealthState
 from memory_core.engine import AnyItem, MemoryEngine, Receipts
 from memory_core.engines.reference import choose_scopes
 from memory_core.engines.sqlite.rows import now_us, ns_key, ns_of_key
-from memory_core.engines.sqlite.search import query_words
 from memory_core.engines.sqlite.scopes import ScopeRow, build_scopes, decode_cursor, encode_cursor
+from memory_core.engines.sqlite.search import query_words
 from memory_core.errors import MemoryCoreError
 from memory_core.items import parse_item
 from memory_core.meta import ItemKind, MetaFilter
@@ -60,7 +60,6 @@ from memory_core.query import (
     RecallRequest,
     StoreReceipt,
 )
-
 from memory_core.retrieval.embedder import Embedder
 from memory_core.retrieval.terms import query_terms
 from memory_core.settings import get_settings
@@ -70,8 +69,8 @@ from .driver import Conn, Driver
 from .filters import Where, compile_filter, reach_sql
 from .fusion import fuse
 from .model import Model
-from .rerank import RERANK_POOL, reorder
 from .options import PgOptions, parse_url
+from .rerank import RERANK_POOL, reorder
 from .schema import MIGRATION_LOCK, SCHEMA, SCHEMA_VERSION, check_newer, ensure_vectors, migrate
 from .search import Features, Frequencies, candidates
 from .writes import delete_where, insert, prepare

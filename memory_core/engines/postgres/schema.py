@@ -185,7 +185,8 @@ ALTER TABLE {SCHEMA}.items ADD COLUMN speaker text;
 --
 ALTER TABLE {SCHEMA}.items DROP COLUMN tsv;
 --
-ALTER TABLE {SCHEMA}.items ADD COLUMN tsv tsvector GENERATED ALWAYS AS (to_tsvector('simple'::regconfig, wterms)) STORED;
+ALTER TABLE {SCHEMA}.items ADD COLUMN tsv tsvector
+    GENERATED ALWAYS AS (to_tsvector('simple'::regconfig, wterms)) STORED;
 --
 CREATE INDEX items_tsv ON {SCHEMA}.items USING gin (tsv) WITH (fastupdate = off);
 --

@@ -100,7 +100,7 @@ class Frequencies:
         known: list[dict[str, float]] = []
         missing: list[list[str]] = []
         with self._lock:
-            for table, key, words in wants:
+            for table, _key, words in wants:
                 seen = self._totals.get(table, 0.0)
                 held: dict[str, float] = {}
                 for w in words:
