@@ -100,3 +100,24 @@ def test_reorder_ranks_the_token_match_first_and_keeps_scores_non_increasing() -
     scores = [score for _, score in out]
     assert scores == sorted(scores, reverse=True) and scores[0] == pytest.approx(0.9)
     assert reorder(ranked, {}, "anything", query, now_us=0) == ranked  # nothing embedded: the lexical order
+
+
+def test_a_version_1_database_gets_its_terms_and_windows_when_it_migrates(pg_url: str) -> None:
+    from memory_core.engines.postgres import schema
+    from memory_core.engines.postgres.writes import COLUMNS, prepare
+    from memory_core.engines.sqlite.rows import now_us
+
+    first, second = _turn("We went kayaking on the lake", 0), _turn("Yes, it was last Friday!", 1)
+    v1_columns = COLUMNS[: COLUMNS.index("terms")]
+    with psycopg.connect(pg_url) as conn:
+        conn.execute(f"CREATE SCHEMA {SCHEMA}")
+        schema.MIGRATIONS[0](conn)
+        conn.execute(f"INSERT INTO {SCHEMA}.meta (key, value) VALUES ('schema_version', '1')")
+        for item in (first, second):
+            values = list(prepare(item).values[: len(v1_columns)])
+            values[v1_columns.index("stored_at")] = now_us()
+            marks = ", ".join("%s" for _ in v1_columns)
+            conn.execute(f"INSERT INTO {SCHEMA}.items ({', '.join(v1_columns)}) VALUES ({marks})", values)
+    with PostgresEngine(pg_url, embedder=HashEmbedder()) as engine:
+        assert set(_ids(engine, "kayak")) == {first.id, second.id}
+        assert engine.embed_backlog() == 2

@@ -147,7 +147,7 @@ class PostgresEngine(MemoryEngine):
             "pg_trgm" if self.features.trigram else "no pg_trgm",
             {"pgvector": "pgvector HNSW", "cube": "cube GiST (no pgvector)"}.get(self.features.vectors, "vector scan"),
             "stemmed windowed terms",
-            f"late interaction ({get_settings().embedder}, vectors by the workers)",
+            f"late interaction ({self.model.label}, vectors by the workers)",
         ]
         return EngineHealth(state=HealthState.OK, reason=", ".join(parts))
 

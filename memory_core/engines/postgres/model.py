@@ -41,6 +41,12 @@ class Model:
                 self._embedder = embedder_for(settings.embedder, settings.embedder_model)
             return self._embedder
 
+    @property
+    def label(self) -> str:
+        """The embedder's name if made, else the setting's (without loading a model)."""
+        with self._lock:
+            return self._embedder.name if self._embedder is not None else get_settings().embedder
+
     def query_tokens(self, query: str) -> F32:
         """The query's content-token vectors ``(m, dims)``, encoded once per distinct query."""
         with self._lock:
