@@ -10,7 +10,12 @@ an advisory lock (``schema``).
   transaction (one statement).
 * ``list``/``export`` page in write order with a keyset cursor on ``seq``; ``fetch`` pages a ranking frozen at
   the first page's newest ``seq`` (cursor: offset and snapshot).
-* Ranking: candidates and their signals from one SQL statement (``search``), scored by ``fusion.fuse``.
+* Ranking: candidates and their signals from one SQL statement (``search``) over stemmed, windowed terms,
+  scored by ``fusion.fuse``; a hybrid fetch reorders the best ``RERANK_POOL`` by late interaction over the
+  stored token vectors (``rerank``, one more statement that also brings the page's bodies). The model never
+  runs on a write: ``embed_backlog`` encodes what waits, on the workers (``vectors``).
+* Reads run in autocommit (``driver``): a ``pre_turn`` is one write transaction and a few statements per
+  section (``tests/postgres/test_postgres_round_trips.py`` counts them).
 * ``consolidate`` builds beliefs per scope incrementally (``beliefs``): one transaction and one advisory lock per
   scope, a watermark on transaction ids. Forget and erase retract the beliefs in the deleting transaction.
 * Every read compiles its reach into SQL (``filters``).

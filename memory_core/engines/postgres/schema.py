@@ -26,6 +26,13 @@ Layout (version 1):
 The ``tsvector`` GIN indexes are built with ``fastupdate = off``: a read never scans a pending list of recent
 inserts (PostgreSQL docs §70.4.1), which made every full-text read cost grow with the recent writes.
 
+Version 2 gives ranking the project's retrieval (``retrieval.terms``, ``retrieval.window``): ``items.terms``
+(the item's own stemmed terms), ``items.wterms`` (a conversation turn's terms with its previous and next turn's
+in its thread) and ``items.speaker``; ``tsv`` is regenerated over ``wterms``. Statement-level ``AFTER INSERT``
+and ``AFTER DELETE`` triggers (transition tables) re-window the neighbours of the rows a statement wrote or
+deleted, through ``items_turns`` (thread, namespace, turn): a neighbour lookup is one index probe whatever the
+store's size. ``item_vectors`` holds the model's pooled and token vectors (``vectors``), deleted with the item.
+
 ``ns`` is the namespace path with a trailing ``/`` (root ``''``) in the ``C`` collation, so exact and ancestor
 reaches are equality lookups and a subtree is one B-tree range ``[p, p[:-1] + '0')``.
 
@@ -198,12 +205,16 @@ CREATE TABLE {SCHEMA}.item_vectors (
     tokens bytea NOT NULL
 );
 --
-CREATE FUNCTION {SCHEMA}.rewindow(seqs bigint[]) RETURNS void LANGUAGE sql AS $$
+CREATE INDEX items_turns ON {SCHEMA}.items (thread_id, ns, turn_last, seq)
+    WHERE kind = 'conversation' AND thread_id IS NOT NULL;
+--
+CREATE FUNCTION {SCHEMA}.rewindow(seqs bigint[]) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
     UPDATE {SCHEMA}.items i SET wterms = w.text
     FROM (SELECT x.seq, concat_ws(' ', nullif(x.terms, ''), nullif({_PREV_TERMS}, ''), nullif({_NEXT_TERMS}, ''))
           AS text FROM {SCHEMA}.items x WHERE x.seq = ANY(seqs) AND {_TURN}) w
-    WHERE i.seq = w.seq AND i.wterms IS DISTINCT FROM w.text
-$$;
+    WHERE i.seq = w.seq AND i.wterms IS DISTINCT FROM w.text;
+END $$;
 --
 CREATE FUNCTION {SCHEMA}.items_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN

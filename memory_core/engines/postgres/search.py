@@ -1,8 +1,11 @@
 """Candidates and their signals from PostgreSQL, in one statement per ranked read (``fusion`` scores them).
 
-Document frequencies of the query's words (the reference tokenizer, ``scoring.tokenize``) come from
-``Frequencies``, a per-process cache refreshed every ``DF_TTL_S`` (one small statement for the words it lacks:
-counts on the ``tsv`` GIN index, capped at ``DF_CAP`` rows per word). Then one ``WITH`` statement:
+The query's words are the table's: for items the project's terms (``retrieval.terms.query_terms``: stemmed,
+stop-words dropped), matched against the windowed ``tsv`` (``schema`` v2); for beliefs the reference words.
+Their document frequencies come from ``Frequencies``, a per-process cache refreshed every ``DF_TTL_S``: the
+words it lacks are counted on the ``tsv`` GIN index (capped at ``DF_CAP`` rows per word) in the statement that
+also reads the tables' row counts, one statement for the items and the beliefs of a fetch (``read``). Then one
+``WITH`` statement:
 
 1. (the frequencies decide which words are informative, so the statement names them as a constant and the
    planner picks the GIN index for them);

@@ -127,13 +127,13 @@ def insert(
     order = sorted(first.values())
     columns = ("seq", *COLUMNS) if seqs is not None else COLUMNS
     stored_at = columns.index("stored_at")
-    marks = ", ".join("(" + ", ".join("%s" for _ in columns) + ")" for _ in unique)
     params: list[Any] = []
     for i in order:
         values = [seqs[i], *rows[i].values] if seqs is not None else list(rows[i].values)
         values[stored_at] = times[i] if times else at_us
         params.extend(values)
     overriding = " OVERRIDING SYSTEM VALUE" if seqs is not None else ""
+    marks, params = _windowed(columns, [rows[i] for i in order], params)
     scopes = sorted({(row.ns, row.kind) for row in unique})
     sql = (
         f"WITH new AS (INSERT INTO {SCHEMA}.items ({', '.join(columns)}){overriding} VALUES {marks} "
@@ -151,6 +151,52 @@ def insert(
     for i, row in enumerate(rows):
         out.append(first[row.id] == i and row.id in created)
     return out
+
+
+_NEIGHBOUR: Final = (
+    f"(SELECT p.terms FROM {SCHEMA}.items p WHERE p.thread_id = %s AND p.turn_last {{op}} %s AND p.ns = %s "
+    "AND p.kind = 'conversation' ORDER BY p.turn_last {dir}, p.seq {dir} LIMIT 1)"
+)
+_WINDOW: Final = (
+    "concat_ws(' ', nullif(%s, ''), nullif("
+    + _NEIGHBOUR.format(op="<", dir="DESC")
+    + ", ''), nullif("
+    + _NEIGHBOUR.format(op=">", dir="ASC")
+    + ", ''))"
+)
+"""A new turn's window from the turns already stored (``schema``'s window trigger fixes the rest)."""
+
+
+def _windowed(columns: Sequence[str], rows: Sequence[Prepared], flat: list[Any]) -> tuple[str, list[Any]]:
+    """The ``VALUES`` list and its parameters, a conversation turn's ``wterms`` computed in the statement.
+
+    A turn's window is its terms with its stored neighbours' (the same lookups as the trigger's), so the trigger
+    finds it current and rewrites only the neighbours; a neighbour written in the same batch is the trigger's.
+
+    Args:
+        columns: The inserted columns.
+        rows: The rows, in ``flat``'s order.
+        flat: Every row's values, ``len(columns)`` a row.
+    """
+    width = len(columns)
+    at = {name: columns.index(name) for name in ("wterms", "thread_id", "turn_first", "turn_last", "ns", "kind")}
+    groups: list[str] = []
+    params: list[Any] = []
+    for r in range(len(rows)):
+        values = flat[r * width : (r + 1) * width]
+        thread, first, last = values[at["thread_id"]], values[at["turn_first"]], values[at["turn_last"]]
+        turn = values[at["kind"]] == "conversation" and thread is not None and first is not None
+        marks: list[str] = []
+        for c, value in enumerate(values):
+            if c == at["wterms"] and turn:
+                ns = values[at["ns"]]
+                marks.append(_WINDOW)
+                params.extend([value, thread, first, ns, thread, last, ns])
+            else:
+                marks.append("%s")
+                params.append(value)
+        groups.append("(" + ", ".join(marks) + ")")
+    return ", ".join(groups), params
 
 
 def delete_where(conn: Conn, where_sql: str, params: Sequence[Any]) -> list[tuple[str, str, str]]:
