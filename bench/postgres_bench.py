@@ -7,7 +7,7 @@ run creates a database ``postgres_bench_<random>`` and drops it.
 
 * ``pre_turn`` and ``post_turn`` p50/p99 (ms) on PostgreSQL with N stored turns, beside SQLite with the same
   turns (the same workload as ``bench.sqlite_bench``), and ``store_with`` accepted p50/p99 (ms) at each N, one
-  new turn per call. Full: 1k, 10k and 100k turns; ``--quick``: 1k and 3k.
+  new turn per call. Full: 1k, 10k and 100k turns; ``--quick``: 1k and 10k.
 * ``store_with`` accepted p50/p99 (ms) against SQLite's with ``synchronous=full`` (durable, as PostgreSQL).
 * concurrency: 4 host processes replaying turns (``pre_turn`` + ``post_turn``), 2 ingesting documents, 2
   building beliefs, on one database: host turns per second, and errors (must be 0).
@@ -23,6 +23,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -35,6 +36,9 @@ from memory_core.engines import open_engine
 from memory_core.engines.sqlite import SQLiteEngine
 from memory_core.lifecycle.agent import AgentMemory
 from memory_core.lifecycle.layout import MemoryLayout
+
+PG_QUICK = replace(QUICK, pre_turn=(1_000, 10_000))
+"""``--quick``: 1k and 10k turns (100k in the full run only)."""
 
 ADMIN = os.environ.get("MEMORY_CORE_BENCH_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
 
@@ -198,13 +202,13 @@ def _concurrency_rows(url: str, quick: bool) -> list[Row]:
 
 
 def run(quick: bool = False, sizes: Sizes | None = None) -> list[Row]:
-    """Every PostgreSQL benchmark row, beside SQLite (``quick``: ``QUICK`` sizes).
+    """Every PostgreSQL benchmark row, beside SQLite (``quick``: ``PG_QUICK`` sizes).
 
     Raises:
         psycopg.OperationalError: no server at ``MEMORY_CORE_BENCH_POSTGRES``.
         FileNotFoundError: no LoCoMo file under ``MEMORY_CORE_DATA_DIR``.
     """
-    size = sizes or (QUICK if quick else FULL)
+    size = sizes or (PG_QUICK if quick else FULL)
     tmp = Path(tempfile.mkdtemp(prefix="postgres-bench-"))
     made: list[str] = []
     try:
