@@ -271,6 +271,11 @@ class PostgresEngine(MemoryEngine):
 
     def _fetch(self, request: FetchRequest) -> FetchPage:
         state = decode_cursor("f", request.cursor, ("o", "s"))
+        # hybrid: the lexical stage's best RERANK_POOL are reordered by late interaction (``rerank``); a time
+        # hint orders its own groups, so the lexical order is kept then, as on SQLite. The query is encoded
+        # before a connection is taken (the model holds none).
+        late = request.mode is FetchMode.HYBRID and request.refers_to is None
+        tokens = self.model.query_tokens(request.query) if late else None
 
         def read(conn: Conn) -> FetchPage:
             offset = state["o"] if state else 0
@@ -287,9 +292,6 @@ class PostgresEngine(MemoryEngine):
             if request.max_scopes is not None:
                 self._scoped(conn, request, where, request.max_scopes)
             want = offset + request.limit + 1
-            # hybrid: the lexical stage's best RERANK_POOL are reordered by late interaction (``rerank``); a
-            # time hint orders its own groups, so the lexical order is kept then, as on SQLite
-            late = request.mode is FetchMode.HYBRID and request.refers_to is None
             depth = max(want, RERANK_POOL) if late else want
             signals = candidates(
                 conn,
@@ -310,12 +312,10 @@ class PostgresEngine(MemoryEngine):
             now = now_us()
             ranked = fuse(signals, request.mode, now, depth)
             bodies: dict[int, tuple[str, str]] | None = None
-            if late and len(ranked) > 1:
-                tokens = self.model.query_tokens(request.query)
-                if len(tokens):
-                    head = [seq for seq, _ in ranked[:RERANK_POOL]]
-                    loaded = vectors.load(conn, head, self.model.embedder.name, tokens.shape[1])
-                    ranked, bodies = reorder(ranked, loaded.stored, request.query, tokens, now), loaded.bodies
+            if tokens is not None and len(tokens) and len(ranked) > 1:
+                head = [seq for seq, _ in ranked[:RERANK_POOL]]
+                loaded = vectors.load(conn, head, self.model.embedder.name, tokens.shape[1])
+                ranked, bodies = reorder(ranked, loaded.stored, request.query, tokens, now), loaded.bodies
             ranked = ranked[:want]
             page = ranked[offset : offset + request.limit]
             more = len(ranked) > offset + request.limit
