@@ -240,6 +240,10 @@ CREATE TRIGGER items_window_delete AFTER DELETE ON {SCHEMA}.items REFERENCING OL
 """
 
 
+_BACKFILL_BATCH: Final = 5_000
+"""Items a version-1 database's terms are computed for per statement when it migrates to version 2."""
+
+
 def _v2(conn: Conn) -> None:
     """Stemmed, windowed terms (``retrieval.terms``, ``retrieval.window``) and the model's token vectors.
 
@@ -251,15 +255,23 @@ def _v2(conn: Conn) -> None:
     for statement in _V2.split(";\n--\n"):
         if statement.strip():
             conn.execute(statement)  # DDL built from constants only
-    rows = conn.execute(f"SELECT seq, item FROM {SCHEMA}.items ORDER BY seq").fetchall()
-    if rows:
+    after = 0
+    while True:  # in batches: a large store is never held in memory at once
+        rows = conn.execute(
+            f"SELECT seq, item FROM {SCHEMA}.items WHERE seq > %s ORDER BY seq LIMIT %s", (after, _BACKFILL_BATCH)
+        ).fetchall()
+        if not rows:
+            break
         values = [own_terms(str(body)) for _, body in rows]
         conn.execute(
             f"UPDATE {SCHEMA}.items i SET terms = u.terms, wterms = u.terms, speaker = u.speaker "
             "FROM unnest(%s::bigint[], %s::text[], %s::text[]) AS u(seq, terms, speaker) WHERE i.seq = u.seq",
             ([int(r[0]) for r in rows], [v[0] for v in values], [v[1] for v in values]),
         )
-        conn.execute(f"SELECT {SCHEMA}.rewindow(%s::bigint[])", ([int(r[0]) for r in rows],))
+        after = int(rows[-1][0])
+    conn.execute(  # every turn's window, once all terms are in
+        f"SELECT {SCHEMA}.rewindow(ARRAY(SELECT seq FROM {SCHEMA}.items WHERE kind = 'conversation'))"
+    )
 
 
 MIGRATIONS: tuple[Callable[[Conn], None], ...] = (_v1, _v2)
