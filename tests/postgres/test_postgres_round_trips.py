@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from memory_core import MemoryMeta
+from memory_core import ConsolidateRequest, MemoryMeta, Reach
 from memory_core.engines.postgres import PostgresEngine
 from memory_core.items import Conversation, Role, Turn
 from memory_core.lifecycle.agent import AgentMemory
@@ -62,12 +62,14 @@ def test_a_pre_turn_is_one_write_and_a_few_autocommit_reads_per_section(
 ) -> None:
     layout = MemoryLayout()
     memory = AgentMemory(engine, layout, "melanie")
-    for i in range(30):
-        memory.post_turn({"thread_id": "old", "turn_index": i, "assistant_text": f"I painted a sunset at the lake {i}"})
+    for i in range(12):
+        memory.pre_turn({"thread_id": "old", "turn_index": 2 * i, "user_text": f"I adopted a rescue dog named Max{i}."})
+        memory.post_turn({"thread_id": "old", "turn_index": 2 * i + 1, "assistant_text": f"Lovely, Max{i}!"})
     engine.embed_backlog()
-    memory.pre_turn({"thread_id": "t", "turn_index": 0, "user_text": "What did Melanie paint?"})  # warm the caches
+    engine.consolidate(ConsolidateRequest(reach=Reach.subtree()))
+    memory.pre_turn({"thread_id": "t", "turn_index": 0, "user_text": "Which dog did I adopt?"})  # warm the caches
     statements, reads = _count(engine, monkeypatch)
-    ctx = memory.pre_turn({"thread_id": "t", "turn_index": 1, "user_text": "Where did Melanie paint the sunset?"})
+    ctx = memory.pre_turn({"thread_id": "t", "turn_index": 1, "user_text": "Did I adopt a rescue dog?"})
     assert ctx.log_error is None and ctx.pack.markdown
     item_fetches = sum(s.startswith("WITH lex AS (SELECT i.seq") for s in statements)
     assert item_fetches >= 1
@@ -78,6 +80,9 @@ def test_a_pre_turn_is_one_write_and_a_few_autocommit_reads_per_section(
     alone = "SELECT coalesce(max(seq), 0) FROM memory_core.items"  # the snapshot comes with the frequencies
     assert alone not in statements
     assert any("item_vectors" in s for s in statements)  # the hybrid sections were reordered by the model
+    assert ctx.pack.sections and any(h.kind.value == "learning" for s in ctx.pack.sections for h in s.hits)
+    belief_reads = [s for s in statements if "FROM memory_core.beliefs b WHERE b.bid" in s]
+    assert belief_reads and not any("belief_evidence" in s and not s.startswith("SELECT b.bid") for s in statements)
 
 
 def test_a_hybrid_fetch_reads_its_page_bodies_with_the_vectors(
