@@ -5,8 +5,9 @@ Run ``python -m bench.postgres_bench`` (1k/10k/100k turns) or ``--quick``. The s
 ``MEMORY_CORE_BENCH_POSTGRES`` (an admin URL; default ``postgresql://postgres@127.0.0.1:5432/postgres``); each
 run creates a database ``postgres_bench_<random>`` and drops it.
 
-* ``pre_turn`` p50/p99 (ms) on PostgreSQL with N stored turns, beside SQLite with the same turns (the same
-  workload as ``bench.sqlite_bench``), and ``store_with`` accepted p50/p99 (ms) at each N, one new turn per call.
+* ``pre_turn`` and ``post_turn`` p50/p99 (ms) on PostgreSQL with N stored turns, beside SQLite with the same
+  turns (the same workload as ``bench.sqlite_bench``), and ``store_with`` accepted p50/p99 (ms) at each N, one
+  new turn per call. Full: 1k, 10k and 100k turns; ``--quick``: 1k and 10k.
 * ``store_with`` accepted p50/p99 (ms) against SQLite's with ``synchronous=full`` (durable, as PostgreSQL).
 * concurrency: 4 host processes replaying turns (``pre_turn`` + ``post_turn``), 2 ingesting documents, 2
   building beliefs, on one database: host turns per second, and errors (must be 0).
@@ -22,6 +23,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -34,6 +36,9 @@ from memory_core.engines import open_engine
 from memory_core.engines.sqlite import SQLiteEngine
 from memory_core.lifecycle.agent import AgentMemory
 from memory_core.lifecycle.layout import MemoryLayout
+
+PG_QUICK = replace(QUICK, pre_turn=(1_000, 10_000))
+"""``--quick``: 1k and 10k turns (100k in the full run only)."""
 
 ADMIN = os.environ.get("MEMORY_CORE_BENCH_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
 
@@ -67,17 +72,24 @@ def _pre_turn_rows(url: str, tmp: Path, size: Sizes) -> list[Row]:
     try:
         for n in size.pre_turn:
             timings: dict[str, list[float]] = {}
+            posts: dict[str, list[float]] = {}
             writes: dict[str, list[float]] = {}
             for name, engine in engines.items():
                 _fill(engine, (t for i, t in enumerate(_turns(turns, n)) if i >= held))
                 _pre_turn_ms(engine, questions, 3, agent)
                 timings[name] = _pre_turn_ms(engine, questions, size.calls, agent)
+                posts[name] = _post_turn_ms(engine, size.calls, agent, f"post-{n}")
                 writes[name] = _store_ms(engine, _turns(turns, size.store_calls, tag=f"w{n}-"))
             held = n
             for q in (50, 99):
                 rows.append(
                     Row(f"pre_turn p{q}", f"postgresql, {n:,} turns", percentile(timings["postgresql"], q), "ms",
                         percentile(timings["sqlite"], q), f"sqlite, {n:,} turns")
+                )  # fmt: skip
+            for q in (50, 99):
+                rows.append(
+                    Row(f"post_turn p{q}", f"postgresql, {n:,} turns", percentile(posts["postgresql"], q), "ms",
+                        percentile(posts["sqlite"], q), f"sqlite, {n:,} turns")
                 )  # fmt: skip
             for q in (50, 99):
                 rows.append(
@@ -89,6 +101,18 @@ def _pre_turn_rows(url: str, tmp: Path, size: Sizes) -> list[Row]:
         for engine in engines.values():
             engine.close()
     return rows
+
+
+def _post_turn_ms(engine: MemoryEngine, calls: int, agent: str, thread: str) -> list[float]:
+    """``post_turn`` times (ms): the reply logged as an accepted write (a build job every N turns is returned,
+    not run, as a host hands it to the queue)."""
+    memory = AgentMemory(engine, MemoryLayout(), agent)
+    samples: list[float] = []
+    for i in range(calls):
+        start = time.perf_counter()
+        memory.post_turn({"thread_id": thread, "turn_index": i, "assistant_text": f"reply {i} about the kayak trip"})
+        samples.append((time.perf_counter() - start) * 1000)
+    return samples
 
 
 def _store_ms(engine: MemoryEngine, items: Iterator[Conversation]) -> list[float]:
@@ -178,13 +202,13 @@ def _concurrency_rows(url: str, quick: bool) -> list[Row]:
 
 
 def run(quick: bool = False, sizes: Sizes | None = None) -> list[Row]:
-    """Every PostgreSQL benchmark row, beside SQLite (``quick``: ``QUICK`` sizes).
+    """Every PostgreSQL benchmark row, beside SQLite (``quick``: ``PG_QUICK`` sizes).
 
     Raises:
         psycopg.OperationalError: no server at ``MEMORY_CORE_BENCH_POSTGRES``.
         FileNotFoundError: no LoCoMo file under ``MEMORY_CORE_DATA_DIR``.
     """
-    size = sizes or (QUICK if quick else FULL)
+    size = sizes or (PG_QUICK if quick else FULL)
     tmp = Path(tempfile.mkdtemp(prefix="postgres-bench-"))
     made: list[str] = []
     try:

@@ -33,6 +33,7 @@ from typing import Generic, TypeVar
 
 from memory_core._model import ContractModel
 from memory_core.consolidation import BuildScope
+from memory_core.engines import engine_identity
 from memory_core.errors import EngineUnavailable
 from workers.coordination import Coordination, Enter, Leave
 
@@ -54,8 +55,11 @@ T = TypeVar("T")
 
 
 def engine_key(url: str) -> str:
-    """16 hex digits naming an engine URL in keys (hashed: a URL may hold credentials)."""
-    return hashlib.sha256(url.encode()).hexdigest()[:16]
+    """16 hex digits naming the store an engine URL names (hashed, and no password in it).
+
+    ``engines.engine_identity``: two spellings of one database give one key, so a worker takes the host's jobs.
+    """
+    return hashlib.sha256(engine_identity(url).encode()).hexdigest()[:16]
 
 
 def scope_key(engine: str, scope: BuildScope) -> str:

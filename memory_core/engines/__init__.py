@@ -25,7 +25,15 @@ from memory_core.engine import MemoryEngine
 from memory_core.errors import ConfigError
 from memory_core.settings import get_settings, parse_engine_plugins
 
-__all__ = ["known_schemes", "load_plugins", "mask_url", "open_engine", "open_host_engine", "register_engine"]
+__all__ = [
+    "engine_identity",
+    "known_schemes",
+    "load_plugins",
+    "mask_url",
+    "open_engine",
+    "open_host_engine",
+    "register_engine",
+]
 
 _REGISTRY: dict[str, str] = {
     "reference": "memory_core.engines.reference:ReferenceEngine.from_url",
@@ -80,6 +88,23 @@ def mask_url(url: str) -> str:
         return f"{url.partition(':')[0]}://***"
     userinfo, _, host = parts.netloc.rpartition("@")
     return urlunsplit(parts._replace(netloc=f"{userinfo.partition(':')[0]}:***@{host}"))
+
+
+def engine_identity(url: str) -> str:
+    """Which store a URL names, without its password: two spellings of one store give one identity.
+
+    ``postgresql://``/``postgres://``: the parsed, normalised connection identity (``PgOptions.identity``:
+    default port, option order and scheme spelling do not matter); a URL it refuses, and any other scheme: the
+    stripped URL with its password masked (``mask_url``).
+    """
+    text = url.strip()
+    if urlsplit(text).scheme.lower() in ("postgresql", "postgres"):
+        options = importlib.import_module("memory_core.engines.postgres.options")
+        try:
+            return str(options.parse_url(text).identity)
+        except ConfigError:
+            pass
+    return mask_url(text)
 
 
 def known_schemes() -> list[str]:

@@ -217,3 +217,48 @@ def test_a_statement_past_the_timeout_is_unavailable(pg_url: str) -> None:
             engine._driver.run(lambda conn: conn.execute("SELECT pg_sleep(30)"))  # type: ignore[attr-defined]
         assert "timed out" in str(err.value)
         assert engine.health().is_serving
+
+
+def test_two_spellings_of_one_database_have_one_identity_without_the_password() -> None:
+    spellings = [
+        f"postgresql://mem:{SECRET}@DB.example.com:5432/memory?sslmode=require&application_name=a",
+        "postgres://mem:other@db.example.com/memory?application_name=a&sslmode=require",
+        "postgresql://mem@db.example.com:5432/memory?sslmode=require&application_name=a",
+    ]
+    identities = {parse_url(url).identity for url in spellings}
+    assert len(identities) == 1
+    (identity,) = identities
+    assert SECRET not in identity and "other" not in identity and "db.example.com:5432/memory" in identity
+    assert parse_url("postgresql://mem@db.example.com:5433/memory").identity != identity
+    assert parse_url("postgresql://mem@db.example.com/other").identity != parse_url(spellings[2]).identity
+    from memory_core.engines import engine_identity
+    from workers.locks import engine_key
+
+    assert {engine_key(url) for url in spellings} == {engine_key(spellings[0])}  # a worker takes the host's jobs
+    assert engine_identity(spellings[0]) == identity
+    assert SECRET not in engine_identity("postgresql://mem:s3cret-Pw@h/db?bogus=1")  # refused: masked
+    assert engine_identity(" sqlite:///var/a.db ") == "sqlite:///var/a.db"
+
+
+def test_two_spellings_of_one_database_share_one_pool(pg_url: str) -> None:
+    parts = pg_url.split("://", 1)[1]
+    host, _, database = parts.partition("/")
+    other = f"postgres://{host if ':' in host.rpartition('@')[2] else host + ':5432'}/{database}"
+    a, b = open_engine(pg_url), open_engine(other)
+    try:
+        assert a._driver is b._driver  # type: ignore[attr-defined]
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_read_right_after_the_connections_dropped_is_retried(pg_url: str) -> None:
+    database = pg_url.rsplit("/", 1)[1]
+    with open_engine(pg_url + "?pool_min_size=1&pool_max_size=1") as engine:
+        first = engine.store(Document.of("before the restart", MemoryMeta(workspace="w")))
+        with psycopg.connect(ADMIN_URL, autocommit=True) as admin:  # the pooled connection was just used:
+            admin.execute(  # it is lent unchecked, and the read meets the dropped socket
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+                (database,),
+            )
+        assert [h.id for h in engine.list(ListRequest(limit=10)).items] == [first.id]

@@ -334,10 +334,12 @@ def _hits(conn: Conn, ranked: Sequence[tuple[int, float]]) -> list[Hit]:
     if not ranked:
         return []
     bids = [bid for bid, _ in ranked]
-    evidence = _evidence(conn, bids)
     rows: dict[int, Hit] = {}
-    for bid, hid, text, meta, conf in conn.execute(
-        f"SELECT bid, id, text, meta, confidence FROM {SCHEMA}.beliefs WHERE bid = ANY(%s::bigint[])", (bids,)
+    for bid, hid, text, meta, conf, derived in conn.execute(  # one statement: the beliefs with their evidence
+        f"SELECT b.bid, b.id, b.text, b.meta, b.confidence, ARRAY(SELECT i.id FROM {SCHEMA}.belief_evidence e "
+        f"JOIN {SCHEMA}.items i ON i.id = e.item_id WHERE e.bid = b.bid ORDER BY i.seq) "
+        f"FROM {SCHEMA}.beliefs b WHERE b.bid = ANY(%s::bigint[])",
+        (bids,),
     ):
         rows[int(bid)] = Hit.model_construct(
             id=str(hid),
@@ -346,7 +348,7 @@ def _hits(conn: Conn, ranked: Sequence[tuple[int, float]]) -> list[Hit]:
             meta=MemoryMeta.model_validate_json(meta),
             score=0.0,
             confidence=float(conf),
-            derived_from=evidence.get(int(bid), ()),
+            derived_from=tuple(str(d) for d in derived or ()),
         )
     return [rows[bid].model_copy(update={"score": score}) for bid, score in ranked if bid in rows]
 
@@ -359,8 +361,12 @@ def rank(
     limit: int,
     features: Features,
     frequencies: Frequencies,
+    stats: tuple[dict[str, float], float] | None = None,
 ) -> list[Hit]:
-    """Active beliefs the filter admits: ranked for ``query`` in ``mode``; else most confident, then newest."""
+    """Active beliefs the filter admits: ranked for ``query`` in ``mode``; else most confident, then newest.
+
+    ``stats``: ``Frequencies.read``'s answer for the beliefs table, when the caller read it with the items'.
+    """
     where = compile_filter(flt, "i", beliefs=True)
     where.add("i.status = %s", BeliefStatus.ACTIVE.value)
     if query is None:
@@ -380,5 +386,6 @@ def rank(
         want=limit,
         features=features,
         frequencies=frequencies,
+        stats=stats,
     )
     return _hits(conn, fuse(signals, mode, now_us(), limit))

@@ -4,8 +4,12 @@
   same ``psycopg_pool.ConnectionPool`` (counted, closed with the last engine). A pool made before ``fork`` is
   never used by the child (the key holds the process id), since two processes must not share a socket.
 * **Dropped connections are replaced.** The pool checks a connection before lending it
-  (``ConnectionPool.check_connection``); a call whose connection broke mid-flight (server restart, idle
-  timeout, a proxy closing it) is retried once on a fresh connection, so the caller never sees it.
+  (``ConnectionPool.check_connection``) when it has been idle for ``CHECK_IDLE_S`` or more (a connection in
+  steady use is lent unchecked: the check is a round trip); a call whose connection broke mid-flight (server
+  restart, idle timeout, a proxy closing it) is retried on a fresh connection, so the caller never sees it.
+* **Round trips.** A write runs in a transaction (``BEGIN`` … ``COMMIT``); a read (``run(read=True)``) runs
+  its statements in autocommit, each seeing the data committed before it started, which is what a
+  ``READ COMMITTED`` transaction gives too (PostgreSQL docs §13.2.1), without the two round trips.
 * **Errors.** A server that is down, restarting or out of connections, a pool wait past ``pool_timeout_s`` and a
   statement past ``statement_timeout_ms`` are ``EngineUnavailable`` (retryable: workers retry, ``pre_turn``
   reports it). A serialization failure or deadlock is retried a few times first. Authentication, a missing
@@ -18,6 +22,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any, Final, TypeVar
 
@@ -36,6 +41,8 @@ Conn = psycopg.Connection[Any]
 """A pooled connection (tuple rows)."""
 _RETRIES: Final = 4
 """Attempts of a call that met a serialization failure, a deadlock or a dropped connection."""
+CHECK_IDLE_S: Final = 5.0
+"""A pooled connection idle this long (seconds) is checked before it is lent; a busier one is not."""
 _CONFIG_STATES: Final = {
     "28P01": "the password was rejected",
     "28000": "the role may not connect (or does not exist)",
@@ -107,23 +114,41 @@ class Driver:
     Use ``Driver.shared`` rather than the constructor, so engines of one process share one pool.
     """
 
-    _shared: dict[tuple[int, str], Driver] = {}
+    _shared: dict[tuple[int, str, tuple[int, int, float, int]], Driver] = {}
     _shared_lock = threading.Lock()
 
     def __init__(self, options: PgOptions) -> None:
         self.options = options
         self._users = 0
-        self._key = (os.getpid(), options.conninfo + repr(options))
+        self._key = self.key_of(options)
+        self._used: weakref.WeakKeyDictionary[Conn, float] = weakref.WeakKeyDictionary()
         self._pool = ConnectionPool(
             options.conninfo,
             min_size=options.pool_min_size,
             max_size=options.pool_max_size,
             timeout=options.pool_timeout_s,
             kwargs={"options": f"-c statement_timeout={options.statement_timeout_ms}"},
-            check=ConnectionPool.check_connection,
+            check=self._check,
+            reset=self._returned,
             open=False,
             name="memory-core",
         )
+
+    @staticmethod
+    def key_of(options: PgOptions) -> tuple[int, str, tuple[int, int, float, int]]:
+        """The shared-pool key: process, the normalised connection identity (no password), the pool's shape."""
+        shape = (options.pool_min_size, options.pool_max_size, options.pool_timeout_s, options.statement_timeout_ms)
+        return (os.getpid(), options.identity, shape)
+
+    def _check(self, conn: Conn) -> None:
+        """The pool's check at checkout: a round trip only for a connection idle ``CHECK_IDLE_S`` or more."""
+        used = self._used.get(conn)
+        if used is None or time.monotonic() - used >= CHECK_IDLE_S:
+            ConnectionPool.check_connection(conn)
+
+    def _returned(self, conn: Conn) -> None:
+        """The pool's reset at return: note when the connection was last used."""
+        self._used[conn] = time.monotonic()
 
     @classmethod
     def shared(cls, options: PgOptions) -> Driver:
@@ -134,7 +159,7 @@ class Driver:
                 PostgreSQL.
             EngineUnavailable: the server does not answer.
         """
-        key = (os.getpid(), options.conninfo + repr(options))
+        key = cls.key_of(options)
         with cls._shared_lock:
             driver = cls._shared.get(key)
             if driver is None:
@@ -162,8 +187,10 @@ class Driver:
             self._shared.pop(self._key, None)
         self._pool.close()
 
-    def run(self, fn: Callable[[Conn], _T], *, retries: int = _RETRIES) -> _T:
+    def run(self, fn: Callable[[Conn], _T], *, retries: int = _RETRIES, read: bool = False) -> _T:
         """Run ``fn`` in one transaction on a pooled connection; commit when it returns, roll back if it raises.
+
+        ``read=True``: ``fn`` only reads; its statements run in autocommit (see the module docstring).
 
         A dropped connection, a serialization failure or a deadlock is retried (up to ``retries`` attempts);
         driver errors come out mapped (``classify``).
@@ -179,8 +206,16 @@ class Driver:
             attempt += 1
             conn: Conn | None = None
             try:
-                with self._pool.connection() as conn, conn.transaction():
-                    return fn(conn)
+                with self._pool.connection() as conn:
+                    if read:
+                        conn.autocommit = True
+                        try:
+                            return fn(conn)
+                        finally:
+                            if not conn.broken:
+                                conn.autocommit = False
+                    with conn.transaction():
+                        return fn(conn)
             except MemoryCoreError:
                 raise
             except Exception as exc:  # every driver error is mapped

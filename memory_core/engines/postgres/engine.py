@@ -10,7 +10,12 @@ an advisory lock (``schema``).
   transaction (one statement).
 * ``list``/``export`` page in write order with a keyset cursor on ``seq``; ``fetch`` pages a ranking frozen at
   the first page's newest ``seq`` (cursor: offset and snapshot).
-* Ranking: candidates and their signals from one SQL statement (``search``), scored by ``fusion.fuse``.
+* Ranking: candidates and their signals from one SQL statement (``search``) over stemmed, windowed terms,
+  scored by ``fusion.fuse``; a hybrid fetch reorders the best ``RERANK_POOL`` by late interaction over the
+  stored token vectors (``rerank``, one more statement that also brings the page's bodies). The model never
+  runs on a write: ``embed_backlog`` encodes what waits, on the workers (``vectors``).
+* Reads run in autocommit (``driver``): a ``pre_turn`` is one write transaction and a few statements per
+  section (``tests/postgres/test_postgres_round_trips.py`` counts them).
 * ``consolidate`` builds beliefs per scope incrementally (``beliefs``): one transaction and one advisory lock per
   scope, a watermark on transaction ids. Forget and erase retract the beliefs in the deleting transaction.
 * Every read compiles its reach into SQL (``filters``).
@@ -36,6 +41,7 @@ from memory_core.engine import AnyItem, MemoryEngine, Receipts
 from memory_core.engines.reference import choose_scopes
 from memory_core.engines.sqlite.rows import now_us, ns_key, ns_of_key
 from memory_core.engines.sqlite.scopes import ScopeRow, build_scopes, decode_cursor, encode_cursor
+from memory_core.engines.sqlite.search import query_words
 from memory_core.errors import MemoryCoreError
 from memory_core.items import parse_item
 from memory_core.meta import ItemKind, MetaFilter
@@ -59,12 +65,17 @@ from memory_core.query import (
     RecallRequest,
     StoreReceipt,
 )
+from memory_core.retrieval.embedder import Embedder
+from memory_core.retrieval.terms import query_terms
+from memory_core.settings import get_settings
 
-from . import beliefs
+from . import beliefs, vectors
 from .driver import Conn, Driver
 from .filters import Where, compile_filter, reach_sql
 from .fusion import fuse
+from .model import Model
 from .options import PgOptions, parse_url
+from .rerank import RERANK_POOL, reorder
 from .schema import MIGRATION_LOCK, SCHEMA, SCHEMA_VERSION, check_newer, ensure_vectors, migrate
 from .search import Features, Frequencies, candidates
 from .writes import delete_where, insert, prepare
@@ -87,8 +98,9 @@ class PostgresEngine(MemoryEngine):
         Conflict: the database's schema is newer than this code's.
     """
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, embedder: Embedder | None = None) -> None:
         self.options: PgOptions = parse_url(url)
+        self.model = Model(embedder)
         self._driver = Driver.shared(self.options)
         try:
             self._driver.run(partial(check_newer, where=self.options.masked))
@@ -131,7 +143,7 @@ class PostgresEngine(MemoryEngine):
     def health(self) -> EngineHealth:
         """``ok`` naming what ranking uses (full text, ``pg_trgm``, the vector index), else ``down`` and why."""
         try:
-            self._driver.run(lambda conn: conn.execute(f"SELECT count(*) FROM {SCHEMA}.meta").fetchone())
+            self._driver.run(lambda conn: conn.execute(f"SELECT count(*) FROM {SCHEMA}.meta").fetchone(), read=True)
         except MemoryCoreError as exc:
             return EngineHealth.down(str(exc))
         parts = [
@@ -139,11 +151,17 @@ class PostgresEngine(MemoryEngine):
             "tsvector+GIN",
             "pg_trgm" if self.features.trigram else "no pg_trgm",
             {"pgvector": "pgvector HNSW", "cube": "cube GiST (no pgvector)"}.get(self.features.vectors, "vector scan"),
+            "stemmed windowed terms",
+            f"late interaction ({self.model.label}, vectors by the workers)",
         ]
         return EngineHealth(state=HealthState.OK, reason=", ".join(parts))
 
     def _run(self, fn: Callable[[Conn], _T]) -> _T:
         return self._driver.run(fn)
+
+    def _read(self, fn: Callable[[Conn], _T]) -> _T:
+        """Run a read: its statements in autocommit, no ``BEGIN``/``COMMIT`` round trips (``driver``)."""
+        return self._driver.run(fn, read=True)
 
     # writes ----------------------------------------------------------------------------------------------
     def _write(self, items: Sequence[AnyItem]) -> Receipts:
@@ -162,6 +180,37 @@ class PostgresEngine(MemoryEngine):
 
     def _store_many_with(self, items: Sequence[AnyItem], options: WriteOptions) -> Receipts:
         return self._write(items)
+
+    def embed_backlog(self, limit: int | None = None, batch: int | None = None) -> int:
+        """Encode stored items that have no vectors of the current model, ``batch`` at a time; how many were.
+
+        The model runs outside any transaction; each batch's vectors are written in one statement
+        (``vectors.write``). This is the workers' work (every build job runs it after its builds): never
+        called on a write.
+
+        Args:
+            limit: Most items to encode (None: until none waits).
+            batch: Items per batch (None: the ``EMBED_BATCH`` setting).
+        """
+        model = self.model.embedder
+        size = batch or get_settings().embed_batch
+        done = 0
+        while limit is None or done < limit:
+            take = size if limit is None else min(size, limit - done)
+            rows = self._read(partial(vectors.unembedded, model=model.name, limit=take))
+            if not rows:
+                break
+            encoded = model.encode([parse_item(body).render_text() for _, body in rows])
+            seqs = [seq for seq, _ in rows]
+            self._run(partial(vectors.write, model=model.name, seqs=seqs, encoded=encoded))
+            done += len(rows)
+            if len(rows) < take:
+                break
+        return done
+
+    def embed_waiting(self) -> int:
+        """Items with no vectors of the current model (the embedding job's backlog)."""
+        return self._read(partial(vectors.backlog, model=self.model.embedder.name))
 
     # deletes ---------------------------------------------------------------------------------------------
     def _forget(self, target: ForgetTarget) -> ForgetReport:
@@ -193,8 +242,17 @@ class PostgresEngine(MemoryEngine):
             out[int(seq)] = (str(item_id), item)
         return out
 
-    def _hits(self, conn: Conn, ranked: Sequence[tuple[int, float]]) -> list[Hit]:
-        parsed = self._items(conn, [seq for seq, _ in ranked])
+    def _hits(
+        self, conn: Conn, ranked: Sequence[tuple[int, float]], bodies: dict[int, tuple[str, str]] | None = None
+    ) -> list[Hit]:
+        """Hits of ``ranked``; ``bodies`` (``vectors.load``'s) spare the read of the rows they hold."""
+        held = bodies or {}
+        parsed = self._items(conn, [seq for seq, _ in ranked if seq not in held])
+        for seq, _ in ranked:
+            if seq in held:
+                item = parse_item(held[seq][1])
+                item.__dict__["id"] = held[seq][0]  # the stored id is the fingerprint; skip recomputing it
+                parsed[seq] = (held[seq][0], item)
         return [Hit.of(parsed[seq][1], s, parsed[seq][0]) for seq, s in ranked if seq in parsed]
 
     def _scoped(self, conn: Conn, request: FetchRequest, where: Where, max_scopes: int) -> None:
@@ -213,18 +271,28 @@ class PostgresEngine(MemoryEngine):
 
     def _fetch(self, request: FetchRequest) -> FetchPage:
         state = decode_cursor("f", request.cursor, ("o", "s"))
+        # hybrid: the lexical stage's best RERANK_POOL are reordered by late interaction (``rerank``); a time
+        # hint orders its own groups, so the lexical order is kept then, as on SQLite. The query is encoded
+        # before a connection is taken (the model holds none).
+        late = request.mode is FetchMode.HYBRID and request.refers_to is None
+        tokens = self.model.query_tokens(request.query) if late else None
 
         def read(conn: Conn) -> FetchPage:
             offset = state["o"] if state else 0
-            if state:
-                snapshot = state["s"]
-            else:
-                row = conn.execute(f"SELECT coalesce(max(seq), 0) FROM {SCHEMA}.items").fetchone()
-                snapshot = int(row[0]) if row else 0
+            terms = query_terms(request.query)
+            ranks_beliefs = bool(request.beliefs) and state is None
+            # one statement reads the row counts and the document frequencies the cache lacks, for the items
+            # and the beliefs; the items' count (their newest seq, at least 1) is the first page's snapshot
+            wants = [(f"{SCHEMA}.items", "seq", terms)]
+            if ranks_beliefs:
+                wants.append((f"{SCHEMA}.beliefs", "bid", query_words(request.query)))
+            stats = self._frequencies.read(conn, wants)
+            snapshot = state["s"] if state else int(stats[0][1])
             where = compile_filter(request.filter, "i")
             if request.max_scopes is not None:
                 self._scoped(conn, request, where, request.max_scopes)
             want = offset + request.limit + 1
+            depth = max(want, RERANK_POOL) if late else want
             signals = candidates(
                 conn,
                 table=f"{SCHEMA}.items",
@@ -232,28 +300,44 @@ class PostgresEngine(MemoryEngine):
                 where=where,
                 query=request.query,
                 mode=request.mode,
-                want=want,
+                want=depth,
                 features=self.features,
                 frequencies=self._frequencies,
                 refers_to=request.refers_to,
                 extra="i.seq <= %s" if state else "",  # the first page reads everything up to its snapshot
                 extra_params=[snapshot] if state else [],
+                terms=terms,
+                stats=stats[0],
             )
-            ranked = fuse(signals, request.mode, now_us(), want)
+            now = now_us()
+            ranked = fuse(signals, request.mode, now, depth)
+            bodies: dict[int, tuple[str, str]] | None = None
+            if tokens is not None and len(tokens) and len(ranked) > 1:
+                head = [seq for seq, _ in ranked[:RERANK_POOL]]
+                loaded = vectors.load(conn, head, self.model.embedder.name, tokens.shape[1])
+                ranked, bodies = reorder(ranked, loaded.stored, request.query, tokens, now), loaded.bodies
+            ranked = ranked[:want]
             page = ranked[offset : offset + request.limit]
             more = len(ranked) > offset + request.limit
             found: list[Hit] = []
-            if request.beliefs and state is None:
+            if ranks_beliefs:
                 found = beliefs.rank(
-                    conn, request.filter, request.query, request.mode, request.beliefs, self.features, self._frequencies
+                    conn,
+                    request.filter,
+                    request.query,
+                    request.mode,
+                    request.beliefs,
+                    self.features,
+                    self._frequencies,
+                    stats[1],
                 )
             return FetchPage(
-                hits=tuple(self._hits(conn, page)),
+                hits=tuple(self._hits(conn, page, bodies)),
                 next_cursor=encode_cursor("f", {"o": offset + len(page), "s": snapshot}) if more else None,
                 beliefs=tuple(found),
             )
 
-        return self._run(read)
+        return self._read(read)
 
     def _recall(self, request: RecallRequest) -> RecallAnswer:
         fetch = FetchRequest(
@@ -287,7 +371,7 @@ class PostgresEngine(MemoryEngine):
             more = len(rows) > request.limit
             return build(conn, seqs), (encode_cursor("l", {"a": seqs[-1]}) if more and seqs else None)
 
-        return self._run(read)
+        return self._read(read)
 
     def _list(self, request: ListRequest) -> ListPage:
         items, cursor = self._listing(request, lambda conn, seqs: self._hits(conn, [(s, 0.0) for s in seqs]))
@@ -316,7 +400,7 @@ class PostgresEngine(MemoryEngine):
             by_id = {h.id: h for h in self._hits(conn, [(s, 0.0) for s in found.values()])}
             return [by_id[i] for i in ids if i in by_id]
 
-        return self._run(read)
+        return self._read(read)
 
     # beliefs ---------------------------------------------------------------------------------------------
     def build_scope(self, ns: Namespace, kind: ItemKind) -> set[str]:
@@ -335,7 +419,7 @@ class PostgresEngine(MemoryEngine):
 
     def _beliefs(self, request: BeliefsRequest) -> list[Hit]:
         flt = MetaFilter(reach=request.reach)
-        return self._run(
+        return self._read(
             lambda conn: beliefs.rank(
                 conn, flt, request.query, FetchMode.HYBRID, request.limit, self.features, self._frequencies
             )
@@ -354,11 +438,11 @@ class PostgresEngine(MemoryEngine):
             ).fetchall()
             return [(str(r[0]), str(r[1]), int(r[2]), None if r[3] is None else int(r[3]), int(r[4])) for r in rows]
 
-        return build_scopes(self._run(read))
+        return build_scopes(self._read(read))
 
     def belief_evidence(self, belief_ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
         """``belief id → ids of the items it was derived from`` for the beliefs named (unknown ids left out)."""
-        return self._run(partial(beliefs.evidence_of, belief_ids=belief_ids))
+        return self._read(partial(beliefs.evidence_of, belief_ids=belief_ids))
 
     def stats(self) -> dict[str, Any]:
         """Row counts: ``items``, ``pending`` (always 0: no write is deferred), ``beliefs``, ``superseded``."""
@@ -372,7 +456,7 @@ class PostgresEngine(MemoryEngine):
             assert row is not None
             return {"items": int(row[0]), "pending": 0, "beliefs": int(row[1]), "superseded": int(row[2])}
 
-        return self._run(read)
+        return self._read(read)
 
 
 def _trigram(conn: Conn) -> bool:

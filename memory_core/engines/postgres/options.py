@@ -29,6 +29,8 @@ from memory_core.settings import get_settings
 __all__ = ["SCHEMES", "SETTING", "PgOptions", "parse_url"]
 
 SCHEMES: Final = ("postgresql", "postgres")
+DEFAULT_PORT: Final = 5432
+"""libpq's default port (PostgreSQL docs §34.1.2)."""
 SETTING: Final = "engine URL (--engine / MEMORY_CORE_ENGINE)"
 """How errors name the setting at fault."""
 _LIBPQ: Final = frozenset(
@@ -59,6 +61,9 @@ class PgOptions:
         pool_timeout_s: Wait for a pooled connection, seconds.
         connect_timeout_s: libpq connect timeout, seconds.
         statement_timeout_ms: ``statement_timeout``, ms (0: none).
+        identity: Which database this is, normalised and without the password: ``user@host:port/database``
+            and the libpq options sorted (``postgres://`` and ``postgresql://``, a default port and option order
+            do not matter). Keys a process's pool (``driver``) and a worker's engine key.
     """
 
     conninfo: str
@@ -70,6 +75,7 @@ class PgOptions:
     pool_timeout_s: float
     connect_timeout_s: int
     statement_timeout_ms: int
+    identity: str = ""
 
     def mask(self, text: str) -> str:
         """``text`` with the password (plain and URL-encoded) replaced by ``***``."""
@@ -133,6 +139,10 @@ def parse_url(url: str) -> PgOptions:
         raise ConfigError(f"{SETTING} {masked}: pool_min_size exceeds pool_max_size")
     libpq.append(("connect_timeout", str(int(values["connect_timeout"]))))
     conninfo = urlunsplit(("postgresql", parts.netloc, parts.path, urlencode(libpq), ""))
+    user = quote(unquote(parts.username or ""), safe="")
+    host = quote((parts.hostname or "").lower(), safe="")
+    identity = f"postgresql://{user}@{host}:{parts.port or DEFAULT_PORT}/{quote(database, safe='')}"
+    identity += "?" + urlencode(sorted(libpq)) if libpq else ""
     return PgOptions(
         conninfo=conninfo,
         masked=masked,
@@ -143,4 +153,5 @@ def parse_url(url: str) -> PgOptions:
         pool_timeout_s=float(values["pool_timeout_s"]),
         connect_timeout_s=int(values["connect_timeout"]),
         statement_timeout_ms=int(values["statement_timeout_ms"]),
+        identity=identity,
     )

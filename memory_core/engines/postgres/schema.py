@@ -26,6 +26,13 @@ Layout (version 1):
 The ``tsvector`` GIN indexes are built with ``fastupdate = off``: a read never scans a pending list of recent
 inserts (PostgreSQL docs §70.4.1), which made every full-text read cost grow with the recent writes.
 
+Version 2 gives ranking the project's retrieval (``retrieval.terms``, ``retrieval.window``): ``items.terms``
+(the item's own stemmed terms), ``items.wterms`` (a conversation turn's terms with its previous and next turn's
+in its thread) and ``items.speaker``; ``tsv`` is regenerated over ``wterms``. Statement-level ``AFTER INSERT``
+and ``AFTER DELETE`` triggers (transition tables) re-window the neighbours of the rows a statement wrote or
+deleted, through ``items_turns`` (thread, namespace, turn): a neighbour lookup is one index probe whatever the
+store's size. ``item_vectors`` holds the model's pooled and token vectors (``vectors``), deleted with the item.
+
 ``ns`` is the namespace path with a trailing ``/`` (root ``''``) in the ``C`` collation, so exact and ancestor
 reaches are equality lookups and a subtree is one B-tree range ``[p, p[:-1] + '0')``.
 
@@ -166,7 +173,108 @@ def _v1(conn: Conn) -> None:
     conn.execute(f"INSERT INTO {SCHEMA}.meta (key, value) VALUES ('instance', %s)", (uuid.uuid4().hex,))
 
 
-MIGRATIONS: tuple[Callable[[Conn], None], ...] = (_v1,)
+_NEIGHBOUR = (
+    "(SELECT {col} FROM {s}.items p WHERE p.thread_id = x.thread_id AND p.turn_last {op} x.{bound} AND p.ns = x.ns "
+    "AND p.kind = 'conversation' ORDER BY p.turn_last {dir}, p.seq {dir} LIMIT 1)"
+)
+_PREV_TERMS = _NEIGHBOUR.format(col="p.terms", s=SCHEMA, op="<", bound="turn_first", dir="DESC")
+_NEXT_TERMS = _NEIGHBOUR.format(col="p.terms", s=SCHEMA, op=">", bound="turn_last", dir="ASC")
+_PREV_SEQ = _NEIGHBOUR.format(col="p.seq", s=SCHEMA, op="<", bound="turn_first", dir="DESC")
+_NEXT_SEQ = _NEIGHBOUR.format(col="p.seq", s=SCHEMA, op=">", bound="turn_last", dir="ASC")
+_TURN = "x.kind = 'conversation' AND x.thread_id IS NOT NULL AND x.turn_first IS NOT NULL"
+
+_V2 = f"""
+ALTER TABLE {SCHEMA}.items ADD COLUMN terms text NOT NULL DEFAULT '';
+--
+ALTER TABLE {SCHEMA}.items ADD COLUMN wterms text NOT NULL DEFAULT '';
+--
+ALTER TABLE {SCHEMA}.items ADD COLUMN speaker text;
+--
+ALTER TABLE {SCHEMA}.items DROP COLUMN tsv;
+--
+ALTER TABLE {SCHEMA}.items ADD COLUMN tsv tsvector
+    GENERATED ALWAYS AS (to_tsvector('simple'::regconfig, wterms)) STORED;
+--
+CREATE INDEX items_tsv ON {SCHEMA}.items USING gin (tsv) WITH (fastupdate = off);
+--
+CREATE TABLE {SCHEMA}.item_vectors (
+    seq    bigint PRIMARY KEY REFERENCES {SCHEMA}.items (seq) ON DELETE CASCADE,
+    model  text NOT NULL,
+    prev   bigint,
+    pooled bytea NOT NULL,
+    tokens bytea NOT NULL
+);
+--
+CREATE INDEX items_turns ON {SCHEMA}.items (thread_id, ns, turn_last, seq)
+    WHERE kind = 'conversation' AND thread_id IS NOT NULL;
+--
+CREATE FUNCTION {SCHEMA}.rewindow(seqs bigint[]) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE {SCHEMA}.items i SET wterms = w.text
+    FROM (SELECT x.seq, concat_ws(' ', nullif(x.terms, ''), nullif({_PREV_TERMS}, ''), nullif({_NEXT_TERMS}, ''))
+          AS text FROM {SCHEMA}.items x WHERE x.seq = ANY(seqs) AND {_TURN}) w
+    WHERE i.seq = w.seq AND i.wterms IS DISTINCT FROM w.text;
+END $$;
+--
+CREATE FUNCTION {SCHEMA}.items_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM {SCHEMA}.rewindow(ARRAY(
+        SELECT s FROM (SELECT x.seq AS a, {_PREV_SEQ} AS b, {_NEXT_SEQ} AS c FROM new_rows x WHERE {_TURN}) n,
+        LATERAL unnest(ARRAY[n.a, n.b, n.c]) AS s WHERE s IS NOT NULL));
+    RETURN NULL;
+END $$;
+--
+CREATE FUNCTION {SCHEMA}.items_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM {SCHEMA}.rewindow(ARRAY(
+        SELECT s FROM (SELECT {_PREV_SEQ} AS b, {_NEXT_SEQ} AS c FROM old_rows x WHERE {_TURN}) n,
+        LATERAL unnest(ARRAY[n.b, n.c]) AS s WHERE s IS NOT NULL));
+    RETURN NULL;
+END $$;
+--
+CREATE TRIGGER items_window_insert AFTER INSERT ON {SCHEMA}.items REFERENCING NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION {SCHEMA}.items_inserted();
+--
+CREATE TRIGGER items_window_delete AFTER DELETE ON {SCHEMA}.items REFERENCING OLD TABLE AS old_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION {SCHEMA}.items_deleted()
+"""
+
+
+_BACKFILL_BATCH: Final = 5_000
+"""Items a version-1 database's terms are computed for per statement when it migrates to version 2."""
+
+
+def _v2(conn: Conn) -> None:
+    """Stemmed, windowed terms (``retrieval.terms``, ``retrieval.window``) and the model's token vectors.
+
+    A v1 database's items get their terms here (computed in Python: the Snowball stemmer is the project's),
+    then their windows in one statement.
+    """
+    from .writes import own_terms  # the writes module imports this one
+
+    for statement in _V2.split(";\n--\n"):
+        if statement.strip():
+            conn.execute(statement)  # DDL built from constants only
+    after = 0
+    while True:  # in batches: a large store is never held in memory at once
+        rows = conn.execute(
+            f"SELECT seq, item FROM {SCHEMA}.items WHERE seq > %s ORDER BY seq LIMIT %s", (after, _BACKFILL_BATCH)
+        ).fetchall()
+        if not rows:
+            break
+        values = [own_terms(str(body)) for _, body in rows]
+        conn.execute(
+            f"UPDATE {SCHEMA}.items i SET terms = u.terms, wterms = u.terms, speaker = u.speaker "
+            "FROM unnest(%s::bigint[], %s::text[], %s::text[]) AS u(seq, terms, speaker) WHERE i.seq = u.seq",
+            ([int(r[0]) for r in rows], [v[0] for v in values], [v[1] for v in values]),
+        )
+        after = int(rows[-1][0])
+    conn.execute(  # every turn's window, once all terms are in
+        f"SELECT {SCHEMA}.rewindow(ARRAY(SELECT seq FROM {SCHEMA}.items WHERE kind = 'conversation'))"
+    )
+
+
+MIGRATIONS: tuple[Callable[[Conn], None], ...] = (_v1, _v2)
 """``MIGRATIONS[i]`` upgrades version ``i`` to ``i + 1``; append, never edit, to change the schema."""
 
 SCHEMA_VERSION: Final = len(MIGRATIONS)

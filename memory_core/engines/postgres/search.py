@@ -1,8 +1,11 @@
 """Candidates and their signals from PostgreSQL, in one statement per ranked read (``fusion`` scores them).
 
-Document frequencies of the query's words (the reference tokenizer, ``scoring.tokenize``) come from
-``Frequencies``, a per-process cache refreshed every ``DF_TTL_S`` (one small statement for the words it lacks:
-counts on the ``tsv`` GIN index, capped at ``DF_CAP`` rows per word). Then one ``WITH`` statement:
+The query's words are the table's: for items the project's terms (``retrieval.terms.query_terms``: stemmed,
+stop-words dropped), matched against the windowed ``tsv`` (``schema`` v2); for beliefs the reference words.
+Their document frequencies come from ``Frequencies``, a per-process cache refreshed every ``DF_TTL_S``: the
+words it lacks are counted on the ``tsv`` GIN index (capped at ``DF_CAP`` rows per word) in the statement that
+also reads the tables' row counts, one statement for the items and the beliefs of a fetch (``read``). Then one
+``WITH`` statement:
 
 1. (the frequencies decide which words are informative, so the statement names them as a constant and the
    planner picks the GIN index for them);
@@ -81,29 +84,62 @@ class Frequencies:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._df: dict[tuple[str, str], tuple[float, float, float]] = {}
+        self._totals: dict[str, float] = {}
 
     def get(self, conn: Any, table: str, key: str, words: Sequence[str]) -> tuple[dict[str, float], float]:
-        """``(df per word, rows in the table)``: the row count, then one statement counting what is missing or stale."""
+        """``(df per word, rows in the table)`` (``read``, for one table)."""
+        return self.read(conn, [(table, key, words)])[0]
+
+    def read(self, conn: Any, wants: Sequence[tuple[str, str, Sequence[str]]]) -> list[tuple[dict[str, float], float]]:
+        """Per ``(table, key column, words)``: ``(df per word, rows in the table)``, in one statement for all.
+
+        The statement reads each table's row count (its newest key: one index lookup) and counts the words the
+        cache lacks, or holds older than ``DF_TTL_S``, or counted before the table grew past ``DF_GROWTH`` times
+        the rows this process last saw in it.
+        """
         now = time.monotonic()
+        parts: list[str] = []
+        params: list[Any] = []
+        known: list[dict[str, float]] = []
+        missing: list[list[str]] = []
         with self._lock:
-            cached = {w: v for w in words if (v := self._df.get((table, w))) is not None and now - v[2] < DF_TTL_S}
-        total_row = conn.execute(f"SELECT greatest(coalesce(max({key}), 0), 1)::float8 FROM {table}").fetchone()
-        total = float(total_row[0]) if total_row else 1.0
-        known = {w: v[0] for w, v in cached.items() if total <= v[1] * DF_GROWTH}
-        missing = [w for w in words if w not in known]
-        if missing:
-            counted = conn.execute(
-                f"SELECT word, (SELECT count(*) FROM (SELECT 1 FROM {table} x WHERE x.tsv @@ "
-                f"to_tsquery('simple', quote_literal(word)) LIMIT {DF_CAP}) c) FROM unnest(%s::text[]) AS word",
-                (missing,),
-            ).fetchall()
-            with self._lock:
-                if len(self._df) > _DF_ENTRIES:
-                    self._df.clear()
-                for word, df in counted:
-                    self._df[(table, str(word))] = (float(df), total, now)
-                    known[str(word)] = float(df)
-        return known, total
+            for table, _key, words in wants:
+                seen = self._totals.get(table, 0.0)
+                held: dict[str, float] = {}
+                for w in words:
+                    v = self._df.get((table, w))
+                    if v is not None and now - v[2] < DF_TTL_S and seen <= v[1] * DF_GROWTH:
+                        held[w] = v[0]
+                known.append(held)
+                missing.append([w for w in dict.fromkeys(words) if w not in held])
+        for (table, key, _), lacking in zip(wants, missing, strict=True):
+            parts.append(f"(SELECT greatest(coalesce(max({key}), 0), 1)::float8 FROM {table})")
+            if lacking:
+                parts.append(
+                    f"ARRAY(SELECT (SELECT count(*) FROM (SELECT 1 FROM {table} x WHERE x.tsv @@ "
+                    f"to_tsquery('simple', quote_literal(word)) LIMIT {DF_CAP}) c)::float8 "
+                    "FROM unnest(%s::text[]) WITH ORDINALITY AS u(word, o) ORDER BY o)"
+                )
+                params.append(lacking)
+        row = conn.execute("SELECT " + ", ".join(parts), params).fetchone()
+        values = list(row) if row else []
+        out: list[tuple[dict[str, float], float]] = []
+        at = 0
+        with self._lock:
+            if len(self._df) > _DF_ENTRIES:
+                self._df.clear()
+            for (table, _, _), held, lacking in zip(wants, known, missing, strict=True):
+                total = float(values[at]) if at < len(values) else 1.0
+                at += 1
+                self._totals[table] = total
+                if lacking:
+                    counts = values[at] or []
+                    at += 1
+                    for word, df in zip(lacking, counts, strict=True):
+                        self._df[(table, word)] = (float(df), total, now)
+                        held[word] = float(df)
+                out.append((held, total))
+        return out
 
 
 def pool_size(want: int) -> int:
@@ -158,6 +194,8 @@ def candidates(
     refers_to: TimeHint | None = None,
     extra: str = "",
     extra_params: Sequence[Any] = (),
+    terms: Sequence[str] | None = None,
+    stats: tuple[dict[str, float], float] | None = None,
 ) -> list[Signals]:
     """The candidates of one ranked read, with their signals (see the module docstring).
 
@@ -174,13 +212,22 @@ def candidates(
         refers_to: A time hint: rows observed inside it are flagged ``hinted``.
         extra: More SQL ANDed to the filter (a snapshot bound), with ``extra_params``.
         extra_params: Its parameters.
+        terms: The query's words as the table's ``tsv`` holds them (items: ``retrieval.terms.query_terms``,
+            stemmed, matched against the windowed ``wterms``); None: ``query_words`` (beliefs' plain words).
+        stats: ``Frequencies.read``'s answer for this table and these words, when the caller read it already
+            (one statement for the items and the beliefs of a fetch); None: read here.
     """
-    words = query_words(query)
+    plain = query_words(query)
+    words = plain if terms is None else list(terms)
+    length_of = "i.words" if terms is None else "i.wterms"
     qvec = np.asarray(embed(query), dtype=np.float64)
     pool = pool_size(want)
     cond = where.sql + (f" AND {extra}" if extra else "")
     cond_params = [*where.params, *extra_params]
-    df, total = frequencies.get(conn, table, key, words) if words else ({}, 1.0)
+    if stats is not None:
+        df, total = stats
+    else:
+        df, total = frequencies.get(conn, table, key, words) if words else ({}, 1.0)
     common = max(COMMON_MIN, min(COMMON_SHARE * total, DF_CAP - 1))
     rare = [w for w in words if df.get(w, 0.0) <= common] or words
     ctes: list[str] = []
@@ -211,7 +258,7 @@ def candidates(
         parts.append("SELECT k FROM vec")
     if not parts:
         return []
-    trigram = "word_similarity(%s, i.words)" if features.trigram and words else "0::float8"
+    trigram = "word_similarity(%s, i.words)" if features.trigram and plain else "0::float8"
     hint_sql, hint_params = "false", []
     if refers_to is not None:
         start, end = hint_window(refers_to)
@@ -220,13 +267,13 @@ def candidates(
     select = (
         f"SELECT i.{key}, ARRAY(SELECT u.lexeme || ' ' || coalesce(array_length(u.positions, 1), 1) "
         "FROM unnest(i.tsv) AS u WHERE u.lexeme = ANY(%s::text[])), "
-        f"coalesce(array_length(string_to_array(i.words, ' '), 1), 0), i.vec, {trigram}, "
+        f"coalesce(array_length(string_to_array({length_of}, ' '), 1), 0), i.vec, {trigram}, "
         f"coalesce(i.observed_at, {when}), coalesce(i.confidence, 0.5), {hint_sql} "
         f"FROM {table} i WHERE i.{key} IN ({' UNION '.join(parts)})"
     )
     select_params: list[Any] = [words]
-    if features.trigram and words:
-        select_params.append(" ".join(words))
+    if features.trigram and plain:
+        select_params.append(" ".join(plain))
     select_params.extend(hint_params)
     rows = conn.execute("WITH " + ", ".join(ctes) + " " + select, [*params, *select_params]).fetchall()
     return _signals(rows, df, total, qvec)

@@ -20,24 +20,59 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from memory_core.engines.sqlite.rows import META_COLUMN_NAMES, meta_columns, ns_key
-from memory_core.items import Conversation, Document, Learning
+from memory_core.items import Conversation, Document, Learning, parse_item
+from memory_core.retrieval.terms import index_text
+from memory_core.retrieval.window import strip_roles
 from memory_core.scoring import embed, tokenize
 
 from . import beliefs
 from .driver import Conn
 from .schema import SCHEMA
 
-__all__ = ["COLUMNS", "MAX_WORDS_CHARS", "Prepared", "delete_where", "insert", "prepare", "words_of"]
+__all__ = [
+    "COLUMNS",
+    "MAX_WORDS_CHARS",
+    "Prepared",
+    "delete_where",
+    "insert",
+    "own_terms",
+    "prepare",
+    "speaker_of",
+    "words_of",
+]
 
 MAX_WORDS_CHARS: Final = 500_000
 """Longest ``words`` text kept per row: a ``tsvector`` holds at most 1 MB (PostgreSQL docs §8.11.1)."""
 
-COLUMNS = ("id", "kind", "ns", *META_COLUMN_NAMES, "tags", "confidence", "stored_at", "item", "words", "vec")
+COLUMNS = (
+    "id", "kind", "ns", *META_COLUMN_NAMES, "tags", "confidence", "stored_at", "item", "words", "vec",
+    "terms", "wterms", "speaker",
+)  # fmt: skip
+"""Columns an insert writes; ``wterms`` starts as the item's own terms, and the window trigger (``schema``)
+widens a conversation turn's and its neighbours' to the window."""
 
 
 def words_of(text: str) -> str:
     """The words the ``tsvector`` is generated from: the reference tokenizer's, space-separated, bounded."""
     return " ".join(tokenize(text))[:MAX_WORDS_CHARS]
+
+
+def speaker_of(item: Document | Conversation | Learning) -> str | None:
+    """Who said an item: its ``observed_actor.name``, if any (the speaker signal of ranking)."""
+    actor = item.item_meta.observed_actor
+    name = getattr(actor, "name", None) if actor is not None else None
+    return str(name) if name else None
+
+
+def own_terms(body: str) -> tuple[str, str | None]:
+    """``(terms, speaker)`` of a stored item's JSON: its rendered text's terms (roles stripped), and speaker."""
+    item = parse_item(body)
+    return _bounded(index_text(strip_roles(item.render_text()))), speaker_of(item)
+
+
+def _bounded(terms: str) -> str:
+    """An item's own terms, at most a third of ``MAX_WORDS_CHARS``: a window holds three items' terms."""
+    return terms[: MAX_WORDS_CHARS // 3]
 
 
 @dataclass(frozen=True)
@@ -60,11 +95,13 @@ class Prepared:
 def prepare(item: Document | Conversation | Learning) -> Prepared:
     """Row values for ``item`` (pure)."""
     text = item.render_text()
+    terms = _bounded(index_text(strip_roles(text)))
     meta = item.item_meta
     ns = ns_key(meta.namespace)
     values = (
         item.id, item.item_kind.value, ns, *meta_columns(meta), list(dict.fromkeys(meta.tags)),
         item.confidence_value(), None, item.model_dump_json(), words_of(text), [float(v) for v in embed(text)],
+        terms, terms, speaker_of(item),
     )  # fmt: skip
     return Prepared(id=item.id, kind=item.item_kind.value, ns=ns, values=values)
 
@@ -90,13 +127,13 @@ def insert(
     order = sorted(first.values())
     columns = ("seq", *COLUMNS) if seqs is not None else COLUMNS
     stored_at = columns.index("stored_at")
-    marks = ", ".join("(" + ", ".join("%s" for _ in columns) + ")" for _ in unique)
     params: list[Any] = []
     for i in order:
         values = [seqs[i], *rows[i].values] if seqs is not None else list(rows[i].values)
         values[stored_at] = times[i] if times else at_us
         params.extend(values)
     overriding = " OVERRIDING SYSTEM VALUE" if seqs is not None else ""
+    marks, params = _windowed(columns, [rows[i] for i in order], params)
     scopes = sorted({(row.ns, row.kind) for row in unique})
     sql = (
         f"WITH new AS (INSERT INTO {SCHEMA}.items ({', '.join(columns)}){overriding} VALUES {marks} "
@@ -114,6 +151,52 @@ def insert(
     for i, row in enumerate(rows):
         out.append(first[row.id] == i and row.id in created)
     return out
+
+
+_NEIGHBOUR: Final = (
+    f"(SELECT p.terms FROM {SCHEMA}.items p WHERE p.thread_id = %s AND p.turn_last {{op}} %s AND p.ns = %s "
+    "AND p.kind = 'conversation' ORDER BY p.turn_last {dir}, p.seq {dir} LIMIT 1)"
+)
+_WINDOW: Final = (
+    "concat_ws(' ', nullif(%s, ''), nullif("
+    + _NEIGHBOUR.format(op="<", dir="DESC")
+    + ", ''), nullif("
+    + _NEIGHBOUR.format(op=">", dir="ASC")
+    + ", ''))"
+)
+"""A new turn's window from the turns already stored (``schema``'s window trigger fixes the rest)."""
+
+
+def _windowed(columns: Sequence[str], rows: Sequence[Prepared], flat: list[Any]) -> tuple[str, list[Any]]:
+    """The ``VALUES`` list and its parameters, a conversation turn's ``wterms`` computed in the statement.
+
+    A turn's window is its terms with its stored neighbours' (the same lookups as the trigger's), so the trigger
+    finds it current and rewrites only the neighbours; a neighbour written in the same batch is the trigger's.
+
+    Args:
+        columns: The inserted columns.
+        rows: The rows, in ``flat``'s order.
+        flat: Every row's values, ``len(columns)`` a row.
+    """
+    width = len(columns)
+    at = {name: columns.index(name) for name in ("wterms", "thread_id", "turn_first", "turn_last", "ns", "kind")}
+    groups: list[str] = []
+    params: list[Any] = []
+    for r in range(len(rows)):
+        values = flat[r * width : (r + 1) * width]
+        thread, first, last = values[at["thread_id"]], values[at["turn_first"]], values[at["turn_last"]]
+        turn = values[at["kind"]] == "conversation" and thread is not None and first is not None
+        marks: list[str] = []
+        for c, value in enumerate(values):
+            if c == at["wterms"] and turn:
+                ns = values[at["ns"]]
+                marks.append(_WINDOW)
+                params.extend([value, thread, first, ns, thread, last, ns])
+            else:
+                marks.append("%s")
+                params.append(value)
+        groups.append("(" + ", ".join(marks) + ")")
+    return ", ".join(groups), params
 
 
 def delete_where(conn: Conn, where_sql: str, params: Sequence[Any]) -> list[tuple[str, str, str]]:
