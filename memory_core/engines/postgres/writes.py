@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from memory_core.engines.sqlite.rows import META_COLUMN_NAMES, meta_columns, ns_key
+from memory_core.facts.model import ranking_confidence
 from memory_core.items import Conversation, Document, Learning, parse_item
 from memory_core.retrieval.terms import index_text
 from memory_core.retrieval.window import strip_roles
@@ -100,7 +101,8 @@ def prepare(item: Document | Conversation | Learning) -> Prepared:
     ns = ns_key(meta.namespace)
     values = (
         item.id, item.item_kind.value, ns, *meta_columns(meta), list(dict.fromkeys(meta.tags)),
-        item.confidence_value(), None, item.model_dump_json(), words_of(text), [float(v) for v in embed(text)],
+        ranking_confidence(item.confidence_value(), meta.tags), None, item.model_dump_json(), words_of(text),
+        [float(v) for v in embed(text)],
         terms, terms, speaker_of(item),
     )  # fmt: skip
     return Prepared(id=item.id, kind=item.item_kind.value, ns=ns, values=values)

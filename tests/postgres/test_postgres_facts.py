@@ -1,0 +1,45 @@
+"""Facts on PostgreSQL (issue 20, seed 004): importance takes part in the score, as on SQLite."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import pytest
+
+from memory_core.engines import open_engine
+from memory_core.engines.postgres import PostgresEngine
+from memory_core.facts.store import FactStore
+from memory_core.namespace import Namespace
+from memory_core.query import FetchMode, FetchRequest
+
+pytestmark = pytest.mark.postgres
+
+T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+ROOT = Namespace.parse("team:acme")
+
+
+@pytest.fixture
+def engine(pg_url: str) -> Iterator[PostgresEngine]:
+    opened = open_engine(pg_url)
+    assert isinstance(opened, PostgresEngine)
+    with opened:
+        yield opened
+
+
+@pytest.mark.parametrize("important", ["north", "south"])
+def test_importance_orders_otherwise_equal_facts(engine: PostgresEngine, important: str) -> None:
+    facts = FactStore(engine, ROOT)
+    for side in ("north", "south"):
+        facts.learn(f"The {side} office serves green tea", importance=1.0 if side == important else 0.0, at=T0)
+    page = engine.fetch(FetchRequest(query="office green tea", mode=FetchMode.KEYWORD, limit=2))
+    assert [important in h.text for h in page.hits] == [True, False]
+    assert page.hits[0].confidence == page.hits[1].confidence == 0.8  # the item's own confidence is unchanged
+
+
+def test_a_keyed_fact_keeps_one_current_value(engine: PostgresEngine) -> None:
+    facts = FactStore(engine, ROOT)
+    facts.learn("The UI theme is dark", key="ui.theme", at=T0)
+    facts.learn("The UI theme is light", key="ui.theme", at=T0.replace(hour=10))
+    current = facts.current("ui.theme")
+    assert current is not None and current.text == "The UI theme is light"
