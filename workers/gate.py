@@ -108,7 +108,10 @@ RULES: dict[str, list[dict[str, Any]]] = {
         },
         {  # build now (freeing the follow-up slot this job held, if any); the dirty mark stays until a pass leaves
             "when": [],
-            "then": [["del", "later"], ["set", "lock", ["join", ["arg", "token"], ["arg", "task"], _NOW], ["arg", "ttl_ms"]]],
+            "then": [
+                ["del", "later"],
+                ["set", "lock", ["join", ["arg", "token"], ["arg", "task"], _NOW], ["arg", "ttl_ms"]],
+            ],
             "answer": ["acquired", _ZERO],
         },
     ],
