@@ -51,6 +51,7 @@ __all__ = [
     "Leave",
     "Left",
     "Pending",
+    "Started",
     "SqliteCoordination",
     "lock_value",
     "split_lock",
@@ -108,6 +109,21 @@ class Left:
 
     leave: Leave
     wait_us: int = 0
+
+
+@dataclass(frozen=True)
+class Started:
+    """The answer of ``begin_job``: what a delivery needs to know before it runs, read in one round trip.
+
+    Attributes:
+        done: The job finished already (this delivery is a twin: drop it).
+        attempts: The starts of the job counted so far, this one included.
+        progress: The units (scopes) of the job done by earlier deliveries.
+    """
+
+    done: bool
+    attempts: int
+    progress: frozenset[str]
 
 
 @dataclass(frozen=True)
@@ -245,6 +261,14 @@ class Coordination:
         self.run_gate(scope, abort_event(token, self.keep_s))
 
     # per-job marks -------------------------------------------------------------------------------------
+    def begin_job(self, job_id: str, pending: str | None) -> Started:
+        """A delivery's start, in one round trip: clear its pending mark, and read done, attempts and progress.
+
+        The pending mark of ``pending`` is dropped if it still names ``job_id`` (``clear_pending``); the start is
+        counted (``count_attempt``) unless the job is done; its progress is read (``progress``).
+        """
+        raise NotImplementedError
+
     def count_attempt(self, job_id: str) -> int:
         """Count one more start of ``job_id`` (retries and redeliveries alike) and return the count."""
         raise NotImplementedError
@@ -333,11 +357,13 @@ class SqliteCoordination(Coordination):
 
     def clear_pending(self, key: str, job_id: str) -> None:
         """See ``Coordination.clear_pending``."""
-        k = self.key("pending", key)
         with self._tx() as db:
-            current = self._get(db, k)
-            if current is not None and current.rsplit("|", 1)[0] == job_id:
-                self._del(db, k)
+            self._clear(db, self.key("pending", key), job_id)
+
+    def _clear(self, db: sqlite3.Connection, k: str, job_id: str) -> None:
+        current = self._get(db, k)
+        if current is not None and current.rsplit("|", 1)[0] == job_id:
+            self._del(db, k)
 
     def claim_job(self, job_id: str, digest: str, pending: str | None, ttl_s: int) -> Pending | None:
         """See ``Coordination.claim_job`` (one transaction)."""
@@ -386,6 +412,20 @@ class SqliteCoordination(Coordination):
         """See ``Coordination.gate_state``."""
         with self._tx() as db:
             return self._load(db, self._marks(scope))
+
+    def begin_job(self, job_id: str, pending: str | None) -> Started:
+        """See ``Coordination.begin_job`` (one transaction)."""
+        with self._tx() as db:
+            if pending is not None:
+                self._clear(db, self.key("pending", pending), job_id)
+            done = self._get(db, self.key("job", job_id, "done")) is not None
+            progress = frozenset(json.loads(self._get(db, self.key("job", job_id, "progress")) or "[]"))
+            k = self.key("job", job_id, "attempts")
+            count = int(self._get(db, k) or 0)
+            if not done:
+                count += 1
+                self._set(db, k, str(count), self.job_ttl_s)
+            return Started(done, count, progress)
 
     def count_attempt(self, job_id: str) -> int:
         """See ``Coordination.count_attempt``."""

@@ -9,6 +9,7 @@ the same job still building), a transient error to be retried, anything else to 
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 from memory_core.consolidation import BuildScope, ConsolidateRequest
@@ -23,6 +24,8 @@ if TYPE_CHECKING:  # types only: workers.execution imports this module
     from workers.runtime import Runtime
 
 __all__ = ["Deferred", "run_build", "run_build_due", "run_drain", "run_ingest", "scope_report"]
+
+log = logging.getLogger(__name__)
 
 
 class Deferred(Exception):
@@ -59,38 +62,58 @@ def scope_report(scope: BuildScope, flight: Flight[JobReport]) -> dict[str, Any]
 def run_build(rt: Runtime, d: Delivery, job: BuildBeliefs) -> dict[str, Any]:
     """One ``consolidate`` per scope under ``job.request``, each single flight, resuming after a retry.
 
+    A scope is recorded as done (``add_progress``) before the next one builds, and when the delivery ends without
+    finishing (deferred, or raising); the last scope of a delivery that finishes is not: the job's done mark,
+    written next, covers it (one round trip fewer per build).
+
     Raises:
         Deferred: a scope must wait (its minimum interval, or another delivery of this job building it); the
             others are done and recorded.
     """
     stamp = d.kwargs.get("triggered_us")
-    done_before = rt.coordination.progress(d.job_id)
+    done_before = rt.coordination.progress(d.job_id) if d.progress is None else d.progress
     scopes: list[dict[str, Any]] = []
     waits: list[float] = []
     runner = rt.runner
-    for scope in rt.engine.scopes(job.request):
-        unit = scope_key(rt.engine_key, scope)
-        if unit in done_before:
-            scopes.append({"namespace": str(scope.namespace), "enter": "done_before"})
-            continue
+    settings = rt.settings
+    unrecorded: str | None = None
+    try:
+        for scope in rt.engine.scopes(job.request):
+            unit = scope_key(rt.engine_key, scope)
+            if unit in done_before:
+                scopes.append({"namespace": str(scope.namespace), "enter": "done_before"})
+                continue
+            if unrecorded is not None:
+                rt.coordination.add_progress(d.job_id, unrecorded)
+                unrecorded = None
 
-        def one_pass(s: BuildScope = scope) -> JobReport:
-            return runner.run(BuildBeliefs(request=s.request()))
+            def one_pass(s: BuildScope = scope) -> JobReport:
+                return runner.run(BuildBeliefs(request=s.request()))
 
-        settings = rt.settings
-        flight = single_flight(
-            rt.coordination, unit, d.job_id, stamp, settings.lock_ttl_s, one_pass, settings.build_min_interval_s
-        )
-        if flight.deferred:
-            waits.append(flight.wait_s)
-            continue
-        rt.coordination.add_progress(d.job_id, unit)
-        scopes.append(scope_report(scope, flight))
-    embed = getattr(rt.engine, "embed_backlog", None)
-    embedded = embed(limit=EMBED_PER_JOB) if callable(embed) else 0  # the model, outside the scope locks
-    if waits:
-        raise Deferred(max(waits))
+            flight = single_flight(
+                rt.coordination, unit, d.job_id, stamp, settings.lock_ttl_s, one_pass, settings.build_min_interval_s
+            )
+            if flight.deferred:
+                waits.append(flight.wait_s)
+                continue
+            unrecorded = unit
+            scopes.append(scope_report(scope, flight))
+        embed = getattr(rt.engine, "embed_backlog", None)
+        embedded = embed(limit=EMBED_PER_JOB) if callable(embed) else 0  # the model, outside the scope locks
+        if waits:
+            raise Deferred(max(waits))
+    except BaseException:
+        if unrecorded is not None:
+            _record(rt, d.job_id, unrecorded)
+        raise
     return {"job": job.name(), "scopes": scopes, "embedded": embedded}
+
+
+def _record(rt: Runtime, job_id: str, unit: str) -> None:
+    try:
+        rt.coordination.add_progress(job_id, unit)
+    except Exception as exc:  # the error being raised matters more; the scope is rebuilt (idempotent)
+        log.warning("job %s: could not record scope %s as done: %s", job_id, unit, exc)
 
 
 def run_ingest(rt: Runtime, d: Delivery, job: IngestBrain) -> dict[str, Any]:

@@ -24,7 +24,7 @@ import redis
 from redis.commands.core import Script
 
 from memory_core.errors import EngineUnavailable
-from workers.coordination import JOB_MARKS, Coordination, Pending
+from workers.coordination import JOB_MARKS, Coordination, Pending, Started
 from workers.gate import LUA_INTERPRETER, MARKS, Event, Mark
 
 __all__ = ["RedisCoordination", "redis_client"]
@@ -165,6 +165,26 @@ class RedisCoordination(Coordination):
             if value is not None:
                 state[mark] = Mark(str(value), ttl if ttl >= 0 else None)
         return state
+
+    def begin_job(self, job_id: str, pending: str | None) -> Started:
+        """See ``Coordination.begin_job``: one pipeline (the job's keys keep their own slots).
+
+        A twin of a finished job counts one start too (the pipeline cannot branch); nothing reads the attempts of
+        a finished job.
+        """
+        done, attempts, progress = (self.key("job", job_id, part) for part in ("done", "attempts", "progress"))
+        with self._reachable():
+            pipe = self.client.pipeline(transaction=False)
+            if pending is not None:
+                pipe.eval(_CLEAR, 1, self.key("pending", pending), job_id)
+            pipe.exists(done)
+            pipe.incr(attempts)
+            pipe.expire(attempts, self.job_ttl_s)
+            pipe.smembers(progress)
+            got: list[Any] = pipe.execute()
+        if pending is not None:
+            got = got[1:]
+        return Started(bool(got[0]), int(got[1]), frozenset(str(u) for u in got[3]))
 
     def count_attempt(self, job_id: str) -> int:
         """See ``Coordination.count_attempt``."""
