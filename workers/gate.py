@@ -55,6 +55,7 @@ __all__ = [
     "check_rules",
     "enter_event",
     "extend_event",
+    "later_ms",
     "leave_event",
     "split_record",
     "step",

@@ -40,7 +40,8 @@ class Counting(redis.connection.Connection):
 @pytest.fixture
 def counted(workers_redis: str) -> Iterator[RedisCoordination]:
     prefix = f"mc-rt-{uuid.uuid4().hex[:8]}"
-    client = redis.Redis.from_url(workers_redis, decode_responses=True, connection_class=Counting)
+    pool = redis.ConnectionPool.from_url(workers_redis, decode_responses=True, connection_class=Counting)
+    client: redis.Redis[str] = redis.Redis(connection_pool=pool, decode_responses=True)
     yield RedisCoordination(client, prefix, job_ttl_s=60, keep_s=60)
     keys = list(client.scan_iter(match=f"{prefix}*"))
     if keys:
