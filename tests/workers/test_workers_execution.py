@@ -20,6 +20,7 @@ from memory_core.settings import Settings
 from workers.coordination import SqliteCoordination, Started
 from workers.dead_letters import SqliteDeadLetters
 from workers.execution import Delivery, Runtime, Verdict, backoff_s, execute
+from workers.handlers import BuildReport
 from workers.locks import scope_key
 from workers.queue import DrainReport
 
@@ -427,3 +428,20 @@ def test_a_twin_delivery_of_a_job_whose_first_copy_died_completes_it_once(hooked
     assert done.verdict is Verdict.DONE and engine.calls == ["agent:a"]
     assert execute(hooked, build_delivery("j2", Reach.exact("agent:a"))).verdict is Verdict.DUPLICATE
     assert engine.calls == ["agent:a"]
+
+
+def test_a_builds_result_is_one_report_model_with_the_stored_json_shape(rt: Runtime) -> None:
+    engine = rt.engine
+    assert isinstance(engine, FlakyEngine)
+    engine.fail_at = {"agent:b"}
+    converse(engine, "a", "I live in Oslo.")
+    converse(engine, "b", "I play the cello.")
+    assert execute(rt, build_delivery("j9", Reach.subtree())).verdict is Verdict.RETRY
+    out = execute(rt, build_delivery("j9", Reach.subtree()))
+    assert out.result is not None
+    assert list(out.result) == ["job", "scopes", "embedded"] and out.result["job"] == "build_beliefs"
+    first, second = out.result["scopes"]
+    assert first == {"namespace": "agent:a", "enter": "done_before"}  # nothing else on a scope built before
+    assert list(second) == ["namespace", "kinds", "enter", "passes", "outcome", "built"]  # no lease_lost: kept
+    assert second["kinds"] == ["conversation"] and second["passes"] == 1 and second["outcome"] == "done"
+    assert BuildReport.model_validate(out.result).to_dict() == out.result  # the model reads its own JSON back
