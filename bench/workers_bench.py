@@ -5,8 +5,10 @@ Run ``python -m bench.workers_bench`` (or ``--quick``). Needs Redis (``MEMORY_CO
 is deleted afterwards. Each figure sits beside a baseline measured in the same run:
 
 * ``JobQueue.submit`` p50/p99 (ms) for an ``IngestBrain`` (a publish) and a ``BuildBeliefs`` (pending mark
-  + publish) beside a raw Celery ``apply_async`` of a no-op task, its app configured alike (``workers.baseline``:
-  the host's configuration, the same task-sent events and serializer). Goal (issue 13): p50 ≤ 1.25×.
+  + publish) beside a raw Celery ``apply_async`` of a no-op task carrying the same job JSON, its app configured
+  alike (``workers.baseline``: the host's configuration, the same task-sent events and serializer). Goal
+  (issue 13): p50 ≤ 1.25×. Round trips: raw is Celery's two (the push and the task-sent event); submit adds one
+  to the coordination store (bind the id, claim the pending mark: ``Coordination.claim_job``).
 * per-job time through one worker (concurrency 1) of a ``BuildBeliefs`` whose ``consolidate`` does nothing
   (the ``nop`` engine below: real scopes, an empty build) beside the raw no-op task through a worker configured
   alike (late acks, events, results). Goal (issue 13): ≤ 2×. This is the flow's own cost: kinds table,
@@ -172,12 +174,13 @@ def _submit_rows(b: Bench) -> list[Row]:
     raw = create_baseline(b.settings(), producer=True)
     sink = f"bench-{b.uid}-sink"
     doc = IngestBrain(documents=(BrainDocument.new("bench", "A small document.", title="t"),))
+    same = {"args": (doc.to_dict(),), "kwargs": {"engine": queue.engine}}  # the same message body as submit's
     for _ in range(20):  # warm both producers' connections
         queue.submit(doc)
-        raw.send_task(NOOP, queue=sink)
+        raw.send_task(NOOP, queue=sink, **same)
     ingest = time_calls(lambda i: queue.submit(doc), n)
     build = time_calls(lambda i: queue.submit(BuildBeliefs(request={"reach": Reach.exact(f"agent:b{i}").to_dict()})), n)
-    base = time_calls(lambda i: raw.send_task(NOOP, queue=sink), n)
+    base = time_calls(lambda i: raw.send_task(NOOP, queue=sink, **same), n)
     queue.close()
     raw.close()
     setup = f"redis, {n} calls, nobody consuming"
@@ -190,7 +193,7 @@ def _submit_rows(b: Bench) -> list[Row]:
                 percentile(samples, q),
                 "ms",
                 percentile(base, q),
-                "raw celery no-op apply_async, configured alike",
+                "raw celery apply_async of the same message, configured alike",
                 "both publish Flower's task-sent event; submit: + one coordination round trip",
             )
             if q == 50:
