@@ -9,7 +9,7 @@ stamp and a worker's build start compare without clock skew.
 | --- | --- | --- |
 | pending mark per (engine, job) | ``claim_job``, ``clear_pending`` | triggers while a build is queued collapse |
 | scope gate: lock, dirty, built, later | ``gate_enter/extend/leave/abort`` | single flight, one follow-up |
-| per-job marks | ``claim_job``, ``count_attempt``, ``mark_done``, … | one payload per id, attempts, twin drop |
+| per-job marks | ``claim_job``, ``begin_job``, ``mark_done``, … | one payload per id, attempts, twin drop |
 
 The scope gate's three marks: ``lock`` (``token|task_id|started_us`` of the pass running now), ``built`` (the
 start of the newest pass that completed) and ``dirty`` (the newest stamp of a trigger still waiting for a pass
@@ -264,13 +264,9 @@ class Coordination:
     def begin_job(self, job_id: str, pending: str | None) -> Started:
         """A delivery's start, in one round trip: clear its pending mark, and read done, attempts and progress.
 
-        The pending mark of ``pending`` is dropped if it still names ``job_id`` (``clear_pending``); the start is
-        counted (``count_attempt``) unless the job is done; its progress is read (``progress``).
+        The pending mark of ``pending`` is dropped if it still names ``job_id`` (``clear_pending``); one more start
+        of the job (retries and redeliveries alike) is counted unless the job is done; its progress is read.
         """
-        raise NotImplementedError
-
-    def count_attempt(self, job_id: str) -> int:
-        """Count one more start of ``job_id`` (retries and redeliveries alike) and return the count."""
         raise NotImplementedError
 
     def attempts(self, job_id: str) -> int:
@@ -426,14 +422,6 @@ class SqliteCoordination(Coordination):
                 count += 1
                 self._set(db, k, str(count), self.job_ttl_s)
             return Started(done, count, progress)
-
-    def count_attempt(self, job_id: str) -> int:
-        """See ``Coordination.count_attempt``."""
-        k = self.key("job", job_id, "attempts")
-        with self._tx() as db:
-            count = int(self._get(db, k) or 0) + 1
-            self._set(db, k, str(count), self.job_ttl_s)
-            return count
 
     def attempts(self, job_id: str) -> int:
         """See ``Coordination.attempts``."""

@@ -186,16 +186,6 @@ class RedisCoordination(Coordination):
             got = got[1:]
         return Started(bool(got[0]), int(got[1]), frozenset(str(u) for u in got[3]))
 
-    def count_attempt(self, job_id: str) -> int:
-        """See ``Coordination.count_attempt``."""
-        key = self.key("job", job_id, "attempts")
-        with self._reachable():
-            pipe = self.client.pipeline(transaction=True)
-            pipe.incr(key)
-            pipe.expire(key, self.job_ttl_s)
-            count, _ = pipe.execute()
-        return int(count)
-
     def attempts(self, job_id: str) -> int:
         """See ``Coordination.attempts``."""
         with self._reachable():

@@ -182,7 +182,7 @@ def test_a_job_started_more_often_than_allowed_is_dead_lettered_without_running(
     assert isinstance(engine, FlakyEngine)
     converse(engine, "a", "I live in Oslo.")
     for _ in range(3):  # three starts already lost (a child killed each time, requeued by reject_on_worker_lost)
-        rt.coordination.count_attempt("j3")
+        rt.coordination.begin_job("j3", None)
     out = execute(rt, build_delivery("j3", Reach.exact("agent:a")))
     assert out.verdict is Verdict.DEAD and rt.letters.get("j3").error == "GaveUp"
     assert engine.calls == []
