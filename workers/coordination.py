@@ -265,7 +265,8 @@ class Coordination:
         """A delivery's start, in one round trip: clear its pending mark, and read done, attempts and progress.
 
         The pending mark of ``pending`` is dropped if it still names ``job_id`` (``clear_pending``); one more start
-        of the job (retries and redeliveries alike) is counted unless the job is done; its progress is read.
+        of the job (retries and redeliveries alike) is counted unless the job is done (a twin is no attempt); its
+        progress is read.
         """
         raise NotImplementedError
 

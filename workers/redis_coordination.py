@@ -167,11 +167,7 @@ class RedisCoordination(Coordination):
         return state
 
     def begin_job(self, job_id: str, pending: str | None) -> Started:
-        """See ``Coordination.begin_job``: one pipeline (the job's keys keep their own slots).
-
-        A twin of a finished job counts one start too (the pipeline cannot branch); nothing reads the attempts of
-        a finished job.
-        """
+        """See ``Coordination.begin_job``: one pipeline (the job's keys keep their own slots)."""
         done, attempts, progress = (self.key("job", job_id, part) for part in ("done", "attempts", "progress"))
         with self._reachable():
             pipe = self.client.pipeline(transaction=False)
@@ -184,7 +180,11 @@ class RedisCoordination(Coordination):
             got: list[Any] = pipe.execute()
         if pending is not None:
             got = got[1:]
-        return Started(bool(got[0]), int(got[1]), frozenset(str(u) for u in got[3]))
+        done_, count = bool(got[0]), int(got[1])
+        if done_:  # a twin is no attempt: the pipeline cannot branch, so take it back (the twin's path only)
+            self.forgive_attempt(job_id)
+            count -= 1
+        return Started(done_, count, frozenset(str(u) for u in got[3]))
 
     def attempts(self, job_id: str) -> int:
         """See ``Coordination.attempts``."""

@@ -152,7 +152,8 @@ def test_a_delivery_begins_in_one_call_clearing_its_pending_mark_and_reading_its
     assert (again.done, again.attempts, again.progress) == (False, 2, {"scope-a"})
     assert not claim(store, "k", "job-3").fresh
     store.mark_done("job-1")
-    assert store.begin_job("job-1", None).done
+    twin = store.begin_job("job-1", None)
+    assert twin.done and twin.attempts == 2 and store.attempts("job-1") == 2  # a twin of a done job is no attempt
 
 
 def test_an_unreachable_redis_is_engine_unavailable() -> None:

@@ -81,7 +81,8 @@ def test_a_single_scope_build_costs_four_round_trips(counted: RedisCoordination,
     # begin (clear pending, done?, count, progress) + gate enter + gate leave + done: it was 8 before issue 13
     assert n == 4
     n, out = trips(execute, rt, build_delivery("j1", Reach.exact("agent:a")))
-    assert out.verdict is Verdict.DUPLICATE and n == 1  # a twin of a finished job: one round trip, dropped
+    assert out.verdict is Verdict.DUPLICATE and n == 2  # a twin of a finished job: begin, and its count taken back
+    assert counted.attempts("j1") == 1
 
 
 def test_each_more_scope_costs_three_more_round_trips(counted: RedisCoordination, tmp_path: Path) -> None:
