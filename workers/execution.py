@@ -43,12 +43,10 @@ from workers.config import TRANSIENT, max_countdown_s
 from workers.dead_letters import DeadLetter, keep
 from workers.handlers import Deferred
 from workers.kinds import JOB_KINDS, JobKind, JobKinds
-from workers.runtime import Runtime, close_runtime, runtime
+from workers.runtime import Runtime
 
 __all__ = [
-    "TRANSIENT",
     "DeadLettered",
-    "Deferred",
     "Delivery",
     "Outcome",
     "Runtime",
@@ -56,10 +54,8 @@ __all__ = [
     "WrongEngine",
     "backoff_s",
     "refuse_foreign",
-    "close_runtime",
     "execute",
     "parse_job_delivery",
-    "runtime",
 ]
 
 log = logging.getLogger(__name__)

@@ -225,7 +225,7 @@ class MemoryService:
         Raises:
             InvalidRequest: ``field="job_id"``: an id no job can have.
         """
-        from workers.queue import check_job_id
+        from workers.kinds import check_job_id
 
         try:
             checked = check_job_id(job_id)
