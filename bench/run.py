@@ -27,6 +27,7 @@ SUITES = (
     "scrub_bench",
     "http_bench",
     "postgres_bench",
+    "log_bench",
 )
 """Benchmark modules, each with ``run(quick) -> list[Row]``."""
 

@@ -12,7 +12,7 @@ This module is pure: values and the fold only. Engines that keep a log declare `
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import ClassVar, Final
@@ -86,11 +86,15 @@ class RecordOp(StrEnum):
 
 
 class LogRecord(ContractModel):
-    """``{lsn, txn, op, id, status?, tier?, reason?}``: one change to one memory.
+    """``{lsn, txn, op, id, status?, tier?, reason?, at?}``: one change to one memory.
 
     ``status`` and ``tier`` are the memory's state after the record (absent after a tombstone). No record
     carries a memory's text: the content lives apart from the log, so a forget leaves nothing to read back.
+    ``at`` (optional per engine, left out of JSON when absent) is when it was written, µs since the epoch, never
+    less than the record before it's, so a time names an LSN (``lsn_at``).
     """
+
+    __omit_defaults__: ClassVar[frozenset[str]] = frozenset({"at"})
 
     lsn: StrictInt = Field(ge=1)
     txn: StrictInt = Field(ge=1)
@@ -99,6 +103,7 @@ class LogRecord(ContractModel):
     status: MemoryStatus | None = None
     tier: Tier | None = None
     reason: str | None = None
+    at: StrictInt | None = None
 
 
 class LogPage(ContractModel):
@@ -149,15 +154,20 @@ def settled(records: Sequence[LogRecord], lsn: int) -> int:
     return lsn
 
 
-def fold(records: Sequence[LogRecord], upto: int | None = None) -> dict[str, Held]:
+def fold(
+    records: Sequence[LogRecord], upto: int | None = None, base: Mapping[str, Held] | None = None
+) -> dict[str, Held]:
     """The state the records give up to LSN ``upto`` (all of them when None), in first-put order.
 
     Only whole transactions count: a transaction with records past ``upto`` is left out entirely (``settled``).
     A tombstone removes the memory; a ``put`` after it starts it afresh. A ``move`` or status record for a
-    memory the fold does not hold is ignored (a log never writes one).
+    memory the fold does not hold is ignored (a log never writes one). ``base`` is the state of a checkpoint the
+    records before ``records`` were compacted into (then give no ``upto``: LSNs no longer start at 1).
     """
+    if base is not None and upto is not None:
+        raise ValueError("fold: upto counts LSNs from 1, which a compacted log no longer holds")
     end = len(records) if upto is None else settled(records, upto)
-    state: dict[str, Held] = {}
+    state: dict[str, Held] = dict(base or {})
     for rec in records[:end]:
         held = state.get(rec.id)
         if rec.op is RecordOp.PUT:

@@ -148,6 +148,11 @@ class Settings(BaseSettings):
             Triggers that arrive sooner fold into one follow-up build delivered when the interval ends, so a burst
             of triggers shorter than this gives at most two builds however fast a build is (issue 5 §4).
         outbox_drain_interval_s: How often beat drains the local outbox, seconds.
+        retention_interval_s / retention_max_age_days / retention_max_turns / retention_archive: the
+            ``memory.retention`` job (``lifecycle.retention``, seed 004): how often beat runs it (daily), the age
+            past which logged turns go (90 days), the newest turns kept per layout root (5,000), and whether an
+            engine declaring tiers moves them to ``archive`` instead of forgetting them. Facts and beliefs are
+            never pruned by it.
         dead_letter_max: Dead letters kept; the oldest are dropped past it.
         scrub: Scrub every write of the engines hosts, workers and commands open (``engines.open_host_engine``
             wraps them in ``safety.ScrubbingEngine``); ``MEMORY_CORE_SCRUB=off`` stores secrets verbatim, and every
@@ -158,6 +163,8 @@ class Settings(BaseSettings):
         embed_batch: Items one embedding job encodes and stores per transaction.
         cortexdb_key / tinyhumans_token: The bearer credentials of the ``cortexdb+…`` and ``tinyhumans+…``
             engines (never shown in a repr, log or error).
+        cortexdb_headers: Fixed non-credential headers (a JSON object, e.g. ``{"x-sdk-name": "my-host"}``) both
+            CortexDB wires send on every request; the transport's own headers are refused.
         pg_pool_min_size / pg_pool_max_size: Connections the PostgreSQL engine's one pool per process keeps open
             at least / at most (a URL's ``pool_min_size`` / ``pool_max_size`` override them).
         pg_pool_timeout_s: Longest a PostgreSQL call waits for a pooled connection, seconds; past it the call
@@ -213,11 +220,16 @@ class Settings(BaseSettings):
     embed_batch: int = Field(default=256, gt=0, le=10_000)
     cortexdb_key: SecretStr | None = None
     tinyhumans_token: SecretStr | None = None
+    cortexdb_headers: dict[str, str] = Field(default_factory=dict)
     pg_pool_min_size: int = Field(default=1, ge=0)
     pg_pool_max_size: int = Field(default=8, gt=0)
     pg_pool_timeout_s: float = Field(default=10.0, gt=0)
     pg_connect_timeout_s: int = Field(default=5, gt=0)
     pg_statement_timeout_ms: int = Field(default=30_000, ge=0)
+    retention_interval_s: float = Field(default=86_400.0, gt=0)
+    retention_max_age_days: float = Field(default=90.0, gt=0)
+    retention_max_turns: int = Field(default=5_000, gt=0)
+    retention_archive: bool = False
 
     @field_validator("engine_plugins")
     @classmethod

@@ -8,7 +8,7 @@ from pathlib import Path
 
 def downgrade_to_v1(path: Path) -> None:
     """Put a current file back in the version-1 layout (what version-1 code wrote): FTS5 over ``bodies.text``,
-    no ``item_terms`` or ``item_vectors``, the version-1 beliefs table and index."""
+    no ``item_terms`` or ``item_vectors``, the version-1 beliefs table and index, no log."""
     conn = sqlite3.connect(path)
     conn.executescript(
         """
@@ -23,6 +23,9 @@ def downgrade_to_v1(path: Path) -> None:
         DROP INDEX beliefs_version; DROP INDEX beliefs_status;
         ALTER TABLE beliefs DROP COLUMN version;
         DROP TABLE beliefs_removed;
+        DROP TABLE log; DROP TABLE log_checkpoint; DROP INDEX items_unserved; DROP INDEX items_derived;
+        ALTER TABLE items DROP COLUMN status; ALTER TABLE items DROP COLUMN tier;
+        ALTER TABLE items DROP COLUMN derived_from;
         PRAGMA user_version = 1;
         """
     )

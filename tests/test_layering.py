@@ -6,7 +6,7 @@ Each module may import only modules of its own layer or of the layers above it (
 | --- | --- | --- |
 | 1 | contract | ``memory_core``'s top-level modules (model, engine base, errors, limits, settings, scoring, timing) |
 | 2 | beliefs | ``memory_core.beliefs`` (pure distillation over the contract's items) |
-| 3 | engines | ``memory_core.engines``, the package root's re-exports |
+| 3 | engines | ``memory_core.engines``, ``memory_core.facts``, the package root's re-exports |
 | 4 | lifecycle | ``memory_core.lifecycle``, ``memory_core.recall``, ``memory_core.documents`` |
 | 5 | workers | ``workers``, ``beat_schedule`` |
 | 6 | surfaces | ``memory_core.cli``, ``.conformance``, ``.eval``, ``.replay``, ``.examples``, ``bench`` |
@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 RANKS: dict[str, int] = {
     "memory_core.beliefs": 2,
     "memory_core.engines": 3,
+    "memory_core.facts": 3,  # pure fact rules (engines rank with them) and FactStore over the engine contract
     "memory_core": 3,  # the package root re-exports the contract and the engine registry
     "memory_core.lifecycle": 4,
     "memory_core.recall": 4,

@@ -20,9 +20,12 @@ def _filled(path: Path) -> None:
 def test_a_file_damaged_mid_way_opens_but_health_reports_it_down(tmp_path: Path) -> None:
     path = tmp_path / "memory.db"
     _filled(path)
+    conn = sqlite3.connect(path)  # the leaf pages holding the items' bodies, which a listing reads
+    leaves = [int(r[0]) for r in conn.execute("SELECT pageno FROM dbstat WHERE name = 'bodies' AND pagetype = 'leaf'")]
+    conn.close()
     data = bytearray(path.read_bytes())
     page = 4096
-    middle = (len(data) // page // 2) * page
+    middle = (leaves[len(leaves) // 2] - 1) * page
     data[middle : middle + 2 * page] = b"\xcd" * (2 * page)  # two whole b-tree pages in the middle
     path.write_bytes(bytes(data))
     with SQLiteEngine(path) as engine:  # the header and schema read fine

@@ -10,6 +10,7 @@ the same job still building), a transient error to be retried, anything else to 
 from __future__ import annotations
 
 import logging
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from pydantic import StrictInt
@@ -18,15 +19,27 @@ from memory_core._model import ContractModel
 from memory_core.consolidation import BuildScope, ConsolidateRequest
 from memory_core.engines.sqlite.engine import EMBED_PER_JOB
 from memory_core.errors import InvalidRequest
+from memory_core.lifecycle import retention
 from memory_core.lifecycle.jobs import BuildBeliefs, IngestBrain, JobReport
-from memory_core.namespace import Reach
+from memory_core.namespace import Namespace, Reach
+from memory_core.tools.jobs import ORDER_RETRY_S, ToolWrite, apply_tool_write
 from workers.locks import Flight, scope_key, single_flight
 
 if TYPE_CHECKING:  # types only: workers.execution imports this module
     from workers.execution import Delivery
     from workers.runtime import Runtime
 
-__all__ = ["BuildReport", "Deferred", "ScopeReport", "run_build", "run_build_due", "run_drain", "run_ingest"]
+__all__ = [
+    "BuildReport",
+    "Deferred",
+    "ScopeReport",
+    "run_build",
+    "run_build_due",
+    "run_drain",
+    "run_ingest",
+    "run_retention",
+    "run_tool_write",
+]
 
 log = logging.getLogger(__name__)
 
@@ -168,3 +181,32 @@ def run_drain(rt: Runtime, d: Delivery) -> dict[str, Any]:
     report = rt.queue.drain(limit)
     rt.queue.outbox.prune()
     return {"delivered": report.delivered, "left": report.left, "error": report.error}
+
+
+def run_tool_write(rt: Runtime, d: Delivery, job: ToolWrite) -> dict[str, Any]:
+    """Apply a queued ``learn``/``forget`` (``tools.jobs.apply_tool_write``) once the one before it has finished.
+
+    Raises:
+        Deferred: the job queued before it for the same place (``job.after``) has not finished yet, and this one
+            was made less than ``ORDER_HOLD_S`` ago (requests of one place keep their order, issue 15 §6).
+    """
+    if job.after is not None and job.holds_for(datetime.now(UTC)) and not rt.coordination.is_done(job.after):
+        raise Deferred(ORDER_RETRY_S)
+    return apply_tool_write(rt.engine, job)
+
+
+def run_retention(rt: Runtime, d: Delivery) -> dict[str, Any]:
+    """Prune the logged turns under the layout root (or ``root``) by the retention settings (seed 004).
+
+    ``lifecycle.retention``: turns past ``MEMORY_CORE_RETENTION_MAX_AGE_DAYS`` or beyond the
+    ``MEMORY_CORE_RETENTION_MAX_TURNS`` newest go by the forget rules (archived with ``…_ARCHIVE`` on an engine
+    declaring tiers); facts and beliefs are never pruned. ``dry_run`` only reports.
+    """
+    raw_root, dry_run = d.kwargs.get("root"), d.kwargs.get("dry_run", False)
+    if not isinstance(dry_run, bool):
+        raise InvalidRequest("must be a boolean", field="dry_run")
+    if raw_root is not None and not isinstance(raw_root, str):
+        raise InvalidRequest("must be a namespace string", field="root")
+    root = rt.layout.root if raw_root is None else Namespace.parse(raw_root)
+    planned = retention.plan(rt.engine, root, datetime.now(UTC), retention.RetentionPolicy.from_settings(rt.settings))
+    return (planned if dry_run else retention.apply(rt.engine, planned)).to_dict()

@@ -4,6 +4,7 @@
 | --- | --- | --- | --- | --- | --- |
 | ``build_beliefs`` | ``BuildBeliefs`` | ``memory.build_beliefs`` | ``queue_beliefs`` | ``handlers.run_build`` | yes |
 | ``ingest_brain`` | ``IngestBrain`` | ``memory.ingest_brain`` | ``queue_ingest`` | ``handlers.run_ingest`` | no |
+| ``tool_write`` | ``ToolWrite`` | ``memory.tool_write`` | ``queue_ingest`` | ``handlers.run_tool_write`` | no |
 
 and the maintenance tasks beat sends (no job model; ``MAINTENANCE``):
 
@@ -11,6 +12,7 @@ and the maintenance tasks beat sends (no job model; ``MAINTENANCE``):
 | --- | --- | --- | --- |
 | ``memory.build_due`` | ``queue_maintenance`` | ``handlers.run_build_due`` | ``reach`` |
 | ``memory.drain_outbox`` | ``queue_maintenance`` | ``handlers.run_drain`` | ``limit`` |
+| ``memory.retention`` | ``queue_maintenance`` | ``handlers.run_retention`` | ``root``, ``dry_run`` |
 
 What is derived from ``JOB_KINDS``: the Celery tasks (``workers.celery_app.create_app`` registers one per row),
 their routes (``workers.config.celery_config``), the parsing of a submitted job, of a delivered message and of a
@@ -46,7 +48,8 @@ from memory_core.errors import ConfigError, InvalidRequest
 from memory_core.lifecycle.jobs import BuildBeliefs, IngestBrain
 from memory_core.namespace import Reach
 from memory_core.settings import Settings
-from workers.handlers import run_build, run_build_due, run_drain, run_ingest
+from memory_core.tools.jobs import ToolWrite
+from workers.handlers import run_build, run_build_due, run_drain, run_ingest, run_retention, run_tool_write
 
 if TYPE_CHECKING:  # types only: workers.execution imports this module
     from workers.execution import Delivery
@@ -61,6 +64,7 @@ __all__ = [
     "TASK_BUILD_DUE",
     "TASK_DRAIN_OUTBOX",
     "TASK_INGEST_BRAIN",
+    "TASK_RETENTION",
     "JobKind",
     "JobKinds",
     "Maintenance",
@@ -73,6 +77,7 @@ TASK_BUILD_BELIEFS = "memory.build_beliefs"
 TASK_INGEST_BRAIN = "memory.ingest_brain"
 TASK_BUILD_DUE = "memory.build_due"
 TASK_DRAIN_OUTBOX = "memory.drain_outbox"
+TASK_RETENTION = "memory.retention"
 MAINTENANCE_QUEUE = "queue_maintenance"
 """The ``Settings`` field naming the maintenance queue (beat's ticks, and Celery's default queue)."""
 
@@ -178,6 +183,7 @@ class Maintenance:
 MAINTENANCE: tuple[Maintenance, ...] = (
     Maintenance(TASK_BUILD_DUE, run_build_due, frozenset({"reach"})),
     Maintenance(TASK_DRAIN_OUTBOX, run_drain, frozenset({"limit"})),
+    Maintenance(TASK_RETENTION, run_retention, frozenset({"root", "dry_run"})),
 )
 """The maintenance tasks (``beat_schedule.ENTRIES`` sends them)."""
 
@@ -302,6 +308,7 @@ JOB_KINDS = JobKinds(
     (
         JobKind(BuildBeliefs, TASK_BUILD_BELIEFS, "queue_beliefs", run_build, _describe_build, coalesce=True),
         JobKind(IngestBrain, TASK_INGEST_BRAIN, "queue_ingest", run_ingest, _describe_ingest),
+        JobKind(ToolWrite, "memory.tool_write", "queue_ingest", run_tool_write, ToolWrite.describe),
     )
 )
 """The job kinds of memory-core: one row per kind (see the module docstring to add one)."""

@@ -48,6 +48,9 @@ COMMAND_MODULES: tuple[str, ...] = (
     "mcp",
     "cortex_double",
     "migrate",
+    "facts",
+    "retention",
+    "log",
 )
 """Modules under ``memory_core.cli`` whose import registers commands on ``app``."""
 

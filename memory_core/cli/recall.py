@@ -32,6 +32,7 @@ from memory_core.cli._common import (
     layout_for,
     plural,
 )
+from memory_core.cli.log import lsn_for
 from memory_core.lifecycle.agent import AgentMemory
 from memory_core.lifecycle.policy import RecallPolicy
 from memory_core.recall import EMPTY_REASON, ContextPack, ContextSpec, Skipped, context_recall
@@ -113,10 +114,20 @@ def recall(
         typer.Option(min=1, metavar="TOKENS", help="Pack budget, tokens; default MEMORY_CORE_BUDGET_TOKENS."),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the ContextPack as JSON.")] = False,
+    as_of: Annotated[
+        str | None,
+        typer.Option(
+            "--as-of",
+            metavar="LSN|TIME",
+            help="Read the memory as it was at this LSN, or at this ISO-8601 time (engines keeping a log).",
+        ),
+    ] = None,
 ) -> None:
     """Print the pack pre_turn would inject for QUERY (nothing is logged); exit 1 when no section could be read."""
     layout = layout_for(root)
     with engine_session(engine, read_only=True) as memory_engine:
+        if as_of is not None:  # a read-only view of the past (seed 002); bad values: InvalidRequest, exit 2
+            memory_engine = memory_engine.as_of(lsn_for(memory_engine, as_of))
         policy = RecallPolicy.from_settings()
         if budget is not None:
             policy = policy.model_copy(update={"budget_tokens": budget})

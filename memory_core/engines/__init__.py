@@ -33,10 +33,10 @@ _REGISTRY: dict[str, str] = {
     "postgresql": "memory_core.engines.postgres:PostgresEngine.from_url",
     "postgres": "memory_core.engines.postgres:PostgresEngine.from_url",
     # CortexDB over httpx: Direct and TinyHumans hosted; +http for loopback servers (issue 18)
-    "cortexdb+https": "memory_core.engines.cortexdb:CortexEngine.from_url",
-    "cortexdb+http": "memory_core.engines.cortexdb:CortexEngine.from_url",
-    "tinyhumans+https": "memory_core.engines.cortexdb:CortexEngine.from_url",
-    "tinyhumans+http": "memory_core.engines.cortexdb:CortexEngine.from_url",
+    "cortexdb+https": "memory_core.engines.cortexdb.binding:open_cached",
+    "cortexdb+http": "memory_core.engines.cortexdb.binding:open_cached",
+    "tinyhumans+https": "memory_core.engines.cortexdb.binding:open_cached",
+    "tinyhumans+http": "memory_core.engines.cortexdb.binding:open_cached",
 }
 
 

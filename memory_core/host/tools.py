@@ -17,7 +17,8 @@ __all__ = ["scoped_tools"]
 def scoped_tools(engine: MemoryEngine, layout: MemoryLayout, agent_id: str | None = None) -> MemoryTools:
     """``MemoryTools`` for one identity: reads and forgets under the root's subtree, writes at one node.
 
-    Learnings land at the root's learnings node, or at the agent's node when ``agent_id`` is given. Reads admit
+    Learnings land at the root's learnings node, or at the agent's node when ``agent_id`` is given, and then
+    record it as ``meta.agent_id`` (reference §6.4: ``learn`` stamps the agent id). Reads admit
     ``Reach.subtree(root)`` only: never a sibling tenant, never the shared nodes above the root (a tenant's
     forget must not reach them).
 
@@ -25,4 +26,4 @@ def scoped_tools(engine: MemoryEngine, layout: MemoryLayout, agent_id: str | Non
         InvalidRequest: a blank agent id.
     """
     place = layout.learnings() if agent_id is None else layout.conversations(check_agent_id(agent_id))
-    return MemoryTools(engine).placed_at(place).reach(Reach.subtree(layout.root))
+    return MemoryTools(engine).placed_at(place).reach(Reach.subtree(layout.root)).as_agent(agent_id)

@@ -7,6 +7,7 @@
 | ``post_turn`` | the reply with its tool calls, ``accepted`` | — |
 | ``recall_for_compaction`` | — | an answered summary of the thread, then the standard sections |
 | ``recall(query)`` | — | the pre-turn read without logging |
+| ``learn(text, key?, importance?)`` | a fact at the layout's learnings node (``facts.store``) | its key's value |
 | ``run_background(job)`` | the job's | — |
 
 The live turn (``pre_turn``, ``post_turn``) never waits for indexing, never runs a model (its sections are all
@@ -35,6 +36,7 @@ from memory_core._model import ContractModel, format_timestamp, utc
 from memory_core.consolidation import ConsolidateRequest, Consolidation, WriteOptions
 from memory_core.engine import MemoryEngine, check_engine
 from memory_core.errors import InvalidRequest, MemoryCoreError
+from memory_core.facts.store import FactReceipt, FactStore
 from memory_core.items import Conversation, Document, Learning, Role, ToolCallRef, Turn, parse_item
 from memory_core.lifecycle.agent_ids import move_sanitised_history_logged
 from memory_core.lifecycle.brain import prefixed
@@ -391,6 +393,28 @@ class AgentMemory:
         if query is not None and not isinstance(query, str):
             raise InvalidRequest(f"expected a string or None, got {type(query).__name__}", field="query")
         return build_pack(self.engine, self._recall_request(query, self._standard()), executor=self.executor)
+
+    # facts (seed 004; issue 20) ------------------------------------------------------------------------
+    def learn(
+        self, text: str, key: str | None = None, importance: float | None = None, *, at: datetime | None = None
+    ) -> FactReceipt:
+        """Store a fact at the layout's learnings node, where every agent's Learnings section reads it.
+
+        With a ``key`` it becomes the key's current value and older statements are superseded; the latest
+        statement (``at``, default now) wins whatever order writes arrive in. Without one, the same text is
+        stored once (content hash). See ``memory_core.facts.store``.
+
+        Raises:
+            InvalidRequest: text blank or over 2,000 characters, a blank or over-128-character key, importance not a
+                number in ``[0, 1]``, or a naive ``at`` (each names its field); nothing is stored.
+        """
+        if at is not None and (not isinstance(at, datetime) or at.utcoffset() is None):
+            raise InvalidRequest("a time with a timezone is required", field="at")
+        return self.facts().learn(text, key, importance, at=at)
+
+    def facts(self) -> FactStore:
+        """The facts at the layout's learnings node (list, current value, forget)."""
+        return FactStore(self.engine, self.layout.learnings())
 
     # background ----------------------------------------------------------------------------------------
     def run_background(self, job: BuildBeliefs | IngestBrain | Mapping[str, Any] | str) -> JobReport:

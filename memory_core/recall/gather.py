@@ -19,7 +19,9 @@ Beliefs (seed 000 "Beliefs are learnings"): a *learnings section* is a non-answe
 ``learning``. Ranked reads ask for the first learnings section's ``want`` in beliefs; a learnings section read
 as Latest also lists ``beliefs(reach, want)`` as its own concurrent read (a failure there means no beliefs).
 ``fold_beliefs`` then merges every section's beliefs rank by rank, each once, and interleaves them with each
-learnings section's stored hits, stored first at each rank, keeping only the beliefs its filter admits.
+learnings section's stored hits, stored first at each rank, keeping only the beliefs its filter admits. A
+learnings section's keyed facts then lead it, one value per key, ahead of beliefs about their keys
+(``facts.pack.facts_first``, issue 20).
 
 Relevance floor (*memory-core* extension, ``HolisticRecall.min_relevance``; unset by default, so reference
 §4.1 holds): after the reads and before the beliefs are folded, ``relevance.floor`` drops the ranked reads' hits
@@ -42,6 +44,7 @@ from typing import Final
 
 from memory_core.consolidation import BeliefsRequest
 from memory_core.engine import MemoryEngine
+from memory_core.facts.pack import facts_first
 from memory_core.limits import MAX_PAGE_LIMIT
 from memory_core.meta import ItemKind
 from memory_core.namespace import ROOT, Reach
@@ -300,6 +303,8 @@ def fold_beliefs(request: HolisticRecall, gathered: Sequence[Gathered]) -> list[
         if merged and is_learnings_section(section):
             admitted = [b for b in merged.values() if section.filter.matches(ItemKind.LEARNING, b.meta)]
             hits = _interleave(hits, admitted)
+        if is_learnings_section(section):
+            hits = facts_first(hits)  # a keyed fact's current value leads (issue 20; ``facts.pack``)
         out.append(Read(hits, [], outcome.query))
     return out
 

@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterator
 from typing import Final
 
-from memory_core.safety.detector import Detector, Policy, Span, Stage, regex_spans
+from memory_core.safety.detector import Detector, Finder, Policy, Span, Stage, regex_spans
 
 __all__ = ["CREDENTIAL_DETECTORS", "REDACTED", "REDACTED_PRIVATE_KEY", "looks_secret"]
 
@@ -48,11 +48,12 @@ _KEYS = (
     r"api[ _-]?key|access[ _-]?key|access[ _-]?token|refresh[ _-]?token|id[_-]?token|auth[ _-]?token|token"
     r"|client[ _-]?secret|secret[ _-]?access[ _-]?key|secret[ _-]?key|secret|passphrase|passcode|passwd|password|pwd"
     r"|account[_-]?key|shared[_-]?access[_-]?key|authorization[_-]?code|code[_-]?verifier|code[_-]?challenge"
-    r"|private[ _-]?key|pass"
+    r"|private[ _-]?key|pass|pw"
 )
 _TAIL = (
-    r"[\"']?(?P<sep>[ \t]*(?:=>|:=|[:=])\s*|[ \t]+(?:is|was|=)[ \t]*:?[ \t]*|[ \t]+)"
-    r"(?:(?P<q>[\"'`])(?P<qv>[^\"'`\n]{1,256})(?P=q)|(?P<v>(?:[^\s\"'`,;&<>(){}\[\]]|&(?![A-Za-z0-9_.-]+=)){1,512}))"
+    r"[\"']?(?P<sep>[ \t]*(?:=>|:=|[:=])\s*|[ \t]+(?:is|was|=|->|-)[ \t]*:?[ \t]*|[ \t]+)"
+    r"(?:(?P<q>[\"'`])(?P<qv>[^\"'`\n]{1,256}(?:\r?\n[ \t]*[A-Za-z0-9_+/=.~-]{1,256}){0,8})(?P=q)"
+    r"|(?P<v>(?:[^\s\"'`,;&<>(){}\[\]]|&(?![A-Za-z0-9_.-]+=)){1,512}))"
 )
 _KEY = re.compile(r"(?P<key>" + _KEYS + r")(?![a-z0-9])")  # on lower-cased text: a case-sensitive scan is 3× faster
 _ASSIGNMENT_TAIL = re.compile(_TAIL, re.IGNORECASE)
@@ -70,6 +71,17 @@ _NOT_VALUES = frozenset(
     "is was and or of to in for on not str bytes bool boolean int integer float number dict list any object "
     "secretstr text keep see use".split()
 )
+_PASSWORD_KEYS = frozenset({"password", "passwd", "pwd", "passcode", "passphrase", "pw"})
+"""Keys whose value after a bare space may be a short word with a digit (``password hunter2``)."""
+_NOT_PASSWORDS = frozenset(
+    "md5 sha1 sha256 sha384 sha512 sha3 utf8 utf16 base64 argon2 argon2id pbkdf2 2fa mfa".split()
+)
+_VERSION = re.compile(r"[vV]?\d+(?:\.\d+)+[a-z]?")
+_CONTINUATION = re.compile(r"\r?\n[ \t]*(?P<run>[A-Za-z0-9_+/.~-]{8,}={0,2})(?=[\s\"'`,;)\]}]|\Z)")
+"""The next line of a value wrapped at a line break: only token characters, 8 or more (as a wrapped vendor
+token's, ``scrub.find``), then the end of the run."""
+MAX_WRAPPED_LINES: Final = 16
+"""Lines a wrapped value is followed over, at most."""
 _CODE_REFERENCE = re.compile(r"[A-Za-z_][A-Za-z_]*(?:\.[A-Za-z_][A-Za-z_]*)+")  # os.environ, settings.SECRET_KEY
 _NAMED = re.compile(r"[A-Za-z_]*(?:key|token|secret|pass|pwd|credential|auth)[A-Za-z_]*", re.IGNORECASE)
 _PLACEHOLDER = re.compile(r"(?:your|my)[_-].*|[A-Z][A-Z_]*_[A-Z_]+", re.IGNORECASE)
@@ -89,6 +101,46 @@ def looks_secret(value: str) -> bool:
         return True
     classes = sum((any(c.islower() for c in value), any(c.isupper() for c in value), digit, not value.isalnum()))
     return len(value) >= 20 and classes >= 2
+
+
+def _password_word(value: str) -> bool:
+    """A value after ``password`` and a bare space that is a password: 6+ characters, a letter and a digit.
+
+    ``password hunter2``; not a version (``v1.2.3``), a hash or encoding name (``sha256``, ``utf8``) or prose.
+    """
+    word = value.rstrip(".,:;!?")
+    if len(word) < 6 or not any(c.isdigit() for c in word) or not any(c.isalpha() for c in word):
+        return False
+    return word.lower() not in _NOT_PASSWORDS and _VERSION.fullmatch(word) is None
+
+
+def _random_run(run: str) -> bool:
+    return any(c.isdigit() for c in run) and any(c.isalpha() for c in run)
+
+
+def wrapped_end(text: str, end: int) -> int:
+    """Where a value ending at ``end`` really ends when it was wrapped over the next lines; pure.
+
+    A value cut by a line break (a ``key=value`` or a ``Bearer`` token pasted from a terminal at 76 columns)
+    continues on each next line that holds, after its indentation, only a run of 8+ token characters with a
+    letter and a digit (so ``region=eu`` or a line of prose never joins it); at most ``MAX_WRAPPED_LINES``.
+    """
+    for _ in range(MAX_WRAPPED_LINES):
+        more = _CONTINUATION.match(text, end)
+        if more is None or not _random_run(more.group("run")):
+            break
+        end = more.end()
+    return end
+
+
+def _wrapping(finder: Finder) -> Finder:
+    """``finder`` with each span of 8+ characters extended over the lines its value was wrapped onto."""
+
+    def spans(text: str, policy: Policy, start: int, end: int) -> Iterator[Span]:
+        for lo, hi in finder(text, policy, start, end):
+            yield lo, (wrapped_end(text, hi) if hi - lo >= 8 else hi)
+
+    return spans
 
 
 def _plausible(value: str) -> bool:
@@ -118,17 +170,27 @@ def _assignment_gate(match: re.Match[str], key: str, text: str) -> bool:
     sep = match.group("sep").strip()
     if key.lower() == "pass" and sep not in {":", "=", ":=", "=>"}:
         return False  # "pass" is a key only in "pass: …" / "pass=…" ("pass the salt", "pass is valid")
-    if sep in {"is", "was"}:  # "my password is hunter2", "… is swordfish"; not "the password is wrong"
+    if key.lower() == "pw" and sep not in {":", "=", ":=", "=>"}:
+        return False  # "pw" only in "pw: …" / "PW=…"
+    if "\n" in value:  # a quoted value wrapped over lines: a token (no spaces) cut at a line break, not prose
+        first, _, rest = value.partition("\n")
+        if len(first) < 8 or " " in first.strip() or not _random_run(rest):
+            return False
+    if sep in {"is", "was", "-", "->"}:  # "my password is hunter2", "password - hunter2"; not "… is wrong"
         secret = _plausible(value) and value.lower().rstrip(".,:;!?") not in _PROSE_AFTER_IS
     elif not sep:  # "token abc123def": prose is likelier here ("the token limit")
-        secret = looks_secret(value)
+        lowered = key.lower().replace(" ", "").replace("_", "").replace("-", "")
+        secret = looks_secret(value) or (lowered in _PASSWORD_KEYS and _password_word(value))
     else:
         secret = _plausible(value)
     return secret and not _code(value, match, text)
 
 
-def _value_span(match: re.Match[str]) -> Span:
-    return match.span("qv") if match.group("qv") is not None else match.span("v")
+def _value_span(match: re.Match[str], text: str) -> Span:
+    if match.group("qv") is not None:
+        return match.span("qv")
+    start, end = match.span("v")
+    return start, (wrapped_end(text, end) if end - start >= 8 else end)
 
 
 def _assignment_spans(text: str, policy: Policy, start: int, end: int) -> Iterator[Span]:
@@ -137,7 +199,7 @@ def _assignment_spans(text: str, policy: Policy, start: int, end: int) -> Iterat
     if len(lowered) != len(text):  # a character whose lower case is longer: read the original, slower
         for match in _ASSIGNMENT.finditer(text, start, end):
             if _assignment_gate(match, match.group("key"), text):
-                yield _value_span(match)
+                yield _value_span(match, text)
         return
     taken = start
     for key in _KEY.finditer(lowered, start, end):
@@ -146,8 +208,9 @@ def _assignment_spans(text: str, policy: Policy, start: int, end: int) -> Iterat
             continue  # inside a value read, or a word ("monkey"; "tokens" fails the key), not camelCase (sessionToken)
         tail = _ASSIGNMENT_TAIL.match(text, key.end(), end)
         if tail is not None and _assignment_gate(tail, key.group("key"), text):
-            yield _value_span(tail)
-            taken = tail.end()
+            span = _value_span(tail, text)
+            yield span
+            taken = max(tail.end(), span[1])
 
 
 def _bearer_gate(match: re.Match[str], text: str, policy: Policy) -> bool:
@@ -171,8 +234,14 @@ CREDENTIAL_DETECTORS: Final[tuple[Detector, ...]] = (
         "private_key", Stage.PRIVATE_KEY, REDACTED_PRIVATE_KEY, regex_spans(_PRIVATE_KEY), needles=("private key",)
     ),
     Detector("secret_url", Stage.MARKER, REDACTED, regex_spans(_SECRET_URL, "v"), needles=("/secret/",)),
-    Detector("bearer", Stage.MARKER, REDACTED, regex_spans(_BEARER, "v", _bearer_gate), needles=("bearer",)),
-    Detector("authorization", Stage.MARKER, REDACTED, regex_spans(_AUTH_SCHEME, "v"), needles=("authorization",)),
+    Detector("bearer", Stage.MARKER, REDACTED, _wrapping(regex_spans(_BEARER, "v", _bearer_gate)), needles=("bearer",)),
+    Detector(
+        "authorization",
+        Stage.MARKER,
+        REDACTED,
+        _wrapping(regex_spans(_AUTH_SCHEME, "v")),
+        needles=("authorization",),
+    ),
     Detector("url_password", Stage.MARKER, REDACTED, regex_spans(_URL_PASSWORD, "v"), needles=("://",)),
     Detector(
         "cli_password",
@@ -225,7 +294,7 @@ CREDENTIAL_DETECTORS: Final[tuple[Detector, ...]] = (
         Stage.SHAPE,
         REDACTED,
         _assignment_spans,
-        needles=("key", "token", "secret", "pass", "pwd", "code"),
+        needles=("key", "token", "secret", "pass", "pw", "code"),
     ),
 )
 """Passes 1-3 of reference §6.2 in order; a vendor shape runs before the generic ``key = value``."""

@@ -6,13 +6,16 @@
 | conversation | each turn's text |
 | learning | text and evidence |
 | any | ``meta.url``: its query string and fragment, and a password in its user info |
+| any | ``meta.file_path`` and ``meta.folder``, one path segment at a time; each of ``meta.tags`` |
 
-Ids, paths, tags, thread ids and every other metadata field are left alone, so filters still match. An item
-with nothing to scrub comes back as the same object.
+A path or tag holding no secret is kept exactly, so filters on it still match; one that holds a secret loses only
+the secret (``/srv/token=[REDACTED]/app.log``). Ids, thread ids and every other metadata field are left alone.
+An item with nothing to scrub comes back as the same object.
 """
 
 from __future__ import annotations
 
+import re
 from urllib.parse import urlsplit, urlunsplit
 
 from memory_core.items import Conversation, Document, DocumentBody, Learning
@@ -20,10 +23,11 @@ from memory_core.meta import MemoryMeta
 from memory_core.safety.detector import Policy
 from memory_core.safety.scrub import scrub
 
-__all__ = ["scrub_item", "scrub_url"]
+__all__ = ["scrub_item", "scrub_meta", "scrub_path", "scrub_url"]
 
 Item = Document | Conversation | Learning
 """A concrete stored item."""
+_SEPARATORS = re.compile(r"([/\\])")
 
 
 def scrub_url(url: str, policy: Policy | None = None) -> str:
@@ -49,11 +53,33 @@ def scrub_url(url: str, policy: Policy | None = None) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, query, fragment))
 
 
+def scrub_path(path: str, policy: Policy | None = None) -> str:
+    """``path`` with each segment between slashes or backslashes scrubbed, the separators kept; pure.
+
+    Segment by segment, so a secret in one folder name (``token=…``) never swallows the rest of the path.
+    """
+    parts = _SEPARATORS.split(path)
+    scrubbed = [part if part in ("/", "\\") or not part else scrub(part, policy) for part in parts]
+    return path if scrubbed == parts else "".join(scrubbed)
+
+
+def scrub_meta(meta: MemoryMeta, policy: Policy | None = None) -> MemoryMeta:
+    """``meta`` with its URL, file path, folder and tags scrubbed; the same object when nothing changed; pure."""
+    changes: dict[str, object] = {}
+    if meta.url is not None and (url := scrub_url(meta.url, policy)) != meta.url:
+        changes["url"] = url
+    for name in ("file_path", "folder"):
+        value = getattr(meta, name)
+        if value is not None and (path := scrub_path(value, policy)) != value:
+            changes[name] = path
+    tags = tuple(scrub(tag, policy) for tag in meta.tags)
+    if tags != meta.tags:
+        changes["tags"] = tags
+    return meta.model_copy(update=changes) if changes else meta
+
+
 def _meta(meta: MemoryMeta, policy: Policy | None) -> MemoryMeta:
-    if meta.url is None:
-        return meta
-    url = scrub_url(meta.url, policy)
-    return meta if url == meta.url else meta.model_copy(update={"url": url})
+    return scrub_meta(meta, policy)
 
 
 def _opt(text: str | None, policy: Policy | None) -> str | None:

@@ -3,8 +3,9 @@
 Scrubbed where text enters the job flow, no secret sits in the broker, the outbox, Flower's task arguments, the
 result backend or a dead letter (seed 001: "scrubbed outbox entries").
 
-An ``IngestBrain``'s documents are scrubbed as ``scrub_item`` scrubs a document (title, text, ``meta.url``);
-a ``BuildBeliefs`` carries no text and comes back as is. A job with nothing to scrub is the same object.
+An ``IngestBrain``'s documents are scrubbed as ``scrub_item`` scrubs a document (title, text, metadata); a
+``ToolWrite``'s learning as ``scrub_item`` scrubs a learning (text, evidence, ``meta.url``); a ``BuildBeliefs``
+carries no text and comes back as is. A job with nothing to scrub is the same object.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from typing import TypeVar
 from memory_core.lifecycle.documents import BrainDocument
 from memory_core.lifecycle.jobs import IngestBrain
 from memory_core.safety.detector import Policy
-from memory_core.safety.items import scrub_url
+from memory_core.safety.items import scrub_item, scrub_meta
 from memory_core.safety.scrub import scrub
+from memory_core.tools.jobs import ToolWrite
 
 __all__ = ["scrub_brain_document", "scrub_job"]
 
@@ -23,13 +25,12 @@ Job = TypeVar("Job")
 
 
 def scrub_brain_document(document: BrainDocument, policy: Policy | None = None) -> BrainDocument:
-    """``document`` with its title, text and ``meta.url`` scrubbed (the same object when nothing changed)."""
+    """``document`` with its title, text and metadata (``scrub_meta``) scrubbed (the same object when unchanged)."""
     title = None if document.title is None else scrub(document.title, policy)
     text = scrub(document.text, policy)
-    url = None if document.meta.url is None else scrub_url(document.meta.url, policy)
-    if (title, text, url) == (document.title, document.text, document.meta.url):
+    meta = scrub_meta(document.meta, policy)
+    if (title, text) == (document.title, document.text) and meta is document.meta:
         return document
-    meta = document.meta if url == document.meta.url else document.meta.model_copy(update={"url": url})
     return document.model_copy(update={"title": title, "text": text, "meta": meta})
 
 
@@ -46,4 +47,10 @@ def scrub_job(job: Job, policy: Policy | None = None) -> Job:
             return job
         scrubbed: Job = job.model_copy(update={"documents": documents})
         return scrubbed
+    if isinstance(job, ToolWrite) and job.learning is not None:
+        learning = scrub_item(job.learning, policy)
+        if learning is job.learning:
+            return job
+        tool_write: Job = job.model_copy(update={"learning": learning})
+        return tool_write
     return job

@@ -236,7 +236,65 @@ def _class(
 _E164 = re.compile(r"(?<![\w+])\+[1-9](?:[ .-]?\(?\d\)?){7,14}" + _NE)
 _NANP = re.compile(
     r"(?<![\w+-])(?:\+?1[ .-]?)?(?:\([2-9]\d{2}\)[ ]?|[2-9]\d{2}[ .-])[2-9]\d{2}[ .-]\d{4}" + _NE
-)  # separators required: a bare 10-digit run is left alone (reference §6.2's known limit)
+)  # separators: a bare 10-digit run needs a phone word (``_NANP_BARE``)
+_NANP_BARE = re.compile(_NB + r"(?:\+?1)?[2-9]\d{2}[2-9]\d{6}" + _NE)
+"""A NANP number written as one digit run (``4155552671``, ``14155552671``): found only with a phone word."""
+_PHONE_WORDS = _keywords(
+    "phone",
+    "phones",
+    "cell",
+    "cellphone",
+    "mobile",
+    "tel",
+    "telephone",
+    "call",
+    "text",
+    "sms",
+    "whatsapp",
+    "fax",
+    "dial",
+    "ring",
+    "reach me",
+    "contact",
+    "number is",
+    "my number",
+    "his number",
+    "her number",
+    "their number",
+)
+"""Words before a bare digit run (within 32 characters) that say it is a phone number; "order number" is not one."""
+_PHONE_LABEL_AFTER = re.compile(r"[ \t]*[(\[]?(?:phone|cell|mobile|tel|home|work|office)(?![A-Za-z])", re.IGNORECASE)
+"""A label right after the run: ``4155552671 (cell)``."""
+_ID_RIGHT_BEFORE = re.compile(
+    r"(?<![A-Za-z])(?:order|invoice|account|acct|tracking|ticket|ref|reference|id|sku|serial|isbn|case|po|batch"
+    r"|customer|confirmation|booking|transaction|txn)\W{0,3}(?:number|num|no|nr|id|#)?\W{0,3}\Z",
+    re.IGNORECASE,
+)
+"""An id word right before the run (``order 4155552671``, ``invoice no. 4155552671``): an id, not a phone."""
+
+
+def _nanp_bare_gate(match: re.Match[str], text: str, policy: Policy) -> bool:
+    """NANP numbering plan rules (area and exchange codes N(2-9)XX, not N11) and a phone word naming the run.
+
+    The plan: https://nationalnanpa.com/number_resource_info/ (area codes and central office codes). A bare run
+    that passes them is still an order number, a timestamp or an id far more often than a phone, so it is a phone
+    only with a phone word within 32 characters before it (``call me at``, ``cell:``) or a label right after it
+    (``(cell)``), and never right after an id word (``order``, ``invoice no.``). Without them a bare 10-digit
+    number is left alone (reference §6.2's known limit).
+    """
+    digits = match.group(0).lstrip("+")
+    if len(digits) == 11 and digits[0] != "1":
+        return False
+    national = digits[-10:]
+    if national[1:3] == "11" or national[4:6] == "11":
+        return False
+    start, end = match.span()
+    before = text[max(0, start - 32) : start]
+    if _ID_RIGHT_BEFORE.search(before):
+        return False
+    return _PHONE_WORDS.search(before) is not None or _PHONE_LABEL_AFTER.match(text, end) is not None
+
+
 _EMAIL_DOMAIN = re.compile(r"@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}(?![\w-])")
 _EMAIL_LOCAL = re.compile(r"(?<![\w.+-])[A-Za-z0-9._%+-]{1,64}\Z")
 
@@ -270,6 +328,7 @@ PII_DETECTORS: Final[tuple[Detector, ...]] = (
     _class("IN_PAN", regex_spans(_PAN, gate=_pan_gate), prefilter=_LETTERS_DIGITS),
     _class("PHONE", regex_spans(_E164, gate=_e164_gate), "e164"),
     _class("PHONE", regex_spans(_NANP), "nanp"),
+    _class("PHONE", regex_spans(_NANP_BARE, gate=_nanp_bare_gate), "nanp_bare"),
     _class(EMAIL, _email_spans, digits=False, needles=("@",)),
 )
 """Pass 4 of reference §6.2; where two classes match the same characters the earlier one names them."""

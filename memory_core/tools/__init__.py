@@ -7,13 +7,13 @@
 | ``jsonschema`` | the schema subset they use, checked against a call's arguments |
 | ``render`` | hits and citations as tool results render them |
 | ``writes`` | ``ToolWrites``: ``learn``/``forget`` that never fail the caller (queued when the engine is away) |
-| ``outbox`` | ``ToolOutbox``: the durable private outbox they wait in |
+| ``jobs`` | ``ToolWrite``: a queued request as a background job, and how a worker applies it |
 """
 
+from memory_core.tools.jobs import ToolWrite
 from memory_core.tools.memory_tools import FORBIDDEN_KEYS, MemoryTools, ToolScope
-from memory_core.tools.outbox import ToolOutbox
 from memory_core.tools.schemas import MAX_LIMIT, READ_TOOLS, WRITE_TOOLS, ToolSpec
-from memory_core.tools.writes import Ack, Delivery, ToolWrites
+from memory_core.tools.writes import Ack, JobSink, ToolWrites
 
 __all__ = [
     "FORBIDDEN_KEYS",
@@ -21,10 +21,10 @@ __all__ = [
     "READ_TOOLS",
     "WRITE_TOOLS",
     "Ack",
-    "Delivery",
+    "JobSink",
     "MemoryTools",
-    "ToolOutbox",
     "ToolScope",
     "ToolSpec",
+    "ToolWrite",
     "ToolWrites",
 ]

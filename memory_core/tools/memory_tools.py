@@ -23,6 +23,8 @@ from typing import Any
 from memory_core.engine import AnyItem, MemoryEngine, check_engine
 from memory_core.errors import InvalidRequest, Unsupported
 from memory_core.explore import ExploreRequest, Facet
+from memory_core.facts.model import check_text
+from memory_core.facts.store import FactStore, fact_item
 from memory_core.items import Conversation, Document, DocumentBody, Learning, LearningKind, Role, Turn
 from memory_core.meta import MemoryMeta, MetaFilter, SourceKind, SourceRef
 from memory_core.namespace import ROOT, Namespace, Reach
@@ -33,7 +35,7 @@ from memory_core.tools.jsonschema import check
 from memory_core.tools.render import render_citation, render_hit
 from memory_core.tools.schemas import DEFAULT_LIMIT, FILTER_FIELDS, READ_TOOLS, WRITE_TOOLS, ToolSpec, tool_schemas
 
-__all__ = ["FORBIDDEN_KEYS", "MemoryTools", "ToolScope"]
+__all__ = ["FORBIDDEN_KEYS", "MemoryTools", "ToolScope", "tool_meta"]
 
 FORBIDDEN_KEYS = frozenset({"namespace", "reach"})
 """Argument keys refused at any depth: where memory is read and written is the host's to fix."""
@@ -43,17 +45,20 @@ Result = dict[str, Any]
 
 @dataclass(frozen=True, slots=True)
 class ToolScope:
-    """``{place, reach, writes}``: where the tools write, what they read, whether they may write.
+    """``{place, reach, writes, agent_id}``: where the tools write, what they read, whether they may write, for whom.
 
     Attributes:
         place: The namespace every ``memory_store`` writes at.
         reach: What every read (and forget) admits; None: no reach (everything outside ``service:`` sandboxes).
         writes: Offer and accept ``memory_store`` and ``memory_forget``.
+        agent_id: The agent the tools serve: stored items carry it as ``meta.agent_id`` (reference §6.4: ``learn``
+            stamps the agent id and source ``agent``); None: the host serves no one agent.
     """
 
     place: Namespace = ROOT
     reach: Reach | None = None
     writes: bool = True
+    agent_id: str | None = None
 
     @classmethod
     def at(cls, place: Namespace | str) -> ToolScope:
@@ -64,6 +69,26 @@ class ToolScope:
     def admits(self, reach: Reach) -> bool:
         """True when ``reach`` is no wider than this scope's reach (everything is within no reach)."""
         return self.reach is None or reach.within(self.reach)
+
+
+def tool_meta(scope: ToolScope, tags: list[str] | tuple[str, ...], observed_at: datetime) -> MemoryMeta:
+    """The metadata a tool write builds itself (reference §4.7 ``memory_store``; §6.4 ``learn``); pure.
+
+    ``namespace`` = the scope's place, ``source`` = ``agent``, the model's ``tags``, ``observed_at``, and
+    ``agent_id`` = the scope's agent when it serves one.
+
+    Raises:
+        InvalidRequest: ``field="tags"``: a tag the metadata refuses.
+    """
+    fields: dict[str, Any] = {
+        "namespace": str(scope.place),
+        "source": SourceRef(kind=SourceKind.AGENT).to_dict(),
+        "tags": list(tags),
+        "observed_at": observed_at,
+    }
+    if scope.agent_id is not None:
+        fields["agent_id"] = scope.agent_id
+    return MemoryMeta.coerce(fields, "tags")
 
 
 def _walk(value: Any, path: str) -> Iterator[tuple[str, str]]:
@@ -131,8 +156,8 @@ class MemoryTools:
         return MemoryTools(self.engine, scope, scrub=False, clock=self._clock)
 
     def placed_at(self, place: Namespace | str) -> MemoryTools:
-        """Write at ``place`` and read ``Reach.of(place)`` (keeps ``writes``)."""
-        return self.with_scope(replace(ToolScope.at(place), writes=self.scope.writes))
+        """Write at ``place`` and read ``Reach.of(place)`` (keeps ``writes`` and ``agent_id``)."""
+        return self.with_scope(replace(ToolScope.at(place), writes=self.scope.writes, agent_id=self.scope.agent_id))
 
     def reach(self, reach: Reach | Mapping[str, Any]) -> MemoryTools:
         """Read under ``reach`` (the host's choice, e.g. a holistic reach; call it after ``placed_at``)."""
@@ -148,6 +173,16 @@ class MemoryTools:
         if not self.scope.admits(narrowed):
             raise InvalidRequest("a reach wider than the tools' scope is refused", field="reach")
         return self.with_scope(replace(self.scope, reach=narrowed))
+
+    def as_agent(self, agent_id: str | None) -> MemoryTools:
+        """The same tools serving ``agent_id``: what they store records it as ``meta.agent_id`` (None: no agent).
+
+        Raises:
+            InvalidRequest: ``field="agent_id"``: not a string or blank.
+        """
+        if agent_id is not None and (not isinstance(agent_id, str) or not agent_id.strip()):
+            raise InvalidRequest("must be a non-blank string", field="agent_id")
+        return self.with_scope(replace(self.scope, agent_id=agent_id))
 
     def read_only(self) -> MemoryTools:
         """The same tools without ``memory_store`` and ``memory_forget``."""
@@ -255,20 +290,18 @@ class MemoryTools:
         return page.to_dict()
 
     def _meta(self, tags: list[str]) -> MemoryMeta:
-        return MemoryMeta.coerce(
-            {
-                "namespace": str(self.scope.place),
-                "source": SourceRef(kind=SourceKind.AGENT).to_dict(),
-                "tags": tags,
-                "observed_at": self._clock(),
-            },
-            "tags",
-        )
+        return tool_meta(self.scope, tags, self._clock())
 
     def _item(self, args: dict[str, Any]) -> AnyItem:
         meta = self._meta(list(args.get("tags", ())))
         if "learning" in args:
             raw = args["learning"]
+            for name in ("key", "importance"):
+                if name in raw:
+                    raise InvalidRequest(
+                        "only a fact (learning_kind fact) takes a key or importance", f"learning.{name}"
+                    )
+            check_text(raw["text"], "learning.text")
             return Learning(
                 text=raw["text"],
                 kind=LearningKind(raw.get("learning_kind", LearningKind.FACT.value)),
@@ -283,7 +316,27 @@ class MemoryTools:
         return Conversation(turns=turns, meta=meta)
 
     def _memory_store(self, args: dict[str, Any]) -> Result:
+        raw = args.get("learning")
+        if raw is not None and raw.get("learning_kind", LearningKind.FACT.value) == LearningKind.FACT.value:
+            return self._store_fact(raw, list(args.get("tags", ())))
         receipt = self.engine.store(self._item(args))
+        return {"id": receipt.id, "replayed": receipt.replayed}
+
+    def _store_fact(self, raw: dict[str, Any], tags: list[str]) -> Result:
+        """A fact: upserted by ``key``, else deduplicated by content (``facts.store``; seed 004)."""
+        item = fact_item(
+            raw["text"],
+            self.scope.place,
+            key=raw.get("key"),
+            importance=raw.get("importance"),
+            at=self._clock(),
+            confidence=float(raw.get("confidence", 0.8)),
+            tags=tags,
+            evidence=raw.get("evidence"),
+            field="learning.",
+            agent_id=self.scope.agent_id,
+        )
+        receipt = FactStore(self.engine, self.scope.place).apply(item)
         return {"id": receipt.id, "replayed": receipt.replayed}
 
     def _memory_forget(self, args: dict[str, Any]) -> Result:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from memory_core.explore import Facet
+from memory_core.facts.model import MAX_FACT_CHARS, MAX_KEY_CHARS
 from memory_core.items import LearningKind, Role
 from memory_core.limits import MAX_GET_IDS
 from memory_core.meta import ItemKind, SourceKind
@@ -124,7 +125,10 @@ IDS: Final[dict[str, Any]] = {
 
 _LEARNING = _obj(
     {
-        "text": _text("The fact, preference, procedure or correction, in one or two sentences."),
+        "text": {
+            **_text("The fact, preference, procedure or correction, in one or two sentences."),
+            "maxLength": MAX_FACT_CHARS,
+        },
         "learning_kind": {
             "type": "string",
             "enum": [k.value for k in LearningKind],
@@ -132,6 +136,14 @@ _LEARNING = _obj(
         },
         "confidence": {"type": "number", "minimum": 0, "maximum": 1, "description": "0-1 (default 0.8)."},
         "evidence": _string("Where it was learned (a quote or a pointer)."),
+        "key": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": MAX_KEY_CHARS,
+            "pattern": r"\S",
+            "description": "A stable key for a replaceable fact (e.g. ui.theme): the new value replaces the old one.",
+        },
+        "importance": {"type": "number", "minimum": 0, "maximum": 1, "description": "0-1 (default 0.5)."},
     },
     ("text",),
 )

@@ -2,40 +2,61 @@
 
 With an engine that answers, ``learn`` stores at once with ``accepted`` durability (a recall right after sees
 it) and ``forget`` removes at once. When the engine does not answer (any error but a bad request), the request,
-already scrubbed, goes to the durable ``ToolOutbox`` and is acknowledged "queued; not yet saved" / "queued; not
-yet removed"; ``deliver`` (run by a worker or a host's tick) applies it later, retrying, and dead-letters it with
-its reason after ``max_attempts``. Requests for one place are applied in the order they were made: while one
-waits, later ones queue behind it. A ``forget`` naming a learning still queued cancels it there.
+already scrubbed, is submitted as a ``ToolWrite`` job (``tools.jobs``) and acknowledged "queued; not yet saved" /
+"queued; not yet removed". The job flow keeps it durable: on the broker, or in the host's outbox
+(``workers.outbox``) while the broker is down; a worker applies it, retries it, and dead-letters it with its
+reason when it cannot run. There is no second outbox.
+
+Requests for one place are applied in the order they were made: while a queued request of the place has not
+finished, later ones are queued behind it (each job names the one before it, and a worker holds it until that
+one has finished). A ``forget`` of a learning still queued is queued behind it, so the learning never stays.
+The order is kept for the requests of one ``ToolWrites`` (one process; a host serves a place from one).
 """
 
 from __future__ import annotations
 
-import json
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, Protocol, cast
 
-from memory_core.consolidation import WriteOptions
 from memory_core.engine import MemoryEngine, check_engine
 from memory_core.errors import InvalidRequest
-from memory_core.items import Learning, LearningKind, parse_item, validate_item
-from memory_core.meta import MemoryMeta, SourceKind, SourceRef
-from memory_core.namespace import Reach
-from memory_core.query import ForgetReport, ForgetTarget
+from memory_core.facts.model import check_text
+from memory_core.facts.store import fact_item, scrubbed_fact
+from memory_core.items import Learning, LearningKind, validate_item
 from memory_core.safety.detector import Policy
 from memory_core.safety.host import scrubbing_enabled
 from memory_core.safety.items import scrub_item
-from memory_core.tools.memory_tools import ToolScope
-from memory_core.tools.outbox import QueuedWrite, ToolOutbox
+from memory_core.tools.jobs import MAX_FORGET_IDS, ToolWrite, forget_ids, store_learning
+from memory_core.tools.memory_tools import ToolScope, tool_meta
 
-__all__ = ["MAX_ATTEMPTS", "Ack", "Delivery", "ToolWrites"]
-
-MAX_ATTEMPTS: Final = 5
-"""Failed deliveries after which a queued request is dead-lettered (the reference host's job retry bound)."""
+__all__ = ["QUEUED_REMOVE", "QUEUED_SAVE", "Ack", "JobSink", "ToolWrites"]
 
 QUEUED_SAVE: Final = "queued; not yet saved"
 QUEUED_REMOVE: Final = "queued; not yet removed"
+
+
+class JobSink(Protocol):
+    """Where queued requests go: the job flow (``workers.tool_writes.QueueSink`` over a ``JobQueue``)."""
+
+    def submit(self, job: ToolWrite) -> str:
+        """Submit ``job`` durably (published, or parked in the outbox); its job id.
+
+        Raises:
+            InvalidRequest: a malformed job.
+            EngineUnavailable: it could not be kept anywhere.
+        """
+        ...
+
+    def finished(self, job_id: str) -> bool:
+        """True when the job has finished (applied or dead-lettered); False when it may still run.
+
+        Raises:
+            Exception: the flow's store cannot say (the caller takes it as "may still run").
+        """
+        ...
 
 
 @dataclass(frozen=True)
@@ -43,78 +64,65 @@ class Ack:
     """What a ``learn`` or ``forget`` did.
 
     Attributes:
-        state: ``saved`` / ``removed`` (done now), ``queued`` (in the outbox), ``cancelled`` (a forget that only
-            cancelled queued learnings: nothing was ever saved).
+        state: ``saved`` / ``removed`` (done now) or ``queued`` (a job, applied later).
         message: The words a model is given (``"queued; not yet saved"``).
         id: The learning's id (``learn``).
-        forgotten: Items removed now (``forget`` done at once), queued learnings cancelled included.
+        forgotten: Items removed now (``forget`` done at once).
+        job_id: The job a queued request travels as.
     """
 
-    state: Literal["saved", "removed", "queued", "cancelled"]
+    state: Literal["saved", "removed", "queued"]
     message: str
     id: str | None = None
     forgotten: int = 0
+    job_id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON form (``id`` left out when None)."""
+        """The JSON form (``id`` and ``job_id`` left out when None)."""
         out: dict[str, Any] = {"state": self.state, "message": self.message, "forgotten": self.forgotten}
         if self.id is not None:
             out["id"] = self.id
+        if self.job_id is not None:
+            out["job_id"] = self.job_id
         return out
-
-
-@dataclass(frozen=True)
-class Delivery:
-    """What one ``deliver`` pass did: requests applied, retried later, and dead-lettered."""
-
-    delivered: int = 0
-    retried: int = 0
-    dead: int = 0
-
-
-def _reason(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"[:500]
 
 
 class ToolWrites:
     """Durable ``learn``/``forget`` for the tools placed by ``scope``.
 
     Args:
-        engine: Any engine (a ``ScrubbingEngine`` or not: what is queued is scrubbed here).
-        outbox: Where requests wait.
-        scope: Where learnings are written (``place``) and which ids a forget may touch (``reach``).
+        engine: Any engine (a ``ScrubbingEngine`` or not: what is stored or queued is scrubbed here).
+        jobs: Where queued requests go (the job flow).
+        scope: Where learnings are written (``place``), which ids a forget may touch (``reach``), and the agent
+            learnings record (``agent_id``).
         policy: The scrub policy.
         scrub: Scrub what is stored and queued; None: the ``MEMORY_CORE_SCRUB`` setting (on by default).
-        max_attempts: Failed deliveries before a request is dead-lettered.
-        clock: ``observed_at`` of learnings (default: now, UTC).
+        clock: ``observed_at`` of learnings and ``made_at`` of jobs (default: now, UTC).
 
     Raises:
         InvalidRequest: ``engine`` is not a ``MemoryEngine``.
+
+    Thread-safe: requests of one place are decided and submitted one at a time.
     """
 
     def __init__(
         self,
         engine: MemoryEngine,
-        outbox: ToolOutbox,
+        jobs: JobSink,
         scope: ToolScope | None = None,
         *,
         policy: Policy | None = None,
         scrub: bool | None = None,
-        max_attempts: int = MAX_ATTEMPTS,
         clock: Callable[[], datetime] | None = None,
     ) -> None:
         self.engine = check_engine(engine)
-        self.outbox = outbox
+        self.jobs = jobs
         self.scope = scope or ToolScope()
         self.policy = policy
         self.scrub = scrubbing_enabled() if scrub is None else scrub
-        self.max_attempts = max_attempts
         self._clock = clock or (lambda: datetime.now(UTC))
-
-    @property
-    def partition(self) -> str:
-        """The outbox partition of this scope: its place."""
-        return str(self.scope.place)
+        self._lock = threading.Lock()
+        self._last: str | None = None  # the last job queued for the place, until it is seen finished
 
     # requests ------------------------------------------------------------------------------------------
     def learn(
@@ -125,116 +133,112 @@ class ToolWrites:
         confidence: float = 0.8,
         evidence: str | None = None,
         tags: Sequence[str] = (),
+        key: str | None = None,
+        importance: float | None = None,
     ) -> Ack:
-        """Store a learning at the scope's place, now or, when the engine does not answer, later.
+        """Store a learning at the scope's place, now or, when the engine does not answer, as a job.
+
+        A ``fact`` (the default kind) is a fact (``facts.store``): with a ``key`` it replaces the key's value, and
+        the time it was stated (this call's clock) decides, so a late delivery never overwrites a newer value;
+        without one it is stored once per text. A ``key`` or ``importance`` on another kind is refused.
 
         Raises:
-            InvalidRequest: a blank text, an unknown kind, a confidence outside 0..=1, a full outbox.
-            EngineUnavailable: the engine failed AND the outbox cannot be written.
+            InvalidRequest: a blank text or one over 2,000 characters, an unknown kind, a confidence outside 0..=1,
+                a bad tag, a blank or over-128-character key, an importance not in ``[0, 1]``.
+            EngineUnavailable: the engine failed AND the job could not be kept (broker and outbox both down).
         """
-        meta = MemoryMeta.coerce(
-            {
-                "namespace": self.partition,
-                "source": SourceRef(kind=SourceKind.AGENT).to_dict(),
-                "tags": list(tags),
-                "observed_at": self._clock(),
-            },
-            "tags",
-        )
+        check_text(text, "text")
+        now = self._clock()
         try:
             learning_kind = LearningKind(kind)
         except ValueError:
             raise InvalidRequest(f"{kind!r} is not a learning kind", field="kind") from None
+        if learning_kind is LearningKind.FACT:
+            fact = fact_item(
+                text,
+                self.scope.place,
+                key=key,
+                importance=importance,
+                at=now,
+                confidence=confidence,
+                tags=tags,
+                evidence=evidence,
+                agent_id=self.scope.agent_id,
+            )
+            validate_item(fact, field="learning")
+            return self._learn(scrubbed_fact(fact, self.policy) if self.scrub else fact, now)
+        for name, value in (("key", key), ("importance", importance)):
+            if value is not None:
+                raise InvalidRequest("only a fact takes a key or importance", field=name)
+        meta = tool_meta(self.scope, list(tags), now)
         raw = Learning(text=text, kind=learning_kind, confidence=confidence, evidence=evidence, meta=meta)
         validate_item(raw, field="learning")  # a bad request is refused before anything is stored or queued
-        item = scrub_item(raw, self.policy) if self.scrub else raw
-        if not self.outbox.waiting(self.partition):
-            try:
-                receipt = self.engine.store_with(item, WriteOptions.accepted())
-            except InvalidRequest:
-                raise
-            except Exception:  # the engine did not answer: queue it (never fail the caller)
-                pass
-            else:
-                return Ack("saved", "saved", id=receipt.id)
-        self.outbox.put(self.partition, "learn", item.to_json(), item.id)
-        return Ack("queued", QUEUED_SAVE, id=item.id)
+        return self._learn(cast(Learning, scrub_item(raw, self.policy)) if self.scrub else raw, now)  # kind kept
+
+    def _learn(self, item: Learning, now: datetime) -> Ack:
+        with self._lock:
+            if not self._waiting():
+                try:
+                    receipt_id = store_learning(self.engine, item).id
+                except InvalidRequest:
+                    raise
+                except Exception:  # the engine did not answer: queue it (never fail the caller)
+                    pass
+                else:
+                    return Ack("saved", "saved", id=receipt_id)
+            job_id = self._submit(ToolWrite(op="learn", place=self.scope.place, learning=item, made_at=now))
+        return Ack("queued", QUEUED_SAVE, id=item.id, job_id=job_id)
 
     def forget(self, ids: Sequence[str]) -> Ack:
-        """Forget ``ids`` readable under the scope's reach, now or later; queued learnings named are cancelled.
+        """Forget ``ids`` readable under the scope's reach, now or, when the engine does not answer, as a job.
 
         Raises:
-            InvalidRequest: no ids or a blank one, a full outbox.
-            EngineUnavailable: the engine failed AND the outbox cannot be written.
+            InvalidRequest: no ids, a blank one, more than ``MAX_FORGET_IDS``.
+            EngineUnavailable: the engine failed AND the job could not be kept.
         """
         if isinstance(ids, str) or not ids:
             raise InvalidRequest("give 1 or more ids", field="ids")
         wanted = list(dict.fromkeys(ids))
         if any(not isinstance(i, str) or not i.strip() for i in wanted):
             raise InvalidRequest("an id is blank", field="ids")
-        cancelled = self.outbox.cancel_learnings(self.partition, set(wanted))
-        rest = [i for i in wanted if i not in cancelled]
-        if not rest:
-            return Ack("cancelled", "removed before it was saved", forgotten=len(cancelled))
-        if not self.outbox.waiting(self.partition):
-            try:
-                report = self._forget(rest, self.scope.reach)
-            except InvalidRequest:
-                raise
-            except Exception:
-                pass
-            else:
-                return Ack("removed", "removed", forgotten=report.forgotten + len(cancelled))
-        payload = {"ids": rest, "reach": None if self.scope.reach is None else self.scope.reach.to_dict()}
-        self.outbox.put(self.partition, "forget", json.dumps(payload))
-        return Ack("queued", QUEUED_REMOVE, forgotten=len(cancelled))
-
-    # delivery ------------------------------------------------------------------------------------------
-    def deliver(self, limit: int = 100) -> Delivery:
-        """Apply up to ``limit`` queued requests, each partition in order.
-
-        A request that fails is retried on a later pass and its partition waits (order is kept); after
-        ``max_attempts`` failures, or at once when it can never succeed (a bad request), it is dead-lettered with
-        its reason and the partition moves on. One deliverer runs at a time: a pass started while another is
-        delivering does nothing.
-        """
-        with self.outbox.delivering() as mine:
-            return self._deliver(limit) if mine else Delivery()
-
-    def _deliver(self, limit: int) -> Delivery:
-        delivered = retried = dead = 0
-        blocked: set[str] = set()
-        for entry in self.outbox.pending()[:limit]:
-            if entry.partition in blocked:
-                continue
-            try:
-                self._apply(entry)
-            except (InvalidRequest, ValueError) as exc:  # can never succeed: a bad payload
-                self.outbox.bury(entry.seq, f"refused: {_reason(exc)}")
-                dead += 1
-            except Exception as exc:  # the engine did not answer: try again later, keep the order
-                attempts = self.outbox.failed(entry.seq, _reason(exc))
-                if attempts >= self.max_attempts:
-                    self.outbox.bury(entry.seq, f"gave up after {attempts} attempts: {_reason(exc)}")
-                    dead += 1
+        if len(wanted) > MAX_FORGET_IDS:
+            raise InvalidRequest(f"give at most {MAX_FORGET_IDS} ids, got {len(wanted)}", field="ids")
+        with self._lock:
+            if not self._waiting():
+                try:
+                    report = forget_ids(self.engine, wanted, self.scope.reach)
+                except InvalidRequest:
+                    raise
+                except Exception:
+                    pass
                 else:
-                    retried += 1
-                    blocked.add(entry.partition)
-            else:
-                self.outbox.done(entry.seq)
-                delivered += 1
-        return Delivery(delivered, retried, dead)
+                    return Ack("removed", "removed", forgotten=report.forgotten)
+            job = ToolWrite(
+                op="forget", place=self.scope.place, ids=tuple(wanted), reach=self.scope.reach, made_at=self._clock()
+            )
+            job_id = self._submit(job)
+        return Ack("queued", QUEUED_REMOVE, job_id=job_id)
+
+    @property
+    def waiting(self) -> bool:
+        """True when a request of this place is queued and may not have finished (new ones queue behind it)."""
+        with self._lock:
+            return self._waiting()
 
     # helpers -------------------------------------------------------------------------------------------
-    def _forget(self, ids: list[str], reach: Reach | None) -> ForgetReport:
-        if reach is not None:
-            return self.engine.forget_within(ids, reach)
-        return self.engine.forget(ForgetTarget(ids=tuple(ids)))
+    def _waiting(self) -> bool:
+        if self._last is None:
+            return False
+        try:
+            finished = self.jobs.finished(self._last)
+        except Exception:  # the flow's store cannot say: keep the order
+            return True
+        if finished:
+            self._last = None
+        return not finished
 
-    def _apply(self, entry: QueuedWrite) -> None:
-        if entry.op == "learn":
-            self.engine.store_with(parse_item(entry.payload, field="payload"), WriteOptions.accepted())
-            return
-        data = json.loads(entry.payload)
-        reach = None if data.get("reach") is None else Reach.coerce(data["reach"], "reach")
-        self._forget([str(i) for i in data["ids"]], reach)
+    def _submit(self, job: ToolWrite) -> str:
+        if self._last is not None:
+            job = job.model_copy(update={"after": self._last})
+        self._last = self.jobs.submit(job)
+        return self._last

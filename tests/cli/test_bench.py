@@ -94,3 +94,19 @@ def test_the_live_turn_rows_have_the_tables_shape_and_count_what_the_worker_did(
     assert all(r.baseline_name == "(a) no worker" for r in rows[:4])
     assert "0 waited past one background tx" in rows[0].note
     assert rows[-1].baseline_name == "before the big agent"
+
+
+def test_the_log_rows_pair_each_figure_with_its_baseline(tiny_data: Path) -> None:
+    from bench import log_bench
+
+    rows = log_bench.run(size=40, calls=3)
+    assert [(r.bench, r.baseline_name) for r in rows] == [
+        ("store_with p50", "without the log"),
+        ("store_with p99", "without the log"),
+        ("pre_turn p50", "without the log"),
+        ("pre_turn p99", "without the log"),
+        ("as_of fetch p50", "fetch now"),
+        ("as_of fetch p99", "fetch now"),
+        ("log size per memory", ""),
+    ]
+    assert all(_finite(r) and r.value > 0 for r in rows)

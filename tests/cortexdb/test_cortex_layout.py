@@ -6,7 +6,15 @@ import pytest
 
 from memory_core.conformance.testing import conformance_test
 from memory_core.engines.cortexdb.double import direct_double, double_engine, hosted_double
-from memory_core.engines.cortexdb.layout import check_root, lookup_label, narrowing_labels, parse_scope, scope_for
+from memory_core.engines.cortexdb.layout import (
+    check_root,
+    lookup_label,
+    narrowing_labels,
+    parse_scope,
+    scope_for,
+    scope_prefix,
+    strip_tenant,
+)
 from memory_core.meta import ItemKind, MetaFilter, SourceKind
 from memory_core.namespace import Namespace
 
@@ -79,3 +87,27 @@ def test_an_engine_with_a_scope_root_writes_and_reads_only_under_it() -> None:
         assert [h.id for h in engine.list(ListRequest()).items] == [item.id]
         assert legacy.list(ListRequest()).items == ()  # another layout's scopes are foreign
     assert {e.scope for e in double.log.events} == {"org:42/app:brain/source:github/project:api"}
+
+
+@pytest.mark.parametrize(
+    ("listed", "root", "ours"),
+    [
+        ("org:42/ws:main/app:conversations", "", "ws:main/app:conversations"),
+        ("org:42/app:learnings", "", "app:learnings"),
+        ("org:42/user:7/agent:a/app:learnings", "", "user:7/agent:a/app:learnings"),
+        ("org:7/app:tinymemory/agent:a/app:learnings", None, "app:tinymemory/agent:a/app:learnings"),
+        ("org:7/user:42/app:learnings", "user:42", "user:42/app:learnings"),
+        ("app:tinymemory/app:learnings", None, "app:tinymemory/app:learnings"),
+    ],
+)
+def test_a_hosted_listing_is_read_below_the_tenant_the_backend_pinned(listed: str, root: str | None, ours: str) -> None:
+    assert strip_tenant(listed, root) == ours
+
+
+def test_the_tenant_layout_sends_no_root_and_no_prefix() -> None:
+    assert scope_for(Namespace.parse("ws:main"), ItemKind.CONVERSATION, "") == "ws:main/app:conversations"
+    assert scope_for(Namespace.parse(""), ItemKind.LEARNING, "") == "app:learnings"
+    assert scope_for(Namespace.parse("source:x"), ItemKind.DOCUMENT, "") == "app:brain/source:x"
+    assert parse_scope("ws:main/app:conversations", "") == (Namespace.parse("ws:main"), ItemKind.CONVERSATION)
+    assert parse_scope("app:tinymemory/app:learnings", "") is None  # the legacy tree is another layout
+    assert scope_prefix("") is None and scope_prefix("org:42") == "org:42/"

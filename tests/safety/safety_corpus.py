@@ -245,6 +245,28 @@ POSITIVES: tuple[Case, ...] = (
     pii("phone e164", "call me on +44 20 7946 0958", "+44 20 7946 0958", cls="PHONE"),
     pii("phone nanp", "cell (415) 555-2671, office 415.555.0199", "(415) 555-2671", "415.555.0199", cls="PHONE"),
     pii("phone in arabic-indic digits", "رقمي +٩٧١٥٠١٢٣٤٥٦٧", "+٩٧١٥٠١٢٣٤٥٦٧", cls="PHONE"),
+    # gaps found in review (issue 15): a one-word password after a marker, values wrapped over a line break,
+    # bare 10-digit phone numbers named as phones
+    Case("password after a bare space", "my password hunter2 works on the nas", ("hunter2",)),
+    Case("pw with a colon", "wifi pw: hunter2 at the cabin", ("hunter2",)),
+    Case("password after a dash", "Router password — hunter2 (do not share)", ("hunter2",)),
+    Case(
+        "key=value wrapped across lines",
+        "api_key=abc123def456\nghi789jkl012\nregion=eu",
+        ("abc123def456\nghi789jkl012",),
+    ),
+    Case(
+        "quoted value wrapped across lines", 'api_key = "abc123def4\n   56ghi789xy"\n', ("abc123def4\n   56ghi789xy",)
+    ),
+    Case(
+        "bearer token wrapped across lines",
+        "Authorization: Bearer abc123def456ghi\n789jkl012mno and the rest",
+        ("abc123def456ghi\n789jkl012mno",),
+    ),
+    Case("a wrapped value stops before the next key", "token: abc123def456ghi\nregion=eu-west-1", ("abc123def456ghi",)),
+    pii("phone bare after a phone word", "call me at 4155552671 tonight", "4155552671", cls="PHONE"),
+    pii("phone bare with a country code", "my cell is 14155552671, thanks", "14155552671", cls="PHONE"),
+    pii("phone bare with a label after", "numbers: 2125550143 (mobile)", "2125550143", cls="PHONE"),
 )
 
 NEGATIVES: tuple[Case, ...] = (
@@ -296,4 +318,11 @@ NEGATIVES: tuple[Case, ...] = (
     Case("pass as a verb", "pass the salt; the pass is valid until May; boarding pass 12A"),
     Case("curl options", "curl -u $USER:$TOKEN https://x and -u admin"),
     Case("product code with letters", "part ABCDE1234F in bin 7"),
+    Case("bare ids that look like phones", "order number 4155552671, invoice no. 2125551234, tracking 4155552671x"),
+    Case("bare ids near a phone word", "call about order #4155552671; account 2125551234 has a phone on file"),
+    Case("bare runs failing the numbering plan", "call 4115552671 or 2121115555; phone 1733097600; ISBN 0306406152"),
+    Case("password after a space, not a password", "password sha256 hashing; password v1.2.3 rules; password 2fa"),
+    Case("password after a dash, prose", "password - required; password - see below; step 2 - password - set it"),
+    Case("a quoted value over lines is prose", 'password: "see\n the docs"'),
+    Case("key then a wrapped line of prose", "token: <your-token>\n  continue with the setup"),
 )

@@ -52,8 +52,8 @@ def _assert_scrubbed(engine: ReferenceEngine) -> None:
     assert "[REDACTED]" in stored and "[REDACTED_PII_CARD]" in stored
     assert "ya29abcdef123456" not in stored and "zzz999yyy888" not in stored
     hits = engine.list(ListRequest(limit=50)).items
-    for hit in hits:  # paths, tags and ids are left alone so filters still match
-        assert hit.meta.file_path == META.file_path and hit.meta.tags == META.tags
+    for hit in hits:  # a path or tag loses only its secret (segment by segment); ids are left alone
+        assert hit.meta.file_path == "/srv/token=[REDACTED]/notes.md" and hit.meta.tags == ("password=[REDACTED]",)
         assert hit.meta.thread_id == META.thread_id
         assert hit.meta.url == "https://app.example.com/cb/path?access_token=[REDACTED]&page=2#id_token=[REDACTED]"
 
@@ -199,3 +199,21 @@ def test_a_pack_leaves_out_the_turn_being_logged_under_its_scrubbed_id() -> None
     plain = Learning(text="nothing secret")
     assert stored_ids(engine, plain) == (plain.id,) == stored_ids(ReferenceEngine(), plain)
     assert len(stored_ids(engine, Learning(text=f"key {AWS}"))) == 2
+
+
+def test_paths_and_tags_without_a_secret_are_kept_exactly_so_filters_still_match() -> None:
+    inner = ReferenceEngine()
+    engine = ScrubbingEngine(inner)
+    meta = MemoryMeta(file_path="/srv/app/notes.md", folder="/srv/app", tags=("ops", "deploy-2024"))
+    item = Learning(text="Deploys run on Tuesdays", meta=meta)
+    assert scrub_item(item) is item
+    engine.store(item)
+    hits = engine.list(ListRequest(limit=5, filter={"file_path": "/srv/app/notes.md", "tags_any": ["ops"]})).items
+    assert [h.meta.tags for h in hits] == [("ops", "deploy-2024")]
+    leaky = Learning(
+        text="Deploys run on Tuesdays",
+        meta=MemoryMeta(folder=f"C:\\keys\\{AWS}", tags=("ops", AWS), file_path=f"/keys/{AWS}.csv"),
+    )
+    scrubbed = scrub_item(leaky)
+    assert scrubbed.meta.folder == "C:\\keys\\[REDACTED]" and scrubbed.meta.file_path == "/keys/[REDACTED].csv"
+    assert scrubbed.meta.tags == ("ops", "[REDACTED]") and AWS not in scrubbed.to_json()

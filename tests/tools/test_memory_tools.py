@@ -244,3 +244,31 @@ def test_scrub_off_leaves_the_engine_bare(monkeypatch: pytest.MonkeyPatch, engin
     get_settings.cache_clear()
     assert MemoryTools(engine).engine is engine
     assert isinstance(MemoryTools(engine, scrub=True).engine, ScrubbingEngine)
+
+
+def test_learnings_record_the_agent_that_learned_them(engine: Counting) -> None:
+    """Reference §6.4: ``learn`` stamps the agent id (and source ``agent``); a host's tools serve one agent."""
+    from memory_core.host.tools import scoped_tools
+    from memory_core.lifecycle.layout import MemoryLayout
+
+    layout = MemoryLayout("user:ana")
+    writer = scoped_tools(engine, layout, "writer")
+    editor = scoped_tools(engine, layout, "editor")
+    shared = scoped_tools(engine, layout)
+    writer.call("memory_store", {"learning": {"text": "Prefers green tea"}})
+    editor.call("memory_store", {"learning": {"text": "Prefers black coffee"}})
+    shared.call("memory_store", {"learning": {"text": "Lives in Lisbon"}})
+    by_text = {h.text: h.meta for h in _stored(engine)}
+    assert by_text["Prefers green tea"].agent_id == "writer"
+    assert by_text["Prefers black coffee"].agent_id == "editor"
+    assert by_text["Lives in Lisbon"].agent_id is None
+    assert {m.source.kind.value for m in by_text.values()} == {"agent"}
+    # the model can ask for one agent's learnings (agent_id is a model-facing filter field)
+    hits = shared.call("memory_list", {"filter": {"agent_id": "writer"}})["items"]
+    assert [h["text"] for h in hits] == ["Prefers green tea"]
+    # the agent survives every builder and cannot be blank
+    tools = MemoryTools(engine, clock=lambda: NOW).as_agent("scribe").placed_at("agent:scribe").read_only()
+    assert tools.scope.agent_id == "scribe"
+    with pytest.raises(InvalidRequest) as info:
+        MemoryTools(engine).as_agent("  ")
+    assert info.value.field == "agent_id"

@@ -1,27 +1,35 @@
-"""ToolWrites: learn/forget never fail the caller; queued requests are scrubbed, ordered, cancelled, retried and
-dead-lettered with their reason."""
+"""ToolWrites: learn/forget never fail the caller; when the engine is away the scrubbed request becomes a
+``tool_write`` job, queued behind the place's earlier ones; applying a job twice changes nothing.
+
+The job flow itself (a real worker, the outbox while Redis is down, dead letters) is tested in
+``tests/workers/test_workers_tool_writes.py``; here a sink records the jobs and a test applies them as a worker
+would (``apply_tool_write``)."""
 
 from __future__ import annotations
 
-import json
-import stat
 from collections.abc import Sequence
-from pathlib import Path
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from memory_core import Learning, ListRequest, MemoryMeta
+from memory_core import ListRequest
 from memory_core.consolidation import WriteOptions
 from memory_core.engine import AnyItem
 from memory_core.engines.reference import ReferenceEngine
 from memory_core.errors import EngineUnavailable, InvalidRequest
-from memory_core.namespace import Reach
+from memory_core.facts.model import content_hash, read_tags, user_tags
+from memory_core.items import Learning
+from memory_core.meta import MemoryMeta
+from memory_core.namespace import Namespace, Reach
 from memory_core.query import ForgetReport, ForgetTarget, StoreReceipt
+from memory_core.safety.jobs import scrub_job
 from memory_core.tools import ToolScope
-from memory_core.tools.outbox import MAX_ENTRIES, ToolOutbox
-from memory_core.tools.writes import QUEUED_REMOVE, QUEUED_SAVE, Delivery, ToolWrites
+from memory_core.tools.jobs import ORDER_HOLD_S, ToolWrite, apply_tool_write
+from memory_core.tools.writes import QUEUED_REMOVE, QUEUED_SAVE, ToolWrites
 
 AWS = "AKIAIOSFODNN7EXAMPLE"
+NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 
 
 class Flaky(ReferenceEngine):
@@ -50,154 +58,204 @@ class Flaky(ReferenceEngine):
         return super()._forget_within(ids, reach)
 
 
+@dataclass
+class Sink:
+    """The job flow as a list: ``submit`` keeps the job; ``run`` applies the next one as a worker would."""
+
+    engine: ReferenceEngine
+    jobs: dict[str, ToolWrite] = field(default_factory=dict)
+    finished_ids: set[str] = field(default_factory=set)
+    down: bool = False
+
+    def submit(self, job: ToolWrite) -> str:
+        job_id = f"job-{len(self.jobs) + 1}"
+        self.jobs[job_id] = ToolWrite.model_validate_json(job.to_json())  # it travels as JSON
+        return job_id
+
+    def finished(self, job_id: str) -> bool:
+        if self.down:
+            raise EngineUnavailable("coordination store unreachable")
+        return job_id in self.finished_ids
+
+    def run(self, job_id: str) -> dict[str, object]:
+        job = self.jobs[job_id]
+        assert job.after is None or job.after in self.finished_ids, "a job ran before the one it follows"
+        out = apply_tool_write(self.engine, job)
+        self.finished_ids.add(job_id)
+        return out
+
+
 @pytest.fixture
 def engine() -> Flaky:
     return Flaky()
 
 
 @pytest.fixture
-def outbox(tmp_path: Path) -> ToolOutbox:
-    return ToolOutbox(tmp_path / "var" / "tool_writes.db")
+def sink(engine: Flaky) -> Sink:
+    return Sink(engine)
 
 
 @pytest.fixture
-def writes(engine: Flaky, outbox: ToolOutbox) -> ToolWrites:
-    return ToolWrites(engine, outbox, ToolScope.at("agent:writer"))
+def writes(engine: Flaky, sink: Sink) -> ToolWrites:
+    return ToolWrites(engine, sink, ToolScope.at("agent:writer"), clock=lambda: NOW)
 
 
 def _texts(engine: ReferenceEngine) -> list[str]:
     return sorted(h.text for h in engine.list(ListRequest(limit=100)).items)
 
 
-def test_with_an_engine_that_answers_learn_is_saved_at_once_and_scrubbed(writes: ToolWrites, engine: Flaky) -> None:
+def test_with_an_engine_that_answers_learn_is_saved_at_once_and_scrubbed(
+    writes: ToolWrites, engine: Flaky, sink: Sink
+) -> None:
     ack = writes.learn(f"the deploy key is {AWS}", tags=["ops"])
-    assert (ack.state, ack.message) == ("saved", "saved")
+    assert (ack.state, ack.message, ack.job_id) == ("saved", "saved", None)
+    assert _texts(engine) == ["the deploy key is [REDACTED]"] and sink.jobs == {}
     (hit,) = engine.list(ListRequest(limit=10)).items
-    assert hit.id == ack.id and hit.text == "the deploy key is [REDACTED]"
-    assert str(hit.meta.namespace) == "agent:writer" and hit.meta.tags == ("ops",)
+    assert user_tags(hit.meta.tags) == ("ops",)
+    # a fact's content hash is of the scrubbed text, never of the secret (issue 20)
+    assert read_tags(hit.meta.tags).content_hash == content_hash("the deploy key is [REDACTED]")
 
 
-def test_when_the_engine_does_not_answer_learn_is_queued_scrubbed_and_delivered_later(
-    writes: ToolWrites, engine: Flaky, outbox: ToolOutbox
+def test_when_the_engine_is_away_learn_becomes_a_scrubbed_job_and_a_worker_applies_it(
+    writes: ToolWrites, engine: Flaky, sink: Sink
 ) -> None:
     engine.up = False
-    ack = writes.learn(f"the deploy key is {AWS}")
-    assert (ack.state, ack.message) == ("queued", QUEUED_SAVE)
-    assert AWS.encode() not in outbox.path.read_bytes() and b"[REDACTED]" in outbox.path.read_bytes()
-    assert writes.deliver().retried == 1 and _texts(engine) == []
+    ack = writes.learn(f"the deploy key is {AWS}", evidence=f"pasted {AWS}")
+    assert (ack.state, ack.message) == ("queued", QUEUED_SAVE) and ack.to_dict()["job_id"] == ack.job_id
+    job = sink.jobs[str(ack.job_id)]
+    assert AWS not in job.to_json() and job.op == "learn" and job.place == Namespace.parse("agent:writer")
+    assert job.learning is not None and job.learning.id == ack.id
     engine.up = True
-    assert writes.deliver().delivered == 1
-    assert _texts(engine) == ["the deploy key is [REDACTED]"] and outbox.pending() == []
-    assert engine.list(ListRequest(limit=10)).items[0].id == ack.id
+    assert sink.run(str(ack.job_id))["replayed"] is False
+    assert _texts(engine) == ["the deploy key is [REDACTED]"]
 
 
-def test_requests_for_one_place_are_applied_in_the_order_they_were_made(writes: ToolWrites, engine: Flaky) -> None:
-    engine.up = False
-    writes.learn("first")
-    engine.up = True
-    assert writes.learn("second").state == "queued"  # the engine answers, but "first" is still waiting
-    assert writes.forget(["nothing-by-this-id"]).state == "queued"
-    assert writes.deliver().delivered == 3
-    assert engine.stored == ["first", "second"]
-
-
-def test_a_queued_forget_of_a_queued_learning_cancels_it(writes: ToolWrites, engine: Flaky, outbox: ToolOutbox) -> None:
-    engine.up = False
-    keep, drop = writes.learn("keep me"), writes.learn("drop me")
-    ack = writes.forget([str(drop.id)])
-    assert (ack.state, ack.forgotten) == ("cancelled", 1)
-    assert [json.loads(e.payload)["text"] for e in outbox.pending()] == ["keep me"]
-    engine.up = True
-    writes.deliver()
-    assert engine.stored == ["keep me"] and keep.id is not None
-
-
-def test_forget_is_queued_when_the_engine_is_down_and_only_touches_what_the_reach_reads(
-    writes: ToolWrites, engine: Flaky
+def test_requests_for_one_place_queue_behind_an_unfinished_one_and_apply_in_order(
+    writes: ToolWrites, engine: Flaky, sink: Sink
 ) -> None:
-    mine = writes.learn("mine").id
-    other = engine.store(Learning(text="theirs", meta=MemoryMeta.model_validate({"namespace": "agent:editor"}))).id
     engine.up = False
-    ack = writes.forget([str(mine), other])
-    assert (ack.state, ack.message) == ("queued", QUEUED_REMOVE)
-    engine.up = True
-    assert writes.deliver().delivered == 1
-    assert _texts(engine) == ["theirs"]
-    assert writes.forget([other]).forgotten == 0  # out of reach: never removed
+    first = writes.learn("Prefers tea")
+    engine.up = True  # the engine is back, but the first request has not been applied yet
+    second = writes.learn("Prefers green tea")
+    forget = writes.forget([str(first.id)])  # a forget of a queued learning queues behind it
+    assert [a.state for a in (first, second, forget)] == ["queued", "queued", "queued"]
+    assert forget.message == QUEUED_REMOVE and engine.stored == []
+    chain = [sink.jobs[str(a.job_id)] for a in (first, second, forget)]
+    assert [j.after for j in chain] == [None, first.job_id, second.job_id]
+    for ack in (first, second, forget):
+        sink.run(str(ack.job_id))
+    assert engine.stored == ["Prefers tea", "Prefers green tea"] and _texts(engine) == ["Prefers green tea"]
+    # every queued request finished: the next one goes to the engine at once
+    assert not writes.waiting and writes.learn("Drinks it at nine").state == "saved"
 
 
-def test_a_request_that_keeps_failing_is_dead_lettered_with_its_reason_and_other_places_go_on(
-    engine: Flaky, outbox: ToolOutbox
+def test_while_the_flow_cannot_say_a_job_finished_the_order_is_kept(
+    writes: ToolWrites, engine: Flaky, sink: Sink
 ) -> None:
-    writer = ToolWrites(engine, outbox, ToolScope.at("agent:writer"), max_attempts=3)
-    editor = ToolWrites(engine, outbox, ToolScope.at("agent:editor"), max_attempts=3)
     engine.up = False
-    writer.learn("stuck")
-    writer.learn("behind it")
-    editor.learn("the editor's")
-    assert [writer.deliver().retried for _ in range(2)] == [2, 2]  # one per place: a place waits behind its first
+    first = writes.learn("Prefers tea")
     engine.up = True
-    # the editor's is delivered while the writer's first fails a third time: then it is given up on
-    calls = {"n": 0}
-    original = engine._store_with
-
-    def fail_stuck(item: AnyItem, options: WriteOptions) -> StoreReceipt:
-        if item.render_text() == "stuck":
-            calls["n"] += 1
-            raise EngineUnavailable("still refused")
-        return original(item, options)
-
-    engine._store_with = fail_stuck  # type: ignore[method-assign]
-    report = writer.deliver()
-    assert (report.delivered, report.dead) == (2, 1) and calls["n"] == 1
-    (letter,) = outbox.dead()
-    assert letter.attempts == 3 and "gave up after 3 attempts" in letter.reason and "still refused" in letter.reason
-    assert sorted(engine.stored) == ["behind it", "the editor's"]
+    sink.finished_ids.add(str(first.job_id))
+    sink.down = True
+    second = writes.learn("Prefers coffee")
+    assert second.state == "queued" and sink.jobs[str(second.job_id)].after == first.job_id
+    sink.down = False
+    assert writes.waiting  # the second has not finished
+    sink.finished_ids.add(str(second.job_id))
+    assert not writes.waiting
 
 
-def test_a_payload_that_can_never_be_applied_is_dead_lettered_at_once(writes: ToolWrites, outbox: ToolOutbox) -> None:
-    outbox.put(writes.partition, "learn", '{"type": "learning", "text": ""}', "x")
-    assert writes.deliver().dead == 1
-    assert outbox.dead()[0].reason.startswith("refused: ")
+def test_forget_with_an_engine_that_answers_removes_only_ids_under_the_reach(writes: ToolWrites, engine: Flaky) -> None:
+    mine = writes.learn("Prefers tea")
+    other = engine.store(Learning(text="Lives in Lisbon", meta=MemoryMeta(namespace=Namespace.parse("agent:other"))))
+    ack = writes.forget([str(mine.id), other.id, str(mine.id)])
+    assert (ack.state, ack.forgotten) == ("removed", 1) and _texts(engine) == ["Lives in Lisbon"]
 
 
-def test_bad_requests_are_refused_and_nothing_is_queued(writes: ToolWrites, engine: Flaky, outbox: ToolOutbox) -> None:
+def test_applying_a_job_twice_changes_nothing(engine: Flaky) -> None:
+    learning = Learning(text="Prefers tea", meta=MemoryMeta(namespace=Namespace.parse("agent:writer")))
+    learn = ToolWrite(op="learn", place="agent:writer", learning=learning, made_at=NOW)
+    assert apply_tool_write(engine, learn)["replayed"] is False
+    assert apply_tool_write(engine, learn) == {
+        "job": "tool_write",
+        "op": "learn",
+        "place": "agent:writer",
+        "id": learning.id,
+        "replayed": True,
+    }
+    forget = ToolWrite(op="forget", place="agent:writer", ids=(learning.id,), made_at=NOW)
+    assert [apply_tool_write(engine, forget)["forgotten"] for _ in range(2)] == [1, 0]
+    assert _texts(engine) == []
+
+
+def test_bad_requests_are_refused_and_nothing_is_stored_or_queued(
+    writes: ToolWrites, engine: Flaky, sink: Sink
+) -> None:
     engine.up = False
-    for call in (
-        lambda: writes.learn("   "),
-        lambda: writes.learn("x", kind="rumour"),
-        lambda: writes.learn("x", confidence=1.5),
-        lambda: writes.forget([]),
-        lambda: writes.forget([" "]),
+    for call, field_name in (
+        (lambda: writes.learn("   "), "text"),
+        (lambda: writes.learn("x", kind="rumour"), "kind"),
+        (lambda: writes.learn("x", confidence=1.5), "confidence"),
+        (lambda: writes.forget([]), "ids"),
+        (lambda: writes.forget(["ok", " "]), "ids"),
+        (lambda: writes.forget([f"id-{i}" for i in range(201)]), "ids"),
     ):
-        with pytest.raises(InvalidRequest):
+        with pytest.raises(InvalidRequest) as info:
             call()
-    assert outbox.pending() == []
+        assert info.value.field == field_name
+    assert sink.jobs == {} and engine.stored == []
 
 
-def test_a_full_outbox_refuses_more_and_the_file_is_owner_only(writes: ToolWrites, outbox: ToolOutbox) -> None:
-    for i in range(MAX_ENTRIES):
-        outbox.put(writes.partition, "forget", json.dumps({"ids": [f"id{i}"], "reach": None}))
-    with pytest.raises(InvalidRequest) as err:
-        outbox.put(writes.partition, "forget", json.dumps({"ids": ["one-more"], "reach": None}))
-    assert err.value.field == "outbox"
-    outbox.put("agent:other", "forget", json.dumps({"ids": ["x"], "reach": None}))  # another place has room
-    assert stat.S_IMODE(outbox.path.stat().st_mode) == 0o600
+@pytest.mark.parametrize(
+    ("fields", "field_name"),
+    [
+        ({"op": "learn"}, "learning"),
+        ({"op": "learn", "ids": ["a"], "learning": "L"}, "ids"),
+        ({"op": "forget"}, "ids"),
+        ({"op": "forget", "ids": ["a"], "learning": "L"}, "learning"),
+        ({"op": "learn", "learning": "L", "place": "agent:else"}, "learning"),
+        ({"op": "erase", "ids": ["a"]}, "op"),
+    ],
+)
+def test_a_tool_write_that_cannot_run_is_refused_naming_the_field(fields: dict[str, object], field_name: str) -> None:
+    learning = Learning(text="Prefers tea", meta=MemoryMeta(namespace=Namespace.parse("agent:writer")))
+    raw = {"job": "tool_write", "place": "agent:writer", "made_at": "2026-12-01T12:00:00Z", **fields}
+    if raw.get("learning") == "L":
+        raw["learning"] = learning.to_dict()
+    with pytest.raises(InvalidRequest) as info:
+        ToolWrite.model_validate(raw)
+    assert info.value.field == field_name
 
 
-def test_the_default_outbox_lives_under_the_var_dir(tmp_path: Path) -> None:
-    from memory_core.settings import Settings
-    from memory_core.tools.outbox import open_tool_outbox
+def test_a_job_holds_for_the_one_before_it_only_so_long() -> None:
+    job = ToolWrite(op="forget", place="agent:writer", ids=("a",), made_at=NOW)
+    assert not job.holds_for(NOW)  # nothing before it
+    chained = job.model_copy(update={"after": "job-1"})
+    assert chained.holds_for(NOW + timedelta(seconds=ORDER_HOLD_S - 1))
+    assert not chained.holds_for(NOW + timedelta(seconds=ORDER_HOLD_S + 1))
+    assert chained.describe() == "tool_write forget 1 id agent:writer"
 
-    box = open_tool_outbox(Settings(_env_file=None, var_dir=tmp_path / "v"))
-    assert box.path == tmp_path / "v" / "tool_writes.db" and box.pending() == []
+
+def test_scrub_job_scrubs_a_tool_writes_learning_and_leaves_a_clean_one_alone() -> None:
+    meta = MemoryMeta(namespace=Namespace.parse("agent:writer"))
+    dirty = ToolWrite(
+        op="learn", place="agent:writer", learning=Learning(text=f"key {AWS}", evidence=AWS, meta=meta), made_at=NOW
+    )
+    scrubbed = scrub_job(dirty)
+    assert AWS not in scrubbed.to_json() and scrubbed.learning is not None
+    assert scrubbed.learning.text == "key [REDACTED]"
+    clean = ToolWrite(op="learn", place="agent:writer", learning=Learning(text="Prefers tea", meta=meta), made_at=NOW)
+    assert scrub_job(clean) is clean
 
 
-def test_one_deliverer_at_a_time(writes: ToolWrites, engine: Flaky, outbox: ToolOutbox) -> None:
+def test_a_learning_records_the_agent_the_writes_serve_saved_or_queued(engine: Flaky, sink: Sink) -> None:
+    scope = replace(ToolScope.at("agent:writer"), agent_id="writer")
+    writes = ToolWrites(engine, sink, scope, clock=lambda: NOW)
+    writes.learn("Prefers tea")
     engine.up = False
-    writes.learn("waiting")
+    queued = writes.learn("Prefers coffee")
+    learning = sink.jobs[str(queued.job_id)].learning
+    assert learning is not None and learning.meta.agent_id == "writer"
     engine.up = True
-    with outbox.delivering() as mine:
-        assert mine
-        assert writes.deliver() == Delivery()  # another deliverer holds it: nothing applied, nothing counted
-    assert writes.deliver().delivered == 1
+    sink.run(str(queued.job_id))
+    assert {h.meta.agent_id for h in engine.list(ListRequest(limit=10)).items} == {"writer"}

@@ -98,8 +98,10 @@ def test_tasks_route_to_their_queues() -> None:
     assert conf["task_routes"] == {
         "memory.build_beliefs": {"queue": "b"},
         "memory.ingest_brain": {"queue": "i"},
+        "memory.tool_write": {"queue": "i"},
         "memory.build_due": {"queue": "m"},
         "memory.drain_outbox": {"queue": "m"},
+        "memory.retention": {"queue": "m"},
     }
 
 

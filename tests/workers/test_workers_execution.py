@@ -445,3 +445,29 @@ def test_a_builds_result_is_one_report_model_with_the_stored_json_shape(rt: Runt
     assert list(second) == ["namespace", "kinds", "enter", "passes", "outcome", "built"]  # no lease_lost: kept
     assert second["kinds"] == ["conversation"] and second["passes"] == 1 and second["outcome"] == "done"
     assert BuildReport.model_validate(out.result).to_dict() == out.result  # the model reads its own JSON back
+
+
+def test_retention_forgets_old_turns_and_a_dry_run_only_reports(rt: Runtime) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from memory_core.facts.store import FactStore
+    from memory_core.items import Role, Turn
+    from memory_core.lifecycle.agent import turn_item
+    from memory_core.query import ListRequest
+
+    now = datetime.now(UTC)
+    node = rt.layout.conversations("a")
+    for i, age in enumerate((200, 100, 1)):
+        rt.engine.store(
+            turn_item(node, "a", "t", i, Turn(role=Role.USER, text=f"turn {i}"), at=now - timedelta(days=age))
+        )
+    FactStore(rt.engine, rt.layout.learnings()).learn("an old fact", at=now - timedelta(days=400))
+    dry = execute(rt, Delivery("memory.retention", "r1", (), {"dry_run": True}))
+    assert dry.verdict is Verdict.DONE and (dry.result["too_old"], dry.result["kept"]) == (2, 1)
+    assert "done" not in dry.result
+    out = execute(rt, Delivery("memory.retention", "r2"))
+    assert out.verdict is Verdict.DONE and out.result["done"] == 2
+    texts = sorted(h.text for h in rt.engine.list(ListRequest(limit=10)).items)
+    assert texts == ["an old fact", "user: turn 2"]
+    bad = execute(rt, Delivery("memory.retention", "r3", (), {"dry_run": "yes"}))
+    assert bad.verdict is Verdict.DEAD

@@ -8,8 +8,9 @@
 
 Modules: ``wire`` (routes per wire), ``auth`` (endpoints, credentials), ``errors`` (the one status/transport →
 error boundary), ``client`` (the httpx client: retries, caps, hold-back, actor), ``layout`` (scopes and lookup
-labels), ``envelope`` (items ⇄ events), ``engine`` (the ``MemoryEngine`` hooks) and ``double`` (the doubles and
-their loopback server).
+labels), ``envelope`` (items ⇄ events), ``config`` (the layout and header settings, checked), ``attribution``
+(``observed_actor``), ``engine`` (the ``MemoryEngine`` hooks), ``binding`` (one engine per configuration per
+process: what ``open_engine`` hands out) and ``double`` (the doubles and their loopback server).
 """
 
 from memory_core.engines.cortexdb.auth import BearerSource, Credential

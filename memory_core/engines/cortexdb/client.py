@@ -153,6 +153,10 @@ class CortexClient:
         """
         return self._send(method, route, params=params, body=body, idempotent=idempotency_header)
 
+    def caller(self) -> str:
+        """The caller ``whoami`` names ('' when the server has none, or on TinyHumans)."""
+        return self._actor()
+
     # one attempt -------------------------------------------------------------------------------------
     def _actor(self) -> str:
         if self.wire.whoami is None:

@@ -7,8 +7,13 @@ Flows (reference §5.5):
   idempotency key makes a repeat a replay); only missing events are written (bulk on Direct, one request per
   event on TinyHumans), Direct with ``?wait=indexed`` unless ``accepted``; then, unless ``accepted``, a wait for
   the last event of each scope to list (fatal after ``Timing.visible_s``) and for recall to rank it (best effort).
-* **list / export / explore**: the admitted scopes' listings (narrowed by one lookup label), decoded, filtered
-  client-side by the whole ``MetaFilter``, oldest first per scope; cursors are ``l`` + hex JSON.
+* **list / explore**: paged from the wire, newest first per admitted scope, reading only about what the page
+  needs (``_list``); cursors are ``w`` + hex JSON. **export**: the admitted scopes read whole (narrowed by one
+  lookup label), decoded, filtered client-side by the whole ``MetaFilter``, oldest first; cursors ``l`` + hex JSON.
+* **scopes**: each node's last write and last build as the server reports them (``_scopes``).
+* **layout settings** (``config``): ``scope_root``/``tenant_root`` choose where writes go, a retired root is
+  read, forgotten and erased too; with ``scope_owner`` the root is registered before the first write;
+  ``observed_actor`` attributes writes (``attribution``).
 * **fetch / recall**: one granular pack per admitted scope, decoded and filtered, merged rank by rank (the most
   specific node first), scored ``1 / (1 + rank)``; recall answers from the pack with the most admitted events and
   rebuilds a pack that 404s (packs drop after a forget), at most 3 rounds. Fetch cursors are ``f`` + hex JSON.
@@ -21,12 +26,14 @@ Flows (reference §5.5):
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from typing import Any, Final
 from urllib.parse import parse_qs, urlsplit
 
@@ -45,8 +52,10 @@ from memory_core.consolidation import (
 from memory_core.control import is_control_text
 from memory_core.descriptor import EngineDescriptor, EngineHealth
 from memory_core.engine import AnyItem, Hits, MemoryEngine, Receipts
+from memory_core.engines.cortexdb.attribution import Attribution, actor_of, attribute, strip
 from memory_core.engines.cortexdb.auth import BearerSource, Credential, parse_endpoint
 from memory_core.engines.cortexdb.client import CortexClient, Timing
+from memory_core.engines.cortexdb.config import check_headers, check_layout, parse_flag
 from memory_core.engines.cortexdb.envelope import (
     Decoded,
     EventBody,
@@ -59,26 +68,29 @@ from memory_core.engines.cortexdb.envelope import (
 )
 from memory_core.engines.cortexdb.layout import (
     MAX_QUERY_LABELS,
-    check_root,
     lookup_label,
     narrowing_labels,
     parse_scope,
     scope_for,
     scope_prefix,
+    strip_tenant,
 )
 from memory_core.engines.cortexdb.wire import DIRECT, HOSTED, MANAGED_DIRECT, Wire
 from memory_core.engines.reference import choose_scopes
 from memory_core.errors import (
     ConfigError,
+    Conflict,
     EngineError,
     EngineUnavailable,
     InvalidRequest,
     MemoryCoreError,
     NotFound,
+    Unauthorized,
     Unsupported,
 )
+from memory_core.explore import ExplorePage, ExploreRequest, tally
 from memory_core.items import Learning, LearningKind
-from memory_core.limits import BELIEF_TAG
+from memory_core.limits import BELIEF_TAG, LISTING_PAGE_SIZE
 from memory_core.meta import ItemKind, MemoryMeta, MetaFilter
 from memory_core.namespace import ROOT, Namespace, Reach
 from memory_core.query import (
@@ -111,6 +123,61 @@ SCHEMES: Final = {
 }
 """URL schemes → (wire, endpoint scheme); ``+http`` is for loopback servers (a credentialed http:// elsewhere is
 refused)."""
+_URL_SETTINGS: Final = (
+    "consolidation",
+    "scope_root",
+    "tenant_root",
+    "retired_scope_root",
+    "scope_owner",
+    "observed_actor",
+)
+"""The ``EngineSettings`` an engine URL may carry as query parameters (reference §5.1)."""
+
+
+def url_options(url: str) -> dict[str, Any]:
+    """The ``CortexEngine`` keyword arguments an engine URL and the settings name.
+
+    Raises:
+        ConfigError: an unknown scheme or query setting, a setting given twice (named), a missing credential.
+    """
+    from memory_core.settings import get_settings
+
+    parts = urlsplit(url.strip())
+    scheme = parts.scheme.lower()
+    if scheme not in SCHEMES:
+        raise ConfigError(f"unknown CortexDB scheme {scheme!r} (known: {', '.join(sorted(SCHEMES))})")
+    wire, inner = SCHEMES[scheme]
+    query = parse_qs(parts.query, keep_blank_values=True)
+    unknown = set(query) - set(_URL_SETTINGS)
+    if unknown:
+        raise ConfigError(f"{scheme}:// takes only {', '.join(_URL_SETTINGS)} as settings, not {sorted(unknown)}")
+    twice = sorted(name for name, values in query.items() if len(values) > 1)
+    if twice:
+        raise ConfigError(f"{twice[0]} is configured {len(query[twice[0]])} times in the engine URL: give it once")
+    given = {name: values[0] for name, values in query.items()}
+    settings = get_settings()
+    secret = settings.cortexdb_key if wire is DIRECT else settings.tinyhumans_token
+    name = "MEMORY_CORE_CORTEXDB_KEY" if wire is DIRECT else "MEMORY_CORE_TINYHUMANS_TOKEN"
+    if secret is None or not secret.get_secret_value().strip():
+        raise ConfigError(f"{scheme}:// needs a credential: set {name}")
+    options: dict[str, Any] = {
+        "wire": wire,
+        "credential": secret.get_secret_value(),
+        "endpoint": f"{inner}://{parts.netloc}{parts.path}" if parts.netloc else None,
+        "headers": dict(settings.cortexdb_headers),
+    }
+    for key in ("consolidation", "scope_root", "retired_scope_root", "scope_owner"):
+        if key in given:
+            options[key] = given[key]
+    for key in ("tenant_root", "observed_actor"):
+        if key in given:
+            options[key] = parse_flag(key, given[key])
+    return options
+
+
+_REGISTER: Final = "v1/scopes"
+_MEMBERS: Final = "v1/scopes/members"
+_LOG = logging.getLogger("memory_core.engines.cortexdb")
 _LIST_LIMIT: Final = 200
 _SCOPES_LIMIT: Final = 1000
 _MAX_PACK_EVENTS: Final = 1000
@@ -153,6 +220,31 @@ def _position(cursor: str | None, tag: str) -> tuple[int, str | None]:
     return offset, snapshot
 
 
+def _walk_position(cursor: str | None) -> tuple[str | None, str | None, str | None]:
+    """The scope, server cursor and last event a listing cursor (``w`` + hex JSON) names.
+
+    Raises:
+        InvalidRequest: anything ``_list`` did not mint (named ``cursor``).
+    """
+    if cursor is None:
+        return None, None, None
+    try:
+        if not cursor.startswith("w"):
+            raise ValueError
+        data = json.loads(bytes.fromhex(cursor[1:]))
+        scope, server, last = data["s"], data.get("c"), data.get("e")
+        if not isinstance(scope, str) or not all(v is None or isinstance(v, str) for v in (server, last)):
+            raise ValueError
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise InvalidRequest(f"unknown cursor {cursor[:40]!r}", field="cursor") from None
+    return scope, server, last
+
+
+def _walk_cursor(scope: str, server_cursor: str | None, last_event: str) -> str:
+    data = {"s": scope, "c": server_cursor, "e": last_event}
+    return "w" + json.dumps(data, separators=(",", ":")).encode().hex()
+
+
 def _cursor(tag: str, offset: int, snapshot: str | None = None) -> str:
     data: dict[str, Any] = {"o": offset} if snapshot is None else {"o": offset, "s": snapshot}
     return tag + json.dumps(data, separators=(",", ":")).encode().hex()
@@ -169,13 +261,23 @@ class CortexEngine(MemoryEngine):
         consolidation: Direct only: override the declared mode (default ``automatic`` at the managed endpoint,
             ``on_demand`` elsewhere). TinyHumans is always ``scheduled``.
         scope_root: The v3 layout's root (``org:42``); None keeps the legacy ``app:tinymemory`` layout.
+        tenant_root: TinyHumans only: the v3 layout below the tenant's own root, which the backend pins (no
+            root segment is sent; reference §5.4).
+        retired_scope_root: An earlier v3 root (``user:42``) still read, forgotten and erased, never written,
+            while its memory moves (``layout.py``); needs ``scope_root`` or ``tenant_root``.
+        scope_owner: Direct only, with ``scope_root``: the actor (``user:42``) registered as the root's owner
+            once, before the first write (``POST v1/scopes``).
+        observed_actor: Direct only: attribute an assistant turn to its agent, and an item naming an
+            ``observed_actor`` to that actor, on the wire (``attribution.py``).
         transport: An httpx transport instead of the network (a double's ``transport``).
         timing: Timeouts, retry waits and polling.
         clock / sleep: The monotonic clock and sleep used for hold-back, retries and polling.
 
     Raises:
         ConfigError: a missing or blank credential, an unusable endpoint, a credentialed ``http://`` endpoint
-            that is not loopback, a consolidation override on TinyHumans, or a malformed ``scope_root``.
+            that is not loopback, a consolidation override on TinyHumans, a reserved or malformed header, or a
+            layout setting that is malformed, on the wrong wire or in conflict with another (each message
+            names its setting).
     """
 
     def __init__(
@@ -187,16 +289,27 @@ class CortexEngine(MemoryEngine):
         headers: Mapping[str, str] | None = None,
         consolidation: Consolidation | str | None = None,
         scope_root: str | None = None,
+        tenant_root: bool = False,
+        retired_scope_root: str | None = None,
+        scope_owner: str | None = None,
+        observed_actor: bool = False,
         transport: httpx.BaseTransport | None = None,
         timing: Timing | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.wire = wire
-        try:
-            self._root = None if scope_root is None else check_root(scope_root)
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from None
+        self._layout = check_layout(
+            hosted=wire.hosted,
+            scope_root=scope_root,
+            tenant_root=tenant_root,
+            retired_scope_root=retired_scope_root,
+            scope_owner=scope_owner,
+            observed_actor=observed_actor,
+        )
+        self._root = self._layout.root
+        self._roots = self._layout.roots
+        headers = check_headers(headers)
         where = parse_endpoint(endpoint or wire.default_endpoint)
         if wire.hosted:
             if consolidation is not None and Consolidation(consolidation) is not Consolidation.SCHEDULED:
@@ -221,45 +334,33 @@ class CortexEngine(MemoryEngine):
         self._snapshots: OrderedDict[str, list[Decoded]] = OrderedDict()
         self._writes = 0
         self._written: dict[Namespace, int] = {}
+        self._registered = self._layout.owner is None  # nothing to register without an owner
+        self._attribution = Attribution(observed_actor)
+        self.shared = False
 
     @classmethod
     def from_url(cls, url: str) -> CortexEngine:
-        """Open ``cortexdb+https://host[:port][/base][?consolidation=…&scope_root=…]`` or ``tinyhumans+https://host``.
+        """Open ``cortexdb+https://host[:port][/base][?setting=…]`` or ``tinyhumans+https://host[?setting=…]``.
 
-        The credential comes from the settings: ``MEMORY_CORE_CORTEXDB_KEY`` (Direct) or
-        ``MEMORY_CORE_TINYHUMANS_TOKEN`` (TinyHumans). ``+http`` schemes serve loopback servers such as
-        ``memory-core cortex-double``.
+        Query settings (reference §5.1 ``EngineSettings``, each at most once): ``consolidation``, ``scope_root``,
+        ``tenant_root``, ``retired_scope_root``, ``scope_owner``, ``observed_actor``. The credential comes from
+        the settings: ``MEMORY_CORE_CORTEXDB_KEY`` (Direct) or ``MEMORY_CORE_TINYHUMANS_TOKEN`` (TinyHumans);
+        fixed headers from ``MEMORY_CORE_CORTEXDB_HEADERS`` (a JSON object). ``+http`` schemes serve loopback
+        servers such as ``memory-core cortex-double``.
 
         Raises:
-            ConfigError: an unknown scheme or query parameter, a missing credential, an unusable endpoint.
+            ConfigError: an unknown scheme or query setting, one given twice, a missing credential, an unusable
+                endpoint or setting (the message names it).
         """
-        from memory_core.settings import get_settings
-
-        parts = urlsplit(url.strip())
-        scheme = parts.scheme.lower()
-        if scheme not in SCHEMES:
-            raise ConfigError(f"unknown CortexDB scheme {scheme!r} (known: {', '.join(sorted(SCHEMES))})")
-        wire, inner = SCHEMES[scheme]
-        query = parse_qs(parts.query)
-        unknown = set(query) - {"consolidation", "scope_root"}
-        if unknown:
-            raise ConfigError(f"{scheme}:// takes only ?consolidation= and ?scope_root=, not {sorted(unknown)}")
-        consolidation = query["consolidation"][-1] if "consolidation" in query else None
-        root = query["scope_root"][-1] if "scope_root" in query else None
-        settings = get_settings()
-        secret = settings.cortexdb_key if wire is DIRECT else settings.tinyhumans_token
-        name = "MEMORY_CORE_CORTEXDB_KEY" if wire is DIRECT else "MEMORY_CORE_TINYHUMANS_TOKEN"
-        if secret is None or not secret.get_secret_value().strip():
-            raise ConfigError(f"{scheme}:// needs a credential: set {name}")
-        endpoint = f"{inner}://{parts.netloc}{parts.path}" if parts.netloc else None
-        return cls(wire, secret.get_secret_value(), endpoint=endpoint, consolidation=consolidation, scope_root=root)
+        return cls(**url_options(url))
 
     def __repr__(self) -> str:
         return f"CortexEngine({self.wire.id}, {self._client.endpoint.base_url!r})"
 
     def close(self) -> None:
-        """Close the HTTP client (idempotent)."""
-        self._client.close()
+        """Close the HTTP client (idempotent); a no-op for an engine the process shares (``binding``)."""
+        if not self.shared:
+            self._client.close()
 
     @property
     def timing(self) -> Timing:
@@ -291,19 +392,35 @@ class CortexEngine(MemoryEngine):
 
     # scopes and listings -----------------------------------------------------------------------------
     def _all_scopes(self) -> list[tuple[str, Namespace, ItemKind]]:
-        params = {"prefix": scope_prefix(self._root), "limit": str(_SCOPES_LIMIT)}
-        try:
-            data = self._client.read("GET", self.wire.scopes, params=params)
-        except NotFound:
-            return []
-        raw = (data.get("items") if "items" in data else data.get("scopes")) if isinstance(data, dict) else None
+        """Every scope of this layout the server lists: ``(path as sent, namespace, kind)``, by path.
+
+        One listing per root read (the root, then a retired root). A hosted listing's paths carry the tenant
+        the backend pinned; the path kept is the one this engine sends (``scope_for``), which the backend
+        re-roots again.
+        """
         out: list[tuple[str, Namespace, ItemKind]] = []
-        for entry in raw or []:
-            path = entry.get("path") if isinstance(entry, dict) else entry
-            parsed = parse_scope(path, self._root) if isinstance(path, str) else None
-            if parsed is not None and path is not None:
-                out.append((path, parsed[0], parsed[1]))
+        for root in self._roots:
+            params = {"limit": str(_SCOPES_LIMIT)}
+            prefix = scope_prefix(root)
+            if prefix is not None:
+                params["prefix"] = prefix
+            try:
+                data = self._client.read("GET", self.wire.scopes, params=params)
+            except NotFound:
+                continue
+            raw = (data.get("items") if "items" in data else data.get("scopes")) if isinstance(data, dict) else None
+            for entry in raw or []:
+                path = entry.get("path") if isinstance(entry, dict) else entry
+                if not isinstance(path, str):
+                    continue
+                parsed = parse_scope(strip_tenant(path, root) if self.wire.hosted else path, root)
+                if parsed is not None:
+                    out.append((scope_for(parsed[0], parsed[1], root), parsed[0], parsed[1]))
         return sorted(set(out), key=lambda row: row[0])
+
+    def _writable(self, row: tuple[str, Namespace, ItemKind]) -> bool:
+        """True for a scope below the write root (not a retired root's)."""
+        return row[0] == scope_for(row[1], row[2], self._root)
 
     def _held(self, reach: Reach, kinds: Sequence[ItemKind]) -> list[tuple[str, Namespace, ItemKind]]:
         return [row for row in self._all_scopes() if (not kinds or row[2] in kinds) and reach.admits(row[1])]
@@ -322,7 +439,7 @@ class CortexEngine(MemoryEngine):
                     params["cursor"] = cursor
                 data = self._client.read("GET", self.wire.events, params=params)
                 items = data.get("items") if isinstance(data, dict) else None
-                out.extend(e for e in items or [] if isinstance(e, dict))
+                out.extend({**e, "scope": scope} for e in items or [] if isinstance(e, dict))  # as sent
                 if not data.get("has_more"):
                     break
                 following = data.get("next_cursor")
@@ -341,11 +458,13 @@ class CortexEngine(MemoryEngine):
         """Every stored item ``flt`` admits: per admitted scope (by path), oldest first."""
         labels = narrowing_labels(flt)
         out: list[Decoded] = []
+        held: set[str] = set()  # an item in both a root and a retired root is one item
         for scope, namespace, kind in self._held(flt.effective_reach(), flt.kinds):
             for found in self._decoded(scope, labels):
                 item = found.item
                 if item.item_kind is kind and item.item_meta.namespace == namespace:
-                    if admits(flt, found):
+                    if admits(flt, found) and found.id not in held:
+                        held.add(found.id)
                         out.append(found)
         return out
 
@@ -370,11 +489,108 @@ class CortexEngine(MemoryEngine):
         return rows, start, snapshot
 
     def _list(self, request: ListRequest) -> ListPage:
-        rows, start, snapshot = self._rows(request.filter, request.cursor)
-        chunk = rows[start : start + request.limit]
-        end = start + len(chunk)
-        hits = tuple(Hit.of(found.item, 0.0, found.id) for found in chunk)
-        return ListPage(items=hits, next_cursor=_cursor("l", end, snapshot) if end < len(rows) else None)
+        """A page of ``request.limit`` items, read from the server page by page (reference ``cortex/README.md``, List).
+
+        The admitted scopes are walked by path; within a scope, the listing (narrowed by one lookup label) is
+        read newest first with the wire's ``cursor``, asking for about as many events as the page still needs,
+        and stops as soon as the page is full, so the cost follows ``limit``, not what is stored. An item is
+        emitted once, at the event that starts it (turn 0, chunk 0, or its only event); an item of several
+        events is read whole by its id label. The cursor (``w`` + hex JSON) holds the scope, the server cursor
+        of the page being read and the last event taken; a resumed page skips up to that event (when it is
+        still there) and the listing's repeated copies.
+        """
+        flt = request.filter
+        scope_at, server_cursor, last_event = _walk_position(request.cursor)
+        rows = self._held(flt.effective_reach(), flt.kinds)
+        at = 0
+        if scope_at is not None:
+            at = next((i for i, row in enumerate(rows) if row[0] >= scope_at), len(rows))
+            if at < len(rows) and rows[at][0] != scope_at:
+                server_cursor, last_event = None, None  # that scope is gone: start the next afresh
+        labels = narrowing_labels(flt)
+        hits: list[Hit] = []
+        while at < len(rows):
+            scope, namespace, kind = rows[at]
+            need = request.limit - len(hits)
+            events, following = self._listing_page(scope, labels, server_cursor, min(_LIST_LIMIT, 4 * (need + 1)))
+            ids = [str(e.get("id")) for e in events]
+            if last_event is not None and last_event in ids:
+                events = events[len(ids) - ids[::-1].index(last_event) :]
+            taken: set[str] = {last_event} if last_event is not None else set()
+            for index, event in enumerate(events):
+                event_id = str(event.get("id"))
+                if event_id in taken:
+                    continue  # the listing's second copy
+                taken.add(event_id)
+                hit = self._starting(event, scope, namespace, kind, flt)
+                if hit is None:
+                    continue
+                hits.append(hit)
+                if len(hits) == request.limit:
+                    rest = any(str(e.get("id")) not in taken for e in events[index + 1 :])
+                    if rest or following is not None or at + 1 < len(rows):
+                        return ListPage(items=tuple(hits), next_cursor=_walk_cursor(scope, server_cursor, event_id))
+                    return ListPage(items=tuple(hits), next_cursor=None)
+            last_event = ids[-1] if ids else None  # its second copy may open the next page
+            if following is not None:
+                server_cursor = following
+                continue
+            at, server_cursor, last_event = at + 1, None, None
+        return ListPage(items=tuple(hits), next_cursor=None)
+
+    def _explore(self, request: ExploreRequest) -> ExplorePage:
+        """Tally at most ``scan_limit`` items, listed page by page: one more is read only to tell ``truncated``."""
+        hits: list[Hit] = []
+        cursor: str | None = None
+        while len(hits) <= request.scan_limit:
+            want = min(LISTING_PAGE_SIZE, request.scan_limit + 1 - len(hits))
+            page = self.list(ListRequest(filter=request.filter, limit=want, cursor=cursor))
+            hits.extend(page.items)
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        truncated = len(hits) > request.scan_limit
+        return tally(request.facet, hits[: request.scan_limit], request.limit, truncated)
+
+    def _listing_page(
+        self, scope: str, labels: Sequence[str], cursor: str | None, limit: int
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """One listing page of ``scope`` (newest first, copies included) and the cursor of the next, if any."""
+        params = {"scope": scope, "limit": str(limit)}
+        if labels:
+            params["labels"] = ",".join(labels[:MAX_QUERY_LABELS])
+        if cursor is not None:
+            params["cursor"] = cursor
+        data = self._client.read("GET", self.wire.events, params=params)
+        data = data if isinstance(data, dict) else {}
+        events = [{**e, "scope": scope} for e in data.get("items") or [] if isinstance(e, dict)]
+        if not data.get("has_more"):
+            return events, None
+        following = data.get("next_cursor")
+        if not isinstance(following, str) or not following or following == cursor:
+            raise EngineError(f"{self.wire.events}: a listing cursor did not advance")
+        return events, following
+
+    def _starting(
+        self, event: dict[str, Any], scope: str, namespace: Namespace, kind: ItemKind, flt: MetaFilter
+    ) -> Hit | None:
+        """The item ``event`` starts (its first part), whole and admitted by ``flt``, else None."""
+        envelope = read_envelope((event.get("context") or {}).get("labels") or [])
+        if envelope is None or event_index(envelope) != 0:
+            return None
+        parts = max(
+            (p.get("count", 1) for p in (envelope.get("turn"), envelope.get("chunk")) if isinstance(p, dict)), default=1
+        )
+        found = decode_events([event]) if parts == 1 else self._lookup([scope], [envelope["id"]])[scope]
+        for whole in found:
+            item = whole.item
+            if item.item_kind is not kind or item.item_meta.namespace != namespace or not admits(flt, whole):
+                continue
+            if scope != scope_for(namespace, kind, self._root):  # a retired root's: one item, read once
+                if self._lookup([scope_for(namespace, kind, self._root)], [whole.id]).popitem()[1]:
+                    return None
+            return Hit.of(item, 0.0, whole.id)
+        return None
 
     def _export(self, request: ListRequest) -> ExportPage:
         rows, start, snapshot = self._rows(request.filter, request.cursor)
@@ -430,6 +646,7 @@ class CortexEngine(MemoryEngine):
         unique: dict[str, AnyItem] = {}
         for item in items:
             unique.setdefault(item.id, item)
+            self._check_node(item.item_meta.namespace)
         plans: dict[str, list[EventBody]] = {item_id: encode_item(item) for item_id, item in unique.items()}
         by_scope: dict[str, list[str]] = {}
         for item_id, item in unique.items():
@@ -452,6 +669,7 @@ class CortexEngine(MemoryEngine):
                     bodies.append((item_id, {**body, "idempotency_key": idempotency_key(body)}))
             if not bodies:
                 continue
+            self._register_root()
             answers = self._append(bodies, accepted)
             again: dict[str, list[bool]] = {}
             for (item_id, body), answer in zip(bodies, answers, strict=True):
@@ -478,7 +696,83 @@ class CortexEngine(MemoryEngine):
             receipts.append(StoreReceipt(id=item.id, replayed=repeat or replayed[item.id]))
         return receipts
 
+    def _check_node(self, namespace: Namespace) -> None:
+        """Refuse a node that begins with a v3 root's own segments (``user:42/…`` below root ``user:42``).
+
+        Its scope would read back two ways (reference ``cortex-layout.md``).
+
+        Raises:
+            InvalidRequest: naming ``namespace``.
+        """
+        path = str(namespace)
+        for root in self._roots:
+            if root and (path == root or path.startswith(f"{root}/")):
+                raise InvalidRequest(f"node {path!r} begins with the scope root {root!r}", field="namespace")
+
+    def _register_root(self) -> None:
+        """Register the v3 root with ``scope_owner`` once, before the first write (Direct; reference §5.3).
+
+        ``POST v1/scopes {path, members: [{actor, role: "owner"}]}``. A ``409`` (registered already) is not taken
+        as ownership: the record is read (``GET v1/scopes?path=``) and, when the owner is not among its owners,
+        the members are written back with it added (``PUT v1/scopes/members?path=``). Any other failure is
+        logged and does not fail the write; the next write tries again (reference ``cortex-layout.md``).
+        """
+        with self._lock:
+            if self._registered:
+                return
+        owner, root = self._layout.owner, self._root
+        assert owner is not None and root
+        mine = {"actor": owner, "role": "owner"}
+        try:
+            try:
+                self._client.write("POST", _REGISTER, body={"path": root, "members": [mine]})
+            except Conflict:
+                record = self._client.read("GET", _REGISTER, params={"path": root})
+                members = record.get("members") if isinstance(record, dict) else None
+                members = [m for m in members or [] if isinstance(m, dict)]
+                owners = {m.get("actor") for m in members if m.get("role") == "owner"}
+                if owner not in owners:
+                    others = [m for m in members if m.get("actor") != owner]
+                    body = {"members": [*others, mine]}
+                    self._client.write("PUT", _MEMBERS, params={"path": root}, body=body)
+        except MemoryCoreError as exc:
+            _LOG.warning("registering scope root %s for %s failed; the next write tries again: %s", root, owner, exc)
+            return
+        with self._lock:
+            self._registered = True
+
+    def _attributed(self, bodies: Sequence[tuple[str, dict[str, Any]]]) -> list[tuple[str, dict[str, Any]]] | None:
+        """``bodies`` with attribution (``attribution.py``), or None when it is off or names nobody."""
+        if not self._attribution.active:
+            return None
+        subject = self._layout.owner or self._client.caller() or None
+        out: list[tuple[str, dict[str, Any]]] = []
+        changed = False
+        for item_id, body in bodies:
+            envelope = read_envelope(body["context"]["labels"]) or {}
+            actor = actor_of(envelope)
+            if actor is None:
+                out.append((item_id, body))
+            else:
+                out.append((item_id, attribute(body, actor, subject)))
+                changed = True
+        return out if changed else None
+
     def _append(self, bodies: Sequence[tuple[str, dict[str, Any]]], accepted: bool) -> list[Any]:
+        """Write ``bodies`` (attributed when on, plain again if CortexDB refuses that); one answer per body."""
+        attributed = self._attributed(bodies)
+        if attributed is None:
+            return self._send_events(bodies, accepted)
+        try:
+            return self._send_events(attributed, accepted)
+        except (Unauthorized, InvalidRequest) as exc:
+            plain = [(item_id, strip(body)) for item_id, body in attributed]
+            answers = self._send_events(plain, accepted)
+            if isinstance(exc, Unauthorized):  # a permission the credential lacks: stop asking
+                self._attribution.refuse(str(exc))
+            return answers
+
+    def _send_events(self, bodies: Sequence[tuple[str, dict[str, Any]]], accepted: bool) -> list[Any]:
         """Write ``bodies`` once each, in order; answer one ``{event_id}`` per body."""
         params = None if accepted else {"wait": "indexed"}
         if self.wire.hosted or self.wire.bulk is None:
@@ -600,7 +894,7 @@ class CortexEngine(MemoryEngine):
         layers = data.get("layers") if isinstance(data, dict) else None
         layers = layers if isinstance(layers, dict) else {}
         pack_id = data.get("pack_id") if isinstance(data, dict) else None
-        ranked = [e for e in layers.get("events") or [] if isinstance(e, dict)]
+        ranked = [{**e, "scope": scope} for e in layers.get("events") or [] if isinstance(e, dict)]
         held = [b for b in layers.get("beliefs") or [] if isinstance(b, dict)]
         return (pack_id if isinstance(pack_id, str) else ""), ranked, held
 
@@ -712,12 +1006,51 @@ class CortexEngine(MemoryEngine):
 
     # consolidation -----------------------------------------------------------------------------------
     def _scopes(self, request: ConsolidateRequest) -> list[BuildScope]:
-        by_node: dict[Namespace, list[ItemKind]] = {}
-        for _, namespace, kind in self._held(request.reach, request.admitted_kinds()):
-            by_node.setdefault(namespace, []).append(kind)
+        """The nodes a build covers, with when each was last written and built, as the server says.
+
+        Per held scope (4 at a time): the newest event of a one-page listing (``limit=2``: every event is
+        listed twice) gives ``last_write`` from its ``created_at``, the server's time of appending; on Direct,
+        the newest belief of ``GET v1/beliefs?limit=1`` gives ``last_build`` from its ``built_at``. A node's
+        times are the latest of its kinds'. A server that reports neither leaves them unknown (None), so
+        ``due`` stays true and nothing is skipped on a guess.
+        """
         kinds = request.admitted_kinds()
+        rows = self._held(request.reach, kinds)
+
+        def marks(row: tuple[str, Namespace, ItemKind]) -> tuple[datetime | None, datetime | None]:
+            scope = row[0]
+            data = self._client.read("GET", self.wire.events, params={"scope": scope, "limit": "2"})
+            items = data.get("items") if isinstance(data, dict) else None
+            newest = items[0] if isinstance(items, list) and items and isinstance(items[0], dict) else {}
+            built: datetime | None = None
+            if self.wire.beliefs is not None and self._writable(row):
+                held = self._client.read("GET", self.wire.beliefs, params={"scope": scope, "limit": "1"})
+                first = held.get("items") if isinstance(held, dict) else None
+                if isinstance(first, list) and first and isinstance(first[0], dict):
+                    built = _instant(first[0].get("built_at"))
+            return _instant(newest.get("created_at")), built
+
+        if len(rows) > 1:
+            with ThreadPoolExecutor(
+                max_workers=min(_PACKS_AT_ONCE, len(rows)), thread_name_prefix="cortex-scope"
+            ) as pool:
+                times = list(pool.map(marks, rows))
+        else:
+            times = [marks(row) for row in rows]
+        by_node: dict[Namespace, tuple[list[ItemKind], list[datetime], list[datetime]]] = {}
+        for (_, namespace, kind), (written, built) in zip(rows, times, strict=True):
+            held_kinds, writes, builds = by_node.setdefault(namespace, ([], [], []))
+            held_kinds.append(kind)
+            writes.extend([written] if written is not None else [])
+            builds.extend([built] if built is not None else [])
         return [
-            BuildScope(namespace=ns, kinds=tuple(k for k in kinds if k in held)) for ns, held in sorted(by_node.items())
+            BuildScope(
+                namespace=ns,
+                kinds=tuple(k for k in kinds if k in held),
+                last_write=max(writes, default=None),
+                last_build=max(builds, default=None),
+            )
+            for ns, (held, writes, builds) in sorted(by_node.items())
         ]
 
     def _consolidate(self, request: ConsolidateRequest) -> ConsolidateReceipt:
@@ -725,7 +1058,7 @@ class CortexEngine(MemoryEngine):
             raise Unsupported(f"engine `{self.wire.id}` is configured not to consolidate")
         if self._consolidation is Consolidation.SCHEDULED or self.wire.build is None:
             return ConsolidateReceipt.scheduled()
-        scopes = self._held(request.reach, request.admitted_kinds())
+        scopes = [row for row in self._held(request.reach, request.admitted_kinds()) if self._writable(row)]
         built = 0
         jobs: list[str] = []
         for scope, _, _ in scopes:
@@ -760,6 +1093,17 @@ class CortexEngine(MemoryEngine):
                     scored = hit.model_copy(update={"score": 1.0 / (1 + rank)})
                     hits.setdefault(hit.id, scored)
         return sorted(hits.values(), key=lambda h: -h.score)[: request.limit]
+
+
+def _instant(value: Any) -> datetime | None:
+    """An RFC 3339 time a server answered, as an aware UTC datetime; None when absent or unreadable."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        at = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
 
 
 def _belief_hit(belief: Mapping[str, Any], namespace: Namespace) -> Hit | None:

@@ -18,7 +18,7 @@ import re
 from typing import Final
 
 from memory_core.meta import ItemKind, MemoryMeta, MetaFilter
-from memory_core.namespace import Namespace
+from memory_core.namespace import Namespace, SegmentKind
 
 __all__ = [
     "MAX_QUERY_LABELS",
@@ -30,6 +30,7 @@ __all__ = [
     "parse_scope",
     "scope_for",
     "scope_prefix",
+    "strip_tenant",
 ]
 
 SCOPE_ROOT: Final = "app:tinymemory"
@@ -63,13 +64,46 @@ def check_root(root: str) -> str:
     return root.strip("/")
 
 
-def scope_prefix(root: str | None = None) -> str:
-    """The prefix every scope of the layout starts with (what the scopes listing asks for)."""
+def scope_prefix(root: str | None = None) -> str | None:
+    """The prefix every scope of the layout starts with (what the scopes listing asks for).
+
+    None for the tenant layout (``root`` ``""``): the hosted backend pins the tenant's root itself, an
+    unprefixed listing covers the whole tenant, and an empty ``prefix=`` is never sent (reference §5.4).
+    """
+    if root == "":
+        return None
     return f"{SCOPE_ROOT}/" if root is None else f"{root}/"
+
+
+_NODE_TYPES: Final = frozenset(kind.value for kind in SegmentKind) | {"app"}
+
+
+def strip_tenant(path: str, root: str | None) -> str:
+    """A hosted listing's ``path`` without the tenant prefix the backend put before what was sent; pure.
+
+    The TinyHumans backend re-roots every scope under the caller's tenant (``org:<id>/…``), which the client
+    cannot name, so the layout's root is matched at its last occurrence (legacy ``app:tinymemory``, a v3
+    root), and under the tenant layout (``root`` ``""``) the leading segments of types no namespace uses are
+    dropped (reference §5.4, "The hosted wire: the tenant's root").
+    """
+    parts = path.strip("/").split("/")
+    if root == "":
+        at = 0
+        while at < len(parts) and parts[at].partition(":")[0] not in _NODE_TYPES:
+            at += 1
+        return "/".join(parts[at:])
+    base = [SCOPE_ROOT] if root is None else root.split("/")
+    for at in range(len(parts) - len(base), -1, -1):
+        if parts[at : at + len(base)] == base:
+            return "/".join(parts[at:])
+    return path
 
 
 def scope_for(namespace: Namespace, kind: ItemKind, root: str | None = None) -> str:
     """The scope holding ``kind`` items at ``namespace``.
+
+    ``root``: None for the legacy layout, ``""`` for the tenant layout (v3 with no root segment: the hosted
+    backend pins the tenant's ``org:<id>``), else a v3 root.
 
     Legacy (``root`` None): ``app:tinymemory/agent:a/app:learnings``. v3 (``root`` ``org:42``, reference §5.4):
     ``org:42/agent:a/app:learnings``; a document under a ``source:`` segment lives at
@@ -80,21 +114,22 @@ def scope_for(namespace: Namespace, kind: ItemKind, root: str | None = None) -> 
     leaf = f"app:{_LEAVES[kind]}"
     if root is None:
         return "/".join([SCOPE_ROOT, *segments, leaf])
+    head = [root] if root else []  # "": the tenant layout, whose root the hosted backend pins
     services = [i for i, seg in enumerate(segments) if seg.startswith("service:")]
     if services:
         segments.insert(services[0], _FLOWS)
-        return "/".join([root, *segments, leaf])
+        return "/".join([*head, *segments, leaf])
     sources = [i for i, seg in enumerate(segments) if seg.startswith("source:")]
     if kind is ItemKind.DOCUMENT and sources:
         segments.insert(sources[0], _BRAIN)
-        return "/".join([root, *segments])
-    return "/".join([root, *segments, leaf])
+        return "/".join([*head, *segments])
+    return "/".join([*head, *segments, leaf])
 
 
 def parse_scope(path: str, root: str | None = None) -> tuple[Namespace, ItemKind] | None:
     """The namespace and kind of a scope ``scope_for`` wrote under ``root``; None for any other path."""
     parts = path.strip("/").split("/")
-    base = [SCOPE_ROOT] if root is None else root.split("/")
+    base = [SCOPE_ROOT] if root is None else (root.split("/") if root else [])
     if parts[: len(base)] != base:
         return None
     rest = parts[len(base) :]

@@ -47,10 +47,12 @@ from memory_core.beliefs import (
     retract as retract_beliefs,
 )
 from memory_core.items import parse_item
+from memory_core.memory_log import Held, MemoryStatus, RecordOp, Tier
 from memory_core.meta import ItemKind
 from memory_core.namespace import Reach
 from memory_core.scoring import embed
 
+from . import log
 from .belief_index import bump_version, evidence_of, rank
 from .connection import Database
 from .filters import reach_sql
@@ -62,6 +64,7 @@ __all__ = [
     "LOCK_GAP_S",
     "MERGE_BATCH",
     "build_scope",
+    "commit_build",
     "evidence_of",
     "rank",
     "retract",
@@ -82,6 +85,11 @@ background write and stands back while a live write waits: ``connection``); it l
 (another build, an ingestion chunk, a host's fold) in rather than starving them (memory-core choice)."""
 SOURCE_KINDS: Final = (ItemKind.DOCUMENT.value, ItemKind.CONVERSATION.value)
 """Item kinds beliefs are built from (learnings are never a source, reference §3)."""
+_NOT_HOLDING: Final = frozenset({MemoryStatus.STALE.value, MemoryStatus.RETRACTED.value})
+"""``beliefs.status`` of a belief that does not hold (``log``)."""
+PENDING: Final = "pending:"
+"""``beliefs.status`` prefix of a belief a build created and has not committed yet (``commit_build``): no read
+serves it, and it has no log record yet."""
 _NEWEST: Final = "observed_at DESC, last_seq DESC, key DESC"
 """SQL order of a subject's members, newest first, as ``Belief.newness`` then key (NULL, undated, sorts
 lowest: sqlite.org/datatype3.html §4.1)."""
@@ -116,7 +124,9 @@ def _load(conn: sqlite3.Connection, ns: str, from_kind: str, where: str, values:
 def _candidates(conn: sqlite3.Connection, ns: str, from_kind: str, want: Lookup) -> dict[int, Belief]:
     """The beliefs ``want`` names: by key, the active one per subject, and the newest ``ANCHOR_WINDOW`` per anchor."""
     found = _load(conn, ns, from_kind, "key IN ({marks})", sorted(want.keys))
-    active = f"subject IN ({{marks}}) AND status = '{BeliefStatus.ACTIVE.value}'"
+    active = (
+        f"subject IN ({{marks}}) AND status IN ('{BeliefStatus.ACTIVE.value}', '{PENDING}{BeliefStatus.ACTIVE.value}')"
+    )
     found.update(_load(conn, ns, from_kind, active, sorted(want.subjects)))
     bids: set[int] = set()
     for anchor in sorted(want.anchors):
@@ -150,13 +160,13 @@ def _held(conn: sqlite3.Connection, ns: str, from_kind: str, item_ids: Sequence[
 
 # saving -------------------------------------------------------------------------------------------------
 def _insert(
-    conn: sqlite3.Connection, ns: str, from_kind: str, belief: Belief, state: str, at_us: int, version: int
+    conn: sqlite3.Connection, ns: str, from_kind: str, belief: Belief, state: str, at_us: int, version: int, status: str
 ) -> int:
     cur = conn.execute(
         _INSERT,
         (
             belief_id(ns_of_key(ns), from_kind, belief.key), ns, from_kind, belief.key, belief.subject,
-            belief.status.value, belief.text, belief.kind.value, belief.confidence, state, belief.meta.to_json(),
+            status, belief.text, belief.kind.value, belief.confidence, state, belief.meta.to_json(),
             *meta_columns(belief.meta), belief.last_seq, at_us, vec_blob(embed(belief.text)), version,
         ),
     )  # fmt: skip
@@ -197,21 +207,40 @@ def _update(
         _put_anchors(conn, ns, from_kind, bid, new)
 
 
-def _save(conn: sqlite3.Connection, ns: str, from_kind: str, beliefs: Sequence[Belief], at_us: int) -> None:
-    """Insert or update ``beliefs`` and append the evidence each gained (``Belief.added``)."""
+def _save(
+    conn: sqlite3.Connection, ns: str, from_kind: str, beliefs: Sequence[Belief], at_us: int, *, restore: bool = True
+) -> None:
+    """Insert or update ``beliefs`` and append the evidence each gained (``Belief.added``).
+
+    A build (``restore``) inserts a new belief *pending* (``PENDING`` + its status: no read serves it) and
+    ``commit_build`` publishes it; a build that writes a stale or retracted belief again restores it
+    (``docs/log-model.md`` rule 4: a ``restore`` record). A rebuild after a forget (``retract``) keeps each
+    belief's status, and a belief new there is written with its ``put`` at once.
+    """
     if not beliefs:
         return
     version = bump_version(conn)  # per-process belief indexes load the rows stamped with it (``belief_index``)
     for belief in beliefs:
         state = json.dumps(belief.to_state(), separators=(",", ":"), ensure_ascii=False)
         row = conn.execute(
-            "SELECT bid, state FROM beliefs WHERE ns = ? AND from_kind = ? AND key = ?", (ns, from_kind, belief.key)
+            "SELECT bid, state, status, id FROM beliefs WHERE ns = ? AND from_kind = ? AND key = ?",
+            (ns, from_kind, belief.key),
         ).fetchone()
         if row is None:
-            bid = _insert(conn, ns, from_kind, belief, state, at_us, version)
+            status = f"{PENDING}{belief.status.value}" if restore else belief.status.value
+            bid = _insert(conn, ns, from_kind, belief, state, at_us, version, status)
+            if not restore:
+                log.put(conn, belief_id(ns_of_key(ns), from_kind, belief.key), Tier.LONG, "rebuilt")
         else:
             bid = int(row[0])
             _update(conn, ns, from_kind, bid, Belief.from_state(json.loads(row[1])), belief, state, version)
+            if str(row[2]).startswith(PENDING):  # built by a build not committed yet: stays unpublished
+                conn.execute("UPDATE beliefs SET status = ? WHERE bid = ?", (PENDING + belief.status.value, bid))
+            elif str(row[2]) in _NOT_HOLDING:
+                if restore:
+                    log.append(conn, RecordOp.RESTORE, str(row[3]), Held(MemoryStatus.LIVE, Tier.LONG), "rebuilt")
+                else:
+                    conn.execute("UPDATE beliefs SET status = ? WHERE bid = ?", (str(row[2]), bid))
         conn.executemany(
             "INSERT OR IGNORE INTO belief_evidence (bid, item_id) VALUES (?, ?)", [(bid, e) for e in belief.added]
         )
@@ -226,6 +255,7 @@ def _delete(conn: sqlite3.Connection, ns: str, from_kind: str, keys: Sequence[st
             continue
         version = bump_version(conn)
         bid, text = int(row[0]), str(row[1])
+        log.tombstones(conn, [belief_id(ns_of_key(ns), from_kind, key)], "built only on removed memories")
         conn.execute("INSERT INTO beliefs_removed (version, bid) VALUES (?, ?)", (version, bid))
         conn.execute("INSERT INTO beliefs_fts (beliefs_fts, rowid, text) VALUES ('delete', ?, ?)", (bid, text))
         conn.execute("DELETE FROM belief_evidence WHERE bid = ?", (bid,))
@@ -252,18 +282,22 @@ def scopes_to_build(conn: sqlite3.Connection, reach: Reach, kinds: Sequence[str]
     return [(str(ns), str(kind), bool(due)) for ns, kind, due in rows]
 
 
-def _read_round(conn: sqlite3.Connection, ns: str, kind: str, chunk: int) -> tuple[int | None, list[_Row], bool]:
-    """The watermark (None: no such scope), the next ``chunk`` items past it, and whether more remain."""
+def _read_round(conn: sqlite3.Connection, ns: str, kind: str, chunk: int) -> tuple[int | None, list[_Row], bool, int]:
+    """The watermark (None: no such scope), the next ``chunk`` items past it, whether more remain, and an LSN.
+
+    The LSN is the log's last in the same snapshot: every item read was written by then.
+    """
     mark = conn.execute("SELECT built_seq FROM scopes WHERE ns = ? AND kind = ?", (ns, kind)).fetchone()
+    lsn = log.current_lsn(conn)
     if mark is None:
-        return None, [], False
+        return None, [], False, lsn
     rows = conn.execute(
         "SELECT i.seq, i.id, b.item FROM items i JOIN bodies b ON b.seq = i.seq "
         "WHERE i.ns = ? AND i.kind = ? AND i.seq > ? ORDER BY i.seq LIMIT ?",
         (ns, kind, int(mark[0]), chunk + 1),
     ).fetchall()
     more = len(rows) > chunk
-    return int(mark[0]), [(int(seq), str(item_id), str(body)) for seq, item_id, body in rows[:chunk]], more
+    return int(mark[0]), [(int(seq), str(item_id), str(body)) for seq, item_id, body in rows[:chunk]], more, lsn
 
 
 def _statements(rows: Sequence[_Row]) -> list[_Group]:
@@ -293,11 +327,16 @@ def _write_round(
         batch = groups[done : done + MERGE_BATCH]
         seqs = [seq for seq, _, sts in batch if sts]
         present = (
-            {int(r[0]) for r in conn.execute(f"SELECT seq FROM items WHERE seq IN ({placeholders(len(seqs))})", seqs)}
+            {
+                int(r[0])
+                for r in conn.execute(
+                    f"SELECT seq FROM items WHERE seq IN ({placeholders(len(seqs))}) AND status = 'live'", seqs
+                )
+            }
             if seqs
             else set()
         )
-        statements = [st for seq, _, sts in batch if seq in present for st in sts]  # a forgotten item adds nothing
+        statements = [st for seq, _, sts in batch if seq in present for st in sts]  # nor a forgotten or retracted one
         if statements:
             existing = _candidates(conn, ns, kind, lookup(statements))
             held = _held(conn, ns, kind, sorted({st.evidence for st in statements}))
@@ -336,14 +375,20 @@ def build_scope(
         budget_s: A write transaction commits once it has held the lock this long, seconds.
         gap_s: Pause between two write transactions of one round, seconds (``LOCK_GAP_S``).
 
+    The beliefs it creates are published together at its end by ``commit_build``: one log transaction of their
+    ``put`` records, naming the LSN its inputs were written by; a build that stops midway publishes none (the
+    next build of the scope that changes a belief publishes them).
+
     Raises:
         EngineUnavailable: the file stayed locked (``Database.run``).
     """
     changed: set[str] = set()
+    inputs = 0
     while True:
-        mark, rows, more = db.run(partial(_read_round, ns=ns, kind=kind, chunk=chunk))
+        mark, rows, more, lsn = db.run(partial(_read_round, ns=ns, kind=kind, chunk=chunk))
+        inputs = max(inputs, lsn)
         if mark is None or not rows:
-            return changed
+            break
         groups = _statements(rows)
         done = 0
         while done < len(groups):
@@ -359,7 +404,37 @@ def build_scope(
                 time.sleep(gap_s)  # let a waiting writer in before taking the lock again
         else:
             if not more:
-                return changed
+                break
+    if changed:
+        db.run(partial(commit_build, ns=ns, kind=kind, inputs=inputs), write=True, background=True)
+    return changed
+
+
+def commit_build(conn: sqlite3.Connection, ns: str, kind: str, inputs: int) -> int:
+    """Publish the scope's pending beliefs: their ``put`` records in one log transaction; how many there were.
+
+    Args:
+        conn: In a write transaction.
+        ns: The scope's namespace key.
+        kind: The scope's item kind.
+        inputs: The LSN the build's inputs were written by (named in each record's reason).
+    """
+    pending = [f"{PENDING}{s.value}" for s in BeliefStatus]
+    rows = conn.execute(
+        f"SELECT bid, id, status FROM beliefs WHERE ns = ? AND status IN ({placeholders(len(pending))}) "
+        "AND from_kind = ? ORDER BY bid",
+        (ns, *pending, kind),
+    ).fetchall()
+    if not rows:
+        return 0
+    version = bump_version(conn)
+    why = f"built from {ns_of_key(ns)}#{kind} up to LSN {inputs}"
+    for bid, hid, status in rows:
+        conn.execute(
+            "UPDATE beliefs SET status = ?, version = ? WHERE bid = ?", (str(status)[len(PENDING) :], version, bid)
+        )
+        log.put(conn, str(hid), Tier.LONG, why)
+    return len(rows)
 
 
 def retract(conn: sqlite3.Connection, removed_ids: Sequence[str]) -> int:
@@ -395,7 +470,7 @@ def retract(conn: sqlite3.Connection, removed_ids: Sequence[str]) -> int:
                 others.append(Belief.from_state(json.loads(row[0])))
         changed, gone = retract_beliefs(list(beliefs.values()), survivors, others)
         _delete(conn, ns, from_kind, gone)
-        _save(conn, ns, from_kind, changed, now_us())
+        _save(conn, ns, from_kind, changed, now_us(), restore=False)
         deleted += len(gone)
     return deleted
 

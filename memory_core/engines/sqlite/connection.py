@@ -53,6 +53,8 @@ from urllib.parse import parse_qs, urlsplit
 
 from memory_core.errors import ConfigError, EngineError, EngineUnavailable, MemoryCoreError
 
+from . import log_txn
+
 __all__ = [
     "INTEGRITY_TTL_S",
     "Database",
@@ -481,6 +483,7 @@ class Database:
                 raise sqlite3.OperationalError("database is locked")
             time.sleep(step)
             step = min(step * 2, STEP_CAP_S)
+        log_txn.begin(conn)  # one write transaction, one log transaction (``log``)
         try:
             out = fn(conn)
             if background:

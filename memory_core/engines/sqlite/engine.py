@@ -56,6 +56,7 @@ from memory_core.engine import AnyItem, MemoryEngine, Receipts
 from memory_core.engines.reference import choose_scopes
 from memory_core.errors import MemoryCoreError
 from memory_core.items import parse_item
+from memory_core.memory_log import MAX_LOG_PAGE, LogChange, LogPage, LogRecord, Tier
 from memory_core.meta import ItemKind, MetaFilter
 from memory_core.namespace import Namespace, Reach
 from memory_core.query import (
@@ -81,7 +82,7 @@ from memory_core.retrieval.embedder import F32, Embedder, embedder_for, embedder
 from memory_core.scoring import embed
 from memory_core.settings import get_settings
 
-from . import beliefs_store, scoped, vectors
+from . import beliefs_store, log, log_checkpoint, log_ops, log_view, scoped, vectors
 from .belief_index import BeliefIndex
 from .connection import Database, SQLiteOptions, parse_url
 from .filters import compile_filter
@@ -96,6 +97,12 @@ from .search import hint_window
 from .writes import Prepared, delete_seqs, index_rows, insert, pending_texts, prepare
 
 __all__ = ["SQLiteEngine"]
+
+
+def _one(predicate: tuple[str, list[Any]]) -> tuple[Any, ...]:
+    """``(sql, params)`` as ``Where.add``'s arguments."""
+    return (predicate[0], *predicate[1])
+
 
 _T = TypeVar("_T")
 _ITEM_CACHE = 4096
@@ -182,6 +189,8 @@ class SQLiteEngine(MemoryEngine):
         self._queries: OrderedDict[str, F32] = OrderedDict()
         self._queries_lock = threading.Lock()
         self.reads = ReadStats()
+        self._past: log_ops.Past | None = None
+        """The state as of an LSN this engine reads (``as_of``'s view), None: now."""
 
     @classmethod
     def from_url(cls, url: str) -> SQLiteEngine:
@@ -210,6 +219,8 @@ class SQLiteEngine(MemoryEngine):
             "hybrid fetch, incremental belief builds.",
             fetch_modes=FetchMode.all(),
             consolidation=Consolidation.ON_DEMAND,
+            log=True,
+            tiers=True,
         )
 
     def health(self) -> EngineHealth:
@@ -382,7 +393,7 @@ class SQLiteEngine(MemoryEngine):
         def tx(conn: sqlite3.Connection) -> list[tuple[str, str]]:
             where = compile_filter(flt, "i")
             rows = conn.execute(f"SELECT i.seq, i.ns, i.kind FROM items i WHERE {where.sql}", where.params).fetchall()
-            delete_seqs(conn, [int(r[0]) for r in rows])
+            delete_seqs(conn, [int(r[0]) for r in rows], "erase")
             return sorted({(str(ns_of_key(r[1])), str(r[2])) for r in rows})
 
         scopes = self._db.run(tx, write=True)
@@ -425,13 +436,17 @@ class SQLiteEngine(MemoryEngine):
 
     def _hits(self, conn: sqlite3.Connection, ranked: Sequence[tuple[int, float]]) -> list[Hit]:
         parsed = self._parsed(conn, [seq for seq, _ in ranked])
-        return [Hit.of(parsed[seq][1], s, parsed[seq][0]) for seq, s in ranked if seq in parsed]
+        hits = [Hit.of(parsed[seq][1], s, parsed[seq][0]) for seq, s in ranked if seq in parsed]
+        return log_view.annotate(conn, hits, self._past)
 
     def _ranked(
         self, conn: sqlite3.Connection, request: FetchRequest, want: int, snapshot: int
     ) -> list[tuple[int, float]]:
         self._index.refresh(conn)
         rows = self._index.candidates(conn, request.filter, snapshot)
+        served = log_view.served_mask(conn, rows.keys, request.tiers, self._past)
+        if served is not None:  # not live, or in a tier the read does not name (``log_view``)
+            rows = rows.subset(served)
         if request.max_scopes is not None and len(rows):
             rows = self._within_scopes(conn, rows, request, request.max_scopes)
         self.reads.ranked(request.filter, len(rows))
@@ -498,8 +513,8 @@ class SQLiteEngine(MemoryEngine):
             more = len(ranked) > offset + request.limit
             beliefs: list[Hit] = []
             if request.beliefs and state is None:
-                beliefs = beliefs_store.rank(
-                    conn, request.filter, request.query, request.mode, request.beliefs, self._belief_index
+                beliefs = log_view.rank_beliefs(
+                    conn, request.filter, request.query, request.mode, request.beliefs, self._belief_index, self._past
                 )
             return FetchPage(
                 hits=tuple(self._hits(conn, page)),
@@ -516,6 +531,7 @@ class SQLiteEngine(MemoryEngine):
             filter=request.filter,
             limit=request.limit,
             refers_to=request.refers_to,
+            tiers=request.tiers,
         )
         hits = self._fetch(fetch).hits
         citations = tuple(Citation(id=h.id, kind=h.kind, snippet=h.text, meta=h.meta, score=h.score) for h in hits)
@@ -526,13 +542,17 @@ class SQLiteEngine(MemoryEngine):
         return RecallAnswer(answer=answer, citations=citations, model="sqlite")
 
     def _listing(
-        self, request: ListRequest, build: Callable[[sqlite3.Connection, list[int]], list[_T]]
+        self,
+        request: ListRequest,
+        build: Callable[[sqlite3.Connection, list[int]], list[_T]],
+        every_status: bool = False,
     ) -> tuple[list[_T], str | None]:
         state = decode_cursor("l", request.cursor, ("a",))
         after = state["a"] if state else 0
 
         def read(conn: sqlite3.Connection) -> tuple[list[_T], str | None]:
             where = compile_filter(request.filter, "i")
+            where.add(*_one(log_view.listed_sql(self._past, every_status=every_status)))
             rows = conn.execute(
                 f"SELECT i.seq FROM items i WHERE {where.sql} AND i.seq > ? ORDER BY i.seq LIMIT ?",
                 (*where.params, after, request.limit + 1),
@@ -552,11 +572,13 @@ class SQLiteEngine(MemoryEngine):
             parsed = self._parsed(conn, seqs)
             return [Exported(id=parsed[s][0], item=parsed[s][1]) for s in seqs if s in parsed]
 
-        items, cursor = self._listing(request, build)
+        items, cursor = self._listing(request, build, every_status=True)
         return ExportPage(items=tuple(items), next_cursor=cursor)
 
     def _get(self, request: GetRequest) -> list[Hit]:
-        ids = list(dict.fromkeys(request.ids))
+        ids = log_view.shown_ids(list(dict.fromkeys(request.ids)), self._past)
+        if not ids:
+            return []
 
         def read(conn: sqlite3.Connection) -> list[Hit]:
             where = compile_filter(MetaFilter(reach=request.reach), "i")
@@ -602,10 +624,43 @@ class SQLiteEngine(MemoryEngine):
     def _beliefs(self, request: BeliefsRequest) -> list[Hit]:
         flt = MetaFilter(reach=request.reach)
         return self._read(
-            lambda conn: beliefs_store.rank(
-                conn, flt, request.query, FetchMode.HYBRID, request.limit, self._belief_index
+            lambda conn: log_view.rank_beliefs(
+                conn, flt, request.query, FetchMode.HYBRID, request.limit, self._belief_index, self._past
             )
         )
+
+    # the log (seed 002; ``log``, ``log_ops``, ``log_view``) ------------------------------------------------
+    def _upto(self) -> int | None:
+        return None if self._past is None else self._past.end
+
+    def _current_lsn(self) -> int:
+        upto = self._upto()
+        return self._read(log.current_lsn) if upto is None else upto
+
+    def _log(self, since: int, limit: int) -> LogPage:
+        records, more = self._read(partial(log.page, since=since, limit=min(limit, MAX_LOG_PAGE), upto=self._upto()))
+        return LogPage(records=tuple(records), next_since=records[-1].lsn if more and records else None)
+
+    def _history(self, item_id: str) -> tuple[LogRecord, ...]:
+        return self._read(partial(log.history, item_id=item_id, upto=self._upto()))
+
+    def _as_of(self, lsn: int) -> SQLiteEngine:
+        from .log_view_engine import view_of  # the view subclasses this class
+
+        return view_of(self, self._read(partial(log_ops.past, lsn=lsn)), lsn)
+
+    def _retract(self, ids: tuple[str, ...], reason: str) -> LogChange:
+        return self._db.run(partial(log_ops.retract, ids=ids, reason=reason), write=True)
+
+    def _rollback(self, to_lsn: int, reason: str) -> LogChange:
+        return self._db.run(partial(log_ops.rollback, to_lsn=to_lsn, reason=reason), write=True)
+
+    def _move(self, ids: tuple[str, ...], tier: Tier, reason: str) -> LogChange:
+        return self._db.run(partial(log_ops.move, ids=ids, tier=tier, reason=reason), write=True)
+
+    def compact_log(self, upto: int) -> int:
+        """Compact the log's records up to ``upto`` into a checkpoint (``log_checkpoint``); how many went."""
+        return self._db.run(partial(log_checkpoint.compact, upto=upto), write=True, background=True)
 
     def _scopes(self, request: ConsolidateRequest) -> list[BuildScope]:
         return build_scopes(self._read(partial(scope_rows, request=request)))

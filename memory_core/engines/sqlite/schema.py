@@ -28,6 +28,9 @@ Version 3 adds ``beliefs.version`` (the ``meta.beliefs_version`` a row was last 
 ``beliefs_removed`` (``(version, bid)`` of deleted beliefs), so each process's belief index loads only what
 changed (``belief_index``).
 
+Version 6 adds ``log`` (memory as a log, seed 002: one record per change, ``log``) and the materialised
+``items.status``, ``items.tier`` and ``items.derived_from``.
+
 ``ns`` is the namespace path with a trailing ``/`` (root = ``''``), so a subtree is a prefix range.
 """
 
@@ -226,7 +229,14 @@ def _v5(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
 
 
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5)
+def _v6(conn: sqlite3.Connection) -> None:
+    """Memory as a log (seed 002, issue 19): the ``log`` table, each item's status, tier and provenance (``log``)."""
+    from . import log
+
+    log.migrate(conn)
+
+
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5, _v6)
 """``MIGRATIONS[i]`` upgrades version ``i`` to ``i + 1``; append, never edit, to change the schema."""
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -246,6 +256,8 @@ _OURS = {
     "beliefs_removed",
     "item_terms",
     "item_vectors",
+    "log",
+    "log_checkpoint",
 }
 
 

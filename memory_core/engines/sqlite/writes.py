@@ -10,19 +10,23 @@ kept strictly greater than the previous write and the last build, so ``last_writ
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from memory_core.facts.model import ranking_confidence
 from memory_core.items import Conversation, Document, Learning
+from memory_core.limits import BELIEF_TAG, CONSOLIDATED_TAG
+from memory_core.memory_log import Held, MemoryStatus, RecordOp, Tier
 from memory_core.scoring import embed
 
-from . import beliefs_store, fts
+from . import beliefs_store, fts, log
 from .rows import META_COLUMN_NAMES, chunks, meta_columns, now_us, ns_key, placeholders, vec_blob
 
 __all__ = ["Prepared", "delete_seqs", "drain", "index_rows", "insert", "now_us", "pending_texts", "prepare"]
 
-_COLUMNS = ("id", "kind", "ns", *META_COLUMN_NAMES, "confidence", "stored_at", "vec")
+_COLUMNS = ("id", "kind", "ns", *META_COLUMN_NAMES, "confidence", "stored_at", "vec", "tier", "derived_from")
 _INSERT = (
     f"INSERT INTO items ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' for _ in _COLUMNS)}) ON CONFLICT(id) DO NOTHING"
 )
@@ -41,11 +45,13 @@ class Prepared:
         kind: ``document``, ``conversation`` or ``learning``.
         ns: The namespace key.
         meta: Values of the filter columns.
-        confidence: A learning's confidence.
+        confidence: A learning's confidence as ranking weighs it (a fact's importance blended in).
         item_json: The item's JSON (export returns it whole).
         text: ``render_text()``.
         tags: The item's tags.
         vec: The embedding blob, or None to leave the item pending (``accepted``).
+        tier: Where the item sits (seed 002): ``long`` for a built belief stored as a learning, else ``short``.
+        derived_from: What it was built on: a learning's ``evidence`` (None for other items).
     """
 
     id: str
@@ -57,6 +63,8 @@ class Prepared:
     text: str
     tags: tuple[str, ...]
     vec: bytes | None
+    tier: str = Tier.SHORT.value
+    derived_from: str | None = None
 
 
 def prepare(item: Document | Conversation | Learning, *, index: bool) -> Prepared:
@@ -68,20 +76,38 @@ def prepare(item: Document | Conversation | Learning, *, index: bool) -> Prepare
         kind=item.item_kind.value,
         ns=ns_key(meta.namespace),
         meta=meta_columns(meta),
-        confidence=item.confidence_value(),
+        confidence=ranking_confidence(item.confidence_value(), meta.tags),  # a fact's importance (facts.model)
         item_json=item.model_dump_json(),
         text=text,
         tags=tuple(dict.fromkeys(meta.tags)),
         vec=vec_blob(embed(text)) if index else None,
+        tier=_tier_of(item).value,
+        derived_from=item.evidence if isinstance(item, Learning) and item.evidence else None,
     )
 
 
+def _tier_of(item: Document | Conversation | Learning) -> Tier:
+    """A new memory's tier (seed 002, "Tier"): built beliefs (tagged ``consolidated`` or ``belief``) are long."""
+    tags = item.item_meta.tags
+    return Tier.LONG if isinstance(item, Learning) and (CONSOLIDATED_TAG in tags or BELIEF_TAG in tags) else Tier.SHORT
+
+
 def insert(conn: sqlite3.Connection, row: Prepared, at_us: int) -> int | None:
-    """Insert one item; its seq, or None when the id is already held (a replay: nothing is written)."""
-    cur = conn.execute(_INSERT, (row.id, row.kind, row.ns, *row.meta, row.confidence, at_us, row.vec))
+    """Insert one item and its ``put`` record; its seq, or None when the id is already held and live (a replay).
+
+    Storing a held memory that is stale or retracted restores it (``docs/log-model.md`` rule 2): one
+    ``restore`` record, and its seq is returned (it was not a replay).
+    """
+    values = (row.id, row.kind, row.ns, *row.meta, row.confidence, at_us, row.vec, row.tier, row.derived_from)
+    cur = conn.execute(_INSERT, values)
     if cur.rowcount == 0:
-        return None
+        held = conn.execute("SELECT seq, status, tier FROM items WHERE id = ?", (row.id,)).fetchone()
+        if held is None or held[1] == MemoryStatus.LIVE.value:
+            return None
+        log.apply(conn, RecordOp.RESTORE, row.id, Held(MemoryStatus.LIVE, Tier(held[2])), "stored again")
+        return int(held[0])
     seq = int(cur.lastrowid or 0)
+    log.put(conn, row.id, Tier(row.tier))
     conn.execute("INSERT INTO bodies (seq, item, text) VALUES (?, ?, ?)", (seq, row.item_json, row.text))
     if row.tags:
         conn.executemany("INSERT OR IGNORE INTO item_tags (tag, seq) VALUES (?, ?)", [(t, seq) for t in row.tags])
@@ -123,12 +149,31 @@ def drain(conn: sqlite3.Connection, limit: int = 1_000) -> int:
     return index_rows(conn, ((seq, text, vec_blob(embed(text))) for seq, text in rows))
 
 
-def delete_seqs(conn: sqlite3.Connection, seqs: Sequence[int]) -> int:
+def delete_seqs(conn: sqlite3.Connection, seqs: Sequence[int], reason: str = "forget") -> int:
     """Delete items by seq, with their FTS rows, tags and bodies, and retract the beliefs built on them.
 
+    Each deleted item leaves a ``tombstone`` record without its text (``docs/log-model.md`` rule 6), and so do
+    the learnings built on it alone (their ``evidence`` named it), transitively: they are deleted too, and not
+    counted.
+
     Returns:
-        How many items were deleted.
+        How many items were deleted (of ``seqs``).
     """
+    deleted = _delete_seqs(conn, seqs, reason)
+    gone = deleted
+    while gone:
+        derived = [
+            int(r[0])
+            for r in conn.execute(
+                "SELECT seq FROM items WHERE derived_from IN (SELECT value FROM json_each(?))", (json.dumps(gone),)
+            )
+        ]
+        gone = _delete_seqs(conn, derived, f"{reason}: built on removed memory") if derived else []
+    return len(deleted)
+
+
+def _delete_seqs(conn: sqlite3.Connection, seqs: Sequence[int], reason: str) -> list[str]:
+    """Delete items by seq (``delete_seqs``); the ids deleted."""
     ids: list[str] = []
     fts.remove(conn, seqs)
     for chunk in chunks(seqs):
@@ -147,5 +192,6 @@ def delete_seqs(conn: sqlite3.Connection, seqs: Sequence[int]) -> int:
         conn.execute(f"DELETE FROM bodies WHERE seq IN ({marks})", chunk)
         conn.execute(f"DELETE FROM items WHERE seq IN ({marks})", chunk)
     if ids:
+        log.tombstones(conn, ids, reason)
         beliefs_store.retract(conn, ids)
-    return len(ids)
+    return ids

@@ -352,6 +352,63 @@ class CortexDouble:
             raise DoubleError(409, "IDEMPOTENCY_KEY_IN_FLIGHT", "the Idempotency-Key is claimed and unanswered")
         return key, held[1]
 
+    def _registration_route(
+        self, method: str, path: str, params: dict[str, str], body: dict[str, Any]
+    ) -> tuple[Any, int]:
+        """``POST v1/scopes``, ``GET v1/scopes?path=``, ``PUT v1/scopes/members?path=`` (reference §5.3)."""
+        if (method, path) == ("POST", "v1/scopes"):
+            return self._register(body)
+        if (method, path) == ("GET", "v1/scopes"):
+            record = self.log.registration(self._scope(params.get("path")))
+        elif (method, path) == ("PUT", "v1/scopes/members"):
+            members = body.get("members")
+            if not isinstance(members, list):
+                raise DoubleError(422, "INVALID_BODY", "members must be a list")
+            record = self.log.set_members(self._scope(params.get("path")), members)
+        else:
+            raise DoubleError(404, "NOT_FOUND", f"no route {method} /{path}")
+        if record is None:
+            raise DoubleError(404, "NOT_FOUND", "no such registered scope")
+        return record, 200
+
+    def _register(self, body: dict[str, Any]) -> tuple[Any, int]:
+        """``POST v1/scopes {path, members}``: register a scope once; again is ``409 SCOPE_REGISTRATION_EXISTS``."""
+        path = self._scope(body.get("path"))
+        members = body.get("members", [])
+        if not isinstance(members, list):
+            raise DoubleError(422, "INVALID_BODY", "members must be a list")
+        if self.knobs.fail_registration is not None:
+            status = int(self.knobs.fail_registration)
+            raise DoubleError(status, "REGISTRATION_FAILED", "the registration failed (fail_registration)")
+        if not self.log.register({"path": path, "members": members}):
+            raise DoubleError(409, "SCOPE_REGISTRATION_EXISTS", f"scope {path!r} is registered already")
+        return {"path": path, "members": members}, 201
+
+    def _check_attribution(self, items: Any) -> None:
+        """``deny_attribution``: a write naming another actor or a subject is refused whole."""
+        if not self.knobs.deny_attribution or not isinstance(items, list):
+            return
+        for item in items:
+            if not isinstance(item, dict):
+                continue
+            actor = item.get("observed_actor")
+            if item.get("subject") is not None or (isinstance(actor, dict) and actor.get("id") != self.caller):
+                raise DoubleError(403, "POLICY_DENIED", "attribution needs scope.write.on_behalf_of")
+
+    def _rerooted(self, params: dict[str, str], body: dict[str, Any]) -> tuple[dict[str, str], dict[str, Any]]:
+        """Hosted ``tenant``: the scopes (and the listing prefix) sent, re-rooted below the tenant."""
+        tenant = self.knobs.tenant
+        if not tenant:
+            return params, body
+        params = dict(params)
+        for key in ("scope", "prefix"):
+            if params.get(key):
+                params[key] = f"{tenant}/{params[key]}"
+        params.setdefault("prefix", f"{tenant}/")  # an unprefixed listing covers the whole tenant
+        if isinstance(body.get("scope"), str) and body["scope"]:
+            body = {**body, "scope": f"{tenant}/{body['scope']}"}
+        return params, body
+
     # routes ------------------------------------------------------------------------------------------
     def _direct(
         self, method: str, path: str, params: dict[str, str], body: dict[str, Any], armed: bool
@@ -363,7 +420,10 @@ class CortexDouble:
             return {"caller": self.caller}, 200
         if route == ("GET", "v1/admin/health"):
             return {"status": "ok"}, 200
+        if path in ("v1/scopes", "v1/scopes/members"):
+            return self._registration_route(method, path, params, body)
         if route == ("POST", "v1/experience"):
+            self._check_attribution([body])
             self._count_experience()
             out = self._append(self._experience_body(body), body.get("idempotency_key"))
             self._apply_then_fail()
@@ -373,6 +433,7 @@ class CortexDouble:
             if not isinstance(items, list) or not items or body.get("ordering") != "strict_temporal":
                 raise DoubleError(422, "INVALID_BULK", "bulk needs items and ordering strict_temporal")
             checked = [self._experience_body(item) for item in items]
+            self._check_attribution(checked)
             self._count_experience()
             results = [self._append(item, item.get("idempotency_key")) for item in checked]
             self._apply_then_fail()
@@ -406,6 +467,7 @@ class CortexDouble:
         self, method: str, path: str, params: dict[str, str], headers: dict[str, str], body: dict[str, Any], armed: bool
     ) -> tuple[Any, int]:
         route = (method, path)
+        params, body = self._rerooted(params, body)
         if route in {("POST", "memory/experience"), ("POST", "memory/forget"), ("POST", "memory/v1/erasures")}:
             key, replay = self._claim(headers, body)
             if replay is not None:

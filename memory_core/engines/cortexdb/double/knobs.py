@@ -29,6 +29,12 @@ class Knobs:
         whoami: Direct: whoami names the caller and requests must carry it as ``X-Cortex-Actor`` (401
             ``ACTOR_MISMATCH`` otherwise); False: whoami answers 404 and no actor is asked for.
         build_as_job: Direct: a belief build answers ``{job_id}`` (a started job) instead of its counts.
+        fail_registration: Direct: ``POST v1/scopes`` answers this status (None: it registers).
+        deny_attribution: Direct: a write naming an ``observed_actor`` other than the caller, or a ``subject``,
+            is refused ``403 POLICY_DENIED`` (a bulk write whole), as CortexDB does without the
+            ``scope.write.on_behalf_of`` / ``scope.write.about_other`` capabilities.
+        tenant: Hosted: the tenant root (``org:42``) the backend pins every scope under: scopes (and a listing's
+            ``prefix``) sent are stored below it, and listings report the full path (reference §5.4).
     """
 
     fail_all: bool = False
@@ -44,6 +50,9 @@ class Knobs:
     arm_after_write: bool = False
     whoami: bool = True
     build_as_job: bool = False
+    fail_registration: int | None = None
+    deny_attribution: bool = False
+    tenant: str | None = None
 
     def update(self, changes: dict[str, Any]) -> None:
         """Set the named knobs.

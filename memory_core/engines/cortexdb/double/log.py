@@ -7,7 +7,11 @@
 * Recall ranks a scope's events by the query words they share (ties newest first) and keeps the pack, always
   ``pack_test``, for the answer route; any forget or erasure drops the packs.
 * A belief build distils one claim per sentence of each event, ``{claim: {subject, predicate, object},
-  stance, confidence}``.
+  stance, confidence, built_at}``; every belief of a scope carries the time of the scope's last build.
+* Each event carries ``created_at``, the server's time of appending it (``observed_at`` is the writer's), so a
+  listing's newest event tells when its scope was last written.
+* Registered scopes (``POST v1/scopes``) keep ``{path, members: [{actor, role}]}``; registering a path twice
+  is a conflict.
 
 Thread-safe: one lock guards everything.
 """
@@ -19,6 +23,7 @@ import json
 import re
 import threading
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Final
 
 __all__ = ["PACK_ID", "CortexLog", "Event", "KeyConflict"]
@@ -35,6 +40,10 @@ class KeyConflict(Exception):
 
 def _words(text: str) -> set[str]:
     return set(_WORD.findall(text.lower()))
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat().replace("+00:00", "Z")
 
 
 def body_hash(body: Any) -> str:
@@ -60,6 +69,7 @@ class Event:
     labels: tuple[str, ...]
     observed_at: str | None
     key: str | None
+    created_at: str = ""
     hidden_for: int = 0
 
     def to_json(self) -> dict[str, Any]:
@@ -73,6 +83,7 @@ class Event:
             "modality": self.modality,
             "content": {"kind": "message", "role": self.role, "text": self.text},
             "context": context,
+            "created_at": self.created_at,
         }
 
 
@@ -84,6 +95,7 @@ class CortexLog:
     keys: dict[str, tuple[str, str]] = field(default_factory=dict)
     packs: dict[str, list[Event]] = field(default_factory=dict)
     beliefs: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    registrations: dict[str, dict[str, Any]] = field(default_factory=dict)
     writes: int = 0
     _seq: int = 0
     _lock: threading.RLock = field(default_factory=threading.RLock)
@@ -114,6 +126,7 @@ class CortexLog:
                 text=content["text"],
                 labels=tuple(context.get("labels") or ()),
                 observed_at=context.get("observed_at"),
+                created_at=_now(),
                 key=key,
                 hidden_for=hide_for,
             )
@@ -216,6 +229,9 @@ class CortexLog:
                         }
                     )
                     built += 1
+            stamp = _now()
+            for belief in held:  # a build re-derives the scope: every belief carries its time
+                belief["built_at"] = stamp
             return {
                 "built": built,
                 "items": len(held),
@@ -228,3 +244,27 @@ class CortexLog:
         """The scope's beliefs, oldest first, at most ``limit``."""
         with self._lock:
             return list(self.beliefs.get(scope, []))[:limit]
+
+    # scope registrations -----------------------------------------------------------------------------
+    def register(self, record: dict[str, Any]) -> bool:
+        """Register ``record["path"]``; False when it was registered already (nothing changes)."""
+        with self._lock:
+            if record["path"] in self.registrations:
+                return False
+            self.registrations[record["path"]] = dict(record)
+            return True
+
+    def registration(self, path: str) -> dict[str, Any] | None:
+        """A registered scope's record, or None."""
+        with self._lock:
+            held = self.registrations.get(path)
+            return dict(held) if held is not None else None
+
+    def set_members(self, path: str, members: list[Any]) -> dict[str, Any] | None:
+        """Replace a registered scope's members; None when it is not registered."""
+        with self._lock:
+            held = self.registrations.get(path)
+            if held is None:
+                return None
+            held["members"] = list(members)
+            return dict(held)

@@ -1,0 +1,134 @@
+"""``memory-core facts list|set|forget``: the facts at a layout's learnings node (seed 004 "Facts"; issue 20).
+
+``set`` checks its input before the engine is opened: a text over 2,000 characters, a blank or over-128-character
+key, or an importance that is not a number in ``[0, 1]`` exits 2 naming the field, and nothing is stored.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from memory_core.cli import app
+from memory_core.cli._common import EngineOption, RootOption, console, engine_session, fail, layout_for, plural
+from memory_core.errors import InvalidRequest
+from memory_core.facts.model import check_importance, check_key, check_text, read_tags, user_tags
+from memory_core.facts.store import FactStore
+from memory_core.query import ForgetTarget, Hit
+
+__all__ = ["facts_app", "parse_importance"]
+
+facts_app = typer.Typer(help="Facts: learnings with an optional stable key (list, set, forget).", no_args_is_help=True)
+app.add_typer(facts_app, name="facts")
+
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+
+
+def parse_importance(raw: str | None) -> float | None:
+    """``--importance`` as a number in ``[0, 1]`` (None when not given); pure.
+
+    Raises:
+        InvalidRequest: ``field="importance"``: not a number, NaN, or outside ``[0, 1]``.
+    """
+    if raw is None:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        raise InvalidRequest(f"expected a number in [0, 1], got {raw!r}", field="importance") from None
+    return check_importance(value)
+
+
+def _row(hit: Hit) -> dict[str, object]:
+    facts = read_tags(hit.meta.tags)
+    out: dict[str, object] = {"id": hit.id, "text": hit.text}
+    if facts.key is not None:
+        out["key"] = facts.key
+    if facts.importance is not None:
+        out["importance"] = facts.importance
+    if hit.meta.observed_at is not None:
+        out["stated_at"] = hit.meta.observed_at.isoformat().replace("+00:00", "Z")
+    tags = user_tags(hit.meta.tags)
+    if tags:
+        out["tags"] = list(tags)
+    return out
+
+
+@facts_app.command("list")
+def list_facts(engine: EngineOption = None, root: RootOption = None, as_json: JsonOption = False) -> None:
+    """List the facts: keyed ones (their current value) by key, then the others, newest first."""
+    layout = layout_for(root)
+    with engine_session(engine, read_only=True) as memory_engine:
+        rows = [_row(h) for h in FactStore(memory_engine, layout.learnings()).all()]
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2, ensure_ascii=False))
+        return
+    if not rows:
+        console.print("(no facts)")
+        return
+    for row in rows:
+        key = f"{row['key']} = " if "key" in row else ""
+        importance = f" (importance {row['importance']})" if "importance" in row else ""
+        console.print(f"{escape(key)}{escape(str(row['text']))}{importance}  [dim]{row['id']}[/]", soft_wrap=True)
+    console.print(f"[dim]{plural(len(rows), 'fact')}[/]")
+
+
+@facts_app.command("set")
+def set_fact(
+    text: Annotated[str, typer.Argument(help="The fact, at most 2,000 characters.")],
+    key: Annotated[
+        str | None, typer.Option("--key", "-k", metavar="KEY", help="A stable key (ui.theme): replaces its value.")
+    ] = None,
+    importance: Annotated[
+        str | None, typer.Option("--importance", "-i", metavar="0..1", help="Importance in [0, 1] (default 0.5).")
+    ] = None,
+    engine: EngineOption = None,
+    root: RootOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Store a fact (with --key: the key's new current value; without: once per text)."""
+    try:
+        check_text(text)
+        check_key(key)
+        value = parse_importance(importance)
+    except InvalidRequest as exc:
+        raise fail(str(exc)) from None
+    layout = layout_for(root)
+    with engine_session(engine) as memory_engine:
+        receipt = FactStore(memory_engine, layout.learnings()).learn(text, key, value)
+    if as_json:
+        typer.echo(json.dumps(receipt.to_dict()))
+        return
+    what = "already held" if receipt.replayed else "stored"
+    console.print(f"{what} {receipt.id}" + (f"; superseded {len(receipt.superseded)}" if receipt.superseded else ""))
+
+
+@facts_app.command("forget")
+def forget_fact(
+    key: Annotated[str | None, typer.Argument(help="The key whose values to forget.")] = None,
+    fact_id: Annotated[str | None, typer.Option("--id", metavar="ID", help="Forget one fact by id instead.")] = None,
+    engine: EngineOption = None,
+    root: RootOption = None,
+) -> None:
+    """Forget a key's values (or one fact by --id)."""
+    if (key is None) == (fact_id is None):
+        raise fail("give exactly one of KEY or --id")
+    try:
+        checked = check_key(key) if key is not None else None
+    except InvalidRequest as exc:
+        raise fail(str(exc)) from None
+    if fact_id is not None and not fact_id.strip():
+        raise fail("id: an id is blank")
+    layout = layout_for(root)
+    with engine_session(engine) as memory_engine:
+        store = FactStore(memory_engine, layout.learnings())
+        if checked is not None:
+            forgotten = store.forget(checked)
+        else:
+            held = {h.id for h in store.all()}
+            ids = tuple(i for i in (fact_id or "",) if i in held)
+            forgotten = memory_engine.forget(ForgetTarget(ids=ids)).forgotten if ids else 0
+    console.print(f"forgot {plural(forgotten, 'fact')}")

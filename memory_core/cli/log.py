@@ -1,0 +1,152 @@
+"""``memory-core log``, ``history ID``, ``retract ID… --why``, ``rollback LSN --why`` (memory as a log, seed 002).
+
+They work on any engine whose descriptor declares ``log`` (``docs/log-model.md``); on another, the engine's
+``Unsupported`` exits 1. ``log`` and ``history`` only read (a ``sqlite://`` URL naming no file exits 2 rather than
+creating one); ``retract`` and ``rollback`` write one log transaction each and print its records. Bad input (a
+negative or future LSN, a blank reason) is the engine's ``InvalidRequest`` naming the field: exit 2, nothing
+written. ``lsn_for`` turns ``recall --as-of``'s value (an LSN, or an ISO-8601 time) into an LSN.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Annotated
+
+import typer
+
+from memory_core.cli import app
+from memory_core.cli._common import EngineOption, engine_session
+from memory_core.engine import MemoryEngine
+from memory_core.errors import InvalidRequest
+from memory_core.memory_log import LogChange, LogRecord
+
+__all__ = ["history", "log", "lsn_for", "render_records", "retract", "rollback"]
+
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+WhyOption = Annotated[str, typer.Option("--why", metavar="TEXT", help="Why (kept in every record written).")]
+
+
+def _when(at: int | None) -> str:
+    if at is None:
+        return "-"
+    return datetime.fromtimestamp(at / 1e6, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def render_records(records: Sequence[LogRecord]) -> str:
+    """One line per record: ``LSN txn OP id status/tier time reason``; pure."""
+    lines = []
+    for r in records:
+        state = f"{r.status.value}/{r.tier.value}" if r.status and r.tier else "-"
+        reason = f"  {r.reason}" if r.reason else ""
+        lines.append(f"{r.lsn:>6} txn {r.txn:<6} {r.op.value:<9} {r.id}  {state:<15} {_when(r.at)}{reason}")
+    return "\n".join(lines)
+
+
+def _change(change: LogChange, as_json: bool) -> None:
+    if as_json:
+        typer.echo(change.to_json())
+        return
+    if change.txn is None:
+        typer.echo("nothing changed")
+    else:
+        typer.echo(f"txn {change.txn}: {len(change.records)} records")
+        typer.echo(render_records(change.records))
+    if change.note:
+        typer.echo(f"note: {change.note}")
+        typer.echo("unrecoverable: " + ", ".join(change.unrecoverable))
+
+
+def lsn_for(engine: MemoryEngine, value: str) -> int:
+    """The LSN ``value`` names: decimal digits are an LSN; else an ISO-8601 time (UTC when it names no zone).
+
+    A time names the last LSN written at or before it (records carry ``at``, never decreasing): found by binary
+    search over ``log`` pages of one record, so it costs about log2(LSN) reads.
+
+    Raises:
+        InvalidRequest: ``as_of``: neither an LSN nor a time, or the engine's records carry no time.
+    """
+    text = value.strip()
+    if text.isascii() and text.isdigit():
+        return int(text)
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise InvalidRequest(f"{value!r} is neither an LSN nor an ISO-8601 time", field="as_of") from None
+    at = int((when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp() * 1_000_000)
+    low, high = 0, engine.current_lsn()  # the answer lies in [low, high]
+    while low < high:
+        mid = (low + high + 1) // 2
+        record = engine.log(mid - 1, 1).records[0]
+        if record.at is None:
+            raise InvalidRequest("this engine's log records carry no time: give an LSN", field="as_of")
+        if record.at <= at:
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
+@app.command()
+def log(
+    since: Annotated[int, typer.Option(metavar="LSN", help="Records after this LSN.")] = 0,
+    limit: Annotated[int, typer.Option(metavar="N", help="Most records (1..=1000).")] = 100,
+    engine: EngineOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Print the log: one record per change, in LSN order (then the --since for the next page, if any)."""
+    with engine_session(engine, read_only=True) as memory_engine:
+        page = memory_engine.log(since, limit)
+        last = memory_engine.current_lsn()
+    if as_json:
+        typer.echo(page.to_json())
+        return
+    typer.echo(render_records(page.records) or f"no records after LSN {since} (last: {last})")
+    if page.next_since is not None:
+        typer.echo(f"more: --since {page.next_since}")
+
+
+@app.command()
+def history(
+    item_id: Annotated[str, typer.Argument(metavar="ID", help="A memory's id.")],
+    engine: EngineOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Print every record about one memory, and its status now."""
+    with engine_session(engine, read_only=True) as memory_engine:
+        records = memory_engine.history(item_id)
+    if as_json:
+        typer.echo("[" + ", ".join(r.to_json() for r in records) + "]")
+        return
+    if not records:
+        typer.echo(f"no records about {item_id}")
+        return
+    typer.echo(render_records(records))
+    last = records[-1]
+    typer.echo(f"now: {last.status.value}/{last.tier.value}" if last.status and last.tier else "now: content removed")
+
+
+@app.command()
+def retract(
+    ids: Annotated[list[str], typer.Argument(metavar="ID...", help="Memories that were wrong.")],
+    why: WhyOption,
+    engine: EngineOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Retract memories (content kept) and make all built on them stale, in one transaction."""
+    with engine_session(engine) as memory_engine:
+        change = memory_engine.retract(ids, why)
+    _change(change, as_json)
+
+
+@app.command()
+def rollback(
+    lsn: Annotated[int, typer.Argument(metavar="LSN", help="The LSN whose state to bring back.")],
+    why: WhyOption,
+    engine: EngineOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Bring the state back to LSN with compensating records (nothing erased; roll back a rollback the same way)."""
+    with engine_session(engine) as memory_engine:
+        change = memory_engine.rollback(lsn, why)
+    _change(change, as_json)

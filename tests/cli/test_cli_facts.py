@@ -1,0 +1,108 @@
+"""``memory-core facts list|set|forget`` and ``memory-core retention [--dry-run]`` (issue 20)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from memory_core.cli import load_commands
+from memory_core.engines.sqlite.engine import SQLiteEngine
+from memory_core.facts.model import MAX_FACT_CHARS, MAX_KEY_CHARS
+from memory_core.items import Role, Turn
+from memory_core.lifecycle.agent import turn_item
+from memory_core.lifecycle.layout import MemoryLayout
+from memory_core.settings import get_settings
+
+runner = CliRunner()
+app = load_commands()
+
+
+@pytest.fixture
+def facts_env(env: dict[str, str]) -> dict[str, str]:
+    return {**env, "MEMORY_CORE_EMBEDDER": "hash", "MEMORY_CORE_LAYOUT_ROOT": "team:acme"}
+
+
+def invoke(env: dict[str, str], *args: str):  # type: ignore[no-untyped-def]
+    get_settings.cache_clear()
+    result = runner.invoke(app, list(args), env=env)
+    get_settings.cache_clear()
+    return result
+
+
+def listed(env: dict[str, str]) -> list[dict[str, object]]:
+    result = invoke(env, "facts", "list", "--json")
+    assert result.exit_code == 0, result.output
+    rows: list[dict[str, object]] = json.loads(result.stdout)
+    return rows
+
+
+def test_set_list_and_forget(facts_env: dict[str, str]) -> None:
+    assert invoke(facts_env, "facts", "set", "The UI theme is dark", "--key", "ui.theme").exit_code == 0
+    out = invoke(facts_env, "facts", "set", "The UI theme is light", "-k", "ui.theme", "-i", "0.9", "--json")
+    assert out.exit_code == 0 and json.loads(out.stdout)["superseded"]
+    assert invoke(facts_env, "facts", "set", "Likes tea").exit_code == 0
+    assert invoke(facts_env, "facts", "set", "likes TEA").stdout.startswith("already held")
+    rows = listed(facts_env)
+    assert [(r["text"], r.get("key"), r["importance"]) for r in rows] == [
+        ("The UI theme is light", "ui.theme", 0.9),
+        ("Likes tea", None, 0.5),
+    ]
+    assert "ui.theme = The UI theme is light" in invoke(facts_env, "facts", "list").stdout
+    assert invoke(facts_env, "facts", "forget", "ui.theme").stdout.strip() == "forgot 1 fact"
+    forgot = invoke(facts_env, "facts", "forget", "--id", str(rows[1]["id"]))
+    assert forgot.stdout.strip() == "forgot 1 fact" and listed(facts_env) == []
+
+
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [
+        (("x" * (MAX_FACT_CHARS + 1),), "text"),
+        (("ok", "--key", " "), "key"),
+        (("ok", "--key", "k" * (MAX_KEY_CHARS + 1)), "key"),
+        (("ok", "--importance", "1.2"), "importance"),
+        (("ok", "--importance", "lots"), "importance"),
+        (("ok", "--importance", "nan"), "importance"),
+    ],
+)
+def test_bad_input_exits_2_naming_the_field_and_stores_nothing(
+    facts_env: dict[str, str], args: tuple[str, ...], field: str
+) -> None:
+    result = invoke(facts_env, "facts", "set", *args)
+    assert result.exit_code == 2 and f"{field}:" in result.stderr
+    assert not Path(facts_env["MEMORY_CORE_ENGINE"].removeprefix("sqlite:///")).exists()  # never even opened
+
+
+def test_forget_needs_exactly_one_of_a_key_or_an_id(facts_env: dict[str, str]) -> None:
+    assert invoke(facts_env, "facts", "forget").exit_code == 2
+    assert invoke(facts_env, "facts", "forget", "k", "--id", "x").exit_code == 2
+
+
+def test_retention_dry_run_says_what_would_go_and_changes_nothing(facts_env: dict[str, str]) -> None:
+    path = Path(facts_env["MEMORY_CORE_ENGINE"].removeprefix("sqlite:///"))
+    layout = MemoryLayout("team:acme")
+    now = datetime.now(UTC)
+    with SQLiteEngine(path) as engine:
+        for i, age in enumerate((120, 95, 10, 1)):
+            turn = Turn(role=Role.USER, text=f"turn {i}")
+            engine.store(turn_item(layout.conversations("a"), "a", "t", i, turn, at=now - timedelta(days=age)))
+    invoke(facts_env, "facts", "set", "The UI theme is light", "--key", "ui.theme")
+    dry = invoke(facts_env, "retention", "--dry-run")
+    assert dry.exit_code == 0, dry.output
+    assert "4 turns scanned; would forget 2: 2 observed before" in dry.stdout
+    assert "facts, other learnings, documents and beliefs are never pruned" in dry.stdout
+    as_json = json.loads(invoke(facts_env, "retention", "--dry-run", "--json").stdout)
+    assert (as_json["scanned"], as_json["too_old"], as_json["dry_run"]) == (4, 2, True)
+    capped = invoke({**facts_env, "MEMORY_CORE_RETENTION_MAX_TURNS": "1"}, "retention", "--dry-run", "--json")
+    assert (json.loads(capped.stdout)["over_count"], json.loads(capped.stdout)["kept"]) == (1, 1)
+    done = invoke(facts_env, "retention")
+    assert "forgot 2" in done.stdout
+    assert "2 turns scanned; would forget 0" in invoke(facts_env, "retention", "--dry-run").stdout
+    assert [r["text"] for r in listed(facts_env)] == ["The UI theme is light"]
+
+
+def test_retention_dry_run_on_a_missing_database_exits_2(facts_env: dict[str, str]) -> None:
+    assert invoke(facts_env, "retention", "--dry-run").exit_code == 2
