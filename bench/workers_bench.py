@@ -5,10 +5,18 @@ Run ``python -m bench.workers_bench`` (or ``--quick``). Needs Redis (``MEMORY_CO
 is deleted afterwards. Each figure sits beside a baseline measured in the same run:
 
 * ``JobQueue.submit`` p50/p99 (ms) for an ``IngestBrain`` (a publish) and a ``BuildBeliefs`` (pending mark
-  + publish) beside a raw Celery ``apply_async`` of a no-op task (``workers.baseline``, no result backend).
-* jobs/s through one worker (concurrency 1): ``BuildBeliefs`` for agents holding one stored turn each, so
-  every job reads its scope, takes and releases the scope lock and runs a real ``consolidate`` (the flow's
-  own cost: attempts, marks, lock, build, result), beside the raw no-op task through a plain Celery worker.
+  + publish) beside a raw Celery ``apply_async`` of a no-op task carrying the same job JSON, its app configured
+  alike (``workers.baseline``: the host's configuration, the same task-sent events and serializer). Goal
+  (issue 13): p50 ≤ 1.25×. Round trips: raw is Celery's two (the push and the task-sent event); submit adds one
+  to the coordination store (bind the id, claim the pending mark: ``Coordination.claim_job``).
+* per-job time through one worker (concurrency 1) of a ``BuildBeliefs`` whose ``consolidate`` does nothing
+  (the ``nop`` engine below: real scopes, an empty build) beside the raw no-op task through a worker configured
+  alike (late acks, events, results). Goal (issue 13): ≤ 2×. This is the flow's own cost: kinds table,
+  coordination round trips, the gate, the result.
+* jobs/s through one worker of ``BuildBeliefs`` for agents holding one stored turn each (a real ``consolidate``
+  per job), beside the raw no-op task and the nop build.
+
+Each row's note says whether its goal is met in this run; a loaded machine moves both sides of a ratio.
 * seconds from ``post_turn`` to its belief in the next ``pre_turn`` pack, through Redis and a worker, beside
   building the same job in the host's own thread (``BackgroundRunner``) and reading the pack.
 """
@@ -28,10 +36,12 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import redis
 
 from bench.common import Row, machine, percentile, print_table, time_calls
+from memory_core.consolidation import ConsolidateReceipt, ConsolidateRequest, ConsolidateStatus
 from memory_core.engines.sqlite import SQLiteEngine
 from memory_core.lifecycle.agent import AgentMemory
 from memory_core.lifecycle.documents import BrainDocument
@@ -42,6 +52,30 @@ from memory_core.settings import Settings, get_settings
 
 DEFAULT_REDIS = "redis://127.0.0.1:6379/13"
 BIN = Path(sys.executable).parent
+REPO = Path(__file__).resolve().parent.parent
+SUBMIT_GOAL = 1.25
+"""Issue 13: ``submit`` p50 at most this many times raw ``apply_async``'s."""
+PER_JOB_GOAL = 2.0
+"""Issue 13: a job whose consolidate does nothing at most this many times a raw no-op task's time."""
+
+
+class NopEngine(SQLiteEngine):
+    """The SQLite engine whose ``consolidate`` does nothing (the scopes are real): the flow's own cost per job."""
+
+    def _consolidate(self, request: ConsolidateRequest) -> ConsolidateReceipt:
+        return ConsolidateReceipt(status=ConsolidateStatus.COMPLETED, scopes=1, built=0)
+
+
+def open_nop(url: str) -> NopEngine:
+    """``nop:///abs/memory.db`` (an engine plugin: ``MEMORY_CORE_ENGINE_PLUGINS=nop=bench.workers_bench:open_nop``)."""
+    return NopEngine(urlsplit(url).path[1:])
+
+
+def goal(ratio: float | None, limit: float) -> str:
+    """``goal ≤ 2×: met`` / ``… not met`` for a ratio measured in this run."""
+    if ratio is None:
+        return f"goal ≤ {limit:g}×: no baseline"
+    return f"goal ≤ {limit:g}×: {'met' if ratio <= limit else 'not met'}"
 
 
 class Bench:
@@ -65,15 +99,16 @@ class Bench:
         self.procs: list[subprocess.Popen[bytes]] = []
         self.results: list[str] = []
 
-    def settings(self) -> Settings:
-        return Settings(_env_file=None, **self.fields)
+    def settings(self, **extra: Any) -> Settings:
+        return Settings(_env_file=None, **{**self.fields, **extra})
 
-    def env(self) -> dict[str, str]:
+    def env(self, **extra: Any) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_CORE_")}
-        env.update({f"MEMORY_CORE_{k.upper()}": str(v) for k, v in self.fields.items()})
+        env.update({f"MEMORY_CORE_{k.upper()}": str(v) for k, v in {**self.fields, **extra}.items()})
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
         return env
 
-    def worker(self, app: str, queue: str) -> None:
+    def worker(self, app: str, queue: str, **extra: Any) -> None:
         """Start a concurrency-1 worker on ``queue`` and wait until it is ready."""
         log = self.tmp / f"{app}-{queue}.log"
         argv = [
@@ -90,7 +125,7 @@ class Bench:
         ]
         out = log.open("wb")
         proc = subprocess.Popen(
-            argv, env=self.env(), cwd=self.tmp, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            argv, env=self.env(**extra), cwd=self.tmp, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
         )
         self.procs.append(proc)
         client = redis.Redis.from_url(self.url)
@@ -136,33 +171,34 @@ def _submit_rows(b: Bench) -> list[Row]:
 
     n = 200 if b.quick else 1000
     queue = JobQueue(b.settings())
-    raw = create_baseline(b.url)
+    raw = create_baseline(b.settings(), producer=True)
     sink = f"bench-{b.uid}-sink"
     doc = IngestBrain(documents=(BrainDocument.new("bench", "A small document.", title="t"),))
+    same = {"args": (doc.to_dict(),), "kwargs": {"engine": queue.engine}}  # the same message body as submit's
     for _ in range(20):  # warm both producers' connections
         queue.submit(doc)
-        raw.send_task(NOOP, queue=sink)
+        raw.send_task(NOOP, queue=sink, **same)
     ingest = time_calls(lambda i: queue.submit(doc), n)
     build = time_calls(lambda i: queue.submit(BuildBeliefs(request={"reach": Reach.exact(f"agent:b{i}").to_dict()})), n)
-    base = time_calls(lambda i: raw.send_task(NOOP, queue=sink), n)
+    base = time_calls(lambda i: raw.send_task(NOOP, queue=sink, **same), n)
     queue.close()
     raw.close()
     setup = f"redis, {n} calls, nobody consuming"
     rows = []
     for label, samples in (("IngestBrain", ingest), ("BuildBeliefs", build)):
         for q in (50, 99):
-            rows.append(
-                Row(
-                    f"JobQueue.submit({label}) p{q}",
-                    setup,
-                    percentile(samples, q),
-                    "ms",
-                    percentile(base, q),
-                    "raw celery no-op apply_async",
-                    "submit also publishes Flower's task-sent event"
-                    + ("; + pending mark" if label == "BuildBeliefs" else ""),
-                )
+            row = Row(
+                f"JobQueue.submit({label}) p{q}",
+                setup,
+                percentile(samples, q),
+                "ms",
+                percentile(base, q),
+                "raw celery apply_async of the same message, configured alike",
+                "both publish Flower's task-sent event; submit: + one coordination round trip",
             )
+            if q == 50:
+                row.note += f"; {goal(row.ratio, SUBMIT_GOAL)}"
+            rows.append(row)
     return rows
 
 
@@ -221,12 +257,35 @@ def _throughput_rows(b: Bench) -> list[Row]:
     if not all(_built_a_scope(client, task_id) for task_id in b.results[-n:]):
         raise RuntimeError("a throughput job built no scope: the row would not measure a consolidate")
 
+    nop = {  # the same jobs on the same file, through an engine whose consolidate does nothing
+        "engine": f"nop:///{b.tmp / 'memory.db'}",
+        "engine_plugins": "nop=bench.workers_bench:open_nop",
+        "queue_beliefs": f"bench-{b.uid}-nop",
+    }
+    b.worker("workers.celery_app", nop["queue_beliefs"], **nop)
+    nop_queue = JobQueue(b.settings(**nop))
+    nop_rate = _rate(b, client, lambda i: nop_queue.submit(jobs[i + 1]), n)
+    nop_queue.close()
+    if not all(_built_a_scope(client, task_id) for task_id in b.results[-n:]):
+        raise RuntimeError("a nop job entered no scope: the row would not measure the flow")
+
     raw_queue = f"bench-{b.uid}-raw"
     b.worker("workers.baseline", raw_queue)
-    raw = create_baseline(b.url)
+    raw = create_baseline(settings, producer=True)
     raw_rate = _rate(b, client, lambda i: str(raw.send_task(NOOP, queue=raw_queue).id), n)
     raw.close()
+    per_job = Row(
+        "per-job time, consolidate doing nothing",
+        f"BuildBeliefs, one scope each, {n} jobs, concurrency 1",
+        1000 / nop_rate,
+        "ms/job",
+        1000 / raw_rate,
+        "raw celery no-op, worker configured alike",
+        "the flow's own cost: kinds, coordination round trips, gate, result",
+    )
+    per_job.note += f"; {goal(per_job.ratio, PER_JOB_GOAL)}"
     return [
+        per_job,
         Row(
             "jobs through one worker",
             f"BuildBeliefs, one stored turn per agent, {n} jobs, concurrency 1",
@@ -234,8 +293,9 @@ def _throughput_rows(b: Bench) -> list[Row]:
             "jobs/s",
             raw_rate,
             "raw celery no-op",
-            "each job: scope lock + a real consolidate; first submit to last done, after one warm-up job",
-        )
+            f"each job: scope lock + a real consolidate; the nop build did {nop_rate:.0f} jobs/s in this run",
+            extra={"nop_jobs_per_s": nop_rate},
+        ),
     ]
 
 

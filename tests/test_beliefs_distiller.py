@@ -354,3 +354,16 @@ def test_state_round_trips() -> None:
 def test_a_relative_date_outside_the_calendar_leaves_the_sentence_as_said(text: str, ref: date) -> None:
     assert resolve(text, ref) == (text, None)
     assert resolve("I left 3 days ago", date(2024, 1, 10))[1] == date(2024, 1, 7)
+
+
+def test_a_speakers_name_pattern_is_compiled_once_however_many_sentences_they_say() -> None:
+    from memory_core.beliefs.text import adverb_verb_pattern
+
+    adverb_verb_pattern.cache_clear()
+    said = [
+        turn(f"I just love hiking number {n} in the hills.", name=name) for n in range(40) for name in ("Ann", "Bo")
+    ]
+    got = texts(*said)
+    assert "Ann just loves hiking number 3 in the hills (said 8 May 2023)." in got
+    info = adverb_verb_pattern.cache_info()
+    assert info.misses == 2 and info.hits >= 78  # one compilation per speaker, not one per sentence

@@ -1,8 +1,10 @@
-"""The benchmarks' baseline: a plain Celery app with one no-op task (``celery -A workers.baseline worker``).
+"""The benchmarks' baseline: a Celery app configured as the job flow's, with one no-op task.
 
-Same broker as the job flow (``Settings.broker_url``), JSON only, a Redis result backend, and nothing else:
-no late acks, no coordination, no engine. ``bench/workers_bench.py`` measures ``JobQueue.submit`` and job
-throughput beside it in the same run, so the ratios show what the job flow adds over Celery itself.
+``celery -A workers.baseline worker`` runs it. Configured alike (issue 13, "Must show"): the worker side takes
+``workers.config.celery_config`` (JSON, late acks, prefetch 1, task events, result backend, the guarded transport
+and consumer) and the producer side ``workers.config.host_config`` (the same task-sent events and serializer as
+``JobQueue``), so what ``bench/workers_bench.py`` measures beside it is the job flow's own cost: the kinds table,
+the coordination store's round trips, the gate, the engine call. Nothing else: no attempts, no marks, no engine.
 """
 
 from __future__ import annotations
@@ -11,25 +13,29 @@ from typing import Any
 
 from celery import Celery
 
-from memory_core.settings import get_settings
+from memory_core.settings import Settings, get_settings
+from workers.config import celery_config, host_config
 
 __all__ = ["NOOP", "app", "create_baseline"]
 
 NOOP = "baseline.noop"
 
 
-def create_baseline(broker_url: str, backend: str | None = None) -> Celery:
-    """A plain Celery app on ``broker_url`` with the ``baseline.noop`` task (results in ``backend``, if any)."""
-    celery = Celery("baseline", broker=broker_url, backend=backend, set_as_current=False)
-    celery.conf.update(task_serializer="json", accept_content=["json"], result_accept_content=["json"])
+def create_baseline(settings: Settings, *, producer: bool = False) -> Celery:
+    """A Celery app configured as the flow's worker (or, ``producer``, as ``JobQueue``'s host) with ``baseline.noop``.
 
-    def noop() -> None:
-        """Do nothing."""
+    Raises:
+        ConfigError: time settings that break ``workers.config.check_timeouts``.
+    """
+    celery = Celery("baseline", set_as_current=False)
+    celery.conf.update(host_config(settings) if producer else celery_config(settings))
+
+    def noop(*args: Any, **kwargs: Any) -> None:
+        """Do nothing (whatever the message carries: the bench sends the flow's own job JSON)."""
 
     registry: Any = celery  # Celery's task decorator is untyped
     registry.task(name=NOOP)(noop)
     return celery
 
 
-_url = get_settings().broker_url or "redis://127.0.0.1:6379/0"
-app = create_baseline(_url, backend=_url)
+app = create_baseline(get_settings())

@@ -34,24 +34,10 @@ from celery.exceptions import SoftTimeLimitExceeded
 from beat_schedule import ENTRIES
 from memory_core.errors import ConfigError, EngineUnavailable
 from memory_core.settings import Settings
-from workers.kinds import (
-    JOB_KINDS,
-    MAINTENANCE_QUEUE,
-    TASK_BUILD_BELIEFS,
-    TASK_BUILD_DUE,
-    TASK_DRAIN_OUTBOX,
-    TASK_INGEST_BRAIN,
-    JobKinds,
-    queue_name,
-)
+from workers.kinds import JOB_KINDS, MAINTENANCE_QUEUE, JobKinds, queue_name
 
 __all__ = [
-    "QUEUE_OF_TASK",
     "TRANSIENT",
-    "TASK_BUILD_BELIEFS",
-    "TASK_BUILD_DUE",
-    "TASK_DRAIN_OUTBOX",
-    "TASK_INGEST_BRAIN",
     "beat_config",
     "broker_url",
     "celery_config",
@@ -70,9 +56,6 @@ __all__ = [
     "result_backend_url",
     "var_paths",
 ]
-
-QUEUE_OF_TASK: dict[str, str] = JOB_KINDS.queues()
-"""Task name → the ``Settings`` field naming its queue, from the table of job kinds (``workers.kinds``)."""
 
 TRANSIENT: tuple[type[BaseException], ...] = (
     EngineUnavailable,  # an engine, or a coordination store, that is away (both raise it)

@@ -9,7 +9,7 @@ stamp and a worker's build start compare without clock skew.
 | --- | --- | --- |
 | pending mark per (engine, job) | ``claim_job``, ``clear_pending`` | triggers while a build is queued collapse |
 | scope gate: lock, dirty, built, later | ``gate_enter/extend/leave/abort`` | single flight, one follow-up |
-| per-job marks | ``claim_job``, ``count_attempt``, ``mark_done``, … | one payload per id, attempts, twin drop |
+| per-job marks | ``claim_job``, ``begin_job``, ``mark_done``, … | one payload per id, attempts, twin drop |
 
 The scope gate's three marks: ``lock`` (``token|task_id|started_us`` of the pass running now), ``built`` (the
 start of the newest pass that completed) and ``dirty`` (the newest stamp of a trigger still waiting for a pass
@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
+from workers.gate import MARKS, Event, Mark, abort_event, enter_event, extend_event, leave_event, split_record, step
 from workers.local_db import LocalDb
 
 __all__ = [
@@ -50,8 +51,8 @@ __all__ = [
     "Leave",
     "Left",
     "Pending",
+    "Started",
     "SqliteCoordination",
-    "later_ttl_s",
     "lock_value",
     "split_lock",
 ]
@@ -111,6 +112,21 @@ class Left:
 
 
 @dataclass(frozen=True)
+class Started:
+    """The answer of ``begin_job``: what a delivery needs to know before it runs, read in one round trip.
+
+    Attributes:
+        done: The job finished already (this delivery is a twin: drop it).
+        attempts: The starts of the job counted so far, this one included.
+        progress: The units (scopes) of the job done by earlier deliveries.
+    """
+
+    done: bool
+    attempts: int
+    progress: frozenset[str]
+
+
+@dataclass(frozen=True)
 class Pending:
     """The answer of ``claim_job``.
 
@@ -130,19 +146,9 @@ def lock_value(token: str, task_id: str, started_us: int) -> str:
     return f"{token}|{task_id}|{started_us}"
 
 
-def later_ttl_s(gap_us: int, ttl_s: int) -> float:
-    """How long a follow-up slot (``later`` mark) lives: the interval plus one lease, seconds.
-
-    If the deferred job never comes back (its worker killed while holding the countdown message), the slot
-    frees itself like a dead holder's lock, and the next trigger builds.
-    """
-    return gap_us / 1_000_000 + ttl_s
-
-
 def split_lock(value: str) -> tuple[str, str, int]:
     """The parts of a ``lock_value``."""
-    token, rest = value.split("|", 1)
-    task_id, started = rest.rsplit("|", 1)
+    token, task_id, started = split_record(value)
     return token, task_id, int(started)
 
 
@@ -196,7 +202,19 @@ class Coordination:
         """
         raise NotImplementedError
 
-    # scope gate (worker side) --------------------------------------------------------------------------
+    # scope gate (worker side): the rules are workers.gate's table; a store only runs one event atomically -------
+    def run_gate(self, scope: str, event: Event) -> tuple[str, int, int]:
+        """Run one gate event (``workers.gate``) on the scope's marks atomically, in one round trip.
+
+        Returns:
+            ``(answer, wait_us, now_us)``: the rule's answer and wait, and the store clock it ran at.
+        """
+        raise NotImplementedError
+
+    def gate_state(self, scope: str) -> dict[str, Mark]:
+        """The scope's marks now (absent ones left out), with their remaining lifetimes: for tests and operators."""
+        raise NotImplementedError
+
     def gate_enter(
         self, scope: str, task_id: str, token: str, stamp_us: int | None, ttl_s: int, gap_us: int = 0
     ) -> Entered:
@@ -215,13 +233,14 @@ class Coordination:
         With ``gap_us`` > 0 and the lock free: while another job holds the follow-up slot (``later``), the
         trigger coalesces into it; else, when the last completed pass started less than ``gap_us`` ago, the
         caller takes the slot and the answer is ``deferred`` with the wait (the caller's job comes back then);
-        a caller holding the slot when the interval has passed frees it and acquires.
+        a caller holding the slot when the interval has passed frees it and acquires. (``workers.gate.RULES``)
         """
-        raise NotImplementedError
+        answer, wait, _ = self.run_gate(scope, enter_event(task_id, token, stamp_us, ttl_s, self.keep_s, gap_us))
+        return Entered(Enter(answer), wait)
 
     def gate_extend(self, scope: str, token: str, ttl_s: int) -> bool:
         """Extend the lease if ``token`` still owns it."""
-        raise NotImplementedError
+        return self.run_gate(scope, extend_event(token, ttl_s))[0] == "extended"
 
     def gate_leave(self, scope: str, token: str, ttl_s: int, gap_us: int = 0) -> Left:
         """After a successful pass: record it as built, then release, or keep the lock for one more pass.
@@ -229,20 +248,26 @@ class Coordination:
         One more pass (``again``) when the dirty mark is at or after this pass's start (a trigger came in
         meanwhile); the mark stays until that follow-up completes. Otherwise the mark, if any, is cleared.
         When that pass would start less than ``gap_us`` after this one started, the lock is released instead
-        and the caller takes the follow-up slot: ``deferred``, with the wait.
+        and the caller takes the follow-up slot: ``deferred``, with the wait. (``workers.gate.RULES``)
         """
-        raise NotImplementedError
+        answer, wait, _ = self.run_gate(scope, leave_event(token, ttl_s, self.keep_s, gap_us))
+        return Left(Leave(answer), wait)
 
     def gate_abort(self, scope: str, token: str) -> None:
         """After a failed pass: release if ``token`` owns the lock, raising the dirty mark to the pass's start.
 
         The failed pass covered nothing, so the next trigger of the scope builds whatever it was for.
         """
-        raise NotImplementedError
+        self.run_gate(scope, abort_event(token, self.keep_s))
 
     # per-job marks -------------------------------------------------------------------------------------
-    def count_attempt(self, job_id: str) -> int:
-        """Count one more start of ``job_id`` (retries and redeliveries alike) and return the count."""
+    def begin_job(self, job_id: str, pending: str | None) -> Started:
+        """A delivery's start, in one round trip: clear its pending mark, and read done, attempts and progress.
+
+        The pending mark of ``pending`` is dropped if it still names ``job_id`` (``clear_pending``); one more start
+        of the job (retries and redeliveries alike) is counted unless the job is done (a twin is no attempt); its
+        progress is read.
+        """
         raise NotImplementedError
 
     def attempts(self, job_id: str) -> int:
@@ -312,11 +337,11 @@ class SqliteCoordination(Coordination):
         return str(row[0])
 
     @staticmethod
-    def _left_us(db: sqlite3.Connection, key: str) -> int:
+    def _left_ms(db: sqlite3.Connection, key: str) -> int | None:
         row = db.execute("SELECT expires FROM kv WHERE key = ?", (key,)).fetchone()
         if row is None or row[0] is None:
-            return 0
-        return max(1, int((row[0] - time.time()) * 1_000_000))
+            return None
+        return max(0, int((row[0] - time.time()) * 1000))
 
     @staticmethod
     def _set(db: sqlite3.Connection, key: str, value: str, ttl_s: float | None) -> None:
@@ -327,18 +352,15 @@ class SqliteCoordination(Coordination):
     def _del(db: sqlite3.Connection, key: str) -> bool:
         return db.execute("DELETE FROM kv WHERE key = ?", (key,)).rowcount > 0
 
-    def _raise_dirty(self, db: sqlite3.Connection, key: str, stamp_us: int) -> None:
-        current = self._get(db, key)
-        if current is None or int(current) < stamp_us:
-            self._set(db, key, str(stamp_us), self.keep_s)
-
     def clear_pending(self, key: str, job_id: str) -> None:
         """See ``Coordination.clear_pending``."""
-        k = self.key("pending", key)
         with self._tx() as db:
-            current = self._get(db, k)
-            if current is not None and current.rsplit("|", 1)[0] == job_id:
-                self._del(db, k)
+            self._clear(db, self.key("pending", key), job_id)
+
+    def _clear(self, db: sqlite3.Connection, k: str, job_id: str) -> None:
+        current = self._get(db, k)
+        if current is not None and current.rsplit("|", 1)[0] == job_id:
+            self._del(db, k)
 
     def claim_job(self, job_id: str, digest: str, pending: str | None, ttl_s: int) -> Pending | None:
         """See ``Coordination.claim_job`` (one transaction)."""
@@ -359,95 +381,48 @@ class SqliteCoordination(Coordination):
             self._set(db, k, f"{job_id}|{now}", ttl_s)
             return Pending(job_id, now, fresh=True)
 
-    def _gate(self, scope: str) -> tuple[str, str, str, str]:
-        lock, dirty, built, later = (self.key("gate", scope, part) for part in ("lock", "dirty", "built", "later"))
-        return lock, dirty, built, later
+    def _marks(self, scope: str) -> dict[str, str]:
+        return {mark: self.key("gate", scope, mark) for mark in MARKS}
 
-    def gate_enter(
-        self, scope: str, task_id: str, token: str, stamp_us: int | None, ttl_s: int, gap_us: int = 0
-    ) -> Entered:
-        """See ``Coordination.gate_enter``."""
-        lock, dirty, built, later = self._gate(scope)
+    def _load(self, db: sqlite3.Connection, keys: dict[str, str]) -> dict[str, Mark]:
+        state: dict[str, Mark] = {}
+        for mark, key in keys.items():
+            value = self._get(db, key)
+            if value is not None:
+                state[mark] = Mark(value, self._left_ms(db, key))
+        return state
+
+    def run_gate(self, scope: str, event: Event) -> tuple[str, int, int]:
+        """See ``Coordination.run_gate``: load the marks, ``workers.gate.step``, save its writes (one transaction)."""
+        keys = self._marks(scope)
         with self._tx() as db:
             now = self.now_us()
-            mark = now if stamp_us is None else min(stamp_us, now)
-            current = self._get(db, lock)
-            if current is not None:
-                _, holder, started = split_lock(current)
-                if holder == task_id:  # a twin delivery of this job holds it: never two at once
-                    return Entered(Enter.BUSY, self._left_us(db, lock))
-                if stamp_us is not None and stamp_us < started:
-                    return Entered(Enter.COVERED)
-                self._raise_dirty(db, dirty, mark)
-                return Entered(Enter.COALESCED)
-            else:
-                slot = self._get(db, later)
-                if slot is not None and slot != task_id:
-                    self._raise_dirty(db, dirty, mark)
-                    return Entered(Enter.COALESCED)
-                last = self._get(db, built)
-                if slot is None and self._get(db, dirty) is None:
-                    if stamp_us is not None and last is not None and stamp_us < int(last):
-                        return Entered(Enter.COVERED)
-                if gap_us > 0 and last is not None and now < int(last) + gap_us:
-                    self._set(db, later, task_id, later_ttl_s(gap_us, ttl_s))
-                    self._raise_dirty(db, dirty, mark)
-                    return Entered(Enter.DEFERRED, int(last) + gap_us - now)
-                if slot is not None:
-                    self._del(db, later)
-            self._set(db, lock, lock_value(token, task_id, now), ttl_s)
-            return Entered(Enter.ACQUIRED)
+            done = step(self._load(db, keys), event, now)
+            for write in done.writes:
+                if write.value is None:
+                    self._del(db, keys[write.mark])
+                else:
+                    self._set(db, keys[write.mark], write.value, write.ttl_ms / 1000)
+        return done.answer, done.wait_us, now
 
-    def gate_extend(self, scope: str, token: str, ttl_s: int) -> bool:
-        """See ``Coordination.gate_extend``."""
-        lock = self.key("gate", scope, "lock")
+    def gate_state(self, scope: str) -> dict[str, Mark]:
+        """See ``Coordination.gate_state``."""
         with self._tx() as db:
-            current = self._get(db, lock)
-            if current is None or split_lock(current)[0] != token:
-                return False
-            self._set(db, lock, current, ttl_s)
-            return True
+            return self._load(db, self._marks(scope))
 
-    def gate_leave(self, scope: str, token: str, ttl_s: int, gap_us: int = 0) -> Left:
-        """See ``Coordination.gate_leave``."""
-        lock, dirty, built, later = self._gate(scope)
+    def begin_job(self, job_id: str, pending: str | None) -> Started:
+        """See ``Coordination.begin_job`` (one transaction)."""
         with self._tx() as db:
-            current = self._get(db, lock)
-            if current is None or split_lock(current)[0] != token:
-                return Left(Leave.LOST)
-            _, task_id, started = split_lock(current)
-            last = self._get(db, built)
-            if last is None or int(last) < started:
-                self._set(db, built, str(started), self.keep_s)
-            need = self._get(db, dirty)
-            if need is not None and int(need) >= started:
-                now = self.now_us()
-                if gap_us > 0 and now < started + gap_us:
-                    self._set(db, later, task_id, later_ttl_s(gap_us, ttl_s))
-                    self._del(db, lock)
-                    return Left(Leave.DEFERRED, started + gap_us - now)
-                self._set(db, lock, lock_value(token, task_id, now), ttl_s)
-                return Left(Leave.AGAIN)
-            self._del(db, dirty)
-            self._del(db, lock)
-            return Left(Leave.RELEASED)
-
-    def gate_abort(self, scope: str, token: str) -> None:
-        """See ``Coordination.gate_abort``."""
-        lock, dirty = self.key("gate", scope, "lock"), self.key("gate", scope, "dirty")
-        with self._tx() as db:
-            current = self._get(db, lock)
-            if current is not None and split_lock(current)[0] == token:
-                self._raise_dirty(db, dirty, split_lock(current)[2])
-                self._del(db, lock)
-
-    def count_attempt(self, job_id: str) -> int:
-        """See ``Coordination.count_attempt``."""
-        k = self.key("job", job_id, "attempts")
-        with self._tx() as db:
-            count = int(self._get(db, k) or 0) + 1
-            self._set(db, k, str(count), self.job_ttl_s)
-            return count
+            if pending is not None:
+                self._clear(db, self.key("pending", pending), job_id)
+            done = self._get(db, self.key("job", job_id, "done")) is not None
+            progress = frozenset(json.loads(self._get(db, self.key("job", job_id, "progress")) or "[]"))
+            k = self.key("job", job_id, "attempts")
+            count = int(self._get(db, k) or 0)
+            if not done:
+                count += 1
+                self._set(db, k, str(count), self.job_ttl_s)
+            return Started(done, count, progress)
 
     def attempts(self, job_id: str) -> int:
         """See ``Coordination.attempts``."""

@@ -1,7 +1,8 @@
 """One delivery of one job, start to finish: the flow every task goes through (the tasks are thin shells).
 
 ```
-clear the pending mark ─► twin of a finished job? drop ─► count the attempt ─► over the cap? dead letter
+begin (one round trip: clear the pending mark, read done, count the attempt, read the progress)
+    ─► twin of a finished job? drop ─► over the cap? dead letter
     ─► parse by the task's kind (workers.kinds; malformed → dead letter at once)
     ─► another engine's job? dead letter, unrun
     ─► the kind's handler (workers.handlers)
@@ -32,7 +33,7 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -42,12 +43,10 @@ from workers.config import TRANSIENT, max_countdown_s
 from workers.dead_letters import DeadLetter, keep
 from workers.handlers import Deferred
 from workers.kinds import JOB_KINDS, JobKind, JobKinds
-from workers.runtime import Runtime, close_runtime, runtime
+from workers.runtime import Runtime
 
 __all__ = [
-    "TRANSIENT",
     "DeadLettered",
-    "Deferred",
     "Delivery",
     "Outcome",
     "Runtime",
@@ -55,10 +54,8 @@ __all__ = [
     "WrongEngine",
     "backoff_s",
     "refuse_foreign",
-    "close_runtime",
     "execute",
     "parse_job_delivery",
-    "runtime",
 ]
 
 log = logging.getLogger(__name__)
@@ -91,6 +88,8 @@ class Delivery:
             and ``pending`` for builds).
         queue: The queue it came from, when known.
         retries: Celery's retry count (a fallback when the coordination store cannot count).
+        progress: The units (scopes) earlier deliveries of the job finished, as the flow read them when the
+            delivery started (``Coordination.begin_job``); None when not read.
     """
 
     task: str
@@ -99,6 +98,7 @@ class Delivery:
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     queue: str | None = None
     retries: int = 0
+    progress: frozenset[str] | None = None
 
 
 class Verdict(StrEnum):
@@ -211,12 +211,12 @@ def execute(rt: Runtime, d: Delivery, rng: random.Random | None = None) -> Outco
     try:
         coordination = rt.coordination  # opening it can fail too (a SQLite store locked by another process)
         pending = d.kwargs.get("pending")
-        if isinstance(pending, str):
-            coordination.clear_pending(pending, d.job_id)
-        if coordination.is_done(d.job_id):
+        started = coordination.begin_job(d.job_id, pending if isinstance(pending, str) else None)
+        if started.done:
             log.info("job %s: a twin of a finished job, dropped", d.job_id)
             return Outcome(Verdict.DUPLICATE, result={"duplicate": True})
-        attempts = coordination.count_attempt(d.job_id)
+        attempts = started.attempts
+        d = replace(d, progress=started.progress)
     except TRANSIENT as exc:  # the store cannot count: fall back on Celery's own retry count
         if d.retries + 1 >= max_attempts:
             return _dead(rt, d, exc, d.retries + 1)

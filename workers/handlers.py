@@ -9,9 +9,13 @@ the same job still building), a transient error to be retried, anything else to 
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from pydantic import StrictInt
+
+from memory_core._model import ContractModel
 from memory_core.consolidation import BuildScope, ConsolidateRequest
 from memory_core.engines.sqlite.engine import EMBED_PER_JOB
 from memory_core.errors import InvalidRequest
@@ -26,15 +30,18 @@ if TYPE_CHECKING:  # types only: workers.execution imports this module
     from workers.runtime import Runtime
 
 __all__ = [
+    "BuildReport",
     "Deferred",
+    "ScopeReport",
     "run_build",
     "run_build_due",
     "run_drain",
     "run_ingest",
     "run_retention",
     "run_tool_write",
-    "scope_report",
 ]
+
+log = logging.getLogger(__name__)
 
 
 class Deferred(Exception):
@@ -50,59 +57,103 @@ class Deferred(Exception):
         self.wait_s = wait_s
 
 
-def scope_report(scope: BuildScope, flight: Flight[JobReport]) -> dict[str, Any]:
-    """One scope's line of a build's result: ``{namespace, kinds, enter, passes, outcome?, built?, lease_lost?}``."""
-    out: dict[str, Any] = {
-        "namespace": str(scope.namespace),
-        "kinds": [k.value for k in scope.kinds],
-        "enter": flight.enter.value,
-        "passes": len(flight.results),
-    }
-    if flight.results:
-        last = flight.results[-1]
-        out["outcome"] = last.outcome.outcome.value
-        if last.consolidation is not None and last.consolidation.built is not None:
-            out["built"] = sum((r.consolidation.built or 0) for r in flight.results if r.consolidation)
-    if flight.lost:
-        out["lease_lost"] = True
-    return out
+class ScopeReport(ContractModel):
+    """One scope's line of a build's result: ``{namespace, kinds?, enter, passes?, outcome?, built?, lease_lost?}``.
+
+    Built straight from the single flight (``Flight``) and the runner's per-pass ``JobReport``s; it is the stored
+    result's shape (``BuildReport.to_dict``), so a build has one report model from the pass to the result.
+    ``enter`` is ``Flight.enter`` or ``done_before`` (an earlier delivery of the job built it).
+    """
+
+    namespace: str
+    kinds: tuple[str, ...] | None = None
+    enter: str
+    passes: StrictInt | None = None
+    outcome: str | None = None
+    built: StrictInt | None = None
+    lease_lost: bool | None = None
+
+    @classmethod
+    def of(cls, scope: BuildScope, flight: Flight[JobReport]) -> ScopeReport:
+        """The line of a scope that went through single flight: its last pass's outcome, beliefs built summed."""
+        last = flight.results[-1] if flight.results else None
+        built = None
+        if last is not None and last.consolidation is not None and last.consolidation.built is not None:
+            built = sum((r.consolidation.built or 0) for r in flight.results if r.consolidation)
+        return cls(
+            namespace=str(scope.namespace),
+            kinds=tuple(k.value for k in scope.kinds),
+            enter=flight.enter.value,
+            passes=len(flight.results),
+            outcome=None if last is None else last.outcome.outcome.value,
+            built=built,
+            lease_lost=True if flight.lost else None,
+        )
+
+
+class BuildReport(ContractModel):
+    """A ``build_beliefs`` job's result: ``{job, scopes, embedded}`` (items embedded after the builds)."""
+
+    job: str
+    scopes: tuple[ScopeReport, ...]
+    embedded: StrictInt
 
 
 def run_build(rt: Runtime, d: Delivery, job: BuildBeliefs) -> dict[str, Any]:
     """One ``consolidate`` per scope under ``job.request``, each single flight, resuming after a retry.
+
+    A scope is recorded as done (``add_progress``) before the next one builds, and when the delivery ends without
+    finishing (deferred, or raising); the last scope of a delivery that finishes is not: the job's done mark,
+    written next, covers it (one round trip fewer per build).
 
     Raises:
         Deferred: a scope must wait (its minimum interval, or another delivery of this job building it); the
             others are done and recorded.
     """
     stamp = d.kwargs.get("triggered_us")
-    done_before = rt.coordination.progress(d.job_id)
-    scopes: list[dict[str, Any]] = []
+    done_before = rt.coordination.progress(d.job_id) if d.progress is None else d.progress
+    scopes: list[ScopeReport] = []
     waits: list[float] = []
     runner = rt.runner
-    for scope in rt.engine.scopes(job.request):
-        unit = scope_key(rt.engine_key, scope)
-        if unit in done_before:
-            scopes.append({"namespace": str(scope.namespace), "enter": "done_before"})
-            continue
+    settings = rt.settings
+    unrecorded: str | None = None
+    try:
+        for scope in rt.engine.scopes(job.request):
+            unit = scope_key(rt.engine_key, scope)
+            if unit in done_before:
+                scopes.append(ScopeReport(namespace=str(scope.namespace), enter="done_before"))
+                continue
+            if unrecorded is not None:
+                rt.coordination.add_progress(d.job_id, unrecorded)
+                unrecorded = None
 
-        def one_pass(s: BuildScope = scope) -> JobReport:
-            return runner.run(BuildBeliefs(request=s.request()))
+            def one_pass(s: BuildScope = scope) -> JobReport:
+                return runner.run(BuildBeliefs(request=s.request()))
 
-        settings = rt.settings
-        flight = single_flight(
-            rt.coordination, unit, d.job_id, stamp, settings.lock_ttl_s, one_pass, settings.build_min_interval_s
-        )
-        if flight.deferred:
-            waits.append(flight.wait_s)
-            continue
-        rt.coordination.add_progress(d.job_id, unit)
-        scopes.append(scope_report(scope, flight))
-    embed = getattr(rt.engine, "embed_backlog", None)
-    embedded = embed(limit=EMBED_PER_JOB) if callable(embed) else 0  # the model, outside the scope locks
-    if waits:
-        raise Deferred(max(waits))
-    return {"job": job.name(), "scopes": scopes, "embedded": embedded}
+            flight = single_flight(
+                rt.coordination, unit, d.job_id, stamp, settings.lock_ttl_s, one_pass, settings.build_min_interval_s
+            )
+            if flight.deferred:
+                waits.append(flight.wait_s)
+                continue
+            unrecorded = unit
+            scopes.append(ScopeReport.of(scope, flight))
+        embed = getattr(rt.engine, "embed_backlog", None)
+        embedded = embed(limit=EMBED_PER_JOB) if callable(embed) else 0  # the model, outside the scope locks
+        if waits:
+            raise Deferred(max(waits))
+    except BaseException:
+        if unrecorded is not None:
+            _record(rt, d.job_id, unrecorded)
+        raise
+    return BuildReport(job=job.name(), scopes=tuple(scopes), embedded=embedded).to_dict()
+
+
+def _record(rt: Runtime, job_id: str, unit: str) -> None:
+    try:
+        rt.coordination.add_progress(job_id, unit)
+    except Exception as exc:  # the error being raised matters more; the scope is rebuilt (idempotent)
+        log.warning("job %s: could not record scope %s as done: %s", job_id, unit, exc)
 
 
 def run_ingest(rt: Runtime, d: Delivery, job: IngestBrain) -> dict[str, Any]:

@@ -49,23 +49,12 @@ from memory_core.settings import Settings, get_settings
 from workers.config import TRANSIENT, broker_problem, host_config, prepare, queue_for, redact
 from workers.coordination import Coordination
 from workers.dead_letters import DeadLetter, DeadLetterStore, quote_id
-from workers.kinds import JOB_KINDS, MAX_JOB_ID_CHARS, JobKinds, check_job_id, describe_reach, new_job_id
+from workers.kinds import JOB_KINDS, JobKinds, check_job_id, new_job_id
 from workers.locks import engine_key, job_digest, pending_key
 from workers.outbox import MAX_FAULTS, Outbox, OutboxEntry
 from workers.stores import open_coordination, open_dead_letters, open_outbox
 
-__all__ = [
-    "BROKER_ERRORS",
-    "MAX_JOB_ID_CHARS",
-    "DrainReport",
-    "JobQueue",
-    "Submitted",
-    "check_job_id",
-    "describe",
-    "describe_reach",
-    "new_job_id",
-    "task_of",
-]
+__all__ = ["BROKER_ERRORS", "DrainReport", "JobQueue", "Submitted"]
 
 log = logging.getLogger(__name__)
 
@@ -91,23 +80,6 @@ def _letter_payload(text: str) -> Any:
         return json.loads(text)
     except ValueError:
         return text
-
-
-def task_of(job: ContractModel, kinds: JobKinds = JOB_KINDS) -> str:
-    """The task that runs a job (its kind's row: ``memory.build_beliefs`` …).
-
-    Raises:
-        InvalidRequest: ``field="job"``: not a job of any kind.
-    """
-    return kinds.of(job).task
-
-
-def describe(job: ContractModel, kinds: JobKinds = JOB_KINDS) -> str:
-    """A short, readable summary for Flower's args column (``argsrepr``), from the job's kind.
-
-    ``build_beliefs agent:alice [conversation]``, ``ingest_brain 3 documents (notion, files)``.
-    """
-    return kinds.describe(job)
 
 
 @dataclass(frozen=True)
@@ -363,10 +335,11 @@ class JobQueue:
         return True
 
     def _park(self, job: ContractModel, job_id: str) -> None:
-        entry = OutboxEntry(id=job_id, task=task_of(job, self.kinds), payload=job.to_json(), created=time.time())
+        kind = self.kinds.of(job)
+        entry = OutboxEntry(id=job_id, task=kind.task, payload=job.to_json(), created=time.time())
         self.outbox.put(entry)
         self._outbox_may_hold = True
-        log.warning("broker unreachable: job %s (%s) parked in the outbox", job_id, describe(job, self.kinds))
+        log.warning("broker unreachable: job %s (%s) parked in the outbox", job_id, kind.describe(job))
 
     def _may_publish(self) -> int | None:
         """The breaker's trip count when this caller may try the broker, None while the breaker is open.

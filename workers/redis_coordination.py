@@ -1,9 +1,10 @@
 """``RedisCoordination``: the coordination store on Redis, one Lua script per compound operation.
 
-Each gate operation is a script, so "check the lock, then coalesce or acquire" and "check the dirty mark,
-then release or go again" are atomic (what the marks mean: ``workers.coordination``): a trigger either sees
-the lock (and the holder sees its mark when it leaves) or takes the lock itself; no trigger falls between.
-Release is compare-and-delete on the owner token (https://redis.io/topics/distlock). Times come from Redis
+Each gate event runs the one generic interpreter of ``workers.gate`` over its rule table, in one ``EVALSHA``:
+so "check the lock, then coalesce or acquire" and "check the dirty mark, then release or go again" are atomic
+(what the marks mean: ``workers.coordination``): a trigger either sees the lock (and the holder sees its mark
+when it leaves) or takes the lock itself; no trigger falls between. The Lua holds no rule of its own. Release
+is compare-and-delete on the owner token (https://redis.io/topics/distlock). Times come from Redis
 ``TIME`` (microseconds), one clock for hosts and workers. Lua numbers are doubles, exact to 2^53, so
 microsecond times (~1.8e15) compare exactly; they are built and stored as strings, never formatted as Lua
 numbers.
@@ -14,6 +15,7 @@ Keys (``P`` = ``Settings.redis_prefix``; ``{h}`` a hash tag so a scope's keys sh
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, cast
@@ -22,128 +24,28 @@ import redis
 from redis.commands.core import Script
 
 from memory_core.errors import EngineUnavailable
-from workers.coordination import JOB_MARKS, Coordination, Enter, Entered, Leave, Left, Pending, later_ttl_s
+from workers.coordination import JOB_MARKS, Coordination, Pending, Started
+from workers.gate import LUA_INTERPRETER, MARKS, Event, Mark
 
 __all__ = ["RedisCoordination", "redis_client"]
 
-_PRELUDE = """
-local function now_us()
-  local t = redis.call('TIME')
-  return t[1] .. string.rep('0', 6 - #t[2]) .. t[2]
-end
-local function raise_dirty(key, stamp, ttl_ms)
-  local cur = redis.call('GET', key)
-  if (not cur) or tonumber(cur) < tonumber(stamp) then redis.call('SET', key, stamp, 'PX', ttl_ms) end
-end
-"""
-
-_CLAIM = (
-    _PRELUDE
-    + """
+_CLAIM = """
 local cur = redis.call('GET', KEYS[1])
 if cur then
   local id, stamp = string.match(cur, '^(.*)|(%d+)$')
   return {id, stamp, 0}
 end
-local now = now_us()
+local t = redis.call('TIME')
+local now = t[1] .. string.rep('0', 6 - #t[2]) .. t[2]
 redis.call('SET', KEYS[1], ARGV[1] .. '|' .. now, 'PX', ARGV[2])
 return {ARGV[1], now, 1}
 """
-)
 
 _CLEAR = """
 local cur = redis.call('GET', KEYS[1])
 if cur and string.match(cur, '^(.*)|%d+$') == ARGV[1] then redis.call('DEL', KEYS[1]) end
 return 0
 """
-
-_ENTER = (
-    _PRELUDE
-    + """
-local stamp = tonumber(ARGV[3])
-local gap = tonumber(ARGV[6])
-local now = now_us()
-local mark = now
-if stamp and stamp < tonumber(now) then mark = ARGV[3] end
-local cur = redis.call('GET', KEYS[1])
-if cur then
-  local tok, tid, started = string.match(cur, '^([^|]*)|(.*)|(%d+)$')
-  if tid == ARGV[2] then return {'busy', math.max(1, redis.call('PTTL', KEYS[1])) * 1000} end
-  if stamp and stamp < tonumber(started) then return {'covered', 0} end
-  raise_dirty(KEYS[2], mark, ARGV[5])
-  return {'coalesced', 0}
-else
-  local slot = redis.call('GET', KEYS[4])
-  if slot and slot ~= ARGV[2] then
-    raise_dirty(KEYS[2], mark, ARGV[5])
-    return {'coalesced', 0}
-  end
-  local last = redis.call('GET', KEYS[3])
-  if (not slot) and (not redis.call('GET', KEYS[2])) then
-    if stamp and last and stamp < tonumber(last) then return {'covered', 0} end
-  end
-  if gap > 0 and last and tonumber(now) < tonumber(last) + gap then
-    redis.call('SET', KEYS[4], ARGV[2], 'PX', ARGV[7])
-    raise_dirty(KEYS[2], mark, ARGV[5])
-    return {'deferred', tonumber(last) + gap - tonumber(now)}
-  end
-  if slot then redis.call('DEL', KEYS[4]) end
-end
-redis.call('SET', KEYS[1], ARGV[1] .. '|' .. ARGV[2] .. '|' .. now, 'PX', ARGV[4])
-return {'acquired', 0}
-"""
-)
-
-_EXTEND = """
-local cur = redis.call('GET', KEYS[1])
-if cur and string.match(cur, '^([^|]*)|') == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return 1
-end
-return 0
-"""
-
-_LEAVE = (
-    _PRELUDE
-    + """
-local cur = redis.call('GET', KEYS[1])
-if not cur then return {'lost', 0} end
-local tok, tid, started = string.match(cur, '^([^|]*)|(.*)|(%d+)$')
-if tok ~= ARGV[1] then return {'lost', 0} end
-local last = redis.call('GET', KEYS[3])
-if (not last) or tonumber(last) < tonumber(started) then redis.call('SET', KEYS[3], started, 'PX', ARGV[3]) end
-local need = redis.call('GET', KEYS[2])
-if need and tonumber(need) >= tonumber(started) then
-  local now = now_us()
-  local gap = tonumber(ARGV[4])
-  if gap > 0 and tonumber(now) < tonumber(started) + gap then
-    redis.call('SET', KEYS[4], tid, 'PX', ARGV[5])
-    redis.call('DEL', KEYS[1])
-    return {'deferred', tonumber(started) + gap - tonumber(now)}
-  end
-  redis.call('SET', KEYS[1], tok .. '|' .. tid .. '|' .. now, 'PX', ARGV[2])
-  return {'again', 0}
-end
-redis.call('DEL', KEYS[2], KEYS[1])
-return {'released', 0}
-"""
-)
-
-_ABORT = (
-    _PRELUDE
-    + """
-local cur = redis.call('GET', KEYS[1])
-if cur then
-  local tok, tid, started = string.match(cur, '^([^|]*)|(.*)|(%d+)$')
-  if tok == ARGV[1] then
-    raise_dirty(KEYS[2], started, ARGV[2])
-    redis.call('DEL', KEYS[1])
-  end
-end
-return 0
-"""
-)
-
 
 _BIND = """
 local cur = redis.call('GET', KEYS[1])
@@ -192,10 +94,7 @@ class RedisCoordination(Coordination):
         super().__init__(prefix, job_ttl_s, keep_s)
         self.client = client
         self._clear: Script = client.register_script(_CLEAR)
-        self._enter: Script = client.register_script(_ENTER)
-        self._extend: Script = client.register_script(_EXTEND)
-        self._leave: Script = client.register_script(_LEAVE)
-        self._abort: Script = client.register_script(_ABORT)
+        self._gate: Script = client.register_script(LUA_INTERPRETER)
         self._forgive: Script = client.register_script(_FORGIVE)
 
     @contextmanager
@@ -207,7 +106,7 @@ class RedisCoordination(Coordination):
 
     def _gate_keys(self, scope: str) -> list[str]:
         tag = "{" + scope + "}"
-        return [self.key("gate", tag, part) for part in ("lock", "dirty", "built", "later")]
+        return [self.key("gate", tag, mark) for mark in MARKS]
 
     def now_us(self) -> int:
         """Redis ``TIME`` in microseconds."""
@@ -244,44 +143,48 @@ class RedisCoordination(Coordination):
     def _pending(got: list[Any]) -> Pending:
         return Pending(str(got[0]), int(got[1]), fresh=bool(int(got[2])))
 
-    def gate_enter(
-        self, scope: str, task_id: str, token: str, stamp_us: int | None, ttl_s: int, gap_us: int = 0
-    ) -> Entered:
-        """See ``Coordination.gate_enter``."""
-        stamp = "" if stamp_us is None else str(stamp_us)
-        later_ms = int(later_ttl_s(gap_us, ttl_s) * 1000)
-        args = [token, task_id, stamp, ttl_s * 1000, self.keep_s * 1000, int(gap_us), later_ms]
+    def run_gate(self, scope: str, event: Event) -> tuple[str, int, int]:
+        """See ``Coordination.run_gate``: one ``EVALSHA`` of the generic interpreter (``workers.gate``)."""
+        name, args = event
         with self._reachable():
-            got = cast(list[Any], self._enter(keys=self._gate_keys(scope), args=args))
-        return Entered(Enter(str(got[0])), int(got[1]))
+            got = cast(list[Any], self._gate(keys=self._gate_keys(scope), args=[name, json.dumps(args)]))
+        return str(got[0]), int(got[1]), int(got[2])
 
-    def gate_extend(self, scope: str, token: str, ttl_s: int) -> bool:
-        """See ``Coordination.gate_extend``."""
-        with self._reachable():
-            return bool(int(cast(int, self._extend(keys=self._gate_keys(scope)[:1], args=[token, ttl_s * 1000]))))
-
-    def gate_leave(self, scope: str, token: str, ttl_s: int, gap_us: int = 0) -> Left:
-        """See ``Coordination.gate_leave``."""
-        later_ms = int(later_ttl_s(gap_us, ttl_s) * 1000)
-        args = [token, ttl_s * 1000, self.keep_s * 1000, int(gap_us), later_ms]
-        with self._reachable():
-            got = cast(list[Any], self._leave(keys=self._gate_keys(scope), args=args))
-        return Left(Leave(str(got[0])), int(got[1]))
-
-    def gate_abort(self, scope: str, token: str) -> None:
-        """See ``Coordination.gate_abort``."""
-        with self._reachable():
-            self._abort(keys=self._gate_keys(scope)[:2], args=[token, self.keep_s * 1000])
-
-    def count_attempt(self, job_id: str) -> int:
-        """See ``Coordination.count_attempt``."""
-        key = self.key("job", job_id, "attempts")
+    def gate_state(self, scope: str) -> dict[str, Mark]:
+        """See ``Coordination.gate_state`` (one pipeline)."""
+        keys = self._gate_keys(scope)
         with self._reachable():
             pipe = self.client.pipeline(transaction=True)
-            pipe.incr(key)
-            pipe.expire(key, self.job_ttl_s)
-            count, _ = pipe.execute()
-        return int(count)
+            for key in keys:
+                pipe.get(key)
+                pipe.pttl(key)
+            got: list[Any] = pipe.execute()
+        state: dict[str, Mark] = {}
+        for i, mark in enumerate(MARKS):
+            value, ttl = got[2 * i], int(got[2 * i + 1])
+            if value is not None:
+                state[mark] = Mark(str(value), ttl if ttl >= 0 else None)
+        return state
+
+    def begin_job(self, job_id: str, pending: str | None) -> Started:
+        """See ``Coordination.begin_job``: one pipeline (the job's keys keep their own slots)."""
+        done, attempts, progress = (self.key("job", job_id, part) for part in ("done", "attempts", "progress"))
+        with self._reachable():
+            pipe = self.client.pipeline(transaction=False)
+            if pending is not None:
+                pipe.eval(_CLEAR, 1, self.key("pending", pending), job_id)
+            pipe.exists(done)
+            pipe.incr(attempts)
+            pipe.expire(attempts, self.job_ttl_s)
+            pipe.smembers(progress)
+            got: list[Any] = pipe.execute()
+        if pending is not None:
+            got = got[1:]
+        done_, count = bool(got[0]), int(got[1])
+        if done_:  # a twin is no attempt: the pipeline cannot branch, so take it back (the twin's path only)
+            self.forgive_attempt(job_id)
+            count -= 1
+        return Started(done_, count, frozenset(str(u) for u in got[3]))
 
     def attempts(self, job_id: str) -> int:
         """See ``Coordination.attempts``."""

@@ -1,16 +1,22 @@
 """``Runtime``: what one worker process holds, turned from settings once and asked by every part of the flow.
 
 The engine, the runner, the coordination store, the dead letters, and a ``JobQueue`` for follow-up jobs, each
-opened on first use. ``runtime()`` is this process's (opened again in a forked pool child, ``PerProcess``); the
-tasks (``workers.celery_app``), the flow (``workers.execution``), the poison guards of the transports and the
-consumer (``workers.poison``) and the signal handlers (``workers.signals``) all ask it, so a process opens one
-coordination store and one dead-letter store. ``close_runtime()`` closes it (worker process shutdown; tests that
-change the settings call it too, a public call, not a reach into private state).
+opened on first use. ``runtime()`` is this process's (opened again in a forked pool child, ``PerProcess``: a
+Celery prefork worker forks its pool children after the main process may have opened a Redis client or a SQLite
+connection, which a child must not share); the tasks (``workers.celery_app``), the flow (``workers.execution``),
+the poison guards of the transports and the consumer (``workers.poison``) and the signal handlers
+(``workers.signals``) all ask it, so a process opens one coordination store and one dead-letter store.
+``close_runtime()`` closes it (worker process shutdown; tests that change the settings call it too, a public
+call, not a reach into private state).
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import threading
+from collections.abc import Callable
+from typing import Generic, TypeVar
 
 from memory_core.engine import MemoryEngine
 from memory_core.lifecycle.layout import MemoryLayout
@@ -20,13 +26,14 @@ from workers.coordination import Coordination
 from workers.dead_letters import DeadLetterStore
 from workers.kinds import JOB_KINDS, JobKinds
 from workers.locks import engine_key
-from workers.per_process import PerProcess
 from workers.queue import JobQueue
 from workers.stores import open_coordination, open_dead_letters, open_worker_engine
 
-__all__ = ["Runtime", "close_runtime", "runtime"]
+__all__ = ["PerProcess", "Runtime", "close_runtime", "runtime"]
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 class Runtime:
@@ -98,6 +105,38 @@ class Runtime:
                     part.close()
                 except Exception as exc:  # closing must not mask the shutdown
                     log.warning("closing %s failed: %s", type(part).__name__, exc)
+
+
+class PerProcess(Generic[T]):
+    """A lazily opened per-process value (thread-safe).
+
+    Args:
+        opener: Makes the value; called at most once per process (until ``reset``).
+    """
+
+    def __init__(self, opener: Callable[[], T]) -> None:
+        self._opener = opener
+        self._lock = threading.Lock()
+        self._held: tuple[int, T] | None = None
+        os.register_at_fork(after_in_child=self._after_fork)
+
+    def _after_fork(self) -> None:
+        self._lock = threading.Lock()  # a thread of the parent may have held it at the fork
+
+    def get(self) -> T:
+        """This process's value, opened now if this process has none yet."""
+        with self._lock:
+            pid = os.getpid()
+            if self._held is None or self._held[0] != pid:
+                self._held = (pid, self._opener())
+            return self._held[1]
+
+    def reset(self, close: Callable[[T], None] | None = None) -> None:
+        """Forget the value; ``close`` it first when this process opened it (a parent's copy is left alone)."""
+        with self._lock:
+            held, self._held = self._held, None
+        if held is not None and close is not None and held[0] == os.getpid():
+            close(held[1])
 
 
 _runtime: PerProcess[Runtime] = PerProcess(lambda: Runtime(get_settings()))

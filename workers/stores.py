@@ -29,11 +29,12 @@ def open_coordination(settings: Settings, timeout_s: float | None = None) -> Coo
             ``redis_socket_timeout_s``.
     """
     job_ttl_s = 2 * settings.visibility_timeout_s
+    keep_s = max(job_ttl_s, settings.result_expires_s)  # one rule for both stores (they used to differ)
     url = redis_url_of(settings)
     if url is None:
-        return SqliteCoordination(var_paths(settings)["coordination"], settings.redis_prefix, job_ttl_s, job_ttl_s)
+        return SqliteCoordination(var_paths(settings)["coordination"], settings.redis_prefix, job_ttl_s, keep_s)
     client = redis_client(url, timeout_s or settings.redis_socket_timeout_s, settings.redis_health_check_s)
-    return RedisCoordination(client, settings.redis_prefix, job_ttl_s, max(job_ttl_s, settings.result_expires_s))
+    return RedisCoordination(client, settings.redis_prefix, job_ttl_s, keep_s)
 
 
 def open_dead_letters(settings: Settings, timeout_s: float | None = None) -> DeadLetterStore:

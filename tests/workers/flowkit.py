@@ -24,7 +24,8 @@ import redis
 
 from memory_core.settings import Settings
 
-WORKERS_DB = 14
+WORKERS_DB = int(os.environ.get("TEST_WORKERS_REDIS_DB", "14"))
+"""The Redis database the job-flow tests use (``TEST_WORKERS_REDIS_DB``: parallel checkouts pick their own)."""
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 BIN = Path(sys.executable).parent

@@ -14,7 +14,6 @@ from memory_core.engines import load_plugins
 from memory_core.errors import ConfigError
 from memory_core.settings import Settings, parse_engine_plugins
 from workers.config import (
-    QUEUE_OF_TASK,
     beat_config,
     celery_config,
     check_timeouts,
@@ -23,6 +22,7 @@ from workers.config import (
     result_backend_url,
 )
 from workers.flower import flower_argv
+from workers.kinds import JOB_KINDS
 
 
 def settings(**fields: Any) -> Settings:
@@ -147,7 +147,7 @@ def test_every_beat_entry_names_a_registered_task_on_its_queue() -> None:
         assert entry["options"]["expires"] == entry["schedule"]
     assert schedule["build-due"]["schedule"] == 120.0
     assert schedule["drain-outbox"]["schedule"] == 30.0
-    assert set(QUEUE_OF_TASK) <= set(app.tasks)
+    assert set(JOB_KINDS.queues()) <= set(app.tasks)
 
 
 def test_flower_always_gets_basic_auth_from_settings() -> None:

@@ -131,7 +131,7 @@ def test_pending_marks_collapse_identical_triggers_until_the_job_starts(store: C
 
 
 def test_per_job_marks_count_record_and_forget(store: Coordination) -> None:
-    assert [store.count_attempt("j") for _ in range(3)] == [1, 2, 3]
+    assert [store.begin_job("j", None).attempts for _ in range(3)] == [1, 2, 3]
     store.add_progress("j", "scope-a")
     store.add_progress("j", "scope-b")
     assert store.progress("j") == {"scope-a", "scope-b"}
@@ -139,14 +139,28 @@ def test_per_job_marks_count_record_and_forget(store: Coordination) -> None:
     store.mark_done("j")
     assert store.is_done("j")
     store.forget_job("j")
-    assert not store.is_done("j") and store.progress("j") == frozenset() and store.count_attempt("j") == 1
+    assert not store.is_done("j") and store.progress("j") == frozenset() and store.begin_job("j", None).attempts == 1
+
+
+def test_a_delivery_begins_in_one_call_clearing_its_pending_mark_and_reading_its_marks(store: Coordination) -> None:
+    assert claim(store, "k", "job-1").fresh
+    first = store.begin_job("job-1", "k")
+    assert (first.done, first.attempts, first.progress) == (False, 1, frozenset())
+    assert claim(store, "k", "job-2").fresh  # the pending mark was cleared: a new trigger queues a new job
+    store.add_progress("job-1", "scope-a")
+    again = store.begin_job("job-1", "k")  # a retry: "k" now names job-2, which it leaves alone
+    assert (again.done, again.attempts, again.progress) == (False, 2, {"scope-a"})
+    assert not claim(store, "k", "job-3").fresh
+    store.mark_done("job-1")
+    twin = store.begin_job("job-1", None)
+    assert twin.done and twin.attempts == 2 and store.attempts("job-1") == 2  # a twin of a done job is no attempt
 
 
 def test_an_unreachable_redis_is_engine_unavailable() -> None:
     client = redis_client("redis://127.0.0.1:1/0", 0.2, 0)
     store = RedisCoordination(client, "x", 60, 60)
     with pytest.raises(EngineUnavailable):
-        store.count_attempt("j")
+        store.begin_job("j", None)
 
 
 def test_keys_name_engine_scope_and_job_without_leaking_the_url() -> None:

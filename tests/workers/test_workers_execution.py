@@ -17,9 +17,10 @@ from memory_core.lifecycle.jobs import BuildBeliefs, IngestBrain, parse_job
 from memory_core.meta import ItemKind
 from memory_core.namespace import Namespace, Reach
 from memory_core.settings import Settings
-from workers.coordination import SqliteCoordination
+from workers.coordination import SqliteCoordination, Started
 from workers.dead_letters import SqliteDeadLetters
 from workers.execution import Delivery, Runtime, Verdict, backoff_s, execute
+from workers.handlers import BuildReport
 from workers.locks import scope_key
 from workers.queue import DrainReport
 
@@ -108,7 +109,11 @@ def test_a_build_runs_one_consolidate_per_scope_under_the_reach(rt: Runtime) -> 
     assert [s["namespace"] for s in out.result["scopes"]] == ["agent:a", "agent:b"]
     assert all(s["enter"] == "acquired" and s["passes"] == 1 for s in out.result["scopes"])
     assert sorted(engine.calls) == ["agent:a", "agent:b"]
-    assert rt.coordination.is_done("j1") and len(rt.coordination.progress("j1")) == 2
+    assert rt.coordination.is_done("j1")  # the done mark covers the last scope: only the first is recorded
+    assert rt.coordination.progress("j1") == {
+        scope_key(rt.engine_key, s)
+        for s in engine.scopes(ConsolidateRequest(reach=Reach.subtree(), kinds=(ItemKind.CONVERSATION,)))[:1]
+    }
 
 
 def test_a_failing_scope_is_retried_alone_without_redoing_the_others(rt: Runtime) -> None:
@@ -177,7 +182,7 @@ def test_a_job_started_more_often_than_allowed_is_dead_lettered_without_running(
     assert isinstance(engine, FlakyEngine)
     converse(engine, "a", "I live in Oslo.")
     for _ in range(3):  # three starts already lost (a child killed each time, requeued by reject_on_worker_lost)
-        rt.coordination.count_attempt("j3")
+        rt.coordination.begin_job("j3", None)
     out = execute(rt, build_delivery("j3", Reach.exact("agent:a")))
     assert out.verdict is Verdict.DEAD and rt.letters.get("j3").error == "GaveUp"
     assert engine.calls == []
@@ -222,7 +227,7 @@ def test_drain_outbox_drains_the_local_outbox(rt: Runtime) -> None:
 
 def test_when_the_store_cannot_count_attempts_celerys_retry_count_caps_the_retries(rt: Runtime, tmp_path: Path) -> None:
     class Down(SqliteCoordination):
-        def is_done(self, job_id: str) -> bool:
+        def begin_job(self, job_id: str, pending: str | None) -> Started:
             raise EngineUnavailable("redis down")
 
     rt._coordination = Down(tmp_path / "d.db", "t", 60, 60)
@@ -423,6 +428,23 @@ def test_a_twin_delivery_of_a_job_whose_first_copy_died_completes_it_once(hooked
     assert done.verdict is Verdict.DONE and engine.calls == ["agent:a"]
     assert execute(hooked, build_delivery("j2", Reach.exact("agent:a"))).verdict is Verdict.DUPLICATE
     assert engine.calls == ["agent:a"]
+
+
+def test_a_builds_result_is_one_report_model_with_the_stored_json_shape(rt: Runtime) -> None:
+    engine = rt.engine
+    assert isinstance(engine, FlakyEngine)
+    engine.fail_at = {"agent:b"}
+    converse(engine, "a", "I live in Oslo.")
+    converse(engine, "b", "I play the cello.")
+    assert execute(rt, build_delivery("j9", Reach.subtree())).verdict is Verdict.RETRY
+    out = execute(rt, build_delivery("j9", Reach.subtree()))
+    assert out.result is not None
+    assert list(out.result) == ["job", "scopes", "embedded"] and out.result["job"] == "build_beliefs"
+    first, second = out.result["scopes"]
+    assert first == {"namespace": "agent:a", "enter": "done_before"}  # nothing else on a scope built before
+    assert list(second) == ["namespace", "kinds", "enter", "passes", "outcome", "built"]  # no lease_lost: kept
+    assert second["kinds"] == ["conversation"] and second["passes"] == 1 and second["outcome"] == "done"
+    assert BuildReport.model_validate(out.result).to_dict() == out.result  # the model reads its own JSON back
 
 
 def test_retention_forgets_old_turns_and_a_dry_run_only_reports(rt: Runtime) -> None:

@@ -27,7 +27,7 @@ from workers.dead_letters import SqliteDeadLetters
 from workers.execution import Delivery, Runtime, Verdict, execute
 from workers.kinds import JOB_KINDS, JobKind
 from workers.locks import engine_key
-from workers.queue import JobQueue, describe
+from workers.queue import JobQueue
 
 
 class EchoJob(ContractModel):
@@ -73,7 +73,7 @@ def test_a_third_kind_is_parsed_by_its_tag_and_refused_by_a_table_without_it() -
     assert isinstance(echo, EchoJob) and echo.text == "hi"
     assert TABLE.parse('{"job":"test_echo","text":"hi"}') == echo
     assert isinstance(TABLE.parse(BUILD.to_json()), BuildBeliefs)
-    assert TABLE.of(echo) is ECHO and describe(echo, TABLE) == "echo 'hi'"
+    assert TABLE.of(echo) is ECHO and TABLE.describe(echo) == "echo 'hi'"
     with pytest.raises(InvalidRequest) as caught:
         JOB_KINDS.parse({"job": "test_echo", "text": "hi"})
     assert caught.value.field == "job"

@@ -19,9 +19,10 @@ from memory_core.lifecycle.documents import BrainDocument
 from memory_core.lifecycle.jobs import BuildBeliefs, IngestBrain
 from memory_core.namespace import Reach
 from memory_core.settings import Settings
+from workers.kinds import JOB_KINDS
 from workers.locks import engine_key
 from workers.outbox import OutboxEntry
-from workers.queue import JobQueue, describe
+from workers.queue import JobQueue
 
 ALICE = BuildBeliefs(request={"reach": Reach.exact("agent:alice").to_dict(), "kinds": ["conversation"]})
 DOC = IngestBrain(documents=(BrainDocument.new("notion", "Queues live in Redis.", title="Queues"),))
@@ -41,11 +42,11 @@ def message(flow: Flow, queue: str) -> dict[str, Any]:
 
 
 def test_describe_gives_flower_a_short_readable_summary() -> None:
-    assert describe(ALICE) == "build_beliefs agent:alice [conversation]"
-    assert describe(BuildBeliefs(request={"reach": Reach.subtree("source:notion").to_dict()})) == (
+    assert JOB_KINDS.describe(ALICE) == "build_beliefs agent:alice [conversation]"
+    assert JOB_KINDS.describe(BuildBeliefs(request={"reach": Reach.subtree("source:notion").to_dict()})) == (
         "build_beliefs source:notion/** [all kinds]"
     )
-    assert describe(DOC) == "ingest_brain 1 document (notion)"
+    assert JOB_KINDS.describe(DOC) == "ingest_brain 1 document (notion)"
 
 
 @pytest.mark.redis

@@ -71,7 +71,7 @@ def test_unknown_and_rejected_messages_keep_their_job_payload(letters: DeadLette
 def test_letters_from_signal_handlers_record_the_attempts_counted_and_the_engine(letters: DeadLetterStore) -> None:
     coordination = runtime().coordination
     for _ in range(3):
-        coordination.count_attempt("t3")  # the flow started it three times; the third hit the hard limit
+        coordination.begin_job("t3", None)  # the flow started it three times; the third hit the hard limit
     failed(sender=Task(), task_id="t3", exception=TimeLimitExceeded(600), args=[JOB], kwargs={"engine": "e" * 16})
     assert letters.get("t3").attempts == 3 and letters.get("t3").engine == "e" * 16
     body = json.dumps([[JOB], {"engine": "f" * 16}, {}]).encode()

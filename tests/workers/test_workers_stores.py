@@ -124,8 +124,8 @@ def test_letters_for_messages_without_an_id_never_replace_each_other() -> None:
 
 
 def test_a_letter_id_follows_the_job_id_rule_so_the_letter_can_be_requeued() -> None:
+    from workers.kinds import MAX_JOB_ID_CHARS, check_job_id
     from workers.poison import letter_id
-    from workers.queue import MAX_JOB_ID_CHARS, check_job_id
 
     for bad in ("job\x07bell", "tab\tid", "del\x7f", "x" * (MAX_JOB_ID_CHARS + 1)):
         made = letter_id(bad, "raw")
@@ -190,7 +190,7 @@ def test_concurrent_drainers_never_claim_the_same_row(tmp_path: Path) -> None:
 def test_a_per_process_value_is_opened_once_per_process_and_again_in_a_forked_child() -> None:
     import os
 
-    from workers.per_process import PerProcess
+    from workers.runtime import PerProcess
 
     opened: list[object] = []
 
