@@ -156,6 +156,8 @@ class Settings(BaseSettings):
             ``hash`` (the reference vector; no model).
         embedder_model: A local ONNX file to run instead of the pinned MiniLM (same inputs and output).
         embed_batch: Items one embedding job encodes and stores per transaction.
+        blas_threads: Threads of the process's BLAS pool, set when the first SQLite engine opens (its ranking's
+            products are small; ``engines.sqlite.blas``); 0 leaves the pool alone.
         cortexdb_key / tinyhumans_token: The bearer credentials of the ``cortexdb+…`` and ``tinyhumans+…``
             engines (never shown in a repr, log or error).
         pg_pool_min_size / pg_pool_max_size: Connections the PostgreSQL engine's one pool per process keeps open
@@ -211,6 +213,7 @@ class Settings(BaseSettings):
     embedder: Literal["minilm", "hash"] = "minilm"
     embedder_model: str | None = None
     embed_batch: int = Field(default=256, gt=0, le=10_000)
+    blas_threads: int = Field(default=1, ge=0, le=1024)
     cortexdb_key: SecretStr | None = None
     tinyhumans_token: SecretStr | None = None
     pg_pool_min_size: int = Field(default=1, ge=0)
