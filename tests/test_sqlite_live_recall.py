@@ -162,3 +162,27 @@ def test_the_floor_stems_each_shown_text_once(engine: SQLiteEngine, monkeypatch:
         assert any(h.kind == ItemKind.CONVERSATION for s in pack.sections for h in s.hits)
     shown = [text for text in stemmed if text != question]
     assert shown and len(shown) == len(set(shown))  # every shown text stemmed once, not once per pack
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "reference"])
+def test_the_team_read_leaves_the_agent_out_before_ranking(tmp_path: Path, kind: str) -> None:
+    from memory_core.engines.reference import ReferenceEngine
+
+    store = SQLiteEngine(tmp_path / "t.db", synchronous="normal") if kind == "sqlite" else ReferenceEngine()
+    ann, bob = AgentMemory(store, LAYOUT, "ann"), AgentMemory(store, LAYOUT, "bob")
+    bob.post_turn({"thread_id": "b", "turn_index": 0, "assistant_text": "A kayak trip on the lake"})
+    for i in range(12):  # ann's own turns, written last, rank first for the question
+        ann.post_turn({"thread_id": "a", "turn_index": i, "assistant_text": f"Kayak kayak lake trip number {i}"})
+    if isinstance(store, SQLiteEngine):
+        store.drain_pending()
+    team = LAYOUT.conversations_filter(None)
+    plain = store.fetch(FetchRequest(query="kayak lake trip", filter=team, limit=1, max_scopes=1))
+    assert [h.meta.agent_id for h in plain.hits] == ["ann"]  # without the field: ann takes the page and the scope
+    request = FetchRequest(query="kayak lake trip", filter=team, limit=1, max_scopes=1, exclude_agent_id="ann")
+    page = store.fetch(request)
+    assert [h.meta.agent_id for h in page.hits] == ["bob"]  # one hit asked, and it is the other agent's
+    if isinstance(store, SQLiteEngine):
+        assert store.reads.recent[-1] == (team, 1)  # only bob's turn was ranked
+        store.close()
+    assert "exclude_agent_id" not in FetchRequest(query="q").model_dump(mode="json", exclude_none=True)
+    assert FetchRequest.model_validate_json(request.model_dump_json()).exclude_agent_id == "ann"

@@ -222,6 +222,8 @@ class PostgresEngine(MemoryEngine):
                 row = conn.execute(f"SELECT coalesce(max(seq), 0) FROM {SCHEMA}.items").fetchone()
                 snapshot = int(row[0]) if row else 0
             where = compile_filter(request.filter, "i")
+            if request.exclude_agent_id is not None:  # before the scopes are chosen (``FetchRequest``)
+                where.add("i.agent_id IS DISTINCT FROM %s", request.exclude_agent_id)
             if request.max_scopes is not None:
                 self._scoped(conn, request, where, request.max_scopes)
             want = offset + request.limit + 1

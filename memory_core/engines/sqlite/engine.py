@@ -440,7 +440,7 @@ class SQLiteEngine(MemoryEngine):
         self, conn: sqlite3.Connection, request: FetchRequest, want: int, snapshot: int
     ) -> list[tuple[int, float]]:
         self._index.refresh(conn)
-        rows = self._index.candidates(conn, request.filter, snapshot)
+        rows = self._index.candidates(conn, request.filter, snapshot, request.exclude_agent_id)
         if request.max_scopes is not None and len(rows):
             rows = self._within_scopes(conn, rows, request, request.max_scopes)
         self.reads.ranked(request.filter, len(rows))
