@@ -186,3 +186,19 @@ def test_the_team_read_leaves_the_agent_out_before_ranking(tmp_path: Path, kind:
         store.close()
     assert "exclude_agent_id" not in FetchRequest(query="q").model_dump(mode="json", exclude_none=True)
     assert FetchRequest.model_validate_json(request.model_dump_json()).exclude_agent_id == "ann"
+
+
+def test_the_index_loads_a_big_file_in_pages(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from memory_core.engines.sqlite import index
+
+    path = tmp_path / "big.db"
+    with SQLiteEngine(path, synchronous="normal") as writer:
+        writer.store_many(_docs(100))
+    monkeypatch.setattr(index, "LOAD_PAGE", 7)
+    with SQLiteEngine(path, synchronous="normal") as reader:  # a new process's first read
+        hits = reader.fetch(FetchRequest(query="kayak report 42", mode=FetchMode.KEYWORD, limit=100)).hits
+        assert len(hits) == 100 and "report 42:" in hits[0].text
+        assert reader._index.loads == 15 and reader._index.size() == 100  # 100 rows, 7 a query (the last: 2)
+        reader.store_many(_docs(103)[100:])
+        assert len(reader.fetch(FetchRequest(query="kayak", mode=FetchMode.KEYWORD, limit=200)).hits) == 103
+        assert reader._index.loads == 16

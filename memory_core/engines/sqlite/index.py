@@ -52,6 +52,9 @@ F32Array = npt.NDArray[np.float32]
 _ROW_SQL: Final = (
     "SELECT seq, vec, coalesce(observed_at, stored_at), coalesce(confidence, 0.5), ns, kind, agent_id FROM items "
 )
+LOAD_PAGE: Final = 20_000
+"""Rows one refresh query reads (memory-core choice: the arrays grow by pages, so the Python tuples a first read
+of a big file holds at once are bounded: ~20k rows ≈ 10 MB, whatever the file's size)."""
 _NO_AGENT: Final = -1
 """The agent code of a row without ``meta.agent_id``."""
 
@@ -160,6 +163,7 @@ class ItemIndex:
         self._reset()
 
     def _reset(self) -> None:
+        self.loads = 0
         self.upto = 0
         self.deleted_upto = 0
         self._n = 0
@@ -193,12 +197,14 @@ class ItemIndex:
             if instance != self._instance:
                 self._reset()
                 self._instance = instance
-            if bound > self.upto:
+            while bound > self.upto:  # in pages: a first read of a big file never holds every row as tuples
                 rows = conn.execute(
-                    f"{_ROW_SQL} WHERE seq > ? AND seq <= ? AND vec IS NOT NULL ORDER BY seq", (self.upto, bound)
+                    f"{_ROW_SQL} WHERE seq > ? AND seq <= ? AND vec IS NOT NULL ORDER BY seq LIMIT ?",
+                    (self.upto, bound, LOAD_PAGE),
                 ).fetchall()
                 self._append(rows)
-                self.upto = bound
+                self.loads += 1
+                self.upto = bound if len(rows) < LOAD_PAGE else int(rows[-1][0])
             gone = conn.execute("SELECT n, seq FROM deleted WHERE n > ? ORDER BY n", (self.deleted_upto,)).fetchall()
             if gone:
                 self.deleted_upto = int(gone[-1][0])
