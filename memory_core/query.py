@@ -181,7 +181,8 @@ class FetchRequest(ContractModel):
     ``max_scopes`` reads at most N scopes: those the query names first, then the most recently written.
     ``exclude_agent_id`` (*memory-core*, issue 12: a pack's Team section) leaves out the items whose
     ``meta.agent_id`` is that agent before ranking and before the scopes are chosen, so its own turns neither
-    take the page nor a scope; None (the default, left out of JSON) excludes nobody. Beliefs are not narrowed.
+    take the page nor a scope (an engine whose wire has no such filter drops them before the page); None (the
+    default, left out of JSON) excludes nobody. Beliefs are not narrowed.
     ``tiers`` (seed 002) names the tiers read; empty (the default, left out of JSON) reads every tier but
     ``archive``. Only engines declaring ``tiers`` take a non-empty one.
     """
