@@ -462,7 +462,7 @@ class SQLiteEngine(MemoryEngine):
         encoding = self._queries.start(request.query) if hinted is None else None  # runs during the lexical stage
         pool = max(want, RERANK_POOL)
         ranked = rank_items(conn, rows, request.query, request.mode, pool, self._index.size(), now, hinted_keys=hinted)
-        if encoding is None:  # a time hint orders its own groups: the lexical order is kept
+        if encoding is None or len(ranked) < 2:  # a time hint orders its own groups; one hit needs no order
             return ranked[:want]
         self.reads.reranked(min(len(ranked), RERANK_POOL))
         tokens = encoding.result()
