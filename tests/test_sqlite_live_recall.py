@@ -65,7 +65,9 @@ def test_one_encode_per_pre_turn_for_all_its_sections(engine: SQLiteEngine, mode
     other = AgentMemory(engine, LAYOUT, "bob")
     for i in range(4):
         other.post_turn({"thread_id": "b", "turn_index": i, "assistant_text": f"Bob kayaks on lake {i} at dawn"})
-    Brain(engine, LAYOUT).ingest_many([BrainDocument.new("files", "Kayaks float; a lake is calm at dawn.")])
+        agent.post_turn({"thread_id": "old", "turn_index": i, "assistant_text": f"Ann saw a calm lake {i} at dawn"})
+    docs = [BrainDocument.new("files", f"Kayaks float; lake {i} is calm at dawn.") for i in range(2)]
+    Brain(engine, LAYOUT).ingest_many(docs)
     engine.embed_backlog()
     model.calls.clear()
     questions = ["Where does Bob kayak?", "When is the lake calm?", "What floats at dawn?"]
