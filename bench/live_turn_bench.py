@@ -1,25 +1,30 @@
 """The live turn beside a worker (issue 12): ``pre_turn``/``post_turn`` on a store holding the demo's data.
 
-Run ``python -m bench.live_turn_bench`` (1k/10k/100k stored turns), ``--quick`` (1k/3k, about a minute) or
-``--full`` (adds 1M). Each size's store holds what ``make demo`` builds: the PEPs in the brain, one LoCoMo
-conversation replayed through ``AgentMemory`` with its beliefs built, and filler turns (LoCoMo replicated across
-other agents, stored ``visible``, not yet built) up to the size. The fill time is printed.
+Run ``python -m bench.live_turn_bench`` (1k/10k/100k stored items, a few minutes on a quiet 2-core machine),
+``--quick`` (1k/3k, about a minute) or ``--full`` (adds 1M). The demo's data is built once: the PEPs in the brain,
+one LoCoMo conversation replayed through ``AgentMemory`` with its beliefs built, and every item embedded by the
+ranking model (what ``make demo``'s worker does). Each size is a copy of it with filler turns up to the size
+(stored ``visible``, not yet built): LoCoMo replicated across other agents, except at the largest size, where the
+filler is **one big agent** of the replayed agent's layout. The fill times are printed.
 
 At each size, in the same run:
 
-* **(a) no worker**: ``pre_turn`` (a LoCoMo question) then ``post_turn`` of one replayed agent, p50/p99;
+* **(a) no worker**: ``pre_turn`` (a LoCoMo question) then ``post_turn`` of the replayed agent, p50/p99;
 * **(b) a worker**: the same calls while another process ingests PEP passages (100 per batch, ``visible``, as an
-  ``IngestBrain`` job) and builds every due scope (the filler: a long build), in a loop. With 2+ CPUs the host
-  is pinned to CPU 0 and the worker to CPU 1 (``os.sched_setaffinity``; ``taskset`` semantics), so the figures
-  show waiting, not CPU contention;
+  ``IngestBrain`` job), builds every due scope (the filler: a long build) and embeds what waits, in a loop. With
+  2+ CPUs the host is pinned to CPU 0 and the worker to CPU 1 (``os.sched_setaffinity``; ``taskset``
+  semantics), so the figures show waiting, not CPU contention;
 * the counts behind them (``docs/live-turn.md``): host writes that waited for more than one background
   transaction (``WriteStats.behind_more_than_one``: SQLite's own commit order), full belief-index loads and
-  refreshes during (b), and the most rows one History/Team read ranked;
-* the host's RSS after the calls, and the cold start: a new engine's first ``pre_turn`` on the file;
+  refreshes during (b), the most rows one History/Team read ranked, the most candidates one rerank scored, and
+  query encodes per ``pre_turn``;
+* the cold start, in a new process: its RSS before opening the file, then the first ``pre_turn``'s time and the
+  RSS after it;
 * the read-pool question: ``pre_turn`` wall and CPU time with its reads on one thread against the shared pool.
 
-Last, a **small agent beside a big one**: the replayed agent's ``pre_turn`` p99 before another agent of its
-layout exists, then while that agent holds the largest size's turns and a worker builds them.
+Last, a **small agent beside a big one**: the replayed agent's ``pre_turn`` p99 at the largest size, while the big
+agent holds the filler and the worker builds it ((b) there), against the same agent's p99 on the demo's data
+alone at the first size ((a) there), before the big agent existed.
 
 The lead takes final figures on a quiet machine; ``--quick`` checks the code.
 """
@@ -27,6 +32,7 @@ The lead takes final figures on a quiet machine; ``--quick`` checks the code.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -44,6 +50,7 @@ from bench.sqlite_bench import _fill, _locomo, _turns
 from memory_core import ConsolidateRequest, Namespace, Reach
 from memory_core.cli._jobs import plan_ingest
 from memory_core.engines.sqlite import SQLiteEngine
+from memory_core.engines.sqlite.queries import QueryEncodings
 from memory_core.lifecycle.agent import AgentMemory
 from memory_core.lifecycle.brain import Brain
 from memory_core.lifecycle.documents import BrainDocument
@@ -70,8 +77,10 @@ class Sizes:
 
 
 QUICK = Sizes((1_000, 3_000), 30)
-STANDARD = Sizes((1_000, 10_000, 100_000), 200)
-FULL = Sizes((1_000, 10_000, 100_000, 1_000_000), 200)
+STANDARD = Sizes((1_000, 10_000, 100_000), 150)
+FULL = Sizes((1_000, 10_000, 100_000, 1_000_000), 150)
+WORKER_EMBEDS = 256
+"""Items the bench worker embeds after each build (a build job embeds up to ``EMBED_PER_JOB``)."""
 
 
 # the worker process ----------------------------------------------------------------------------------------
@@ -93,6 +102,7 @@ def _worker(db: str, started: str, stop: str) -> None:
             brain.ingest_many(docs[start : start + 100], collection=f"worker-{i}")
             Path(started).touch()
             engine.consolidate(BUILD_ALL)
+            engine.embed_backlog(limit=WORKER_EMBEDS)
             i += 1
 
 
@@ -136,14 +146,41 @@ def _rss_mb() -> float:
 
 
 def _demo_store(engine: SQLiteEngine, sample: str) -> tuple[str, list[str]]:
-    """The demo's data: PEPs in the brain, the LoCoMo conversation replayed and built; (agent, questions)."""
+    """The demo's data: PEPs in the brain, the LoCoMo conversation replayed, built and embedded; (agent, questions)."""
     Brain(engine, LAYOUT).ingest_many(_passages())
     settings = get_settings()
     conv = load_conversations(settings.data_dir / "locomo" / "locomo_dev.json", "locomo", [sample])
     Replayer(engine, LAYOUT, lambda job: None).replay(conv)
     engine.consolidate(BUILD_ALL)
+    engine.embed_backlog()
     _, questions = _locomo()
     return agent_id_for(conv.speakers[0]), questions
+
+
+@dataclass(frozen=True)
+class Base:
+    """The demo's data, built once: the file, its agent and questions, the items it holds, the build time."""
+
+    path: Path
+    agent: str
+    questions: list[str]
+    held: int
+    seconds: float
+
+
+def _base(tmp: Path, sample: str) -> Base:
+    path = tmp / "demo.db"
+    started = time.perf_counter()
+    with SQLiteEngine(path) as engine:
+        agent, questions = _demo_store(engine, sample)
+        held = int(engine.stats()["items"])
+    return Base(path, agent, questions, held, time.perf_counter() - started)
+
+
+def _copy(base: Path, to: Path) -> None:
+    for suffix in ("", "-wal"):
+        if Path(f"{base}{suffix}").exists():
+            shutil.copyfile(f"{base}{suffix}", f"{to}{suffix}")
 
 
 @dataclass
@@ -154,12 +191,14 @@ class Timed:
     post: list[float]
     writes: int
     over_one: int
+    encodes: int
 
 
 def _calls(engine: SQLiteEngine, agent: str, questions: list[str], calls: int, base: int) -> Timed:
     memory = AgentMemory(engine, LAYOUT, agent)
+    engine._queries = QueryEncodings(lambda: engine.embedder)  # every phase encodes its questions, as users' are new
     stats = engine._db.stats
-    writes, over = stats.live, stats.behind_more_than_one
+    writes, over, encodes = stats.live, stats.behind_more_than_one, engine.query_encodes
     pre: list[float] = []
     post: list[float] = []
     for i in range(calls):
@@ -170,7 +209,7 @@ def _calls(engine: SQLiteEngine, agent: str, questions: list[str], calls: int, b
         start = time.perf_counter()
         memory.post_turn({"thread_id": "bench", "turn_index": turn + 1, "assistant_text": f"Noted, {i}."})
         post.append((time.perf_counter() - start) * 1000)
-    return Timed(pre, post, stats.live - writes, stats.behind_more_than_one - over)
+    return Timed(pre, post, stats.live - writes, stats.behind_more_than_one - over, engine.query_encodes - encodes)
 
 
 def _pool_rows(engine: SQLiteEngine, agent: str, questions: list[str], calls: int, setup: str) -> list[Row]:
@@ -193,7 +232,7 @@ def _pool_rows(engine: SQLiteEngine, agent: str, questions: list[str], calls: in
         Row("pre_turn p50, reads on one thread", setup, percentile(one_wall, 50), "ms", percentile(pool_wall, 50),
             "the shared read pool"),
         Row("pre_turn CPU p50, reads on one thread", setup, percentile(one_cpu, 50), "ms", percentile(pool_cpu, 50),
-            "the shared read pool", "process CPU time per call"),
+            "the shared read pool", "process CPU time per call, encoder thread included"),
     ]  # fmt: skip
 
 
@@ -203,64 +242,76 @@ def _section_rows(engine: SQLiteEngine, agent: str) -> int:
     return max((rows for flt, rows in engine.reads.recent if flt in flts), default=0)
 
 
-def _rows_at(tmp: Path, stored: int, calls: int, pinning: str, sample: str) -> list[Row]:
+def _cold(db: str, agent: str, question: str) -> None:
+    """In a new process: RSS before opening ``db``, the first ``pre_turn``'s time, RSS after (one JSON line)."""
+    if (os.cpu_count() or 1) >= 2:
+        os.sched_setaffinity(0, {0})
+    before = _rss_mb()
+    start = time.perf_counter()
+    with SQLiteEngine(db) as engine:
+        AgentMemory(engine, LAYOUT, agent).pre_turn({"thread_id": "cold", "turn_index": 0, "user_text": question})
+        cold_ms = (time.perf_counter() - start) * 1000
+        print(json.dumps({"rss_before_mb": before, "cold_ms": cold_ms, "rss_after_mb": _rss_mb()}), flush=True)
+
+
+def _cold_start(db: Path, agent: str, question: str) -> dict[str, float]:
+    env = {**os.environ, "MEMORY_CORE_DATA_DIR": str(get_settings().data_dir)}
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.live_turn_bench", "--cold", str(db), agent, question],
+        cwd=Path(__file__).resolve().parents[1], env=env, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    out: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    return out
+
+
+def _rows_at(tmp: Path, base: Base, stored: int, calls: int, pinning: str, big: bool) -> tuple[list[Row], Timed, Timed]:
     db = tmp / f"live-{stored}.db"
+    _copy(base.path, db)
     started = time.perf_counter()
     engine = SQLiteEngine(db)
-    agent, questions = _demo_store(engine, sample)
+    agent, questions = base.agent, base.questions
     turns, _ = _locomo()
-    held = int(engine.stats()["items"])
-    _fill(engine, _turns(turns, max(0, stored - held), tag="fill"))
+    filler = max(0, stored - base.held)
+    node = Namespace.agent("big") if big else None
+    _fill(engine, _turns(turns, filler, node=node, tag="big" if big else "fill"))
     fill_s = time.perf_counter() - started
-    print(f"  {stored:,} stored: filled in {fill_s:.1f} s", flush=True)
+    setup = f"{stored:,} stored" + (" (one big agent)" if big and filler else "")
+    print(f"  {setup}: filled in {fill_s:.1f} s", flush=True)
     _calls(engine, agent, questions, 3, 10_000)  # warm
     quiet = _calls(engine, agent, questions, calls, 20_000)
     loads = engine._belief_index.stats
     full, refreshes = loads.full, loads.refreshes
     with _running_worker(db, tmp):
         busy = _calls(engine, agent, questions, calls, 40_000)
-    writes, over = busy.writes, busy.over_one
     rows_read = _section_rows(engine, agent)
-    pool = _pool_rows(engine, agent, questions, calls, f"{stored:,} stored")
-    rss = _rss_mb()
+    pool = _pool_rows(engine, agent, questions, max(3, calls // 3), setup)
     engine.close()
-    cold_engine = SQLiteEngine(db)
-    start = time.perf_counter()
-    AgentMemory(cold_engine, LAYOUT, agent).pre_turn({"thread_id": "cold", "turn_index": 0, "user_text": questions[0]})
-    cold_ms = (time.perf_counter() - start) * 1000
-    cold_engine.close()
-    setup = f"{stored:,} stored"
+    cold = _cold_start(db, agent, questions[0])
+    encodes = (quiet.encodes + busy.encodes) / (2 * calls)
     note = (
-        f"{pinning}; worker: {writes} host writes, {over} waited past one background tx; "
+        f"{pinning}; worker: {busy.writes} host writes, {busy.over_one} waited past one background tx; "
         f"belief loads during (b): {loads.full - full} full, {loads.refreshes - refreshes} refreshes; "
-        f"most rows per History/Team read {rows_read}"
+        f"most rows per History/Team read {rows_read}; most rerank candidates {engine.reads.most_reranked}; "
+        f"query encodes per pre_turn {encodes:.2f}"
     )
     rows = [
         Row(f"{name} p{q} (b) worker", setup, percentile(b, q), "ms", percentile(a, q), "(a) no worker", note)
         for name, a, b in (("pre_turn", quiet.pre, busy.pre), ("post_turn", quiet.post, busy.post))
         for q in (50, 99)
     ]
-    rows.append(Row("fill", setup, fill_s, "s", note="brain + replay + beliefs + filler turns"))
-    rows.append(Row("host RSS", setup, rss, "MB"))
-    rows.append(Row("cold start: first pre_turn", setup, cold_ms, "ms"))
-    return [*rows, *pool]
+    rows.append(
+        Row("fill", setup, fill_s, "s", note=f"filler turns on a copy of the demo's data ({base.held:,} items)")
+    )
+    rows.append(Row("host RSS after the first pre_turn", setup, cold["rss_after_mb"], "MB", cold["rss_before_mb"],
+                    "before opening the file", "a new process"))  # fmt: skip
+    rows.append(Row("cold start: first pre_turn", setup, cold["cold_ms"], "ms", note="a new process, file opened"))
+    return [*rows, *pool], quiet, busy
 
 
-def _small_beside_big(tmp: Path, big: int, calls: int, pinning: str, sample: str) -> list[Row]:
-    db = tmp / "small-big.db"
-    engine = SQLiteEngine(db)
-    agent, questions = _demo_store(engine, sample)
-    _calls(engine, agent, questions, 3, 10_000)
-    before = _calls(engine, agent, questions, calls, 20_000).pre
-    turns, _ = _locomo()
-    _fill(engine, _turns(turns, big, node=Namespace.agent("big"), tag="big"))
-    with _running_worker(db, tmp):  # builds the big agent's turns (and ingests)
-        during = _calls(engine, agent, questions, calls, 40_000).pre
-    engine.close()
-    return [
-        Row("small agent pre_turn p99", f"big agent holds {big:,}, being built", percentile(during, 99), "ms",
-            percentile(before, 99), "before the big agent", pinning)
-    ]  # fmt: skip
+def _small_beside_big(before: Timed, during: Timed, first: int, big: int, pinning: str) -> Row:
+    return Row("small agent pre_turn p99", f"big agent holds {big - first:,}+, being built",
+               percentile(during.pre, 99), "ms", percentile(before.pre, 99),
+               f"before the big agent ((a) at {first:,})", pinning)  # fmt: skip
 
 
 def run(quick: bool = False, sizes: Sizes | None = None, sample: str = SAMPLE) -> list[Row]:
@@ -274,10 +325,21 @@ def run(quick: bool = False, sizes: Sizes | None = None, sample: str = SAMPLE) -
     affinity = os.sched_getaffinity(0)
     pinning = _pin_host()
     try:
-        rows: list[Row] = []
-        for stored in size.stored:
-            rows.extend(_rows_at(tmp, stored, size.calls, pinning, sample))
-        rows.extend(_small_beside_big(tmp, size.stored[-1], size.calls, pinning, sample))
+        base = _base(tmp, sample)
+        print(f"  the demo's data ({base.held:,} items, embedded): built in {base.seconds:.1f} s", flush=True)
+        rows: list[Row] = [
+            Row("fill", "the demo's data", base.seconds, "s", note="brain + replay + beliefs + embedding")
+        ]
+        first: Timed | None = None  # (a) at the first size: the small agent before the big one
+        last: Timed | None = None  # (b) at the largest: beside the big agent being built
+        for n, stored in enumerate(size.stored):
+            big = n == len(size.stored) - 1
+            at, quiet, busy = _rows_at(tmp, base, stored, size.calls, pinning, big)
+            rows.extend(at)
+            first = quiet if first is None else first
+            last = busy
+        assert first is not None and last is not None
+        rows.append(_small_beside_big(first, last, size.stored[0], size.stored[-1], pinning))
         return rows
     finally:
         os.sched_setaffinity(0, affinity)
@@ -290,9 +352,13 @@ def main(argv: list[str] | None = None, out: Callable[[str], object] = print) ->
     parser.add_argument("--quick", action="store_true", help="1k/3k stored, about a minute")
     parser.add_argument("--full", action="store_true", help="add 1M stored turns (long)")
     parser.add_argument("--worker", nargs=3, metavar=("DB", "STARTED", "STOP"), help=argparse.SUPPRESS)
+    parser.add_argument("--cold", nargs=3, metavar=("DB", "AGENT", "QUESTION"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         _worker(*args.worker)
+        return 0
+    if args.cold:
+        _cold(*args.cold)
         return 0
     rows = run(sizes=QUICK if args.quick else FULL if args.full else STANDARD)
     print_table(rows, title=f"The live turn beside a worker ({HISTORY_HEADING!r}/{TEAM_HEADING!r} bounded)")

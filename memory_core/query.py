@@ -175,10 +175,14 @@ class RecallAnswer(ContractModel):
 
 
 class FetchRequest(ContractModel):
-    """``{query, mode, filter, limit, cursor?, beliefs?, refers_to?, max_scopes?}``: ranked raw retrieval.
+    """``{query, mode, filter, limit, cursor?, beliefs?, refers_to?, max_scopes?, exclude_agent_id?}``: a ranking.
 
     ``beliefs`` asks for up to N beliefs from the same reads (first page only; left out of JSON when 0).
     ``max_scopes`` reads at most N scopes: those the query names first, then the most recently written.
+    ``exclude_agent_id`` (*memory-core*, issue 12: a pack's Team section) leaves out the items whose
+    ``meta.agent_id`` is that agent before ranking and before the scopes are chosen, so its own turns neither
+    take the page nor a scope (an engine whose wire has no such filter drops them before the page); None (the
+    default, left out of JSON) excludes nobody. Beliefs are not narrowed.
     ``tiers`` (seed 002) names the tiers read; empty (the default, left out of JSON) reads every tier but
     ``archive``. Only engines declaring ``tiers`` take a non-empty one.
     """
@@ -194,6 +198,7 @@ class FetchRequest(ContractModel):
     refers_to: TimeHint | None = None
     max_scopes: USize | None = Field(default=None, gt=0)
     tiers: tuple[Tier, ...] = ()
+    exclude_agent_id: NonBlank | None = None
 
 
 class FetchPage(ContractModel):

@@ -161,6 +161,8 @@ class Settings(BaseSettings):
             ``hash`` (the reference vector; no model).
         embedder_model: A local ONNX file to run instead of the pinned MiniLM (same inputs and output).
         embed_batch: Items one embedding job encodes and stores per transaction.
+        blas_threads: Threads of the process's BLAS pool, set when the first SQLite engine opens (its ranking's
+            products are small; ``engines.sqlite.blas``); 0 leaves the pool alone.
         cortexdb_key / tinyhumans_token: The bearer credentials of the ``cortexdb+…`` and ``tinyhumans+…``
             engines (never shown in a repr, log or error).
         cortexdb_headers: Fixed non-credential headers (a JSON object, e.g. ``{"x-sdk-name": "my-host"}``) both
@@ -218,6 +220,7 @@ class Settings(BaseSettings):
     embedder: Literal["minilm", "hash"] = "minilm"
     embedder_model: str | None = None
     embed_batch: int = Field(default=256, gt=0, le=10_000)
+    blas_threads: int = Field(default=1, ge=0, le=1024)
     cortexdb_key: SecretStr | None = None
     tinyhumans_token: SecretStr | None = None
     cortexdb_headers: dict[str, str] = Field(default_factory=dict)

@@ -63,7 +63,7 @@ def test_a_big_agent_does_not_grow_a_small_agents_sections(engine: SQLiteEngine)
     _say(engine, "big", 0, 3 * WINDOW)
     history, team = _turn(engine)
     assert history == 10  # its own turns
-    assert team == 10 + WINDOW  # the scopes of both agents, the big one cut to its newest turns
+    assert team == WINDOW  # the big agent's scope cut to its newest turns: the small one's own are left out first
     _say(engine, "big", 3 * WINDOW, 10 * WINDOW)  # the big agent grows 4x
     _say(engine, "other", 0, 5)
     assert _turn(engine) == (history, team + 5)  # a new small agent joins the team; the big one costs no more

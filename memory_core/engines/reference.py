@@ -494,15 +494,18 @@ class ReferenceEngine(MemoryEngine):
         hint: TimeHint | None = None,
         max_scopes: int | None = None,
         tiers: tuple[Tier, ...] = (),
+        exclude_agent_id: str | None = None,
     ) -> list[Hit]:
         """Every live hit for ``query`` in ``mode`` under ``flt``, best first (ties in insertion order).
 
         With ``max_scopes``, only the items of the scopes ``choose_scopes`` keeps are ranked; ``tiers`` names the
-        tiers read (empty: every tier but archive).
+        tiers read (empty: every tier but archive); items of ``exclude_agent_id`` are left out first.
         """
         q_words = set(tokenize(query))
         q_vec = embed(query)
         rows = list(self._matching(flt, tiers or STANDARD_TIERS))
+        if exclude_agent_id is not None:
+            rows = [(item_id, item) for item_id, item in rows if item.meta.agent_id != exclude_agent_id]
         if max_scopes is not None:
             kept = set(_scoped(rows, query, flt, max_scopes))
             rows = [(item_id, item) for item_id, item in rows if item_id in kept]
@@ -520,7 +523,13 @@ class ReferenceEngine(MemoryEngine):
 
     def _fetch(self, request: FetchRequest) -> FetchPage:
         hits = self.ranked(
-            request.query, request.mode, request.filter, request.refers_to, request.max_scopes, request.tiers
+            request.query,
+            request.mode,
+            request.filter,
+            request.refers_to,
+            request.max_scopes,
+            request.tiers,
+            request.exclude_agent_id,
         )
         chunk, next_cursor = _page(hits, request.cursor, request.limit)
         return FetchPage(hits=tuple(chunk), next_cursor=next_cursor)

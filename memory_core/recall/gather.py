@@ -5,8 +5,9 @@ becomes ``Failed`` with the error's text. How each section is filled:
 
 * **Fetch**: the section's query, else the pack's; with neither non-blank, or an engine declaring no fetch mode,
   the section reads as Latest. The mode is ``hybrid`` when served, else the first declared. The request carries
-  the section's filter and ``max_scopes``, the pack's ``refers_to``, ``limit = want`` and ``beliefs`` = the
-  pack's belief budget.
+  the section's filter, ``max_scopes`` and ``exclude_agent_id`` (the engine leaves that agent out before
+  ranking; the pack still drops any of its hits an engine returns), the pack's ``refers_to``, ``limit = want``
+  and ``beliefs`` = the pack's belief budget.
 * **Answer**: ``recall(question, filter, limit = section.limit, instructions)``; no citations or a blank answer
   leaves the section empty; an error falls back to fetching for the question when ``fallback_to_fetch``.
 * **Latest**: ``list`` in pages of 100 (at most 50 pages), excluded hits dropped before the cut, sorted newest
@@ -211,6 +212,7 @@ def _fetch(
             beliefs=beliefs,
             refers_to=request.refers_to,
             max_scopes=section.max_scopes,
+            exclude_agent_id=section.exclude_agent_id,
         )
     )
     return Read(list(page.hits), list(page.beliefs), query=query)

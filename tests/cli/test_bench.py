@@ -87,13 +87,16 @@ def test_the_live_turn_rows_have_the_tables_shape_and_count_what_the_worker_did(
     rows = live_turn_bench.run(sizes=live_turn_bench.Sizes((20, 40), 3), sample="tiny-1")
     timed = [f"{name} p{q} (b) worker" for name in ("pre_turn", "post_turn") for q in (50, 99)]
     pool = ["pre_turn p50, reads on one thread", "pre_turn CPU p50, reads on one thread"]
-    each = [*timed, "fill", "host RSS", "cold start: first pre_turn", *pool]
-    assert [r.bench for r in rows] == [*each, *each, "small agent pre_turn p99"]
-    assert [r.setup for r in rows[:9]] == ["20 stored"] * 9
+    each = [*timed, "fill", "host RSS after the first pre_turn", "cold start: first pre_turn", *pool]
+    assert [r.bench for r in rows] == ["fill", *each, *each, "small agent pre_turn p99"]
+    assert rows[0].setup == "the demo's data"
+    assert [r.setup for r in rows[1:10]] == ["20 stored"] * 9
     assert all(_finite(r) and r.value > 0 for r in rows)
-    assert all(r.baseline_name == "(a) no worker" for r in rows[:4])
-    assert "0 waited past one background tx" in rows[0].note
-    assert rows[-1].baseline_name == "before the big agent"
+    assert all(r.baseline_name == "(a) no worker" for r in rows[1:5])
+    assert "0 waited past one background tx" in rows[1].note
+    assert "query encodes per pre_turn 1.00" in rows[1].note  # each pre_turn's question encoded once
+    assert rows[6].baseline_name == "before opening the file" and rows[6].value >= rows[6].baseline  # type: ignore[operator]
+    assert rows[-1].baseline_name == "before the big agent ((a) at 20)"
 
 
 def test_the_log_rows_pair_each_figure_with_its_baseline(tiny_data: Path) -> None:

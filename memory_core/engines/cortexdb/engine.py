@@ -959,6 +959,8 @@ class CortexEngine(MemoryEngine):
         end = start + request.limit
         events = min((end + 1) * 3, _MAX_PACK_EVENTS)
         hits = self._merge(self._ranked(request.query, request.filter, events, request.max_scopes))
+        if request.exclude_agent_id is not None:  # the wire has no such filter: left out here, before the page
+            hits = [h for h in hits if h.meta.agent_id != request.exclude_agent_id]
         if request.refers_to is not None:
             hits = request.refers_to.rank(hits)
         chunk = hits[start:end]

@@ -289,6 +289,8 @@ class PostgresEngine(MemoryEngine):
             stats = self._frequencies.read(conn, wants)
             snapshot = state["s"] if state else int(stats[0][1])
             where = compile_filter(request.filter, "i")
+            if request.exclude_agent_id is not None:  # before the scopes are chosen (``FetchRequest``)
+                where.add("i.agent_id IS DISTINCT FROM %s", request.exclude_agent_id)
             if request.max_scopes is not None:
                 self._scoped(conn, request, where, request.max_scopes)
             want = offset + request.limit + 1

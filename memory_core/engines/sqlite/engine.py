@@ -18,9 +18,11 @@ power-loss durability for speed; ``?busy_timeout_ms=N``). The folder is created 
   ``fetch(beliefs=N)`` serve them as learning hits tagged ``belief`` with ``derived_from`` naming their items.
 * Forget and erase remove the beliefs derived only from the removed items, in the same transaction.
 * A hybrid ``fetch`` reorders the lexical stage's best by late interaction over the model's stored token
-  vectors (``rerank``); the query is encoded once per process for each distinct query text (an LRU), so the
-  sections of one pack share one encoding. The model never runs on a write: ``embed_backlog`` encodes what
-  waits, in batches, on the workers (every build job runs it after its builds, outside the scope locks).
+  vectors (``rerank``); the query is encoded once per process for each distinct query text, so the sections of
+  one pack share one encoding (``queries``: started before the lexical stage, on the encoder thread), and the
+  candidates' decoded token vectors are kept per process (``token_cache``). The model never runs on a write:
+  ``embed_backlog`` encodes what waits, in batches, on the workers (every build job runs it after its builds,
+  outside the scope locks).
 * ``fetch(max_scopes=N)`` ranks the items of at most N scopes (namespaces holding admitted items): those the
   query names first, then the most recently written by ``scopes.last_write`` (``reference.choose_scopes``,
   reference §1.3), each scope's conversations over its newest ``scoped.SCOPE_WINDOW`` turns (*memory-core*:
@@ -84,9 +86,11 @@ from memory_core.settings import get_settings
 
 from . import beliefs_store, log, log_checkpoint, log_ops, log_view, scoped, vectors
 from .belief_index import BeliefIndex
+from .blas import limit_blas
 from .connection import Database, SQLiteOptions, parse_url
 from .filters import compile_filter
 from .index import CandidateRows, ItemIndex
+from .queries import QueryEncodings
 from .ranking import rank_items
 from .rerank import RERANK_POOL, rerank
 from .rows import chunks, now_us, ns_key, ns_of_key, placeholders, vec_blob
@@ -94,6 +98,7 @@ from .schema import check_version, migrate
 from .scoped import newest_per_scope, row_scopes, windowed
 from .scopes import build_scopes, counts, decode_cursor, encode_cursor, scope_rows
 from .search import hint_window
+from .token_cache import TokenCache
 from .writes import Prepared, delete_seqs, index_rows, insert, pending_texts, prepare
 
 __all__ = ["SQLiteEngine"]
@@ -111,8 +116,6 @@ _DRAIN_BATCH = 1000
 EMBED_PER_JOB = 4096
 """Most items one worker build job embeds after its builds (``workers.execution.run_build``): the job stays well
 inside a worker's time limit, and the next build job takes the rest."""
-_QUERY_CACHE = 256
-"""Query encodings kept per engine (a pack's sections ask the same question)."""
 _RECENT_READS = 64
 INDEX_CHUNK = 50
 """Pending rows indexed per background transaction, their embeddings computed before it (memory-core choice:
@@ -135,12 +138,16 @@ class ReadStats:
         rows: Candidate rows they ranked, summed.
         most: The most candidate rows one read ranked.
         recent: ``(filter, rows)`` of the last ``_RECENT_READS`` reads, oldest first.
+        reranks: Hybrid reads reordered by late interaction (``rerank``).
+        most_reranked: The most lexical candidates one rerank scored (at most ``RERANK_POOL``).
     """
 
     fetches: int = 0
     rows: int = 0
     most: int = 0
     recent: deque[tuple[MetaFilter, int]] = field(default_factory=lambda: deque(maxlen=_RECENT_READS))
+    reranks: int = 0
+    most_reranked: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def ranked(self, flt: MetaFilter, rows: int) -> None:
@@ -150,6 +157,12 @@ class ReadStats:
             self.rows += rows
             self.most = max(self.most, rows)
             self.recent.append((flt, rows))
+
+    def reranked(self, candidates: int) -> None:
+        """Count one late-interaction rerank of ``candidates`` lexical candidates."""
+        with self._lock:
+            self.reranks += 1
+            self.most_reranked = max(self.most_reranked, candidates)
 
 
 class SQLiteEngine(MemoryEngine):
@@ -186,11 +199,12 @@ class SQLiteEngine(MemoryEngine):
         self._drain_lock = threading.Lock()
         self._instance = ""
         self._embedder = embedder
-        self._queries: OrderedDict[str, F32] = OrderedDict()
-        self._queries_lock = threading.Lock()
+        self._queries = QueryEncodings(lambda: self.embedder)
+        self._tokens = TokenCache()
         self.reads = ReadStats()
         self._past: log_ops.Past | None = None
         """The state as of an LSN this engine reads (``as_of``'s view), None: now."""
+        limit_blas(get_settings().blas_threads)
 
     @classmethod
     def from_url(cls, url: str) -> SQLiteEngine:
@@ -331,18 +345,13 @@ class SQLiteEngine(MemoryEngine):
         return self._embedder
 
     def query_tokens(self, query: str) -> F32:
-        """The query's content-token vectors, encoded once per distinct query (an LRU of ``_QUERY_CACHE``)."""
-        with self._queries_lock:
-            held = self._queries.get(query)
-            if held is not None:
-                self._queries.move_to_end(query)
-                return held
-        tokens = self.embedder.encode([query]).tokens[0]
-        with self._queries_lock:
-            self._queries[query] = tokens
-            if len(self._queries) > _QUERY_CACHE:
-                self._queries.popitem(last=False)
-        return tokens
+        """The query's content-token vectors, encoded once per distinct query (``queries.QueryEncodings``)."""
+        return self._queries.get(query)
+
+    @property
+    def query_encodes(self) -> int:
+        """How many times this engine ran the model on a query (one per distinct query text it kept)."""
+        return self._queries.encodes
 
     def embed_backlog(self, limit: int | None = None, batch: int | None = None) -> int:
         """Encode stored items that have no vectors of the current model, ``batch`` at a time; how many were.
@@ -443,7 +452,7 @@ class SQLiteEngine(MemoryEngine):
         self, conn: sqlite3.Connection, request: FetchRequest, want: int, snapshot: int
     ) -> list[tuple[int, float]]:
         self._index.refresh(conn)
-        rows = self._index.candidates(conn, request.filter, snapshot)
+        rows = self._index.candidates(conn, request.filter, snapshot, request.exclude_agent_id)
         served = log_view.served_mask(conn, rows.keys, request.tiers, self._past)
         if served is not None:  # not live, or in a tier the read does not name (``log_view``)
             rows = rows.subset(served)
@@ -465,12 +474,14 @@ class SQLiteEngine(MemoryEngine):
             return rank_items(
                 conn, rows, request.query, request.mode, want, self._index.size(), now, hinted_keys=hinted
             )
+        encoding = self._queries.start(request.query) if hinted is None else None  # runs during the lexical stage
         pool = max(want, RERANK_POOL)
         ranked = rank_items(conn, rows, request.query, request.mode, pool, self._index.size(), now, hinted_keys=hinted)
-        if hinted is not None:  # a time hint orders its own groups: the lexical order is kept
+        if encoding is None or len(ranked) < 2:  # a time hint orders its own groups; one hit needs no order
             return ranked[:want]
-        tokens = self.query_tokens(request.query)
-        return rerank(conn, ranked, request.query, tokens, self.embedder.name, now)[:want]
+        self.reads.reranked(min(len(ranked), RERANK_POOL))
+        tokens = encoding.result()
+        return rerank(conn, ranked, request.query, tokens, self.embedder.name, now, self._tokens.load)[:want]
 
     def _within_scopes(
         self, conn: sqlite3.Connection, rows: CandidateRows, request: FetchRequest, max_scopes: int

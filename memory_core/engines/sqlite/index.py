@@ -14,8 +14,10 @@ replaces the ``alive`` array rather than editing it, so a view never changes und
 For the filters the live turn uses (a reach and kinds only), ``candidates`` picks rows from these arrays
 without touching SQLite: each distinct namespace key is parsed once, and the namespaces a reach admits are
 kept per reach as a boolean array over namespace codes. Any other filter goes through SQL (``item_keys``).
-Rows indexed above the loaded bound (the lowest pending seq, when another process indexed past it) are read
-from SQL for that call, so the candidates are exactly the snapshot's indexed rows the filter admits.
+Each row's ``meta.agent_id`` is held as a code too, so a read that leaves one agent out (a pack's Team
+section, ``FetchRequest.exclude_agent_id``) drops its rows before ranking. Rows indexed above the loaded bound
+(the lowest pending seq, when another process indexed past it) are read from SQL for that call, so the
+candidates are exactly the snapshot's indexed rows the filter admits.
 """
 
 from __future__ import annotations
@@ -47,7 +49,14 @@ _FULL_PRODUCT: Final = 8
 gathering their vectors first); else gather, then multiply."""
 BoolArray = npt.NDArray[np.bool_]
 F32Array = npt.NDArray[np.float32]
-_ROW_SQL: Final = "SELECT seq, vec, coalesce(observed_at, stored_at), coalesce(confidence, 0.5), ns, kind FROM items "
+_ROW_SQL: Final = (
+    "SELECT seq, vec, coalesce(observed_at, stored_at), coalesce(confidence, 0.5), ns, kind, agent_id FROM items "
+)
+LOAD_PAGE: Final = 20_000
+"""Rows one refresh query reads (memory-core choice: the arrays grow by pages, so the Python tuples a first read
+of a big file holds at once are bounded: ~20k rows ≈ 10 MB, whatever the file's size)."""
+_NO_AGENT: Final = -1
+"""The agent code of a row without ``meta.agent_id``."""
 
 
 def _simple(flt: MetaFilter) -> bool:
@@ -73,6 +82,7 @@ class IndexView:
     ns_code: npt.NDArray[np.int32]
     kind_code: npt.NDArray[np.int8]
     alive: BoolArray
+    agent_code: npt.NDArray[np.int32]
 
     @property
     def n(self) -> int:
@@ -153,6 +163,7 @@ class ItemIndex:
         self._reset()
 
     def _reset(self) -> None:
+        self.loads = 0
         self.upto = 0
         self.deleted_upto = 0
         self._n = 0
@@ -164,6 +175,8 @@ class ItemIndex:
         self._ns: npt.NDArray[np.int32] = np.zeros(0, dtype=np.int32)
         self._kind: npt.NDArray[np.int8] = np.zeros(0, dtype=np.int8)
         self._alive: BoolArray = np.zeros(0, dtype=bool)
+        self._agent: npt.NDArray[np.int32] = np.zeros(0, dtype=np.int32)
+        self._agent_codes: dict[str, int] = {}
         self._ns_keys: list[str] = []
         self._ns_of: list[Namespace] = []
         self._ns_codes: dict[str, int] = {}
@@ -184,12 +197,14 @@ class ItemIndex:
             if instance != self._instance:
                 self._reset()
                 self._instance = instance
-            if bound > self.upto:
+            while bound > self.upto:  # in pages: a first read of a big file never holds every row as tuples
                 rows = conn.execute(
-                    f"{_ROW_SQL} WHERE seq > ? AND seq <= ? AND vec IS NOT NULL ORDER BY seq", (self.upto, bound)
+                    f"{_ROW_SQL} WHERE seq > ? AND seq <= ? AND vec IS NOT NULL ORDER BY seq LIMIT ?",
+                    (self.upto, bound, LOAD_PAGE),
                 ).fetchall()
                 self._append(rows)
-                self.upto = bound
+                self.loads += 1
+                self.upto = bound if len(rows) < LOAD_PAGE else int(rows[-1][0])
             gone = conn.execute("SELECT n, seq FROM deleted WHERE n > ? ORDER BY n", (self.deleted_upto,)).fetchall()
             if gone:
                 self.deleted_upto = int(gone[-1][0])
@@ -208,7 +223,7 @@ class ItemIndex:
 
         self._seqs, self._vectors, self._when = grown(self._seqs), grown(self._vectors), grown(self._when)
         self._conf, self._ns, self._kind = grown(self._conf), grown(self._ns), grown(self._kind)
-        self._alive = grown(self._alive)
+        self._alive, self._agent = grown(self._alive), grown(self._agent)
 
     def _code(self, key: str) -> int:
         code = self._ns_codes.get(key)
@@ -216,6 +231,14 @@ class ItemIndex:
             code = self._ns_codes[key] = len(self._ns_keys)
             self._ns_keys.append(key)
             self._ns_of.append(ns_of_key(key))
+        return code
+
+    def _agent_code(self, agent: str | None) -> int:
+        if agent is None:
+            return _NO_AGENT
+        code = self._agent_codes.get(agent)
+        if code is None:
+            code = self._agent_codes[agent] = len(self._agent_codes)
         return code
 
     def _append(self, rows: list[Any]) -> None:
@@ -231,6 +254,7 @@ class ItemIndex:
         self._ns[start:end] = np.fromiter((self._code(str(r[4])) for r in rows), dtype=np.int32, count=k)
         self._kind[start:end] = np.fromiter((_KINDS[str(r[5])] for r in rows), dtype=np.int8, count=k)
         self._alive[start:end] = True
+        self._agent[start:end] = np.fromiter((self._agent_code(r[6]) for r in rows), dtype=np.int32, count=k)
         self._n = end
         self._live += k
 
@@ -252,7 +276,7 @@ class ItemIndex:
         n = self._n
         return IndexView(
             self._seqs[:n], self._vectors[:n], self._when[:n], self._conf[:n], self._ns[:n], self._kind[:n],
-            self._alive[:n],
+            self._alive[:n], self._agent[:n],
         )  # fmt: skip
 
     def size(self) -> int:
@@ -275,16 +299,24 @@ class ItemIndex:
             self._reaches.popitem(last=False)
         return out
 
-    def candidates(self, conn: sqlite3.Connection, flt: MetaFilter, snapshot: int) -> CandidateRows:
-        """The snapshot's indexed rows at or below ``snapshot`` that ``flt`` admits (index refreshed in it)."""
+    def candidates(
+        self, conn: sqlite3.Connection, flt: MetaFilter, snapshot: int, exclude_agent: str | None = None
+    ) -> CandidateRows:
+        """The snapshot's indexed rows at or below ``snapshot`` that ``flt`` admits (index refreshed in it).
+
+        Rows whose ``meta.agent_id`` is ``exclude_agent`` are left out (``FetchRequest.exclude_agent_id``).
+        """
         simple = _simple(flt)
         with self._lock:
             view = self._view()
             upto = self.upto
             admitted = self._admitted(flt.effective_reach()) if simple else None
+            excluded = None if exclude_agent is None else self._agent_codes.get(exclude_agent, _NO_AGENT - 1)
         n = view.n
         if admitted is not None:
             mask = view.alive & (view.seqs <= snapshot) & _kind_mask(flt)[view.kind_code] & admitted[view.ns_code]
+            if excluded is not None:
+                mask &= view.agent_code != excluded
             pos: IntArray = np.flatnonzero(mask).astype(np.int64)
             extra = conn.execute(
                 f"{_ROW_SQL} WHERE seq > ? AND seq <= ? AND vec IS NOT NULL ORDER BY seq", (upto, snapshot)
@@ -293,8 +325,10 @@ class ItemIndex:
                 kinds = {k.value for k in flt.kinds or ItemKind.all()}
                 reach = flt.effective_reach()
                 extra = [r for r in extra if str(r[5]) in kinds and reach.admits(ns_of_key(str(r[4])))]
+            if exclude_agent is not None:
+                extra = [r for r in extra if r[6] != exclude_agent]
         else:
-            keys = item_keys(conn, flt, snapshot)
+            keys = item_keys(conn, flt, snapshot, exclude_agent)
             at = np.minimum(np.searchsorted(view.seqs, keys), max(n - 1, 0))
             held = (view.seqs[at] == keys) if n else np.zeros(len(keys), dtype=bool)
             pos = at[held].astype(np.int64)
@@ -325,10 +359,15 @@ class ItemIndex:
         )
 
 
-def item_keys(conn: sqlite3.Connection, flt: MetaFilter, snapshot: int) -> IntArray:
-    """Seqs of indexed rows at or below ``snapshot`` that ``flt`` admits, through SQL (any filter)."""
+def item_keys(conn: sqlite3.Connection, flt: MetaFilter, snapshot: int, exclude_agent: str | None = None) -> IntArray:
+    """Seqs of indexed rows at or below ``snapshot`` that ``flt`` admits, through SQL (any filter).
+
+    Rows of ``exclude_agent`` (their ``meta.agent_id``) are left out.
+    """
     where = compile_filter(flt, "i")
     where.add("i.seq <= ?", snapshot)
+    if exclude_agent is not None:
+        where.add("(i.agent_id IS NULL OR i.agent_id <> ?)", exclude_agent)
     where.add("i.vec IS NOT NULL")
     rows = conn.execute(f"SELECT i.seq FROM items i WHERE {where.sql} ORDER BY i.seq", where.params).fetchall()
     return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))

@@ -14,6 +14,7 @@ pack compares the hits of its sections on one scale (``recall.relevance``).
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable, Sequence
 from typing import Final
 
 import numpy as np
@@ -23,7 +24,7 @@ from memory_core.retrieval.fusion import envelope, fuse, names_speaker, query_wo
 from memory_core.retrieval.late import token_max
 
 from .search import weights
-from .vectors import load
+from .vectors import Stored, load
 
 __all__ = ["RERANK_POOL", "rerank"]
 
@@ -38,16 +39,20 @@ def rerank(
     query_tokens: F32,
     model: str,
     now_us: int,
+    loader: Callable[[sqlite3.Connection, Sequence[int], str, int], dict[int, Stored]] = load,
 ) -> list[tuple[int, float]]:
-    """``ranked`` (the lexical stage, best first) with its first ``RERANK_POOL`` reordered (module docstring)."""
+    """``ranked`` (the lexical stage, best first) with its first ``RERANK_POOL`` reordered (module docstring).
+
+    ``loader`` reads the candidates' stored rows (``vectors.load``, or a cache of it: ``token_cache``).
+    """
     head, tail = ranked[:RERANK_POOL], ranked[RERANK_POOL:]
     if len(head) < 2 or len(query_tokens) == 0:
         return ranked
     dims = query_tokens.shape[1]
     seqs = [s for s, _ in head]
-    stored = load(conn, seqs, model, dims)
+    stored = loader(conn, seqs, model, dims)
     prevs = sorted({p for s in seqs if s in stored and (p := stored[s].prev) is not None} - set(stored))
-    stored.update(load(conn, prevs, model, dims))
+    stored.update(loader(conn, prevs, model, dims))
     empty = np.zeros((0, dims), dtype=np.float32)
 
     def tokens(seq: int | None) -> F32:
