@@ -184,3 +184,11 @@ def test_with_the_engine_up_forget_still_touches_only_the_tokens_root(api: Api, 
     assert api.post("/v1/forget", {"ids": [mine]}, TOKEN_B).json() == {"forgotten": 0, "skipped": 1}
     assert api.post("/v1/forget", {"ids": [mine, mine, "nope"]}).json() == {"forgotten": 1, "skipped": 1}
     assert queue.jobs == []
+
+
+def test_a_turn_holding_nul_is_refused_by_name_and_nothing_is_logged(api: Api, engine: Flaky) -> None:
+    pre = api.post("/v1/pre_turn", {"thread_id": "t1", "turn_index": 0, "user_text": "Where\x00 is Mara?"})
+    assert pre.status_code == 400 and pre.json()["field"] == "user_text", pre.text
+    post = api.post("/v1/post_turn", {"thread_id": "t1", "turn_index": 1, "assistant_text": "In\x00 Porto."})
+    assert post.status_code == 400 and post.json()["field"] == "assistant_text", post.text
+    assert engine.list(ListRequest(limit=10)).items == ()
