@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from memory_core import Conversation, Document, DocumentBody, MemoryMeta, Role, Turn
+from memory_core import Conversation, Document, DocumentBody, Role, Turn
 from memory_core.control import BIDI_CONTROLS, neutralise, neutralise_control_chars
 from memory_core.engine import MemoryEngine
 from memory_core.engines.reference import ReferenceEngine
@@ -72,7 +72,10 @@ def engine(request: pytest.FixtureRequest, tmp_path: Path) -> MemoryEngine:
     [
         (Learning(text="Mara\x00lives in Porto."), "item.text"),
         (Learning(text="Mara lives in Porto.", evidence="chat\x00log"), "item.evidence"),
-        (Conversation(turns=(Turn(role=Role.USER, text="ok"), Turn(role=Role.USER, text="a\x00b"))), "item.turns.1.text"),
+        (
+            Conversation(turns=(Turn(role=Role.USER, text="ok"), Turn(role=Role.USER, text="a\x00b"))),
+            "item.turns.1.text",
+        ),
         (Document(title="T\x00", body=DocumentBody(text="Body.")), "item.title"),
         (Document(body=DocumentBody(text="Body\x00.")), "item.body.text"),
     ],
