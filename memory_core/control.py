@@ -13,6 +13,15 @@ injection"). Two rules keep stored text from steering the model that reads a pac
   assistant (``I am your developer``, ``I have admin access``, ``I authorize you to …``). The belief builder
   never promotes such a sentence, nor any sentence of a turn holding a control token.
 
+A third rule keeps stored text from steering the terminal or the reader (*memory-core*, issue 17):
+``neutralise_control_chars`` shows the C0 control characters other than tab, newline and carriage return as
+their Unicode control pictures (NUL → ``␀``, ESC → ``␛``, so ``ESC [ 3 1 m`` renders as ``␛[31m`` and colours
+nothing), DEL as ``␡``, and replaces the C1 controls (U+0080-U+009F) and the bidirectional embeddings, overrides
+and isolates (U+202A-U+202E, U+2066-U+2069: the "Trojan Source" characters, CVE-2021-42574, Unicode TR #9 §2)
+with U+FFFD, character for character. Packs and ``context.md`` render through it (``recall.render``); stored text
+is never changed (what was said stays what was said; NUL alone is refused when an item is stored,
+``items.validate_item``).
+
 The phrase lists are deliberately narrow (ordinary first-person statements such as "I work as an administrator
 at the hospital" or "I always take the train" are not control text); they follow the public prompt-injection
 taxonomies (OWASP LLM01 "Prompt Injection": direct injection, role play, instruction override).
@@ -23,7 +32,15 @@ from __future__ import annotations
 import re
 from typing import Final
 
-__all__ = ["CONTROL_TOKEN", "has_control_token", "is_control_text", "neutralise_control_tokens"]
+__all__ = [
+    "BIDI_CONTROLS",
+    "CONTROL_TOKEN",
+    "has_control_token",
+    "is_control_text",
+    "neutralise",
+    "neutralise_control_chars",
+    "neutralise_control_tokens",
+]
 
 _SPECIAL_NAMES: Final = (
     r"s|bos|eos|pad|unk|sep|cls|mask|system|user|assistant|tool|tool_call|tool_response|function_call|"
@@ -54,6 +71,34 @@ def neutralise_control_tokens(text: str) -> str:
     if "<" not in text and "[" not in text:
         return text
     return CONTROL_TOKEN.sub(lambda m: m.group(0).translate(_LOOKALIKE), text)
+
+
+BIDI_CONTROLS: Final = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+"""LRE, RLE, PDF, LRO, RLO, LRI, RLI, FSI, PDI (Unicode TR #9 §2.1-§2.4): they reorder the text shown around them."""
+_UNSAFE_CHAR = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f" + BIDI_CONTROLS + "]")
+_SAFE_CHARS: Final = str.maketrans(
+    {
+        **{c: 0x2400 + c for c in range(0x20) if chr(c) not in "\t\n\r"},  # U+2400 CONTROL PICTURES block
+        0x7F: 0x2421,
+        **{c: 0xFFFD for c in range(0x80, 0xA0)},
+        **{ord(c): 0xFFFD for c in BIDI_CONTROLS},
+    }
+)
+
+
+def neutralise_control_chars(text: str) -> str:
+    r"""``text`` with control characters made visible and inert, character for character; pure.
+
+    C0 controls but tab, newline and carriage return → control pictures (``\x00`` → ``␀``, ``\x1b`` → ``␛``);
+    DEL → ``␡``; C1 controls and bidirectional embeddings, overrides and isolates (``BIDI_CONTROLS``) → U+FFFD.
+    Same length; text without one is returned unchanged (one scan).
+    """
+    return text.translate(_SAFE_CHARS) if _UNSAFE_CHAR.search(text) is not None else text
+
+
+def neutralise(text: str) -> str:
+    """``neutralise_control_tokens`` and ``neutralise_control_chars``: what a rendered pack shows of stored text."""
+    return neutralise_control_chars(neutralise_control_tokens(text))
 
 
 _ROLE_WORDS: Final = (

@@ -16,7 +16,7 @@ from enum import StrEnum
 from functools import cached_property
 from typing import Annotated, Any, ClassVar, Final, Literal, Self
 
-from pydantic import ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+from pydantic import AfterValidator, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
 from memory_core._model import ContractModel, StrictFloat, Timestamp, invalid_from, reading_wire, wire_input
 from memory_core.errors import InvalidRequest
@@ -26,6 +26,7 @@ from memory_core.meta import ItemKind, MemoryMeta
 __all__ = [
     "DEFAULT_LEARNING_CONFIDENCE",
     "DEFAULT_LEARNING_KIND",
+    "NUL_FREE",
     "Conversation",
     "Document",
     "DocumentBody",
@@ -276,27 +277,58 @@ def _blank(text: str | None) -> bool:
     return text is None or not text.strip()
 
 
+def _no_nul(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError(f"holds a NUL character (U+0000) at offset {value.index(chr(0))}")
+    return value
+
+
+NUL_FREE: Final = AfterValidator(_no_nul)
+"""Refuses a string holding NUL: for request fields whose text is stored (``Annotated[str, NUL_FREE]``), so the
+request is refused naming its own field before anything is logged (the store-time rule is ``_refuse_nul``)."""
+
+
+def _refuse_nul(text: str | None, field: str) -> None:
+    """Refuse NUL in stored text (*memory-core*, issue 17).
+
+    PostgreSQL's ``text`` cannot hold it (so engines would differ), C strings end at it, and no one types it.
+    Other control characters are kept as said and neutralised where packs are rendered
+    (``control.neutralise_control_chars``).
+
+    Raises:
+        InvalidRequest: ``field``: ``text`` holds NUL.
+    """
+    if text is not None and "\x00" in text:
+        raise InvalidRequest(f"holds a NUL character (U+0000) at offset {text.index(chr(0))}", field=field)
+
+
 def validate_item(item: Document | Conversation | Learning, field: str = "item") -> None:
     """Check the store-time rules of reference §1.4; metadata is not checked beyond its types.
 
     Raises:
         InvalidRequest: a blank or ``uri`` document body, a conversation without turns or with a blank turn,
-            a blank learning text, or a confidence outside 0..=1 (NaN included).
+            a blank learning text, a confidence outside 0..=1 (NaN included), or a NUL character in a document's
+            title or body, a turn's text, or a learning's text or evidence (``_refuse_nul``).
     """
     if isinstance(item, Document):
         if item.body.uri is not None:
             raise InvalidRequest("a uri body must be resolved to text before it is stored", field=f"{field}.body.uri")
         if _blank(item.body.text):
             raise InvalidRequest("document body is blank", field=f"{field}.body.text")
+        _refuse_nul(item.title, f"{field}.title")
+        _refuse_nul(item.body.text, f"{field}.body.text")
     elif isinstance(item, Conversation):
         if not item.turns:
             raise InvalidRequest("conversation has no turns", field=f"{field}.turns")
         for i, turn in enumerate(item.turns):
             if _blank(turn.text):
                 raise InvalidRequest("turn text is blank", field=f"{field}.turns.{i}.text")
+            _refuse_nul(turn.text, f"{field}.turns.{i}.text")
     elif isinstance(item, Learning):
         if _blank(item.text):
             raise InvalidRequest("learning text is blank", field=f"{field}.text")
+        _refuse_nul(item.text, f"{field}.text")
+        _refuse_nul(item.evidence, f"{field}.evidence")
         c = item.confidence
         if math.isnan(c) or not 0.0 <= c <= 1.0:
             raise InvalidRequest("confidence must be within 0..=1", field=f"{field}.confidence")

@@ -2,7 +2,9 @@
 
 The five ``memory.*`` tools run through ``MemoryTools`` for one scope fixed here: ``--root`` (default
 ``MEMORY_CORE_LAYOUT_ROOT``) and, optionally, ``--agent`` (learnings then land at the agent's node). Reads and
-forgets admit that root's subtree only; the client cannot widen it.
+forgets admit that root's subtree only; the client cannot widen it. With ``--queue-writes``, ``memory.learn`` and
+``memory.forget`` never fail the caller: when the engine does not answer they become ``tool_write`` jobs on the
+host's job queue (``workers.tool_writes``; the broker, or the outbox while it is down) and answer "queued".
 
 Over HTTP (``/mcp`` at ``--host``:``--port``) a bearer token is read from ``MEMORY_CORE_MCP_TOKEN`` (never from
 the command line, where other users see it); without one, only a loopback address is served. On stdio nothing
@@ -49,6 +51,14 @@ def mcp(
             "--agent", "-a", metavar="ID", help="Learnings land at this agent's node.", callback=check_agent_id
         ),
     ] = None,
+    queue_writes: Annotated[
+        bool,
+        typer.Option(
+            "--queue-writes",
+            help="When the engine does not answer, queue learn/forget as jobs for the workers (needs the broker "
+            "settings; the outbox holds them while it is down).",
+        ),
+    ] = False,
     engine: EngineOption = None,
     root: RootOption = None,
 ) -> None:
@@ -68,7 +78,14 @@ def mcp(
             raise fail(f"set MEMORY_CORE_MCP_TOKEN to serve MCP on {host}: without a token only loopback is served")
     layout = layout_for(root)
     with engine_session(None) as memory_engine:
-        server = build_server(McpTools(scoped_tools(memory_engine, layout, agent)))
+        tools = scoped_tools(memory_engine, layout, agent)
+        writes = None
+        if queue_writes:
+            from memory_core.cli._jobs import open_queue
+            from workers.tool_writes import open_tool_writes
+
+            writes = open_tool_writes(memory_engine, open_queue(), tools.scope)
+        server = build_server(McpTools(tools, writes))
         if not http:
             run_stdio(server)
             return

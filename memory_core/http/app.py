@@ -10,8 +10,8 @@ maps every error at one place (``errors.error_response``).
 | ``POST /v1/post_turn`` | ``PostTurn`` → ``PostTurnResult`` (the report, its jobs queued) |
 | ``POST /v1/recall_for_compaction`` | ``Compaction`` → ``ContextPack`` |
 | ``POST /v1/recall`` | ``RecallBody`` → ``ContextPack`` |
-| ``POST /v1/learn`` | ``LearnBody`` → ``StoreReceipt`` |
-| ``POST /v1/forget`` | ``ForgetBody`` → ``ForgetResult`` |
+| ``POST /v1/learn`` | ``LearnBody`` → ``LearnResult`` (200; ``state: "queued"`` when the engine did not answer) |
+| ``POST /v1/forget`` | ``ForgetBody`` → ``ForgetResult`` (200; likewise) |
 | ``POST /v1/ingest`` | ``IngestBrain`` → ``JobAccepted`` (202) |
 | ``GET /v1/jobs/{job_id}`` | → ``JobStatus`` |
 | ``GET /health`` (no token) | → ``Health`` (503 when the engine is down) |
@@ -53,6 +53,7 @@ from memory_core.http.models import (
     JobAccepted,
     JobStatus,
     LearnBody,
+    LearnResult,
     PostTurnResult,
     RecallBody,
 )
@@ -60,7 +61,6 @@ from memory_core.http.openapi import openapi_document
 from memory_core.http.service import JobSink, JobStates, MemoryService, Scope, _open_monitor, _open_queue
 from memory_core.lifecycle.agent import Compaction, PostTurn, PreTurn, StartSession
 from memory_core.lifecycle.jobs import IngestBrain
-from memory_core.query import StoreReceipt
 from memory_core.recall.types import ContextPack
 
 __all__ = ["ROUTES", "ApiRoute", "create_app"]
@@ -119,9 +119,9 @@ ROUTES: tuple[ApiRoute, ...] = (
     ),
     ApiRoute(
         "/v1/learn",
-        "Store a learning at the token's root.",
+        "Store a learning at the token's root (queued when the engine does not answer).",
         LearnBody,
-        StoreReceipt,
+        LearnResult,
         lambda s, scope, body, _: s.learn(scope, body),
     ),
     ApiRoute(

@@ -7,7 +7,7 @@ The lifecycle routes take and return the contract's models unchanged (``PreTurn`
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from pydantic import Field, StrictFloat
 
@@ -26,6 +26,7 @@ __all__ = [
     "JobAccepted",
     "JobStatus",
     "LearnBody",
+    "LearnResult",
     "PostTurnResult",
     "RecallBody",
 ]
@@ -43,9 +44,10 @@ class RecallBody(ContractModel):
 class LearnBody(ContractModel):
     """``{text, kind?=fact, confidence?=0.8, key?, importance?}`` (reference §6.4 ``memory.learn``; seed 004).
 
-    A learning at the token's root; a fact with a ``key`` replaces the key's current value (``facts.store``).
-    The fact rules (2,000 characters, a key of 1..=128 characters, importance in ``[0, 1]``) are checked by
-    ``MemoryTools``, which answers ``InvalidRequest`` naming ``learning.<field>``.
+    A learning at the token's root, recording the token's agent as ``meta.agent_id``; a fact with a ``key``
+    replaces the key's current value (``facts.store``). The fact rules (2,000 characters, a key of 1..=128
+    characters, importance in ``[0, 1]``) are checked by ``ToolWrites`` before anything is stored or queued,
+    answering ``InvalidRequest`` naming ``learning.<field>``.
     """
 
     text: NonBlank = Field(max_length=MAX_TEXT_CHARS)
@@ -61,11 +63,34 @@ class ForgetBody(ContractModel):
     ids: tuple[NonBlank, ...] = Field(min_length=1, max_length=MAX_FORGET_IDS)
 
 
+class LearnResult(ContractModel):
+    """``{id, replayed, state?, message?, job_id?}``: what ``learn`` did (``tools.writes.ToolWrites``).
+
+    Saved at once (the engine answered): ``{id, replayed}``, as ``StoreReceipt``. Queued (the engine did not
+    answer; reference §6.4): ``state: "queued"``, ``message: "queued; not yet saved"`` and ``job_id``, a handle of
+    the token's root (``GET /v1/jobs/{job_id}``); ``id`` is the id the learning will have, ``replayed`` false.
+    """
+
+    id: str
+    replayed: bool = False
+    state: Literal["queued"] | None = None
+    message: str | None = None
+    job_id: str | None = None
+
+
 class ForgetResult(ContractModel):
-    """``{forgotten, skipped}``: items removed, and ids not found under the token's root (unknown or elsewhere)."""
+    """``{forgotten, skipped, state?, message?, job_id?}``: items removed, and ids not removed under the root.
+
+    ``skipped`` counts the ids given (once each) that were not removed: unknown, or outside the token's root.
+    Queued (the engine did not answer): ``{forgotten: 0, skipped: 0, state: "queued", message: "queued; not yet
+    removed", job_id}``; the job forgets, when it runs, only what is under the root then.
+    """
 
     forgotten: int = 0
     skipped: int = 0
+    state: Literal["queued"] | None = None
+    message: str | None = None
+    job_id: str | None = None
 
 
 class PostTurnResult(PostTurnReport):

@@ -2,9 +2,11 @@
 
 Every call takes a ``Scope`` (the layout and agent a token resolved to) and a parsed body, so nothing here reads
 HTTP, and nothing reaches outside the scope's root: the lifecycle calls go through ``AgentMemory`` at the
-scope's layout, ``learn`` and ``forget`` go through ``MemoryTools`` confined to the root (``host.tools``: stored at
-the root's learnings node, scrubbed; only ids read back under ``Reach.subtree(root)`` are forgotten), and
-``ingest`` places its job at the root.
+scope's layout, ``learn`` and ``forget`` go through ``ToolWrites`` confined to the root (``host.tools.tool_scope``:
+stored at the root's learnings node with the token's agent as ``meta.agent_id``, scrubbed; only ids under
+``Reach.subtree(root)`` are forgotten; when the engine does not answer, the request becomes a ``tool_write`` job
+on the service's queue and is acknowledged "queued; not yet saved/removed", reference §6.4), and ``ingest``
+places its job at the root.
 """
 
 from __future__ import annotations
@@ -18,17 +20,27 @@ from typing import Any, Protocol
 from memory_core.engine import MemoryEngine
 from memory_core.errors import InvalidRequest
 from memory_core.host.prefetch import PrefetchLimits, PrefetchMemory
-from memory_core.host.tools import scoped_tools
+from memory_core.host.tools import tool_scope
 from memory_core.http.errors import OutOfScope
 from memory_core.http.jobs import JobHandles
 from memory_core.http.metrics import Metrics
-from memory_core.http.models import ForgetBody, ForgetResult, Health, JobAccepted, JobStatus, LearnBody, PostTurnResult
+from memory_core.http.models import (
+    ForgetBody,
+    ForgetResult,
+    Health,
+    JobAccepted,
+    JobStatus,
+    LearnBody,
+    LearnResult,
+    PostTurnResult,
+)
 from memory_core.lifecycle.agent import AgentMemory, Compaction, PostTurn, PreTurn, StartSession, TurnContext
 from memory_core.lifecycle.jobs import BuildBeliefs, IngestBrain
 from memory_core.lifecycle.layout import MemoryLayout
 from memory_core.namespace import Namespace
-from memory_core.query import StoreReceipt
 from memory_core.recall.types import ContextPack
+from memory_core.tools import ToolWrite, ToolWrites
+from memory_core.tools.writes import Ack
 
 __all__ = ["MAX_HANDLE_CHARS", "JobSink", "JobStates", "MemoryService", "Scope"]
 
@@ -39,8 +51,12 @@ MAX_HANDLE_CHARS = 300
 class JobSink(Protocol):
     """What the service needs of ``workers.queue.JobQueue``."""
 
-    def send(self, job: BuildBeliefs | IngestBrain) -> Any:
-        """Queue ``job``; a value with ``.id`` and ``.state``."""
+    def send(self, job: BuildBeliefs | IngestBrain | ToolWrite) -> Any:
+        """Queue ``job``; a value with ``.id`` and ``.state``.
+
+        ``JobQueue`` also has ``coordination.is_done(job_id)``, which ``learn``/``forget`` ask to keep a root's
+        requests in order; a queue without it cannot say, so later requests are queued behind a queued one.
+        """
 
     def close(self) -> None:
         """Release connections."""
@@ -97,6 +113,22 @@ class _Lazy:
             value.close()
 
 
+class _ToolWriteSink:
+    """``ToolWrites``' job sink over the service's queue: a ``tool_write`` job, counted like any other."""
+
+    def __init__(self, service: MemoryService) -> None:
+        self._service = service
+
+    def submit(self, job: ToolWrite) -> str:
+        sent = self._service._queue.get().send(job)
+        self._service.metrics.jobs.labels(job.job, sent.state).inc()
+        return str(sent.id)
+
+    def finished(self, job_id: str) -> bool:
+        coordination = self._service._queue.get().coordination  # AttributeError: cannot say (ToolWrites waits)
+        return bool(coordination.is_done(job_id))
+
+
 class MemoryService:
     """The operations behind the routes.
 
@@ -138,6 +170,7 @@ class MemoryService:
         )
         self._caches: dict[Namespace, PrefetchMemory] = {}
         self._caches_lock = threading.Lock()
+        self._writes: dict[Namespace, ToolWrites] = {}  # one per root: its requests stay in order
 
     def _cache(self, layout: MemoryLayout) -> PrefetchMemory:
         with self._caches_lock:
@@ -146,6 +179,19 @@ class MemoryService:
                 cache = PrefetchMemory(self.engine, layout, executor=self._pool)
                 self._caches[layout.root] = cache
             return cache
+
+    def _tool_writes(self, scope: Scope) -> ToolWrites:
+        """The root's ``ToolWrites`` (at its learnings node, reads under its subtree) recording ``scope.agent``."""
+        with self._caches_lock:
+            writes = self._writes.get(scope.layout.root)
+            if writes is None:
+                confined = tool_scope(scope.layout, place=scope.layout.learnings())  # not the agent's node
+                writes = ToolWrites(self.engine, _ToolWriteSink(self), confined)
+                self._writes[scope.layout.root] = writes
+        return writes.as_agent(scope.agent)
+
+    def _handle(self, scope: Scope, ack: Ack) -> str | None:
+        return None if ack.job_id is None else self.handles.issue(scope.layout.root, ack.job_id)
 
     def _invalidate(self, layout: MemoryLayout) -> None:
         with self._caches_lock:
@@ -211,23 +257,37 @@ class MemoryService:
         return self._agent(scope).recall(query)
 
     # learn / forget ------------------------------------------------------------------------------------
-    def learn(self, scope: Scope, body: LearnBody) -> StoreReceipt:
-        """Store a learning at the root's learnings node, through ``MemoryTools`` (``memory_store``, scrubbed)."""
-        learning: dict[str, object] = {"text": body.text, "learning_kind": body.kind.value}
-        learning["confidence"] = body.confidence
-        if body.key is not None:
-            learning["key"] = body.key
-        if body.importance is not None:
-            learning["importance"] = body.importance
-        out = scoped_tools(self.engine, scope.layout).call("memory_store", {"learning": learning})
+    def learn(self, scope: Scope, body: LearnBody) -> LearnResult:
+        """Store a learning at the root's learnings node as the token's agent, or queue it (``ToolWrites``).
+
+        Raises:
+            InvalidRequest: a fact field ``ToolWrites`` refuses, named ``learning.<field>``; nothing is queued.
+            EngineUnavailable: the engine did not answer AND the job could not be kept (broker and outbox down).
+        """
+        ack = self._tool_writes(scope).learn(
+            body.text,
+            kind=body.kind,
+            confidence=body.confidence,
+            key=body.key,
+            importance=body.importance,
+            field="learning.",
+        )
         self._invalidate(scope.layout)
-        return StoreReceipt(id=out["id"], replayed=out["replayed"])
+        if ack.state != "queued":
+            return LearnResult(id=str(ack.id), replayed=ack.replayed)
+        return LearnResult(id=str(ack.id), state="queued", message=ack.message, job_id=self._handle(scope, ack))
 
     def forget(self, scope: Scope, body: ForgetBody) -> ForgetResult:
-        """Forget the ids ``MemoryTools`` reads back under the root; the rest are skipped (``memory_forget``)."""
-        out = scoped_tools(self.engine, scope.layout).call("memory_forget", {"ids": list(body.ids)})
+        """Forget the ids under the root, the rest skipped; or queue the forget (``ToolWrites``).
+
+        Raises:
+            EngineUnavailable: the engine did not answer AND the job could not be kept.
+        """
+        ack = self._tool_writes(scope).forget(body.ids)
         self._invalidate(scope.layout)
-        return ForgetResult(forgotten=out["forgotten"], skipped=out["skipped"])
+        if ack.state != "queued":
+            return ForgetResult(forgotten=ack.forgotten, skipped=max(len(set(body.ids)) - ack.forgotten, 0))
+        return ForgetResult(state="queued", message=ack.message, job_id=self._handle(scope, ack))
 
     # jobs ------------------------------------------------------------------------------------------------
     def ingest(self, scope: Scope, body: IngestBrain) -> JobAccepted:

@@ -37,7 +37,7 @@ from memory_core.consolidation import ConsolidateRequest, Consolidation, WriteOp
 from memory_core.engine import MemoryEngine, check_engine
 from memory_core.errors import InvalidRequest, MemoryCoreError
 from memory_core.facts.store import FactReceipt, FactStore
-from memory_core.items import Conversation, Document, Learning, Role, ToolCallRef, Turn, parse_item
+from memory_core.items import NUL_FREE, Conversation, Document, Learning, Role, ToolCallRef, Turn, parse_item
 from memory_core.lifecycle.agent_ids import move_sanitised_history_logged
 from memory_core.lifecycle.brain import prefixed
 from memory_core.lifecycle.caps import TurnCaps
@@ -110,7 +110,7 @@ class PreTurn(ContractModel):
 
     thread_id: NonBlank
     turn_index: U32
-    user_text: NonBlank = Field(max_length=MAX_TEXT_CHARS)
+    user_text: Annotated[NonBlank, NUL_FREE] = Field(max_length=MAX_TEXT_CHARS)
     in_prompt_from: U32 = 0
     at: AwareTimestamp | None = None
     observed_actor: ObservedActor | None = None
@@ -123,7 +123,7 @@ class PostTurn(ContractModel):
 
     thread_id: NonBlank
     turn_index: U32
-    assistant_text: NonBlank = Field(max_length=MAX_TEXT_CHARS)
+    assistant_text: Annotated[NonBlank, NUL_FREE] = Field(max_length=MAX_TEXT_CHARS)
     tool_calls: tuple[ToolCallRef, ...] = ()
     at: AwareTimestamp | None = None
 

@@ -13,6 +13,12 @@ one over ``MemoryTools``' own page size is served as a page of that size (``next
 is the server's, fixed when it starts (``host.tools.scoped_tools``): a client cannot name a namespace or reach
 (``MemoryTools`` refuses the keys at any depth, and every schema is closed), so it cannot widen what it reads or
 writes.
+
+Given a ``ToolWrites`` at the same scope (``memory-core mcp --queue-writes``), ``memory.learn`` and
+``memory.forget`` go through it instead, after the same argument checks: with an engine that answers they act at
+once, as above; when it does not, the request becomes a ``tool_write`` job and the result says so (``state:
+"queued"``, ``message: "queued; not yet saved"``/``"queued; not yet removed"``, ``job_id``; reference §6.4).
+Without one, a learn or forget while the engine is down is a tool error, as any other call.
 """
 
 from __future__ import annotations
@@ -24,7 +30,9 @@ from typing import Any, Final
 
 from memory_core.errors import InvalidRequest
 from memory_core.items import LearningKind
-from memory_core.tools import MAX_LIMIT, MemoryTools
+from memory_core.tools import MAX_LIMIT, MemoryTools, ToolWrites
+from memory_core.tools.jsonschema import check
+from memory_core.tools.writes import Ack
 
 __all__ = ["MCP_MAX_LIMIT", "McpTool", "McpTools"]
 
@@ -111,10 +119,17 @@ class McpTools:
 
     Args:
         tools: The ``MemoryTools`` to serve; every call goes through them.
+        writes: ``learn`` and ``forget`` that never fail the caller, at ``tools``' scope; None: through ``tools``.
+
+    Raises:
+        InvalidRequest: ``field="writes"``: ``writes`` at another scope than ``tools`` (it could widen it).
     """
 
-    def __init__(self, tools: MemoryTools) -> None:
+    def __init__(self, tools: MemoryTools, writes: ToolWrites | None = None) -> None:
+        if writes is not None and writes.scope != tools.scope:
+            raise InvalidRequest("the durable writes must have the tools' scope", field="writes")
         self.tools = tools
+        self.writes = writes
         specs = {s.name: s for s in tools.specs()}
         listed: list[McpTool] = [
             McpTool(
@@ -179,10 +194,46 @@ class McpTools:
             for fact_field in ("key", "importance"):  # a fact's only (seed 004); absent stays absent
                 if (value := args.pop(fact_field, None)) is not None:
                     learning[fact_field] = value
+            if self.writes is not None:
+                return self._learn({k: v for k, v in learning.items() if v is not None}, args)
             return self.tools.call("memory_store", {"learning": learning, **args})
         if name == "memory.forget":
             ids = args.get("ids")
             if isinstance(ids, list) and len(ids) > MCP_MAX_LIMIT:
                 raise InvalidRequest(f"at most {MCP_MAX_LIMIT} ids", field="ids")
+            if self.writes is not None:
+                return self._forget(args)
             return self.tools.call("memory_forget", args)
         return self.tools.call("memory_" + name.removeprefix("memory."), args)
+
+    def _checked(self, tool: str, args: dict[str, Any]) -> None:
+        """Hold ``args`` to ``MemoryTools``' schema of ``tool`` (the refusals a call through them would give)."""
+        spec = next(s for s in self.tools.specs() if s.name == tool)
+        check(args, spec.parameters)
+
+    def _learn(self, learning: dict[str, Any], rest: dict[str, Any]) -> dict[str, Any]:
+        assert self.writes is not None
+        self._checked("memory_store", {"learning": learning, **rest})
+        ack = self.writes.learn(
+            learning["text"],
+            kind=learning.get("learning_kind", LearningKind.FACT.value),
+            confidence=float(learning.get("confidence", 0.8)),
+            key=learning.get("key"),
+            importance=learning.get("importance"),
+            field="learning.",
+        )
+        return {"id": ack.id, "replayed": ack.replayed, **_queued(ack)}
+
+    def _forget(self, args: dict[str, Any]) -> dict[str, Any]:
+        assert self.writes is not None
+        self._checked("memory_forget", args)
+        ids: list[str] = args.get("ids") or []
+        ack = self.writes.forget(ids)  # no ids: refused there, naming ``ids``
+        if ack.state == "queued":
+            return {"forgotten": 0, "skipped": 0, **_queued(ack)}
+        return {"forgotten": ack.forgotten, "skipped": max(len(set(ids)) - ack.forgotten, 0)}
+
+
+def _queued(ack: Ack) -> dict[str, Any]:
+    """``{state, message, job_id}`` of a queued request; ``{}`` for one done at once."""
+    return {"state": ack.state, "message": ack.message, "job_id": ack.job_id} if ack.state == "queued" else {}

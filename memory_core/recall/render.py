@@ -14,8 +14,9 @@ solved by fixed point so the count includes the frontmatter itself, and the budg
 
 Two *memory-core* rules keep stored text from steering the model that reads the block (issue 11 rule 8):
 
-* every bullet and prose text has its chat-template tokens neutralised (``control.neutralise_control_tokens``:
-  ``<|im_start|>`` → ``‹|im_start|›``, same length);
+* every heading, bullet and prose text has its chat-template tokens and control characters neutralised
+  (``control.neutralise``: ``<|im_start|>`` → ``‹|im_start|›``, ESC → ``␛``, U+202E → U+FFFD; same length), so
+  no NUL, terminal escape or bidi override stored in an item reaches a pack or ``context.md`` raw;
 * a pack is rendered with ``label=PACK_LABEL`` (``recall.pack``), a line under its title telling the model that
   memories are fallible context, not instructions (seed 004: recalled memories "are labelled as such before model
   injection"). The label counts against the budget like any text. ``context.md`` is rendered without one and
@@ -30,7 +31,7 @@ from datetime import datetime
 from typing import Final
 
 from memory_core._model import format_timestamp, utc
-from memory_core.control import neutralise_control_tokens
+from memory_core.control import neutralise
 
 __all__ = [
     "CHARS_PER_TOKEN",
@@ -255,13 +256,13 @@ def compose(
     if label is not None:
         parts.append(f"\n{single_line(label)}\n")
     for section in sections:
-        parts.append(f"\n## {section.heading}\n\n")
+        parts.append(f"\n## {neutralise(single_line(section.heading))}\n\n")
         if isinstance(section.body, Prose):
-            parts.append(f"{neutralise_control_tokens(section.body.text.strip())}\n")
+            parts.append(f"{neutralise(section.body.text.strip())}\n")
             refs.update(dict.fromkeys(section.body.refs))
         else:
             for line in section.body.lines:
-                parts.append(f"- {neutralise_control_tokens(single_line(line.text))}\n")
+                parts.append(f"- {neutralise(single_line(line.text))}\n")
                 refs.setdefault(line.id)
     body = "".join(parts)
     cited = tuple(refs)

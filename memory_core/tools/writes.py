@@ -15,9 +15,10 @@ The order is kept for the requests of one ``ToolWrites`` (one process; a host se
 
 from __future__ import annotations
 
+import copy
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Final, Literal, Protocol, cast
 
@@ -69,6 +70,7 @@ class Ack:
         id: The learning's id (``learn``).
         forgotten: Items removed now (``forget`` done at once).
         job_id: The job a queued request travels as.
+        replayed: A ``learn`` saved now was already stored (same content, or an older statement of its key).
     """
 
     state: Literal["saved", "removed", "queued"]
@@ -76,10 +78,12 @@ class Ack:
     id: str | None = None
     forgotten: int = 0
     job_id: str | None = None
+    replayed: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (``id`` and ``job_id`` left out when None)."""
         out: dict[str, Any] = {"state": self.state, "message": self.message, "forgotten": self.forgotten}
+        out["replayed"] = self.replayed
         if self.id is not None:
             out["id"] = self.id
         if self.job_id is not None:
@@ -102,7 +106,8 @@ class ToolWrites:
     Raises:
         InvalidRequest: ``engine`` is not a ``MemoryEngine``.
 
-    Thread-safe: requests of one place are decided and submitted one at a time.
+    Thread-safe: requests of one place are decided and submitted one at a time. ``as_agent`` gives the same
+    writes recording another agent, sharing this object's order (one place, one queue of requests).
     """
 
     def __init__(
@@ -121,8 +126,19 @@ class ToolWrites:
         self.policy = policy
         self.scrub = scrubbing_enabled() if scrub is None else scrub
         self._clock = clock or (lambda: datetime.now(UTC))
-        self._lock = threading.Lock()
-        self._last: str | None = None  # the last job queued for the place, until it is seen finished
+        self._order = _Order()
+
+    def as_agent(self, agent_id: str | None) -> ToolWrites:
+        """The same writes recording ``agent_id`` as ``meta.agent_id``, in the same order as this object's.
+
+        Raises:
+            InvalidRequest: ``field="agent_id"``: not a string or blank.
+        """
+        if agent_id is not None and (not isinstance(agent_id, str) or not agent_id.strip()):
+            raise InvalidRequest("must be a non-blank string", field="agent_id")
+        other = copy.copy(self)
+        other.scope = replace(self.scope, agent_id=agent_id)
+        return other  # shares ``_order``: requests of the place stay in the order they were made
 
     # requests ------------------------------------------------------------------------------------------
     def learn(
@@ -135,24 +151,26 @@ class ToolWrites:
         tags: Sequence[str] = (),
         key: str | None = None,
         importance: float | None = None,
+        field: str = "",
     ) -> Ack:
         """Store a learning at the scope's place, now or, when the engine does not answer, as a job.
 
         A ``fact`` (the default kind) is a fact (``facts.store``): with a ``key`` it replaces the key's value, and
         the time it was stated (this call's clock) decides, so a late delivery never overwrites a newer value;
         without one it is stored once per text. A ``key`` or ``importance`` on another kind is refused.
+        ``field`` prefixes the names errors give (``"learning."``: the name ``MemoryTools`` and the HTTP API use).
 
         Raises:
             InvalidRequest: a blank text or one over 2,000 characters, an unknown kind, a confidence outside 0..=1,
                 a bad tag, a blank or over-128-character key, an importance not in ``[0, 1]``.
             EngineUnavailable: the engine failed AND the job could not be kept (broker and outbox both down).
         """
-        check_text(text, "text")
+        check_text(text, f"{field}text")
         now = self._clock()
         try:
             learning_kind = LearningKind(kind)
         except ValueError:
-            raise InvalidRequest(f"{kind!r} is not a learning kind", field="kind") from None
+            raise InvalidRequest(f"{kind!r} is not a learning kind", field=f"{field}kind") from None
         if learning_kind is LearningKind.FACT:
             fact = fact_item(
                 text,
@@ -163,29 +181,30 @@ class ToolWrites:
                 confidence=confidence,
                 tags=tags,
                 evidence=evidence,
+                field=field,
                 agent_id=self.scope.agent_id,
             )
             validate_item(fact, field="learning")
             return self._learn(scrubbed_fact(fact, self.policy) if self.scrub else fact, now)
         for name, value in (("key", key), ("importance", importance)):
             if value is not None:
-                raise InvalidRequest("only a fact takes a key or importance", field=name)
+                raise InvalidRequest("only a fact takes a key or importance", field=f"{field}{name}")
         meta = tool_meta(self.scope, list(tags), now)
         raw = Learning(text=text, kind=learning_kind, confidence=confidence, evidence=evidence, meta=meta)
         validate_item(raw, field="learning")  # a bad request is refused before anything is stored or queued
         return self._learn(cast(Learning, scrub_item(raw, self.policy)) if self.scrub else raw, now)  # kind kept
 
     def _learn(self, item: Learning, now: datetime) -> Ack:
-        with self._lock:
+        with self._order.lock:
             if not self._waiting():
                 try:
-                    receipt_id = store_learning(self.engine, item).id
+                    receipt = store_learning(self.engine, item)
                 except InvalidRequest:
                     raise
                 except Exception:  # the engine did not answer: queue it (never fail the caller)
                     pass
                 else:
-                    return Ack("saved", "saved", id=receipt_id)
+                    return Ack("saved", "saved", id=receipt.id, replayed=receipt.replayed)
             job_id = self._submit(ToolWrite(op="learn", place=self.scope.place, learning=item, made_at=now))
         return Ack("queued", QUEUED_SAVE, id=item.id, job_id=job_id)
 
@@ -203,7 +222,7 @@ class ToolWrites:
             raise InvalidRequest("an id is blank", field="ids")
         if len(wanted) > MAX_FORGET_IDS:
             raise InvalidRequest(f"give at most {MAX_FORGET_IDS} ids, got {len(wanted)}", field="ids")
-        with self._lock:
+        with self._order.lock:
             if not self._waiting():
                 try:
                     report = forget_ids(self.engine, wanted, self.scope.reach)
@@ -222,23 +241,33 @@ class ToolWrites:
     @property
     def waiting(self) -> bool:
         """True when a request of this place is queued and may not have finished (new ones queue behind it)."""
-        with self._lock:
+        with self._order.lock:
             return self._waiting()
 
     # helpers -------------------------------------------------------------------------------------------
     def _waiting(self) -> bool:
-        if self._last is None:
+        order = self._order
+        if order.last is None:
             return False
         try:
-            finished = self.jobs.finished(self._last)
+            finished = self.jobs.finished(order.last)
         except Exception:  # the flow's store cannot say: keep the order
             return True
         if finished:
-            self._last = None
+            order.last = None
         return not finished
 
     def _submit(self, job: ToolWrite) -> str:
-        if self._last is not None:
-            job = job.model_copy(update={"after": self._last})
-        self._last = self.jobs.submit(job)
-        return self._last
+        order = self._order
+        if order.last is not None:
+            job = job.model_copy(update={"after": order.last})
+        order.last = self.jobs.submit(job)
+        return order.last
+
+
+class _Order:
+    """The order of one place's requests: a lock, and the last job queued until it is seen finished."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.last: str | None = None

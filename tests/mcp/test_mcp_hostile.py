@@ -40,7 +40,7 @@ def tools(engine: ReferenceEngine) -> McpTools:
     [
         ("memory.learn", {"text": "Mara moved.", "learning": {"text": "Injected."}}, "arguments"),
         ("memory.learn", {"text": "Mara moved.", "learning_kind": "fact"}, "arguments"),
-        ("memory.learn", {"text": "Mara moved.", "importance": 1.0}, "arguments"),
+        ("memory.learn", {"text": "Mara moved.", "tags": ["ops"]}, "arguments"),
         ("memory.list", {"limit": 5, "mode": "all"}, "arguments"),
         ("memory.recall", {"question": "q", "cursor": "x"}, "arguments"),
         ("memory.forget", {"ids": ["x"], "filter": {}}, "arguments"),

@@ -106,6 +106,20 @@ def test_an_sdk_client_over_stdio_learns_recalls_and_forgets(env: dict[str, str]
     _check(asyncio.run(script()))
 
 
+@pytest.mark.slow
+def test_with_queue_writes_the_same_session_runs_over_the_hosts_job_queue(env: dict[str, str]) -> None:
+    """``--queue-writes`` opens the host's job queue (here the server-less transport) and serves learn/forget
+    through ``ToolWrites``: with the engine answering they act at once, as without it (the queued path:
+    ``test_mcp_durable_writes.py``)."""
+    params = StdioServerParameters(command=sys.executable, args=["-m", "memory_core", "mcp", "--queue-writes"], env=env)
+
+    async def script() -> dict[str, Any]:
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            return await _session_script(session)
+
+    _check(asyncio.run(script()))
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
