@@ -8,6 +8,7 @@ task to its queue and letting each tick expire after one period.
 | --- | --- | --- | --- |
 | ``build-due`` | ``memory.build_due`` | ``build_due_interval_s`` | a build per scope written since its last build |
 | ``drain-outbox`` | ``memory.drain_outbox`` | ``outbox_drain_interval_s`` | publishes parked jobs |
+| ``embed-due`` | ``memory.embed_due`` | ``build_due_interval_s`` | an ``embed_items`` job when items wait for the model |
 
 Two beats send every tick twice (celery/celery#2856); the tasks tolerate it (a build is single flight per scope
 and coalesced, a drain claims each row once), but the rule in docs/jobs.md stands: one beat.
@@ -22,5 +23,6 @@ __all__ = ["ENTRIES"]
 ENTRIES: dict[str, dict[str, Any]] = {
     "build-due": {"task": "memory.build_due", "every": "build_due_interval_s", "kwargs": {}},
     "drain-outbox": {"task": "memory.drain_outbox", "every": "outbox_drain_interval_s", "kwargs": {}},
+    "embed-due": {"task": "memory.embed_due", "every": "build_due_interval_s", "kwargs": {}},
 }
 """Entry name → ``{task, every, kwargs}``."""

@@ -12,17 +12,27 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from memory_core.consolidation import BuildScope, ConsolidateRequest
-from memory_core.engines.sqlite.engine import EMBED_PER_JOB
 from memory_core.errors import InvalidRequest
 from memory_core.lifecycle.jobs import BuildBeliefs, IngestBrain, JobReport
 from memory_core.namespace import Reach
+from workers.embedding import EmbedItems, embed_once, waiting
 from workers.locks import Flight, scope_key, single_flight
 
 if TYPE_CHECKING:  # types only: workers.execution imports this module
     from workers.execution import Delivery
     from workers.runtime import Runtime
 
-__all__ = ["Deferred", "run_build", "run_build_due", "run_drain", "run_ingest", "scope_report"]
+__all__ = [
+    "Deferred",
+    "run_build",
+    "run_build_due",
+    "run_drain",
+    "run_embed",
+    "run_embed_due",
+    "run_ingest",
+    "scope_report",
+    "submit_embedding",
+]
 
 
 class Deferred(Exception):
@@ -86,18 +96,18 @@ def run_build(rt: Runtime, d: Delivery, job: BuildBeliefs) -> dict[str, Any]:
             continue
         rt.coordination.add_progress(d.job_id, unit)
         scopes.append(scope_report(scope, flight))
-    embed = getattr(rt.engine, "embed_backlog", None)
-    embedded = embed(limit=EMBED_PER_JOB) if callable(embed) else 0  # the model, outside the scope locks
+    embedding = submit_embedding(rt)  # the model runs in its own job (workers.embedding)
     if waits:
         raise Deferred(max(waits))
-    return {"job": job.name(), "scopes": scopes, "embedded": embedded}
+    return {"job": job.name(), "scopes": scopes, "embedding": embedding}
 
 
 def run_ingest(rt: Runtime, d: Delivery, job: IngestBrain) -> dict[str, Any]:
     """``Brain.ingest_many`` through the runner; the batch's build jobs are submitted as follow-ups."""
     report = rt.runner.run(job)
     follow_ups = [rt.queue.submit(j) for j in report.follow_ups]
-    return {"job": job.name(), "stored": len(report.stored), "follow_ups": follow_ups}
+    embedding = submit_embedding(rt)
+    return {"job": job.name(), "stored": len(report.stored), "follow_ups": follow_ups, "embedding": embedding}
 
 
 def run_build_due(rt: Runtime, d: Delivery) -> dict[str, Any]:
@@ -118,3 +128,21 @@ def run_drain(rt: Runtime, d: Delivery) -> dict[str, Any]:
     report = rt.queue.drain(limit)
     rt.queue.outbox.prune()
     return {"delivered": report.delivered, "left": report.left, "error": report.error}
+
+
+def submit_embedding(rt: Runtime) -> str | None:
+    """Submit an ``EmbedItems`` when the engine has items waiting for the model; its job id, else None."""
+    return rt.queue.submit(EmbedItems()) if waiting(rt.engine) else None
+
+
+def run_embed(rt: Runtime, d: Delivery, job: EmbedItems) -> dict[str, Any]:
+    """Encode up to ``job.limit`` waiting items (``workers.embedding``); the next job when more wait."""
+    out = embed_once(rt.engine, job.limit)
+    out["follow_up"] = rt.queue.submit(EmbedItems(limit=job.limit)) if out["waiting"] else None
+    return {"job": job.name(), **out}
+
+
+def run_embed_due(rt: Runtime, d: Delivery) -> dict[str, Any]:
+    """Beat's tick: an ``EmbedItems`` when items wait for the model (``{waiting, job}``)."""
+    count = waiting(rt.engine)
+    return {"waiting": count, "job": rt.queue.submit(EmbedItems()) if count else None}

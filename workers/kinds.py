@@ -4,6 +4,7 @@
 | --- | --- | --- | --- | --- | --- |
 | ``build_beliefs`` | ``BuildBeliefs`` | ``memory.build_beliefs`` | ``queue_beliefs`` | ``handlers.run_build`` | yes |
 | ``ingest_brain`` | ``IngestBrain`` | ``memory.ingest_brain`` | ``queue_ingest`` | ``handlers.run_ingest`` | no |
+| ``embed_items`` | ``EmbedItems`` | ``memory.embed_items`` | ``queue_beliefs`` | ``handlers.run_embed`` | yes |
 
 and the maintenance tasks beat sends (no job model; ``MAINTENANCE``):
 
@@ -11,6 +12,7 @@ and the maintenance tasks beat sends (no job model; ``MAINTENANCE``):
 | --- | --- | --- | --- |
 | ``memory.build_due`` | ``queue_maintenance`` | ``handlers.run_build_due`` | ``reach`` |
 | ``memory.drain_outbox`` | ``queue_maintenance`` | ``handlers.run_drain`` | ``limit`` |
+| ``memory.embed_due`` | ``queue_maintenance`` | ``handlers.run_embed_due`` | |
 
 What is derived from ``JOB_KINDS``: the Celery tasks (``workers.celery_app.create_app`` registers one per row),
 their routes (``workers.config.celery_config``), the parsing of a submitted job, of a delivered message and of a
@@ -46,7 +48,8 @@ from memory_core.errors import ConfigError, InvalidRequest
 from memory_core.lifecycle.jobs import BuildBeliefs, IngestBrain
 from memory_core.namespace import Reach
 from memory_core.settings import Settings
-from workers.handlers import run_build, run_build_due, run_drain, run_ingest
+from workers.embedding import EmbedItems, describe_embed
+from workers.handlers import run_build, run_build_due, run_drain, run_embed, run_embed_due, run_ingest
 
 if TYPE_CHECKING:  # types only: workers.execution imports this module
     from workers.execution import Delivery
@@ -178,6 +181,7 @@ class Maintenance:
 MAINTENANCE: tuple[Maintenance, ...] = (
     Maintenance(TASK_BUILD_DUE, run_build_due, frozenset({"reach"})),
     Maintenance(TASK_DRAIN_OUTBOX, run_drain, frozenset({"limit"})),
+    Maintenance("memory.embed_due", run_embed_due, frozenset()),
 )
 """The maintenance tasks (``beat_schedule.ENTRIES`` sends them)."""
 
@@ -302,6 +306,7 @@ JOB_KINDS = JobKinds(
     (
         JobKind(BuildBeliefs, TASK_BUILD_BELIEFS, "queue_beliefs", run_build, _describe_build, coalesce=True),
         JobKind(IngestBrain, TASK_INGEST_BRAIN, "queue_ingest", run_ingest, _describe_ingest),
+        JobKind(EmbedItems, "memory.embed_items", "queue_beliefs", run_embed, describe_embed, coalesce=True),
     )
 )
 """The job kinds of memory-core: one row per kind (see the module docstring to add one)."""

@@ -73,6 +73,7 @@ at 0.3)."""
 LEXICAL_WEIGHT: Final = 2.0
 """Weight of the lexical ranking's reciprocal rank: as much as the model's two views together (LoCoMo dev
 fetch@10: 0.716 at 0.5, 0.746 at 1, 0.757 at 2)."""
+DENSE_WEIGHT: Final = float(__import__("os").environ.get("MC_DW", "0"))
 _NAME = re.compile(r"[^\W\d_]+")
 
 
@@ -96,6 +97,7 @@ def fuse(
     embedded: npt.NDArray[np.bool_],
     weight: FloatArray,
     spoken: npt.NDArray[np.bool_],
+    nominated: IntArray | None = None,
 ) -> FloatArray:
     """The fused value of each candidate (higher first).
 
@@ -116,5 +118,6 @@ def fuse(
     r_own = ranks(maxsim(own), embedded)
     r_win = ranks(maxsim(window), embedded)
     lexical = LEXICAL_WEIGHT * rrf([lexical_rank])
-    out: FloatArray = (lexical + weight * rrf([r_own, r_win])) * np.where(spoken, 1.0 + SPEAKER_BOOST, 1.0)
+    dense = DENSE_WEIGHT * rrf([nominated]) if nominated is not None else 0.0
+    out: FloatArray = (lexical + weight * rrf([r_own, r_win]) + dense) * np.where(spoken, 1.0 + SPEAKER_BOOST, 1.0)
     return out

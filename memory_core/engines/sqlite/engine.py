@@ -20,7 +20,8 @@ power-loss durability for speed; ``?busy_timeout_ms=N``). The folder is created 
 * A hybrid ``fetch`` reorders the lexical stage's best by late interaction over the model's stored token
   vectors (``rerank``); the query is encoded once per process for each distinct query text (an LRU), so the
   sections of one pack share one encoding. The model never runs on a write: ``embed_backlog`` encodes what
-  waits, in batches, on the workers (every build job runs it after its builds, outside the scope locks).
+  waits, in batches, on the workers (the ``embed_items`` job, ``workers.embedding``). A hybrid fetch also
+  takes up to ``retrieval.dense.DENSE_POOL`` candidates nearest the query's pooled vector (``pooled``).
 * ``fetch(max_scopes=N)`` ranks the items of at most N scopes (namespaces holding admitted items): those the
   query names first, then the most recently written by ``scopes.last_write`` (``reference.choose_scopes``,
   reference §1.3), each scope's conversations over its newest ``scoped.SCOPE_WINDOW`` turns (*memory-core*:
@@ -87,7 +88,8 @@ from .connection import Database, SQLiteOptions, parse_url
 from .filters import compile_filter
 from .index import CandidateRows, ItemIndex
 from .ranking import rank_items
-from .rerank import RERANK_POOL, rerank
+from .pooled import PooledIndex
+from .rerank import RERANK_POOL, dense_candidates, rerank
 from .rows import chunks, now_us, ns_key, ns_of_key, placeholders, vec_blob
 from .schema import check_version, migrate
 from .scoped import newest_per_scope, row_scopes, windowed
@@ -101,9 +103,6 @@ _T = TypeVar("_T")
 _ITEM_CACHE = 4096
 """Parsed items kept per engine, by seq (items never change once stored)."""
 _DRAIN_BATCH = 1000
-EMBED_PER_JOB = 4096
-"""Most items one worker build job embeds after its builds (``workers.execution.run_build``): the job stays well
-inside a worker's time limit, and the next build job takes the rest."""
 _QUERY_CACHE = 256
 """Query encodings kept per engine (a pack's sections ask the same question)."""
 _RECENT_READS = 64
@@ -179,7 +178,8 @@ class SQLiteEngine(MemoryEngine):
         self._drain_lock = threading.Lock()
         self._instance = ""
         self._embedder = embedder
-        self._queries: OrderedDict[str, F32] = OrderedDict()
+        self._queries: OrderedDict[str, tuple[F32, F32]] = OrderedDict()
+        self._pooled = PooledIndex()
         self._queries_lock = threading.Lock()
         self.reads = ReadStats()
 
@@ -321,23 +321,28 @@ class SQLiteEngine(MemoryEngine):
 
     def query_tokens(self, query: str) -> F32:
         """The query's content-token vectors, encoded once per distinct query (an LRU of ``_QUERY_CACHE``)."""
+        return self._query_encoding(query)[0]
+
+    def _query_encoding(self, query: str) -> tuple[F32, F32]:
+        """``(content-token vectors, pooled vector)`` of the query, encoded once per distinct query (an LRU)."""
         with self._queries_lock:
             held = self._queries.get(query)
             if held is not None:
                 self._queries.move_to_end(query)
                 return held
-        tokens = self.embedder.encode([query]).tokens[0]
+        encoded = self.embedder.encode([query])
+        pair = (encoded.tokens[0], encoded.pooled[0])
         with self._queries_lock:
-            self._queries[query] = tokens
+            self._queries[query] = pair
             if len(self._queries) > _QUERY_CACHE:
                 self._queries.popitem(last=False)
-        return tokens
+        return pair
 
     def embed_backlog(self, limit: int | None = None, batch: int | None = None) -> int:
         """Encode stored items that have no vectors of the current model, ``batch`` at a time; how many were.
 
         The model runs outside any transaction; each batch's vectors are written in one short write. This is
-        the workers' work (``workers.execution.run_build``, after a build job's builds): never called on a write.
+        the workers' work (the ``embed_items`` job, ``workers.embedding``): never called on a write.
 
         Args:
             limit: Most items to encode (None: until none waits).
@@ -454,8 +459,10 @@ class SQLiteEngine(MemoryEngine):
         ranked = rank_items(conn, rows, request.query, request.mode, pool, self._index.size(), now, hinted_keys=hinted)
         if hinted is not None:  # a time hint orders its own groups: the lexical order is kept
             return ranked[:want]
-        tokens = self.query_tokens(request.query)
-        return rerank(conn, ranked, request.query, tokens, self.embedder.name, now)[:want]
+        tokens, pooled = self._query_encoding(request.query)
+        model = self.embedder.name
+        dense = dense_candidates(conn, self._pooled, rows, ranked, request.query, pooled, model)
+        return rerank(conn, ranked, request.query, tokens, model, now, dense)[:want]
 
     def _within_scopes(
         self, conn: sqlite3.Connection, rows: CandidateRows, request: FetchRequest, max_scopes: int
