@@ -8,7 +8,7 @@ task to its queue and letting each tick expire after one period.
 | --- | --- | --- | --- |
 | ``build-due`` | ``memory.build_due`` | ``build_due_interval_s`` | a build per scope written since its last build |
 | ``drain-outbox`` | ``memory.drain_outbox`` | ``outbox_drain_interval_s`` | publishes parked jobs |
-| ``embed-due`` | ``memory.embed_due`` | ``build_due_interval_s`` | an ``embed_items`` job when items wait for the model |
+| ``embed-due`` | ``memory.embed_due`` | ``build_due_interval_s`` | an ``embed_items`` job while items wait |
 
 Two beats send every tick twice (celery/celery#2856); the tasks tolerate it (a build is single flight per scope
 and coalesced, a drain claims each row once), but the rule in docs/jobs.md stands: one beat.

@@ -37,7 +37,9 @@ from memory_core.recall.repeats import utterance_text
 from memory_core.recall.types import HolisticRecall
 from memory_core.retrieval.terms import term_set
 
-__all__ = ["Bar", "coverage", "floor", "query_terms", "shown_text"]
+__all__ = ["COVERAGE_SHARE", "Bar", "coverage", "floor", "query_terms", "shown_text"]
+
+COVERAGE_SHARE: float = float(__import__("os").environ.get("MC_CS", "1.0"))
 
 
 def query_terms(query: str | None) -> frozenset[str]:
@@ -106,7 +108,7 @@ def floor(request: HolisticRecall, gathered: Sequence[Gathered]) -> list[Gathere
     best = max(scores, default=0.0)
     if best <= 0.0:
         return list(gathered)
-    bar = Bar(score=share * best, coverage=share * max(shares, default=0.0))
+    bar = Bar(score=share * best, coverage=COVERAGE_SHARE * share * max(shares, default=0.0))
     out: list[Gathered] = []
     for position, outcome in enumerate(gathered):
         if isinstance(outcome, Read) and outcome.ranked:

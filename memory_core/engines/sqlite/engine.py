@@ -87,8 +87,8 @@ from .belief_index import BeliefIndex
 from .connection import Database, SQLiteOptions, parse_url
 from .filters import compile_filter
 from .index import CandidateRows, ItemIndex
-from .ranking import rank_items
 from .pooled import PooledIndex
+from .ranking import rank_items
 from .rerank import RERANK_POOL, dense_candidates, rerank
 from .rows import chunks, now_us, ns_key, ns_of_key, placeholders, vec_blob
 from .schema import check_version, migrate

@@ -17,7 +17,7 @@ import threading
 
 import numpy as np
 
-from memory_core.retrieval.dense import I8, F32, IntArray, nearest, quantise_rows
+from memory_core.retrieval.dense import F32, I8, IntArray, nearest, quantise_rows
 
 __all__ = ["PooledIndex"]
 

@@ -20,10 +20,10 @@ import numpy as np
 
 from memory_core.retrieval.dense import DENSE_POOL
 from memory_core.retrieval.embedder import F32
-from memory_core.retrieval.terms import query_terms
-from memory_core.scoring import VECTOR_THRESHOLD
 from memory_core.retrieval.fusion import envelope, fuse, names_speaker, query_words
 from memory_core.retrieval.late import token_max
+from memory_core.retrieval.terms import query_terms
+from memory_core.scoring import VECTOR_THRESHOLD
 
 from . import fts
 from .index import CandidateRows
