@@ -22,6 +22,15 @@ chat) matched mostly ``the, to, what, a, in, go, does, has, when``, and the evid
 topics. Coverage counts each content term once, so repetition and function words earn nothing, and it is read
 on the shown text, so a long document whose matching words lie past its 600-character bullet does not pass on
 words the reader never sees. Answer and latest sections are never filtered.
+
+**Conversation turns clear the score bar only** (issue 14 §5: the pack must carry the evidence its fetch
+finds). A turn that answers is often a reply sharing no word with the question ("Yeah, I play clarinet!" for
+"What instruments does Melanie play?"; the question's words are in the turn before it), and the engine's
+ranking already weighed that: the window of neighbouring turns in the lexical stage and late interaction with
+the model (``engines.sqlite.rerank``). On LoCoMo dev with the PEP brain, the coverage bar on turns cost the
+pack 9 points (pack 66.5% with it, 75.7% at fetch@10), the turns it dropped being mostly among the fetch's
+first five; without it on turns the pack reaches the fetch's recall (``docs/retrieval.md``). Documents and
+beliefs keep it: it is what keeps pattern-matching passages out of a chat's pack.
 """
 
 from __future__ import annotations
@@ -37,9 +46,7 @@ from memory_core.recall.repeats import utterance_text
 from memory_core.recall.types import HolisticRecall
 from memory_core.retrieval.terms import term_set
 
-__all__ = ["COVERAGE_SHARE", "Bar", "coverage", "floor", "query_terms", "shown_text"]
-
-COVERAGE_SHARE: float = float(__import__("os").environ.get("MC_CS", "1.0"))
+__all__ = ["Bar", "coverage", "floor", "query_terms", "shown_text"]
 
 
 def query_terms(query: str | None) -> frozenset[str]:
@@ -78,6 +85,11 @@ class Bar:
         return hit.score >= self.score and (covered is None or covered >= self.coverage)
 
 
+def _barred(hit: Hit) -> bool:
+    """Whether the coverage bar applies to the hit: every kind but a conversation turn (module docstring)."""
+    return hit.kind != ItemKind.CONVERSATION
+
+
 def floor(request: HolisticRecall, gathered: Sequence[Gathered]) -> list[Gathered]:
     """Drop the ranked reads' hits and beliefs below either bar (see the module docstring).
 
@@ -108,13 +120,13 @@ def floor(request: HolisticRecall, gathered: Sequence[Gathered]) -> list[Gathere
     best = max(scores, default=0.0)
     if best <= 0.0:
         return list(gathered)
-    bar = Bar(score=share * best, coverage=COVERAGE_SHARE * share * max(shares, default=0.0))
+    bar = Bar(score=share * best, coverage=share * max(shares, default=0.0))
     out: list[Gathered] = []
     for position, outcome in enumerate(gathered):
         if isinstance(outcome, Read) and outcome.ranked:
             outcome = Read(
-                [h for h in outcome.hits if bar.passes(h, covered[(position, h.id)])],
-                [b for b in outcome.beliefs if bar.passes(b, covered[(position, b.id)])],
+                [h for h in outcome.hits if bar.passes(h, covered[(position, h.id)] if _barred(h) else None)],
+                [b for b in outcome.beliefs if bar.passes(b, covered[(position, b.id)] if _barred(b) else None)],
                 query=outcome.query,
             )
         out.append(outcome)

@@ -21,8 +21,9 @@ import numpy.typing as npt
 
 __all__ = ["DENSE_POOL", "nearest", "quantise_rows"]
 
-DENSE_POOL: Final = int(__import__("os").environ.get("MC_DP", "30"))
-"""Candidates the pooled vector nominates per fetch (LoCoMo dev: see ``docs/retrieval.md``)."""
+DENSE_POOL: Final = 30
+"""Candidates the pooled vector nominates per fetch, beside the lexical stage's 100 (LoCoMo dev with the brain,
+fetch@10: 76.5% with 30, 76.1% with 60, at weight 1; ``docs/retrieval.md``)."""
 
 _CHUNK: Final = 8192
 """Rows converted to float32 per matrix product (3 MB at 384 dimensions)."""
