@@ -6,20 +6,25 @@ the current model's rows are held. A changed ``meta.instance`` (the file was rep
 items are never removed from it: ``nearest`` only looks at the seqs the fetch's candidates hold, and the
 candidates are the snapshot's live rows (``index.ItemIndex``).
 
-Storage: int8 rows with a float32 scale each (``retrieval.dense.quantise_rows``) in buffers that grow by
-doubling: 388 bytes per 384-dimension item.
+Storage: float32 rows (``retrieval.dense``: 1,536 bytes per 384-dimension item) in buffers that grow by
+doubling. When the candidates are at least an eighth of the rows held, every row is multiplied and the
+candidates' cosines picked (cheaper than gathering their rows first); else their rows are gathered.
 """
 
 from __future__ import annotations
 
 import sqlite3
 import threading
+from typing import Final
 
 import numpy as np
 
-from memory_core.retrieval.dense import F32, I8, IntArray, nearest, quantise_rows
+from memory_core.retrieval.dense import F32, IntArray, top
 
 __all__ = ["PooledIndex"]
+
+_FULL_PRODUCT: Final = 8
+"""Multiply every held row when the candidates are at least 1/8 of them (as ``index.ItemIndex`` does)."""
 
 
 class PooledIndex:
@@ -33,8 +38,7 @@ class PooledIndex:
         self._instance, self._model, self._dims = instance, model, dims
         self._after = 0
         self._count = 0
-        self._q: I8 = np.zeros((0, dims), dtype=np.int8)
-        self._scale: F32 = np.zeros(0, dtype=np.float32)
+        self._vectors: F32 = np.zeros((0, dims), dtype=np.float32)
         self._seqs: IntArray = np.zeros(0, dtype=np.int64)
         self._at: dict[int, int] = {}
         self._sorted: tuple[IntArray, IntArray] | None = None
@@ -60,12 +64,12 @@ class PooledIndex:
         if not rows:
             return
         vectors = np.frombuffer(b"".join(blob for _, blob in rows), dtype="<f4").reshape(len(rows), self._dims)
-        q, scale = quantise_rows(vectors)
         need = self._count + len(rows)
-        if need > len(self._q):
-            size = max(need, 2 * len(self._q), 1024)
-            self._q = np.concatenate([self._q[: self._count], np.zeros((size - self._count, self._dims), np.int8)])
-            self._scale = np.concatenate([self._scale[: self._count], np.zeros(size - self._count, np.float32)])
+        if need > len(self._vectors):
+            size = max(need, 2 * len(self._vectors), 1024)
+            grown = np.zeros((size, self._dims), np.float32)
+            grown[: self._count] = self._vectors[: self._count]
+            self._vectors = grown
             self._seqs = np.concatenate([self._seqs[: self._count], np.zeros(size - self._count, np.int64)])
         for i, (seq, _) in enumerate(rows):
             at = self._at.get(seq)
@@ -74,7 +78,7 @@ class PooledIndex:
                 self._at[seq] = at
                 self._seqs[at] = seq
                 self._count += 1
-            self._q[at], self._scale[at] = q[i], scale[i]
+            self._vectors[at] = vectors[i]
         self._sorted = None
 
     def nearest(self, keys: IntArray, query: F32, n: int) -> list[int]:
@@ -85,11 +89,13 @@ class PooledIndex:
                 order = np.argsort(self._seqs[:count], kind="stable")
                 self._sorted = (self._seqs[:count][order], order.astype(np.int64))
             held, pos = self._sorted
-            q, scale = self._q, self._scale
+            vectors = self._vectors[:count]
         if count == 0 or len(keys) == 0:
             return []
         at = np.minimum(np.searchsorted(held, keys), len(held) - 1)
         found = held[at] == keys
         rows = pos[at[found]]
-        best, _ = nearest(q[rows], scale[rows], query, n)
+        q = np.asarray(query, dtype=np.float32)
+        cos = (vectors @ q)[rows] if len(rows) * _FULL_PRODUCT >= count else vectors[rows] @ q
+        best, _ = top(cos, n)
         return [int(s) for s in keys[found][best]]
