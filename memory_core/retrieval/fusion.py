@@ -117,8 +117,9 @@ def fuse(
 
     Returns:
         ``(LEXICAL_WEIGHT/(k + r_lex) + weight × (1/(k + r_own) + 1/(k + r_window)) + DENSE_WEIGHT/(k + r_dense))
-        × (1 + SPEAKER_BOOST if spoken)``: weighted RRF of the three rankings, recency and confidence weighing the model's two (the
-        lexical stage's scores hold them already), so with nothing embedded and no speaker named the lexical
+        × (1 + SPEAKER_BOOST if spoken)``: weighted RRF of the four rankings (a candidate not in one gains
+        nothing from it), recency and confidence weighing the model's two views (the lexical stage's scores
+        hold them already), so with nothing embedded, nothing nominated and no speaker named the lexical
         order is kept.
     """
     r_own = ranks(maxsim(own), embedded)

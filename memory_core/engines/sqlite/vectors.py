@@ -3,8 +3,9 @@
 One row per embedded item: the embedder's ``model`` name, its pooled vector (float32) and its content-token
 vectors (``retrieval.late.quantise``: int8 with a scale per token), its number in write order ``n`` (schema 6),
 and ``prev``, the turn before it in its thread when it was embedded (``fts.neighbours``), so the window view
-(the turn with the one before it) needs no extra lookup. Storing an item never writes here: an item waits, ranked lexically, until a worker embeds it
-(``unembedded`` → model → ``write``, the model run outside any transaction). A row of another model counts as
+(the turn with the one before it) needs no extra lookup. Storing an item never writes here: an item waits,
+ranked lexically, until a worker embeds it (``unembedded`` → model → ``write``, the model run outside any
+transaction). A row of another model counts as
 not embedded, so changing the ``EMBEDDER`` setting re-embeds everything in the background, and ranking ignores
 the old rows meanwhile. A trigger deletes an item's row with the item.
 """
