@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from flowkit import Flow, Proc, wait_until
 
 from memory_core.consolidation import ConsolidateRequest
 from memory_core.engines.sqlite import SQLiteEngine
@@ -22,6 +23,8 @@ from workers.dead_letters import SqliteDeadLetters
 from workers.embedding import EMBED_PER_JOB, EmbedItems
 from workers.execution import Delivery, Runtime, Verdict, execute
 from workers.kinds import JOB_KINDS
+from workers.queue import JobQueue
+from workers.stores import open_coordination
 
 LAYOUT = MemoryLayout()
 REPLY = "Noted, stored."
@@ -79,6 +82,14 @@ def turns(engine: SQLiteEngine, n: int) -> None:
         mem.post_turn({"thread_id": "t", "turn_index": i, "assistant_text": REPLY})
 
 
+def done(flow: Flow, job_id: str) -> bool:
+    coordination = open_coordination(flow.settings())
+    try:
+        return coordination.is_done(job_id)
+    finally:
+        coordination.close()
+
+
 def queued(rt: Runtime) -> list[Any]:
     queue = rt.queue
     assert isinstance(queue, Submitted)
@@ -132,3 +143,19 @@ def test_an_embedding_job_with_a_bad_limit_is_dead_lettered_unrun(
     out = execute(rt, Delivery("memory.embed_items", f"bad-{limit}", ({"job": "embed_items", "limit": limit},)))
     assert out.verdict is Verdict.DEAD and "limit" in str(out.letter)
     assert model.texts == [] and engine.stats()["embedding_wait"] == 2
+
+
+@pytest.mark.redis
+@pytest.mark.slow
+def test_a_worker_embeds_what_live_turns_stored_once_the_job_is_submitted(flow: Flow, session_worker: Proc) -> None:
+    engine = SQLiteEngine(flow.db_path)
+    mem = AgentMemory(engine, LAYOUT, "embed-e2e")
+    mem.pre_turn({"thread_id": "t", "turn_index": 0, "user_text": "I keep bees on the roof of my flat in Porto."})
+    mem.post_turn({"thread_id": "t", "turn_index": 0, "assistant_text": REPLY})
+    assert engine.stats()["embedding_wait"] >= 2  # stored accepted: waiting for the model
+    queue = JobQueue(flow.settings())
+    job_id = queue.submit(EmbedItems())
+    wait_until(lambda: done(flow, job_id), 60, what="the embedding job")
+    assert engine.stats()["embedding_wait"] == 0
+    queue.close()
+    engine.close()
