@@ -5,7 +5,9 @@ measured in the same run:
 
 * evidence recall of the ``pre_turn`` pack (1200 tokens) beside BM25 given as many turns as the pack holds,
   and of the engine's top-k fetch beside BM25 top-k (``memory_core.eval.locomo``; rank-bm25 over the same
-  turns), categories 1-4;
+  turns), categories 1-4, and category 1 (multi-hop) alone;
+* the query-time cost of the hybrid fetch (the model's query encoding, dense candidates and late interaction)
+  beside a keyword fetch of the same questions (the lexical stage alone);
 * ``pre_turn`` p50/p99 while replaying a real conversation on SQLite, beside the reference engine replaying
   the same conversation.
 """
@@ -58,6 +60,16 @@ def _recall_rows(samples: list[str] | None) -> list[Row]:
             "BM25, as many turns",
         )
     ]
+    rows.append(
+        Row(
+            "evidence recall, pack, category 1 (multi-hop)",
+            setup,
+            100 * result.tallies["pack"].mean(1),
+            "%",
+            100 * result.tallies["bm25@pack"].mean(1),
+            "BM25, as many turns",
+        )
+    )
     for k in result.ks:
         rows.append(
             Row(
@@ -67,6 +79,28 @@ def _recall_rows(samples: list[str] | None) -> list[Row]:
                 "%",
                 100 * result.tallies[f"bm25@{k}"].mean(),
                 f"BM25@{k}",
+            )
+        )
+    rows.append(
+        Row(
+            "evidence recall, fetch@10, category 1 (multi-hop)",
+            setup,
+            100 * result.tallies["fetch@10"].mean(1),
+            "%",
+            100 * result.tallies["bm25@10"].mean(1),
+            "BM25@10",
+        )
+    )
+    times = result.fetch_ms
+    for q in (50, 99):
+        rows.append(
+            Row(
+                f"hybrid fetch p{q} (query encoding, lexical top 100, dense candidates, late interaction)",
+                setup,
+                percentile(times["hybrid"], q),
+                "ms",
+                percentile(times["keyword"], q),
+                "keyword fetch (lexical stage only), same questions",
             )
         )
     return rows

@@ -196,3 +196,21 @@ def test_a_query_without_content_terms_has_no_coverage_bar() -> None:
     sections = (ScopeSection.fetch("Brain", DOCS, 4),)
     pack = build_pack(engine, HolisticRecall(query="How does it go?", sections=sections, min_relevance=0.5))
     assert [h.text for s in pack.sections for h in s.hits] == [GO_CODE, "Beach safety"]
+
+
+def test_a_reply_that_answers_in_other_words_clears_the_score_bar_alone_but_a_passage_does_not() -> None:
+    # "Yeah, I play clarinet!" covers one of the question's three terms (instrument, melani, play) while the turn
+    # before it covers all three: a turn clears the score bar alone (the engine's ranking judged its words);
+    # a passage holding as little of the question still needs half the best coverage
+    question = "What instruments does Melanie play?"
+    ask, reply = "Thanks, Melanie! You play any instruments?", "Yeah, I play clarinet! Started when I was young."
+    engine = Scored(
+        {
+            ItemKind.CONVERSATION: [(_turn(ask, index=1), 0.36), (_turn(reply, index=2), 0.36)],
+            ItemKind.DOCUMENT: [(_doc("How to play with the match statement"), 0.36)],
+        },
+        beliefs=[],
+    )
+    sections = (ScopeSection.fetch("Brain", DOCS, 4), ScopeSection.fetch("History", CONVS, 4))
+    kept = _texts(HolisticRecall(query=question, sections=sections, min_relevance=0.5), engine)
+    assert kept == {"History": [ask, reply]}  # the passage is dropped, its section left out

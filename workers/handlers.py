@@ -17,12 +17,12 @@ from pydantic import StrictInt
 
 from memory_core._model import ContractModel
 from memory_core.consolidation import BuildScope, ConsolidateRequest
-from memory_core.engines.sqlite.engine import EMBED_PER_JOB
 from memory_core.errors import InvalidRequest
 from memory_core.lifecycle import retention
 from memory_core.lifecycle.jobs import BuildBeliefs, IngestBrain, JobReport
 from memory_core.namespace import Namespace, Reach
 from memory_core.tools.jobs import ORDER_RETRY_S, ToolWrite, apply_tool_write
+from workers.embedding import EmbedItems, embed_once, waiting
 from workers.locks import Flight, scope_key, single_flight
 
 if TYPE_CHECKING:  # types only: workers.execution imports this module
@@ -36,9 +36,12 @@ __all__ = [
     "run_build",
     "run_build_due",
     "run_drain",
+    "run_embed",
+    "run_embed_due",
     "run_ingest",
     "run_retention",
     "run_tool_write",
+    "submit_embedding",
 ]
 
 log = logging.getLogger(__name__)
@@ -92,11 +95,11 @@ class ScopeReport(ContractModel):
 
 
 class BuildReport(ContractModel):
-    """A ``build_beliefs`` job's result: ``{job, scopes, embedded}`` (items embedded after the builds)."""
+    """A ``build_beliefs`` job's result: ``{job, scopes, embedding}`` (the ``embed_items`` job it submitted, if any)."""
 
     job: str
     scopes: tuple[ScopeReport, ...]
-    embedded: StrictInt
+    embedding: str | None = None
 
 
 def run_build(rt: Runtime, d: Delivery, job: BuildBeliefs) -> dict[str, Any]:
@@ -138,15 +141,14 @@ def run_build(rt: Runtime, d: Delivery, job: BuildBeliefs) -> dict[str, Any]:
                 continue
             unrecorded = unit
             scopes.append(ScopeReport.of(scope, flight))
-        embed = getattr(rt.engine, "embed_backlog", None)
-        embedded = embed(limit=EMBED_PER_JOB) if callable(embed) else 0  # the model, outside the scope locks
+        embedding = submit_embedding(rt)  # the model runs in its own job (workers.embedding)
         if waits:
             raise Deferred(max(waits))
     except BaseException:
         if unrecorded is not None:
             _record(rt, d.job_id, unrecorded)
         raise
-    return BuildReport(job=job.name(), scopes=tuple(scopes), embedded=embedded).to_dict()
+    return BuildReport(job=job.name(), scopes=tuple(scopes), embedding=embedding).to_dict()
 
 
 def _record(rt: Runtime, job_id: str, unit: str) -> None:
@@ -160,7 +162,8 @@ def run_ingest(rt: Runtime, d: Delivery, job: IngestBrain) -> dict[str, Any]:
     """``Brain.ingest_many`` through the runner; the batch's build jobs are submitted as follow-ups."""
     report = rt.runner.run(job)
     follow_ups = [rt.queue.submit(j) for j in report.follow_ups]
-    return {"job": job.name(), "stored": len(report.stored), "follow_ups": follow_ups}
+    embedding = submit_embedding(rt)
+    return {"job": job.name(), "stored": len(report.stored), "follow_ups": follow_ups, "embedding": embedding}
 
 
 def run_build_due(rt: Runtime, d: Delivery) -> dict[str, Any]:
@@ -210,3 +213,21 @@ def run_retention(rt: Runtime, d: Delivery) -> dict[str, Any]:
     root = rt.layout.root if raw_root is None else Namespace.parse(raw_root)
     planned = retention.plan(rt.engine, root, datetime.now(UTC), retention.RetentionPolicy.from_settings(rt.settings))
     return (planned if dry_run else retention.apply(rt.engine, planned)).to_dict()
+
+
+def submit_embedding(rt: Runtime) -> str | None:
+    """Submit an ``EmbedItems`` when the engine has items waiting for the model; its job id, else None."""
+    return rt.queue.submit(EmbedItems()) if waiting(rt.engine) else None
+
+
+def run_embed(rt: Runtime, d: Delivery, job: EmbedItems) -> dict[str, Any]:
+    """Encode up to ``job.limit`` waiting items (``workers.embedding``); the next job when more wait."""
+    out = embed_once(rt.engine, job.limit)
+    out["follow_up"] = rt.queue.submit(EmbedItems(limit=job.limit)) if out["waiting"] else None
+    return {"job": job.name(), **out}
+
+
+def run_embed_due(rt: Runtime, d: Delivery) -> dict[str, Any]:
+    """Beat's tick: an ``EmbedItems`` when items wait for the model (``{waiting, job}``)."""
+    count = waiting(rt.engine)
+    return {"waiting": count, "job": rt.queue.submit(EmbedItems()) if count else None}

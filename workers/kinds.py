@@ -5,6 +5,7 @@
 | ``build_beliefs`` | ``BuildBeliefs`` | ``memory.build_beliefs`` | ``queue_beliefs`` | ``handlers.run_build`` | yes |
 | ``ingest_brain`` | ``IngestBrain`` | ``memory.ingest_brain`` | ``queue_ingest`` | ``handlers.run_ingest`` | no |
 | ``tool_write`` | ``ToolWrite`` | ``memory.tool_write`` | ``queue_ingest`` | ``handlers.run_tool_write`` | no |
+| ``embed_items`` | ``EmbedItems`` | ``memory.embed_items`` | ``queue_beliefs`` | ``handlers.run_embed`` | yes |
 
 and the maintenance tasks beat sends (no job model; ``MAINTENANCE``):
 
@@ -13,6 +14,7 @@ and the maintenance tasks beat sends (no job model; ``MAINTENANCE``):
 | ``memory.build_due`` | ``queue_maintenance`` | ``handlers.run_build_due`` | ``reach`` |
 | ``memory.drain_outbox`` | ``queue_maintenance`` | ``handlers.run_drain`` | ``limit`` |
 | ``memory.retention`` | ``queue_maintenance`` | ``handlers.run_retention`` | ``root``, ``dry_run`` |
+| ``memory.embed_due`` | ``queue_maintenance`` | ``handlers.run_embed_due`` | |
 
 What is derived from ``JOB_KINDS``: the Celery tasks (``workers.celery_app.create_app`` registers one per row),
 their routes (``workers.config.celery_config``), the parsing of a submitted job, of a delivered message and of a
@@ -49,7 +51,17 @@ from memory_core.lifecycle.jobs import BuildBeliefs, IngestBrain
 from memory_core.namespace import Reach
 from memory_core.settings import Settings
 from memory_core.tools.jobs import ToolWrite
-from workers.handlers import run_build, run_build_due, run_drain, run_ingest, run_retention, run_tool_write
+from workers.embedding import EmbedItems, describe_embed
+from workers.handlers import (
+    run_build,
+    run_build_due,
+    run_drain,
+    run_embed,
+    run_embed_due,
+    run_ingest,
+    run_retention,
+    run_tool_write,
+)
 
 if TYPE_CHECKING:  # types only: workers.execution imports this module
     from workers.execution import Delivery
@@ -184,6 +196,7 @@ MAINTENANCE: tuple[Maintenance, ...] = (
     Maintenance(TASK_BUILD_DUE, run_build_due, frozenset({"reach"})),
     Maintenance(TASK_DRAIN_OUTBOX, run_drain, frozenset({"limit"})),
     Maintenance(TASK_RETENTION, run_retention, frozenset({"root", "dry_run"})),
+    Maintenance("memory.embed_due", run_embed_due, frozenset()),
 )
 """The maintenance tasks (``beat_schedule.ENTRIES`` sends them)."""
 
@@ -309,6 +322,7 @@ JOB_KINDS = JobKinds(
         JobKind(BuildBeliefs, TASK_BUILD_BELIEFS, "queue_beliefs", run_build, _describe_build, coalesce=True),
         JobKind(IngestBrain, TASK_INGEST_BRAIN, "queue_ingest", run_ingest, _describe_ingest),
         JobKind(ToolWrite, "memory.tool_write", "queue_ingest", run_tool_write, ToolWrite.describe),
+        JobKind(EmbedItems, "memory.embed_items", "queue_beliefs", run_embed, describe_embed, coalesce=True),
     )
 )
 """The job kinds of memory-core: one row per kind (see the module docstring to add one)."""

@@ -9,6 +9,10 @@ For each sample (conversation) the file is replayed through ``AgentMemory`` on a
 * ``bm25@k``: the BM25 baseline over the same turns (``Bm25Baseline``), computed in the same run;
 * ``bm25@pack``: BM25 given as many turns as the pack holds, the like-for-like baseline for the pack.
 
+Each question's hybrid fetch is timed beside a keyword fetch of the same question (the lexical stage alone), in
+the same run, so ``fetch_ms`` gives the model's query-time cost as a ratio (wall times on a shared machine mean
+little alone).
+
 Recall is the share of a question's evidence turns present (``evidence.py``); a belief in the pack covers
 the turns it was derived from. Questions are read by ``questions.read_questions``: a malformed one (no
 question text, a category that is not an integer, no readable evidence) is skipped and counted under its
@@ -29,6 +33,7 @@ from __future__ import annotations
 
 import re
 import tempfile
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,12 +50,21 @@ from memory_core.lifecycle.policy import RecallPolicy
 from memory_core.lifecycle.runner import BackgroundRunner
 from memory_core.meta import ItemKind, MetaFilter
 from memory_core.namespace import Reach
-from memory_core.query import FetchRequest
+from memory_core.query import FetchMode, FetchRequest
 from memory_core.recall.types import ContextPack
 from memory_core.replay.driver import Replayer, agent_id_for
 from memory_core.replay.formats import ConversationFile, load_conversations
+from memory_core.timing import percentile
 
-__all__ = ["EVAL_CATEGORIES", "EvalResult", "QuestionResult", "asking_agent", "pack_turns", "run_locomo_eval"]
+__all__ = [
+    "EVAL_CATEGORIES",
+    "EvalResult",
+    "QuestionResult",
+    "asking_agent",
+    "pack_turns",
+    "percentiles",
+    "run_locomo_eval",
+]
 
 DEFAULT_KS = (5, 10, 20)
 """Top-k sizes the issue asks for."""
@@ -92,6 +106,7 @@ class EvalResult:
     items: int = 0
     brain: str | None = None
     brain_items: int = 0
+    fetch_ms: dict[str, list[float]] = field(default_factory=lambda: {"hybrid": [], "keyword": []})
 
     def methods(self) -> list[str]:
         """Method names in display order."""
@@ -113,8 +128,18 @@ class EvalResult:
             "evidence_strings_repaired": self.evidence_repaired,
             "evidence_strings_skipped": self.evidence_skipped,
             "methods": [t.to_dict() for t in self.tallies.values()],
+            "fetch_ms": {mode: percentiles(times) for mode, times in self.fetch_ms.items()},
             "questions": [q.__dict__ for q in self.questions],
         }
+
+
+def percentiles(times: Sequence[float]) -> dict[str, float | int]:
+    """``{n, p50, p99}`` of timings in ms (0 when there are none)."""
+    return {
+        "n": len(times),
+        "p50": percentile(times, 50) if times else 0.0,
+        "p99": percentile(times, 99) if times else 0.0,
+    }
 
 
 def pack_turns(pack: ContextPack, refs: dict[str, str]) -> set[str]:
@@ -132,11 +157,22 @@ def asking_agent(question: str, speakers: Sequence[str]) -> str:
     return agent_id_for(speakers[0])
 
 
-def _top_turns(engine: MemoryEngine, question: str, flt: MetaFilter, refs: dict[str, str], k: int) -> list[str]:
-    mode = engine.descriptor().preferred_mode()
+def _top_turns(
+    engine: MemoryEngine,
+    question: str,
+    flt: MetaFilter,
+    refs: dict[str, str],
+    k: int,
+    mode: FetchMode | None = None,
+    took_ms: list[float] | None = None,
+) -> list[str]:
+    mode = mode or engine.descriptor().preferred_mode()
     if mode is None:
         return []
+    start = time.perf_counter()
     page = engine.fetch(FetchRequest(query=question, mode=mode, filter=flt, limit=min(1000, k * 4)))
+    if took_ms is not None:
+        took_ms.append(1000 * (time.perf_counter() - start))
     out: list[str] = []
     for hit in page.hits:
         turn = refs.get(hit.id)
@@ -250,7 +286,11 @@ def _eval_sample(
         held = pack_turns(pack, report.refs)
         recalls = {"pack": evidence_recall(parsed.ids, held)}
         recalls["bm25@pack"] = evidence_recall(parsed.ids, bm25.top(question, max(1, len(held))))
-        top = _top_turns(engine, question, conversations, report.refs, max(ks))
+        top = _top_turns(engine, question, conversations, report.refs, max(ks), took_ms=result.fetch_ms["hybrid"])
+        if FetchMode.KEYWORD in engine.descriptor().fetch_modes:  # the lexical stage alone: the query-cost baseline
+            _top_turns(
+                engine, question, conversations, report.refs, max(ks), FetchMode.KEYWORD, result.fetch_ms["keyword"]
+            )
         ranked = bm25.top(question, max(ks))
         for k in ks:
             recalls[f"fetch@{k}"] = evidence_recall(parsed.ids, top[:k])

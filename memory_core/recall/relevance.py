@@ -22,6 +22,16 @@ chat) matched mostly ``the, to, what, a, in, go, does, has, when``, and the evid
 topics. Coverage counts each content term once, so repetition and function words earn nothing, and it is read
 on the shown text, so a long document whose matching words lie past its 600-character bullet does not pass on
 words the reader never sees. Answer and latest sections are never filtered.
+
+**Conversation turns clear the score bar only** (issue 14 §5: the pack must carry the evidence its fetch
+finds). A turn that answers is often a reply sharing no word with the question ("Yeah, I play clarinet!" for
+"What instruments does Melanie play?"; the question's words are in the turn before it), and the engine's
+ranking already weighed that: the window of neighbouring turns in the lexical stage and late interaction with
+the model (``engines.sqlite.rerank``). On LoCoMo dev with the PEP brain the pack held 66.5% of the evidence
+where the engine's fetch@10 held 75.7%, and 43 of the 58 turns the pack lost were among the fetch's first five;
+with turns clearing the score bar alone it holds 76.0% in 701 tokens (fetch@10 78.2%; with no coverage bar at
+all, 74.5% in 965 tokens: the passages it lets in crowd turns out; ``docs/retrieval.md``). Documents and
+beliefs keep it: it is what keeps pattern-matching passages out of a chat's pack.
 """
 
 from __future__ import annotations
@@ -89,6 +99,11 @@ class Bar:
         return hit.score >= self.score and (covered is None or covered >= self.coverage)
 
 
+def _barred(hit: Hit) -> bool:
+    """Whether the coverage bar applies to the hit: every kind but a conversation turn (module docstring)."""
+    return hit.kind != ItemKind.CONVERSATION
+
+
 def floor(request: HolisticRecall, gathered: Sequence[Gathered]) -> list[Gathered]:
     """Drop the ranked reads' hits and beliefs below either bar (see the module docstring).
 
@@ -124,8 +139,8 @@ def floor(request: HolisticRecall, gathered: Sequence[Gathered]) -> list[Gathere
     for position, outcome in enumerate(gathered):
         if isinstance(outcome, Read) and outcome.ranked:
             outcome = Read(
-                [h for h in outcome.hits if bar.passes(h, covered[(position, h.id)])],
-                [b for b in outcome.beliefs if bar.passes(b, covered[(position, b.id)])],
+                [h for h in outcome.hits if bar.passes(h, covered[(position, h.id)] if _barred(h) else None)],
+                [b for b in outcome.beliefs if bar.passes(b, covered[(position, b.id)] if _barred(b) else None)],
                 query=outcome.query,
             )
         out.append(outcome)

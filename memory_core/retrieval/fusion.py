@@ -21,6 +21,7 @@ import numpy.typing as npt
 from .late import maxsim
 
 __all__ = [
+    "DENSE_WEIGHT",
     "LEXICAL_WEIGHT",
     "RRF_K",
     "SPEAKER_BOOST",
@@ -66,13 +67,18 @@ def envelope(scores_in_order: FloatArray) -> FloatArray:
     return out
 
 
-SPEAKER_BOOST: Final = 0.3
+SPEAKER_BOOST: Final = 0.5
 """Share a fused value gains when the query names the item's speaker (issue 14's study: "a small boost for
-turns spoken by the person the question names"; on LoCoMo dev, fetch@10 0.709 without it, 0.746 at 0.15, 0.757
-at 0.3)."""
+turns spoken by the person the question names"). LoCoMo dev fetch@10 without the pooled source: 0.709 without
+it, 0.746 at 0.15, 0.757 at 0.3; with the pooled source and the brain: 76.8% at 0.3, 78.2% at 0.5 (category 1:
+45.9% → 50.5%)."""
 LEXICAL_WEIGHT: Final = 2.0
 """Weight of the lexical ranking's reciprocal rank: as much as the model's two views together (LoCoMo dev
 fetch@10: 0.716 at 0.5, 0.746 at 1, 0.757 at 2)."""
+DENSE_WEIGHT: Final = 2.0
+"""Weight of the pooled vector's nomination rank (``retrieval.dense``): a nominated item has no lexical rank, and
+weighed like the lexical ranking it can compete with the lexical top (LoCoMo dev with the brain, fetch@10:
+75.7% without the source, 76.5% at weight 1, 76.8% at 2)."""
 _NAME = re.compile(r"[^\W\d_]+")
 
 
@@ -96,6 +102,7 @@ def fuse(
     embedded: npt.NDArray[np.bool_],
     weight: FloatArray,
     spoken: npt.NDArray[np.bool_],
+    nominated: IntArray | None = None,
 ) -> FloatArray:
     """The fused value of each candidate (higher first).
 
@@ -106,15 +113,18 @@ def fuse(
         embedded: Which candidates have vectors (the others rank by the lexical stage alone).
         weight: ``0.85 + 0.10 × recency + 0.05 × confidence`` (``engines.sqlite.search.weights``).
         spoken: Which candidates were said by someone the query names.
+        nominated: Rank among the pooled vector's nominations (``retrieval.dense``; 0 = not nominated), if any.
 
     Returns:
-        ``(LEXICAL_WEIGHT/(k + r_lex) + weight × (1/(k + r_own) + 1/(k + r_window))) × (1 + SPEAKER_BOOST if
-        spoken)``: weighted RRF of the three rankings, recency and confidence weighing the model's two (the
-        lexical stage's scores hold them already), so with nothing embedded and no speaker named the lexical
+        ``(LEXICAL_WEIGHT/(k + r_lex) + weight × (1/(k + r_own) + 1/(k + r_window)) + DENSE_WEIGHT/(k + r_dense))
+        × (1 + SPEAKER_BOOST if spoken)``: weighted RRF of the four rankings (a candidate not in one gains
+        nothing from it), recency and confidence weighing the model's two views (the lexical stage's scores
+        hold them already), so with nothing embedded, nothing nominated and no speaker named the lexical
         order is kept.
     """
     r_own = ranks(maxsim(own), embedded)
     r_win = ranks(maxsim(window), embedded)
     lexical = LEXICAL_WEIGHT * rrf([lexical_rank])
-    out: FloatArray = (lexical + weight * rrf([r_own, r_win])) * np.where(spoken, 1.0 + SPEAKER_BOOST, 1.0)
+    dense = DENSE_WEIGHT * rrf([nominated]) if nominated is not None else 0.0
+    out: FloatArray = (lexical + weight * rrf([r_own, r_win]) + dense) * np.where(spoken, 1.0 + SPEAKER_BOOST, 1.0)
     return out

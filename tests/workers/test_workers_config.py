@@ -102,6 +102,8 @@ def test_tasks_route_to_their_queues() -> None:
         "memory.build_due": {"queue": "m"},
         "memory.drain_outbox": {"queue": "m"},
         "memory.retention": {"queue": "m"},
+        "memory.embed_items": {"queue": "b"},
+        "memory.embed_due": {"queue": "m"},
     }
 
 
@@ -147,6 +149,7 @@ def test_every_beat_entry_names_a_registered_task_on_its_queue() -> None:
         assert entry["options"]["expires"] == entry["schedule"]
     assert schedule["build-due"]["schedule"] == 120.0
     assert schedule["drain-outbox"]["schedule"] == 30.0
+    assert schedule["embed-due"]["schedule"] == 120.0 and schedule["embed-due"]["task"] == "memory.embed_due"
     assert set(JOB_KINDS.queues()) <= set(app.tasks)
 
 

@@ -21,8 +21,9 @@ power-loss durability for speed; ``?busy_timeout_ms=N``). The folder is created 
   vectors (``rerank``); the query is encoded once per process for each distinct query text, so the sections of
   one pack share one encoding (``queries``: started before the lexical stage, on the encoder thread), and the
   candidates' decoded token vectors are kept per process (``token_cache``). The model never runs on a write:
-  ``embed_backlog`` encodes what waits, in batches, on the workers (every build job runs it after its builds,
-  outside the scope locks).
+  ``embed_backlog`` encodes what waits, in batches, on the workers (the ``embed_items`` job,
+  ``workers.embedding``). A hybrid fetch also takes up to ``retrieval.dense.DENSE_POOL`` candidates nearest the
+  query's pooled vector (``pooled``).
 * ``fetch(max_scopes=N)`` ranks the items of at most N scopes (namespaces holding admitted items): those the
   query names first, then the most recently written by ``scopes.last_write`` (``reference.choose_scopes``,
   reference §1.3), each scope's conversations over its newest ``scoped.SCOPE_WINDOW`` turns (*memory-core*:
@@ -90,9 +91,10 @@ from .blas import limit_blas
 from .connection import Database, SQLiteOptions, parse_url
 from .filters import compile_filter
 from .index import CandidateRows, ItemIndex
+from .pooled import PooledIndex
 from .queries import QueryEncodings
 from .ranking import rank_items
-from .rerank import RERANK_POOL, rerank
+from .rerank import RERANK_POOL, dense_candidates, rerank
 from .rows import chunks, now_us, ns_key, ns_of_key, placeholders, vec_blob
 from .schema import check_version, migrate
 from .scoped import newest_per_scope, row_scopes, windowed
@@ -113,9 +115,6 @@ _T = TypeVar("_T")
 _ITEM_CACHE = 4096
 """Parsed items kept per engine, by seq (items never change once stored)."""
 _DRAIN_BATCH = 1000
-EMBED_PER_JOB = 4096
-"""Most items one worker build job embeds after its builds (``workers.execution.run_build``): the job stays well
-inside a worker's time limit, and the next build job takes the rest."""
 _RECENT_READS = 64
 INDEX_CHUNK = 50
 """Pending rows indexed per background transaction, their embeddings computed before it (memory-core choice:
@@ -201,6 +200,7 @@ class SQLiteEngine(MemoryEngine):
         self._embedder = embedder
         self._queries = QueryEncodings(lambda: self.embedder)
         self._tokens = TokenCache()
+        self._pooled = PooledIndex()
         self.reads = ReadStats()
         self._past: log_ops.Past | None = None
         """The state as of an LSN this engine reads (``as_of``'s view), None: now."""
@@ -357,7 +357,7 @@ class SQLiteEngine(MemoryEngine):
         """Encode stored items that have no vectors of the current model, ``batch`` at a time; how many were.
 
         The model runs outside any transaction; each batch's vectors are written in one short write. This is
-        the workers' work (``workers.execution.run_build``, after a build job's builds): never called on a write.
+        the workers' work (the ``embed_items`` job, ``workers.embedding``): never called on a write.
 
         Args:
             limit: Most items to encode (None: until none waits).
@@ -480,8 +480,10 @@ class SQLiteEngine(MemoryEngine):
         if encoding is None or len(ranked) < 2:  # a time hint orders its own groups; one hit needs no order
             return ranked[:want]
         self.reads.reranked(min(len(ranked), RERANK_POOL))
-        tokens = encoding.result()
-        return rerank(conn, ranked, request.query, tokens, self.embedder.name, now, self._tokens.load)[:want]
+        tokens, pooled = encoding.result()
+        model = self.embedder.name
+        dense = dense_candidates(conn, self._pooled, rows, ranked, request.query, pooled, model)
+        return rerank(conn, ranked, request.query, tokens, model, now, dense, self._tokens.load)[:want]
 
     def _within_scopes(
         self, conn: sqlite3.Connection, rows: CandidateRows, request: FetchRequest, max_scopes: int

@@ -22,7 +22,10 @@ from typing import Final
 
 from memory_core.retrieval.embedder import F32, Embedder
 
-__all__ = ["QUERY_CACHE", "QueryEncodings"]
+__all__ = ["QUERY_CACHE", "QueryEncodings", "QueryVectors"]
+
+QueryVectors = tuple[F32, F32]
+"""A query's ``(content-token vectors, pooled vector)``: the rerank's and the dense candidates' (``pooled``)."""
 
 QUERY_CACHE: Final = 256
 """Query encodings kept per engine (least recently used dropped first)."""
@@ -50,7 +53,7 @@ os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 class QueryEncodings:
-    """Content-token vectors of query texts, encoded once each (see the module docstring).
+    """Token and pooled vectors of query texts (``QueryVectors``), encoded once each (see the module docstring).
 
     Args:
         model: Gives the embedder (called on the encoder thread, so a lazily loaded model loads there).
@@ -60,19 +63,19 @@ class QueryEncodings:
     def __init__(self, model: Callable[[], Embedder], size: int = QUERY_CACHE) -> None:
         self._model = model
         self._size = size
-        self._held: OrderedDict[str, Future[F32]] = OrderedDict()
+        self._held: OrderedDict[str, Future[QueryVectors]] = OrderedDict()
         self._lock = threading.Lock()
         self.encodes = 0
         """Model runs so far (one per distinct query text still cached, plus retries after failures)."""
 
-    def start(self, query: str) -> Future[F32]:
-        """The future of ``query``'s token vectors, starting the encoding if no read has."""
+    def start(self, query: str) -> Future[QueryVectors]:
+        """The future of ``query``'s vectors, starting the encoding if no read has."""
         with self._lock:
             held = self._held.get(query)
             if held is not None:
                 self._held.move_to_end(query)
                 return held
-            future: Future[F32] = Future()
+            future: Future[QueryVectors] = Future()
             self._held[query] = future
             if len(self._held) > self._size:
                 self._held.popitem(last=False)
@@ -89,17 +92,18 @@ class QueryEncodings:
         Raises:
             Exception: what the model raised (the failed encoding is dropped, so a later read retries).
         """
-        return self.start(query).result()
+        return self.start(query).result()[0]
 
-    def _encode(self, query: str, future: Future[F32]) -> None:
+    def _encode(self, query: str, future: Future[QueryVectors]) -> None:
         if not future.set_running_or_notify_cancel():
             return
         try:
-            tokens = self._model().encode([query]).tokens[0]
+            encoded = self._model().encode([query])
+            vectors = (encoded.tokens[0], encoded.pooled[0])
         except BaseException as exc:
             with self._lock:
                 if self._held.get(query) is future:
                     del self._held[query]
             future.set_exception(exc)
         else:
-            future.set_result(tokens)
+            future.set_result(vectors)

@@ -4,8 +4,10 @@
 vector as a tie-breaker, recency and confidence). Its best ``RERANK_POOL`` are read with their stored token
 vectors (``vectors``), scored by MaxSim against the query's content tokens over the item alone and over the
 item with the turn before it, and ordered by ``retrieval.fusion.fuse`` (RRF of the three rankings, with
-recency, confidence and the speaker signal). Items not yet embedded rank by the lexical stage alone. The rest
-of the ranking follows in lexical order.
+recency, confidence and the speaker signal). Up to ``retrieval.dense.DENSE_POOL`` items nearest the query's
+pooled vector that the lexical head misses join it (``dense_candidates``, read from ``pooled.PooledIndex``),
+with no lexical rank and their own nomination rank. Items not yet embedded rank by the lexical stage alone.
+The rest of the ranking follows in lexical order.
 
 Scores stay the lexical stage's absolute scores, carried along the fused order by ``fusion.envelope``, so a
 pack compares the hits of its sections on one scale (``recall.relevance``).
@@ -19,17 +21,59 @@ from typing import Final
 
 import numpy as np
 
+from memory_core.retrieval.dense import DENSE_POOL
 from memory_core.retrieval.embedder import F32
 from memory_core.retrieval.fusion import envelope, fuse, names_speaker, query_words
 from memory_core.retrieval.late import token_max
+from memory_core.retrieval.terms import query_terms
+from memory_core.scoring import VECTOR_THRESHOLD
 
-from .search import weights
+from . import fts
+from .index import CandidateRows
+from .pooled import PooledIndex
+from .search import query_vector, weights
 from .vectors import Stored, load
 
-__all__ = ["RERANK_POOL", "rerank"]
+__all__ = ["RERANK_POOL", "dense_candidates", "rerank"]
 
 RERANK_POOL: Final = 100
 """Lexical candidates the late-interaction stage reorders."""
+
+
+def dense_candidates(
+    conn: sqlite3.Connection,
+    index: PooledIndex,
+    rows: CandidateRows,
+    ranked: list[tuple[int, float]],
+    query: str,
+    pooled: F32,
+    model: str,
+    n: int = DENSE_POOL,
+) -> list[int]:
+    """Up to ``n`` seqs among ``rows`` nearest the query's pooled vector and not in the lexical head, best first.
+
+    Only hybrid hits are nominated (a stemmed query term, or the reference vector's cosine at
+    ``VECTOR_THRESHOLD``), so the hit set stays the contract's.
+    """
+    if n <= 0 or len(rows) == 0 or pooled.size == 0:
+        return []
+    index.refresh(conn, model, int(pooled.shape[-1]))
+    head = {s for s, _ in ranked[:RERANK_POOL]}
+    near = [s for s in index.nearest(rows.keys, pooled, n + len(head)) if s not in head][:n]
+    if not near:
+        return []
+    keys = np.array(sorted(near), dtype=np.int64)
+    at = np.searchsorted(rows.keys, keys)
+    keep = np.zeros(len(rows), dtype=bool)
+    keep[at] = True
+    close = rows.subset(keep).cosines(query_vector(query)) >= VECTOR_THRESHOLD
+    hit = dict(zip(keys.tolist(), close.tolist(), strict=True))
+    rest = keys[~close]
+    if len(rest):
+        terms = query_terms(query)
+        matched = fts.matching(conn, "items_fts", terms, rest, len(rows)) if terms else np.zeros(len(rest), bool)
+        hit.update(zip(rest.tolist(), matched.tolist(), strict=True))
+    return [s for s in near if hit[s]]
 
 
 def rerank(
@@ -39,15 +83,24 @@ def rerank(
     query_tokens: F32,
     model: str,
     now_us: int,
+    dense: list[int] | None = None,
     loader: Callable[[sqlite3.Connection, Sequence[int], str, int], dict[int, Stored]] = load,
 ) -> list[tuple[int, float]]:
-    """``ranked`` (the lexical stage, best first) with its first ``RERANK_POOL`` reordered (module docstring).
+    """``ranked`` (the lexical stage, best first) with its first ``RERANK_POOL`` and ``dense`` reordered.
 
-    ``loader`` reads the candidates' stored rows (``vectors.load``, or a cache of it: ``token_cache``).
+    ``dense`` (``dense_candidates``) joins the lexical head with no lexical rank, scored as its last member
+    before ``fusion.envelope``; ``loader`` reads the candidates' stored rows (``vectors.load``, or a cache of it:
+    ``token_cache``). See the module docstring.
     """
     head, tail = ranked[:RERANK_POOL], ranked[RERANK_POOL:]
-    if len(head) < 2 or len(query_tokens) == 0:
+    extra = [s for s in dense or [] if s not in {h for h, _ in head}]
+    if len(head) + len(extra) < 2 or len(query_tokens) == 0:
         return ranked
+    if extra:
+        lowest = head[-1][1] if head else 0.0
+        taken = set(extra)
+        head = head + [(s, lowest) for s in extra]
+        tail = [(s, v) for s, v in tail if s not in taken]
     dims = query_tokens.shape[1]
     seqs = [s for s, _ in head]
     stored = loader(conn, seqs, model, dims)
@@ -67,7 +120,10 @@ def rerank(
     conf = np.array([stored[s].confidence if s in stored else 0.5 for s in seqs])
     words = query_words(query)
     spoken = np.array([s in stored and names_speaker(words, stored[s].speaker) for s in seqs])
-    fused = fuse(np.arange(1, len(seqs) + 1), own, window, embedded, weights(when, conf, now_us), spoken)
+    lexical = np.concatenate([np.arange(1, len(head) - len(extra) + 1), np.zeros(len(extra))]).astype(np.int64)
+    nominated = np.zeros(len(seqs), dtype=np.int64)
+    nominated[len(seqs) - len(extra) :] = np.arange(1, len(extra) + 1)
+    fused = fuse(lexical, own, window, embedded, weights(when, conf, now_us), spoken, nominated)
     order_ = np.lexsort((np.arange(len(seqs)), -fused))
     scores = envelope(np.array([head[i][1] for i in order_]))
     floor = scores[-1] if len(scores) else 0.0

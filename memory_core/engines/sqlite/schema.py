@@ -236,7 +236,15 @@ def _v6(conn: sqlite3.Connection) -> None:
     log.migrate(conn)
 
 
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5, _v6)
+def _v7(conn: sqlite3.Connection) -> None:
+    """``item_vectors.n``: rows numbered in write order, so each process's pooled index reads only new rows."""
+    from .vectors import NUMBERED
+
+    for statement in NUMBERED:
+        conn.execute(statement)
+
+
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5, _v6, _v7)
 """``MIGRATIONS[i]`` upgrades version ``i`` to ``i + 1``; append, never edit, to change the schema."""
 
 SCHEMA_VERSION = len(MIGRATIONS)

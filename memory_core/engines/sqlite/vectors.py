@@ -1,10 +1,11 @@
 """The model's vectors of stored items (``item_vectors``), written by the embedding job, read by ``rerank``.
 
 One row per embedded item: the embedder's ``model`` name, its pooled vector (float32) and its content-token
-vectors (``retrieval.late.quantise``: int8 with a scale per token), plus ``prev``, the turn before it in its
-thread when it was embedded (``fts.neighbours``), so the window view (the turn with the one before it) needs no
-extra lookup. Storing an item never writes here: an item waits, ranked lexically, until a worker embeds it
-(``unembedded`` → model → ``write``, the model run outside any transaction). A row of another model counts as
+vectors (``retrieval.late.quantise``: int8 with a scale per token), its number in write order ``n`` (schema 6),
+and ``prev``, the turn before it in its thread when it was embedded (``fts.neighbours``), so the window view
+(the turn with the one before it) needs no extra lookup. Storing an item never writes here: an item waits,
+ranked lexically, until a worker embeds it (``unembedded`` → model → ``write``, the model run outside any
+transaction). A row of another model counts as
 not embedded, so changing the ``EMBEDDER`` setting re-embeds everything in the background, and ranking ignores
 the old rows meanwhile. A trigger deletes an item's row with the item.
 """
@@ -31,7 +32,13 @@ SCHEMA: Final = (
     "pooled BLOB NOT NULL, tokens BLOB NOT NULL)",
     "CREATE TRIGGER item_vectors_gone AFTER DELETE ON items BEGIN DELETE FROM item_vectors WHERE seq = old.seq; END",
 )
-"""Statements of schema version 4."""
+"""Statements of schema version 5."""
+NUMBERED: Final = (
+    "ALTER TABLE item_vectors ADD COLUMN n INTEGER",
+    "UPDATE item_vectors SET n = seq",
+    "CREATE INDEX item_vectors_n ON item_vectors(n)",
+)
+"""Statements of schema version 6: ``n`` numbers rows in write order (``pooled.PooledIndex`` reads new ones)."""
 _WAITING: Final = "FROM bodies b LEFT JOIN item_vectors v ON v.seq = b.seq AND v.model = ? WHERE v.seq IS NULL"
 
 
@@ -55,7 +62,8 @@ def write(conn: sqlite3.Connection, model: str, seqs: Sequence[int], encoded: En
         before = fts.neighbours(conn, seq)
         prev = before[0] if before and before[0] < seq else None
         conn.execute(
-            "INSERT OR REPLACE INTO item_vectors (seq, model, prev, pooled, tokens) VALUES (?, ?, ?, ?, ?)",
+            "INSERT OR REPLACE INTO item_vectors (seq, model, prev, pooled, tokens, n) "
+            "VALUES (?, ?, ?, ?, ?, (SELECT coalesce(max(n), 0) + 1 FROM item_vectors))",
             (seq, model, prev, np.asarray(encoded.pooled[i], dtype="<f4").tobytes(), quantise(encoded.tokens[i])),
         )
         done += 1

@@ -1,0 +1,58 @@
+"""The embedding job (``embed_items``): the model encodes stored items on a worker, in bounded batches.
+
+Storing an item never runs the model (issue 14 §3): an item waits, ranked lexically, until an ``EmbedItems`` job
+encodes it (``SQLiteEngine.embed_backlog``: the model outside any transaction, each batch written in one short
+transaction). One job encodes at most ``limit`` items, so it stays well inside a worker's time limit; when more
+wait it submits the next one. Jobs are submitted when items may be waiting: after a belief build and after a
+brain ingest (``workers.handlers``: the builds follow every burst of writes), and by beat
+(``memory.embed_due``), which catches what was written with no build after it. Identical jobs queued together
+collapse into one (the kind coalesces), so a burst of triggers costs one job. An engine without a background
+model (no ``embed_backlog``) embeds nothing and submits nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, Literal
+
+from pydantic import Field
+
+from memory_core._model import ContractModel
+
+__all__ = ["EMBED_PER_JOB", "EmbedItems", "describe_embed", "embed_once", "waiting"]
+
+EMBED_PER_JOB: Final = 4096
+"""Most items one job encodes (*memory-core*: ~7 minutes for MiniLM int8 at 10 items/s on a loaded core, inside
+the default time limit; the next job takes the rest)."""
+
+
+class EmbedItems(ContractModel):
+    """Encode up to ``limit`` stored items that have no vectors of the current model, oldest first."""
+
+    job: Literal["embed_items"] = "embed_items"
+    limit: int = Field(default=EMBED_PER_JOB, gt=0, le=EMBED_PER_JOB)
+
+    def name(self) -> str:
+        """``embed_items``."""
+        return self.job
+
+
+def describe_embed(job: EmbedItems) -> str:
+    """Flower's summary: ``embed_items up to 4096``."""
+    return f"embed_items up to {job.limit}"
+
+
+def waiting(engine: object) -> int:
+    """Items the engine's current model has not encoded (0 for an engine that embeds nothing in the background)."""
+    stats = getattr(engine, "stats", None)
+    if not callable(getattr(engine, "embed_backlog", None)) or not callable(stats):
+        return 0
+    return int(stats().get("embedding_wait", 0))
+
+
+def embed_once(engine: object, limit: int) -> dict[str, Any]:
+    """Encode up to ``limit`` waiting items; ``{embedded, waiting}`` (how many still wait after)."""
+    embed = getattr(engine, "embed_backlog", None)
+    if not callable(embed):
+        return {"embedded": 0, "waiting": 0}
+    done = int(embed(limit=limit))
+    return {"embedded": done, "waiting": waiting(engine)}
