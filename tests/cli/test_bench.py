@@ -52,9 +52,12 @@ def test_the_locomo_rows_have_the_tables_shape(tiny_data: Path) -> None:
     rows = locomo_bench.run(quick=True, sample="tiny-1")
     assert [r.bench for r in rows] == [
         "evidence recall, pack (1200 tok)",
+        "evidence recall, pack, category 1 (multi-hop)",
         "evidence recall, fetch@5",
         "evidence recall, fetch@10",
         "evidence recall, fetch@20",
+        "evidence recall, fetch@10, category 1 (multi-hop)",
+        *(f"hybrid fetch p{q} (query encoding, lexical top 100, dense candidates, late interaction)" for q in (50, 99)),
         "pre_turn p50 during replay",
         "pre_turn p99 during replay",
     ]

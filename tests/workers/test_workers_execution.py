@@ -439,7 +439,7 @@ def test_a_builds_result_is_one_report_model_with_the_stored_json_shape(rt: Runt
     assert execute(rt, build_delivery("j9", Reach.subtree())).verdict is Verdict.RETRY
     out = execute(rt, build_delivery("j9", Reach.subtree()))
     assert out.result is not None
-    assert list(out.result) == ["job", "scopes", "embedding"] and out.result["job"] == "build_beliefs"
+    assert list(out.result) == ["job", "scopes"] and out.result["job"] == "build_beliefs"  # no embedding job: none wait
     first, second = out.result["scopes"]
     assert first == {"namespace": "agent:a", "enter": "done_before"}  # nothing else on a scope built before
     assert list(second) == ["namespace", "kinds", "enter", "passes", "outcome", "built"]  # no lease_lost: kept
