@@ -60,10 +60,11 @@ from memory_core.query import (
     StoreReceipt,
 )
 
-from . import beliefs
+from . import beliefs, log_view
 from .driver import Conn, Driver
 from .filters import Where, compile_filter, reach_sql
 from .fusion import fuse
+from .log_engine import LogHooks
 from .options import PgOptions, parse_url
 from .schema import MIGRATION_LOCK, SCHEMA, SCHEMA_VERSION, check_newer, ensure_vectors, migrate
 from .search import Features, Frequencies, candidates
@@ -74,7 +75,12 @@ __all__ = ["PostgresEngine"]
 _T = TypeVar("_T")
 
 
-class PostgresEngine(MemoryEngine):
+def _one(predicate: tuple[str, list[Any]]) -> tuple[Any, ...]:
+    """``(sql, params)`` as ``Where.add``'s arguments."""
+    return (predicate[0], *predicate[1])
+
+
+class PostgresEngine(LogHooks, MemoryEngine):
     """The PostgreSQL engine; see the module docstring.
 
     Args:
@@ -126,6 +132,8 @@ class PostgresEngine(MemoryEngine):
             "stored-vector and hybrid fetch, incremental belief builds under advisory locks.",
             fetch_modes=FetchMode.all(),
             consolidation=Consolidation.ON_DEMAND,
+            log=True,
+            tiers=True,
         )
 
     def health(self) -> EngineHealth:
@@ -176,7 +184,7 @@ class PostgresEngine(MemoryEngine):
     def _erase(self, request: EraseRequest) -> EraseReport:
         reach = Reach(at=request.reach.at, inherit=False, descendants=request.reach.descendants)
         where = compile_filter(MetaFilter(reach=reach, kinds=request.admitted_kinds()), "i")
-        deleted = self._run(lambda conn: delete_where(conn, where.sql, where.params))
+        deleted = self._run(lambda conn: delete_where(conn, where.sql, where.params, "erase"))
         scopes = sorted({(str(ns_of_key(ns)), kind) for _, ns, kind in deleted})
         return EraseReport(erased_scopes=len(scopes), receipts=tuple(f"{ns}#{kind}" for ns, kind in scopes))
 
@@ -195,7 +203,8 @@ class PostgresEngine(MemoryEngine):
 
     def _hits(self, conn: Conn, ranked: Sequence[tuple[int, float]]) -> list[Hit]:
         parsed = self._items(conn, [seq for seq, _ in ranked])
-        return [Hit.of(parsed[seq][1], s, parsed[seq][0]) for seq, s in ranked if seq in parsed]
+        hits = [Hit.of(parsed[seq][1], s, parsed[seq][0]) for seq, s in ranked if seq in parsed]
+        return log_view.annotate(conn, hits, self._past)
 
     def _scoped(self, conn: Conn, request: FetchRequest, where: Where, max_scopes: int) -> None:
         """Narrow ``where`` to the at most ``max_scopes`` namespaces ``choose_scopes`` keeps (reference §1.3)."""
@@ -222,6 +231,7 @@ class PostgresEngine(MemoryEngine):
                 row = conn.execute(f"SELECT coalesce(max(seq), 0) FROM {SCHEMA}.items").fetchone()
                 snapshot = int(row[0]) if row else 0
             where = compile_filter(request.filter, "i")
+            where.add(*_one(log_view.served(request.tiers, self._past)))  # live, in the tiers read (``log_view``)
             if request.max_scopes is not None:
                 self._scoped(conn, request, where, request.max_scopes)
             want = offset + request.limit + 1
@@ -245,7 +255,14 @@ class PostgresEngine(MemoryEngine):
             found: list[Hit] = []
             if request.beliefs and state is None:
                 found = beliefs.rank(
-                    conn, request.filter, request.query, request.mode, request.beliefs, self.features, self._frequencies
+                    conn,
+                    request.filter,
+                    request.query,
+                    request.mode,
+                    request.beliefs,
+                    self.features,
+                    self._frequencies,
+                    log_view.served_beliefs(self._past),
                 )
             return FetchPage(
                 hits=tuple(self._hits(conn, page)),
@@ -262,6 +279,7 @@ class PostgresEngine(MemoryEngine):
             filter=request.filter,
             limit=request.limit,
             refers_to=request.refers_to,
+            tiers=request.tiers,
         )
         hits = self._fetch(fetch).hits
         citations = tuple(Citation(id=h.id, kind=h.kind, snippet=h.text, meta=h.meta, score=h.score) for h in hits)
@@ -272,13 +290,14 @@ class PostgresEngine(MemoryEngine):
         return RecallAnswer(answer=answer, citations=citations, model="postgresql")
 
     def _listing(
-        self, request: ListRequest, build: Callable[[Conn, list[int]], list[_T]]
+        self, request: ListRequest, build: Callable[[Conn, list[int]], list[_T]], every_status: bool = False
     ) -> tuple[list[_T], str | None]:
         state = decode_cursor("l", request.cursor, ("a",))
         after = state["a"] if state else 0
 
         def read(conn: Conn) -> tuple[list[_T], str | None]:
             where = compile_filter(request.filter, "i")
+            where.add(*_one(log_view.listed(self._past, every_status=every_status)))
             rows = conn.execute(
                 f"SELECT i.seq FROM {SCHEMA}.items i WHERE {where.sql} AND i.seq > %s ORDER BY i.seq LIMIT %s",
                 [*where.params, after, request.limit + 1],
@@ -298,11 +317,13 @@ class PostgresEngine(MemoryEngine):
             parsed = self._items(conn, seqs)
             return [Exported(id=parsed[s][0], item=parsed[s][1]) for s in seqs if s in parsed]
 
-        items, cursor = self._listing(request, build)
+        items, cursor = self._listing(request, build, every_status=True)
         return ExportPage(items=tuple(items), next_cursor=cursor)
 
     def _get(self, request: GetRequest) -> list[Hit]:
-        ids = list(dict.fromkeys(request.ids))
+        ids = log_view.shown_ids(list(dict.fromkeys(request.ids)), self._past)
+        if not ids:
+            return []
 
         def read(conn: Conn) -> list[Hit]:
             where = compile_filter(MetaFilter(reach=request.reach), "i")
@@ -337,7 +358,14 @@ class PostgresEngine(MemoryEngine):
         flt = MetaFilter(reach=request.reach)
         return self._run(
             lambda conn: beliefs.rank(
-                conn, flt, request.query, FetchMode.HYBRID, request.limit, self.features, self._frequencies
+                conn,
+                flt,
+                request.query,
+                FetchMode.HYBRID,
+                request.limit,
+                self.features,
+                self._frequencies,
+                log_view.served_beliefs(self._past),
             )
         )
 

@@ -29,6 +29,9 @@ inserts (PostgreSQL docs §70.4.1), which made every full-text read cost grow wi
 ``ns`` is the namespace path with a trailing ``/`` (root ``''``) in the ``C`` collation, so exact and ancestor
 reaches are equality lookups and a subtree is one B-tree range ``[p, p[:-1] + '0')``.
 
+Version 2 adds the log (memory as a log, seed 002; ``log``): ``log``, ``log_head``, the materialised
+``items.status``, ``items.tier``, ``items.derived_from`` and ``beliefs.log_status``.
+
 ``ensure_vectors`` gives the embeddings an index once per database: a generated ``pvec vector(64)`` column
 with an HNSW index when pgvector can be created, else a generated ``cube`` column with a GiST index (contrib),
 else none (a scan); ``meta.vectors`` records which.
@@ -166,7 +169,14 @@ def _v1(conn: Conn) -> None:
     conn.execute(f"INSERT INTO {SCHEMA}.meta (key, value) VALUES ('instance', %s)", (uuid.uuid4().hex,))
 
 
-MIGRATIONS: tuple[Callable[[Conn], None], ...] = (_v1,)
+def _v2(conn: Conn) -> None:
+    """Memory as a log (seed 002, issue 19): ``log``, its head row, each item's status, tier and provenance."""
+    from . import log
+
+    log.migrate(conn)
+
+
+MIGRATIONS: tuple[Callable[[Conn], None], ...] = (_v1, _v2)
 """``MIGRATIONS[i]`` upgrades version ``i`` to ``i + 1``; append, never edit, to change the schema."""
 
 SCHEMA_VERSION: Final = len(MIGRATIONS)

@@ -23,7 +23,7 @@ from memory_core.engines.sqlite.rows import META_COLUMN_NAMES, meta_columns, ns_
 from memory_core.items import Conversation, Document, Learning
 from memory_core.scoring import embed, tokenize
 
-from . import beliefs
+from . import beliefs, log_writes
 from .driver import Conn
 from .schema import SCHEMA
 
@@ -32,7 +32,10 @@ __all__ = ["COLUMNS", "MAX_WORDS_CHARS", "Prepared", "delete_where", "insert", "
 MAX_WORDS_CHARS: Final = 500_000
 """Longest ``words`` text kept per row: a ``tsvector`` holds at most 1 MB (PostgreSQL docs §8.11.1)."""
 
-COLUMNS = ("id", "kind", "ns", *META_COLUMN_NAMES, "tags", "confidence", "stored_at", "item", "words", "vec")
+COLUMNS = (
+    "id", "kind", "ns", *META_COLUMN_NAMES, "tags", "confidence", "stored_at", "item", "words", "vec", "tier",
+    "derived_from",
+)  # fmt: skip
 
 
 def words_of(text: str) -> str:
@@ -65,6 +68,7 @@ def prepare(item: Document | Conversation | Learning) -> Prepared:
     values = (
         item.id, item.item_kind.value, ns, *meta_columns(meta), list(dict.fromkeys(meta.tags)),
         item.confidence_value(), None, item.model_dump_json(), words_of(text), [float(v) for v in embed(text)],
+        *log_writes.row_state(item),
     )  # fmt: skip
     return Prepared(id=item.id, kind=item.item_kind.value, ns=ns, values=values)
 
@@ -74,7 +78,9 @@ def insert(
 ) -> list[bool]:
     """Insert ``rows`` and touch their scopes in one statement; per row, whether it was new (False: a replay).
 
-    An id repeated inside the batch is new once, then a replay, as storing it twice would be.
+    An id repeated inside the batch is new once, then a replay, as storing it twice would be. The same statement
+    writes a ``put`` record per new item and restores a held item that is stale or retracted (``log_writes``:
+    ``docs/log-model.md`` rule 2; such an item is not a replay).
 
     Args:
         conn: The caller's transaction.
@@ -105,10 +111,11 @@ def insert(
         "SELECT s.ns, s.kind, %s FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY AS s(ns, kind, o) "
         "WHERE EXISTS (SELECT 1 FROM new n WHERE n.ns = s.ns AND n.kind = s.kind) ORDER BY s.o "
         "ON CONFLICT (ns, kind) DO UPDATE SET last_write = greatest(excluded.last_write, "
-        f"{SCHEMA}.scopes.last_write + 1, coalesce({SCHEMA}.scopes.last_build, 0) + 1)) "
-        "SELECT id FROM new"
+        f"{SCHEMA}.scopes.last_write + 1, coalesce({SCHEMA}.scopes.last_build, 0) + 1)), "
+        f"{log_writes.STORED} SELECT id FROM new UNION ALL SELECT id FROM restored"
     )
     params.extend([at_us, [s[0] for s in scopes], [s[1] for s in scopes]])
+    params.extend(log_writes.stored_params([row.id for row in unique], [row.values[-2] for row in unique]))
     created = {str(r[0]) for r in conn.execute(sql, params).fetchall()}
     out: list[bool] = []
     for i, row in enumerate(rows):
@@ -116,16 +123,25 @@ def insert(
     return out
 
 
-def delete_where(conn: Conn, where_sql: str, params: Sequence[Any]) -> list[tuple[str, str, str]]:
+def delete_where(
+    conn: Conn, where_sql: str, params: Sequence[Any], reason: str = "forget"
+) -> list[tuple[str, str, str]]:
     """Delete the items ``where_sql`` (over alias ``i``) admits, then retract the beliefs built on them.
 
+    Each deleted item leaves a ``tombstone`` record without its text, in the deleting statement, and so do the
+    learnings built on it (``log_writes.delete_derived``) and the beliefs deleted with it (``docs/log-model.md``
+    rule 6), whose reason is ``reason``.
+
     Returns:
-        ``(id, ns key, kind)`` of each item deleted.
+        ``(id, ns key, kind)`` of each item deleted (not counting the learnings built on them).
     """
     rows = conn.execute(
-        f"DELETE FROM {SCHEMA}.items i WHERE {where_sql} RETURNING i.id, i.ns, i.kind", list(params)
+        f"WITH _src AS (DELETE FROM {SCHEMA}.items i WHERE {where_sql} RETURNING i.id, i.ns, i.kind, i.seq), "
+        f"{log_writes.TOMBSTONES} SELECT id, ns, kind FROM _src ORDER BY seq",
+        [*params, reason],
     ).fetchall()
     deleted = [(str(r[0]), str(r[1]), str(r[2])) for r in rows]
     if deleted:
-        beliefs.retract(conn, [d[0] for d in deleted], sorted({(d[1], d[2]) for d in deleted}))
+        gone = deleted + log_writes.delete_derived(conn, [d[0] for d in deleted], reason)
+        beliefs.retract(conn, [d[0] for d in gone], sorted({(d[1], d[2]) for d in gone}))
     return deleted
