@@ -63,7 +63,11 @@ def test_the_issue_scenario_retract_stale_as_of_rollback(pg_url: str) -> None:
         [belief] = engine.beliefs(BeliefsRequest(reach=Reach.subtree(), query="Ana Porto"))
         assert belief.derived_from == (turn,)
         [built] = [r for r in engine.history(belief.id)]
-        assert (built.op, built.tier, built.reason) == (RecordOp.PUT, Tier.LONG, "built from root#conversation up to LSN 1")
+        assert (built.op, built.tier, built.reason) == (
+            RecordOp.PUT,
+            Tier.LONG,
+            "built from root#conversation up to LSN 1",
+        )
         before = engine.current_lsn()
 
         change = engine.retract([turn], "the user misspoke")
@@ -229,9 +233,9 @@ def test_the_migration_logs_every_held_memory_in_transaction_one(pg_url: str) ->
             (RecordOp.PUT, doc.id, 1, Tier.SHORT),
             (RecordOp.PUT, note.id, 1, Tier.LONG),
         ]
-        assert engine._run(lambda c: c.execute(f"SELECT value FROM {schema.SCHEMA}.meta WHERE key = 'schema_version'").fetchone()) == (
-            str(schema.SCHEMA_VERSION),
-        )
+        assert engine._run(
+            lambda c: c.execute(f"SELECT value FROM {schema.SCHEMA}.meta WHERE key = 'schema_version'").fetchone()
+        ) == (str(schema.SCHEMA_VERSION),)
         change = engine.retract([doc.id], "wrong")  # provenance came from the note's evidence
         assert change.ids(RecordOp.STALE) == [note.id]
         _fold_matches(engine)

@@ -230,9 +230,7 @@ def records(conn: Conn) -> list[LogRecord]:
 def history(conn: Conn, item_id: str, upto: int | None = None) -> tuple[LogRecord, ...]:
     """Every record about ``item_id`` (at most LSN ``upto``), in LSN order (index ``log_id``)."""
     end = current_lsn(conn) if upto is None else upto
-    rows = conn.execute(
-        f"SELECT {_COLUMNS} FROM {SCHEMA}.log WHERE id = %s AND lsn <= %s ORDER BY lsn", (item_id, end)
-    )
+    rows = conn.execute(f"SELECT {_COLUMNS} FROM {SCHEMA}.log WHERE id = %s AND lsn <= %s ORDER BY lsn", (item_id, end))
     return tuple(_record(r) for r in rows)
 
 

@@ -37,9 +37,7 @@ def served(tiers: Sequence[Tier], past: Past | None) -> Predicate:
     if past is None or not past.then:
         return now, [wanted]
     then = [
-        i
-        for i, h in past.then.items()
-        if h is not None and h.status is MemoryStatus.LIVE and h.tier.value in wanted
+        i for i, h in past.then.items() if h is not None and h.status is MemoryStatus.LIVE and h.tier.value in wanted
     ]
     return f"({now} AND NOT i.id = ANY(%s::text[])) OR i.id = ANY(%s::text[])", [wanted, list(past.then), then]
 

@@ -32,8 +32,8 @@ from memory_core.beliefs import Belief
 from memory_core.engines.sqlite import SQLiteEngine
 from memory_core.engines.sqlite.rows import META_COLUMN_NAMES, now_us
 from memory_core.errors import Conflict
-from memory_core.memory_log import Held, MemoryStatus, RecordOp, Tier
 from memory_core.items import parse_item
+from memory_core.memory_log import Held, MemoryStatus, RecordOp, Tier
 from memory_core.scoring import embed, tokenize
 
 from . import log, log_ops
