@@ -21,7 +21,7 @@ statement, the records of a build at its end), see ``docs/log-model.md``. Transa
 
 The head row also holds the ``xid`` of the transaction that last advanced it and that transaction's ``txn``,
 so a later statement of the same transaction continues its log transaction, and ``at``, the last record's time
-(µs, the server's clock, never decreasing), so a time names an LSN.
+(µs, the server's clock, never decreasing: every host writing the database shares it), so a time names an LSN.
 """
 
 from __future__ import annotations
@@ -44,7 +44,6 @@ __all__ = [
     "history",
     "lock_head",
     "logged",
-    "lsn_at",
     "materialised",
     "migrate",
     "page",
@@ -232,12 +231,6 @@ def history(conn: Conn, item_id: str, upto: int | None = None) -> tuple[LogRecor
     end = current_lsn(conn) if upto is None else upto
     rows = conn.execute(f"SELECT {_COLUMNS} FROM {SCHEMA}.log WHERE id = %s AND lsn <= %s ORDER BY lsn", (item_id, end))
     return tuple(_record(r) for r in rows)
-
-
-def lsn_at(conn: Conn, at_us: int) -> int:
-    """The last LSN written at or before ``at_us`` (0: none): one pass over the log (commands, not hot paths)."""
-    row = conn.execute(f"SELECT coalesce(max(lsn), 0) FROM {SCHEMA}.log WHERE at <= %s", (at_us,)).fetchone()
-    return 0 if row is None else int(row[0])
 
 
 def settled(conn: Conn, lsn: int) -> int:

@@ -60,7 +60,3 @@ class LogHooks:
 
     def _move(self, ids: tuple[str, ...], tier: Tier, reason: str) -> LogChange:
         return self._run(partial(log_ops.move, ids=ids, tier=tier, reason=reason))
-
-    def lsn_at(self, at_us: int) -> int:
-        """The last LSN written at or before ``at_us`` (µs since the epoch; 0: none)."""
-        return self._run(partial(log.lsn_at, at_us=at_us))
