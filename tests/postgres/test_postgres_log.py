@@ -8,9 +8,11 @@ processes write one database, the LSN order readers see is the commit order (no 
 from __future__ import annotations
 
 import multiprocessing
+import sqlite3
 import threading
 import time
 from functools import partial
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -31,7 +33,9 @@ from memory_core import (
     RecallRequest,
 )
 from memory_core.engines.postgres import PostgresEngine, log, schema
+from memory_core.engines.postgres.migrate import copy_sqlite
 from memory_core.engines.postgres.writes import insert, prepare
+from memory_core.engines.sqlite import SQLiteEngine
 from memory_core.errors import Unsupported
 from memory_core.items import Role, Turn
 from memory_core.memory_log import MemoryStatus, RecordOp, Tier, fold
@@ -329,4 +333,38 @@ def test_a_failed_transaction_leaves_no_record_and_no_gap(pg_url: str) -> None:
             engine._run(fail)
         engine.store(Document.of("second", MemoryMeta()))
         assert [r.lsn for r in engine.log(0, 10).records] == [1, 2]
+        _fold_matches(engine)
+
+
+def test_migrate_from_sqlite_brings_each_memory_with_its_status_and_tier(tmp_path: Path, pg_url: str) -> None:
+    """``memory-core migrate``: a retracted turn, a stale belief, an archived document and a belief a stopped
+    build left unpublished arrive as SQLite holds them (the unpublished one published, as its next build would)."""
+    path = tmp_path / "memory.db"
+    with SQLiteEngine(path) as lite:
+        wrong = lite.store(_turn("My sister Ana lives in Porto.")).id
+        dog = lite.store(_turn("I adopted a dog named Max.", "t2")).id
+        archived = lite.store(Document.of("kayak rental closes at five", MemoryMeta())).id
+        lite.consolidate(ConsolidateRequest(reach=Reach.subtree()))
+        [stale] = lite.beliefs(BeliefsRequest(reach=Reach.subtree(), query="Ana Porto"))
+        [pending] = lite.beliefs(BeliefsRequest(reach=Reach.subtree(), query="dog Max"))
+        lite.retract([wrong], "misspoke")
+        lite.move([archived], Tier.ARCHIVE, "retention")
+    conn = sqlite3.connect(path)
+    with conn:  # what a build that stopped before its commit leaves: a pending belief without a record
+        conn.execute("UPDATE beliefs SET status = 'pending:active' WHERE id = ?", (pending.id,))
+        conn.execute("DELETE FROM log WHERE id = ?", (pending.id,))
+    conn.close()
+    with PostgresEngine(pg_url) as engine:
+        copy_sqlite(path, engine)
+        shown = {h.id: (h.status, h.tier) for h in engine.get(GetRequest(ids=(wrong, dog, archived)))}
+        assert shown == {
+            wrong: (MemoryStatus.RETRACTED, Tier.SHORT),
+            dog: (MemoryStatus.LIVE, Tier.SHORT),
+            archived: (MemoryStatus.LIVE, Tier.ARCHIVE),
+        }
+        assert _beliefs(engine) == [] and _beliefs(engine, "dog Max") == [pending.text]
+        assert [r.op for r in engine.history(stale.id)] == [RecordOp.PUT, RecordOp.STALE]
+        assert archived not in {h.id for h in engine.fetch(FetchRequest(query="kayak rental")).hits}
+        engine.rollback(engine.history(stale.id)[0].lsn, "the migration's puts")  # the status came as records
+        assert _beliefs(engine) == [stale.text]
         _fold_matches(engine)
