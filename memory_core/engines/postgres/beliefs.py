@@ -252,12 +252,13 @@ def build_scope(conn: Conn, ns: str, kind: str, *, chunk: int = BUILD_CHUNK) -> 
             changed.update(belief_id(namespace, kind, b.key) for b in beliefs)
         if len(rows) < chunk:
             break
-    log_ops.commit_build(conn, ns, kind, sorted(changed))  # one log transaction, at the build's end
     conn.execute(
         f"UPDATE {SCHEMA}.scopes SET built_xmin = %s, last_build = greatest(%s, last_write) "
         "WHERE ns = %s AND kind = %s",
         (horizon, now_us(), ns, kind),
     )
+    # one log transaction at the build's end; after the scope row, the order a store locks them in (no deadlock)
+    log_ops.commit_build(conn, ns, kind, sorted(changed))
     return changed
 
 

@@ -5,8 +5,8 @@ data-modifying ``WITH``, PostgreSQL docs §7.8.4), so a store costs no extra rou
 
 * a store: a ``put`` per new item (``live``, its tier), and for an id already held but stale or retracted, the
   ``UPDATE`` back to ``live`` and its ``restore`` (rule 2: stating something again says it holds again);
-* a forget or erase: a ``tombstone`` per deleted item (no text, rule 6), then ``delete_derived`` removes the
-  learnings whose ``evidence`` named one (transitively), with their tombstones.
+* a forget or erase (``forgotten``, after the delete): the learnings whose ``evidence`` named a deleted item are
+  deleted too (transitively), and each deleted memory gets a ``tombstone`` (no text, rule 6).
 
 A new item's tier (seed 002, "Tier"): a learning tagged ``belief`` or ``consolidated`` (a built belief stored
 as a learning) is ``long``, every other new memory ``short``.
@@ -19,13 +19,14 @@ from typing import Any, Final
 
 from memory_core.items import Conversation, Document, Learning
 from memory_core.limits import BELIEF_TAG, CONSOLIDATED_TAG
-from memory_core.memory_log import Tier
+from memory_core.memory_log import RecordOp, Tier
 
+from .beliefs import scope_lock
 from .driver import Conn
-from .log import logged
+from .log import append, logged
 from .schema import SCHEMA
 
-__all__ = ["STORED", "TOMBSTONES", "delete_derived", "row_state", "stored_params"]
+__all__ = ["STORED", "forgotten", "row_state", "stored_params"]
 
 
 def row_state(item: Document | Conversation | Learning) -> tuple[str, str | None]:
@@ -56,29 +57,38 @@ def stored_params(ids: Sequence[str], tiers: Sequence[str]) -> list[Any]:
     return [list(ids), list(tiers)]
 
 
-TOMBSTONES: Final = (
-    "_dead AS (SELECT 'tombstone'::text AS op, id, NULL::text AS status, NULL::text AS tier, %s::text AS reason, "
-    "seq AS o FROM _src), " + logged("_dead")
-)
-"""CTEs after ``_src`` (a ``DELETE … RETURNING id, …, seq``): a tombstone per deleted row, in write order.
-Parameter: the reason."""
+def forgotten(conn: Conn, deleted: Sequence[tuple[str, str, str]], reason: str) -> list[tuple[str, str, str]]:
+    """After a delete: remove what was built on it and write the tombstones; every ``(id, ns key, kind)`` gone.
 
+    The learnings whose ``evidence`` named a deleted item are deleted too, transitively. Then the build locks
+    of every scope touched are taken (sorted) before the tombstones take the log's head lock, the order a
+    build takes them in (its scope, then the head at its end), so a forget and a build never deadlock.
 
-def delete_derived(conn: Conn, removed: Sequence[str], reason: str) -> list[tuple[str, str, str]]:
-    """Delete the learnings built on ``removed`` (``items.derived_from``), transitively, with their tombstones.
-
-    Returns:
-        ``(id, ns key, kind)`` of each learning deleted.
+    Args:
+        conn: The deleting transaction.
+        deleted: ``(id, ns key, kind)`` of each item deleted, in write order.
+        reason: The tombstones' reason (``forget``, ``erase``).
     """
+    gone = list(deleted)
+    built = [(d, f"{reason}: built on removed memory") for d in _delete_derived(conn, [d[0] for d in deleted])]
+    for ns, kind in sorted({(d[1], d[2]) for d in [*gone, *(b[0] for b in built)]}):
+        scope_lock(conn, ns, kind)
+    rows = [(RecordOp.TOMBSTONE, d[0], None, reason) for d in gone]
+    rows += [(RecordOp.TOMBSTONE, d[0], None, why) for d, why in built]
+    append(conn, rows)
+    return gone + [d for d, _ in built]
+
+
+def _delete_derived(conn: Conn, removed: Sequence[str]) -> list[tuple[str, str, str]]:
+    """Delete the learnings built on ``removed`` (``items.derived_from``), transitively; ``(id, ns, kind)`` each."""
     out: list[tuple[str, str, str]] = []
     gone = list(removed)
     while gone:
         rows = conn.execute(
-            f"WITH _src AS (DELETE FROM {SCHEMA}.items i WHERE i.derived_from = ANY(%s::text[]) "
-            f"RETURNING i.id, i.ns, i.kind, i.seq), {TOMBSTONES} SELECT id, ns, kind FROM _src ORDER BY seq",
-            (gone, f"{reason}: built on removed memory"),
+            f"DELETE FROM {SCHEMA}.items i WHERE i.derived_from = ANY(%s::text[]) RETURNING i.id, i.ns, i.kind, i.seq",
+            (gone,),
         ).fetchall()
-        found = [(str(r[0]), str(r[1]), str(r[2])) for r in rows]
+        found = [(str(r[0]), str(r[1]), str(r[2])) for r in sorted(rows, key=lambda r: int(r[3]))]
         out.extend(found)
         gone = [f[0] for f in found]
     return out

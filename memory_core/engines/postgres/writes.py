@@ -128,20 +128,18 @@ def delete_where(
 ) -> list[tuple[str, str, str]]:
     """Delete the items ``where_sql`` (over alias ``i``) admits, then retract the beliefs built on them.
 
-    Each deleted item leaves a ``tombstone`` record without its text, in the deleting statement, and so do the
-    learnings built on it (``log_writes.delete_derived``) and the beliefs deleted with it (``docs/log-model.md``
-    rule 6), whose reason is ``reason``.
+    Each deleted item leaves a ``tombstone`` record without its text, and so do the learnings built on it (deleted
+    with it: ``log_writes.forgotten``) and the beliefs deleted with it (``docs/log-model.md`` rule 6), whose
+    reason is ``reason``.
 
     Returns:
         ``(id, ns key, kind)`` of each item deleted (not counting the learnings built on them).
     """
     rows = conn.execute(
-        f"WITH _src AS (DELETE FROM {SCHEMA}.items i WHERE {where_sql} RETURNING i.id, i.ns, i.kind, i.seq), "
-        f"{log_writes.TOMBSTONES} SELECT id, ns, kind FROM _src ORDER BY seq",
-        [*params, reason],
+        f"DELETE FROM {SCHEMA}.items i WHERE {where_sql} RETURNING i.id, i.ns, i.kind, i.seq", list(params)
     ).fetchall()
-    deleted = [(str(r[0]), str(r[1]), str(r[2])) for r in rows]
+    deleted = [(str(r[0]), str(r[1]), str(r[2])) for r in sorted(rows, key=lambda r: int(r[3]))]
     if deleted:
-        gone = deleted + log_writes.delete_derived(conn, [d[0] for d in deleted], reason)
+        gone = log_writes.forgotten(conn, deleted, reason)
         beliefs.retract(conn, [d[0] for d in gone], sorted({(d[1], d[2]) for d in gone}))
     return deleted
