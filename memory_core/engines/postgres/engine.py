@@ -14,6 +14,9 @@ an advisory lock (``schema``).
 * ``consolidate`` builds beliefs per scope incrementally (``beliefs``): one transaction and one advisory lock per
   scope, a watermark on transaction ids. Forget and erase retract the beliefs in the deleting transaction.
 * Every read compiles its reach into SQL (``filters``).
+* Memory as a log (seed 002): every change is a record in the changing statement, LSN order is commit order
+  (``log``); reads serve live memories of the tiers asked (``log_view``); ``retract``, ``rollback``, ``move``,
+  ``history`` and ``as_of`` views (``log_engine``, ``log_ops``).
 """
 
 from __future__ import annotations
