@@ -28,6 +28,7 @@ SUITES = (
     "http_bench",
     "postgres_bench",
     "log_bench",
+    "postgres_log_bench",
 )
 """Benchmark modules, each with ``run(quick) -> list[Row]``."""
 

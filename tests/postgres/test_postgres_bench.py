@@ -53,3 +53,28 @@ def test_the_rows_sit_beside_sqlite_in_the_same_run(
 def test_the_concurrency_row_counts_turns_and_errors(tiny_data: Path, pg_url: str) -> None:
     (row,) = postgres_bench._concurrency_rows(pg_url, quick=True)
     assert row.unit == "turns/s" and row.value > 0 and row.note == "0 errors"
+
+
+def test_the_log_bench_pairs_each_figure_with_its_baseline_and_its_baseline_writes_no_record(pg_url: str) -> None:
+    from bench import postgres_log_bench
+    from memory_core import Document, MemoryMeta
+    from memory_core.engines.postgres import PostgresEngine
+
+    with PostgresEngine(pg_url) as engine:
+        with postgres_log_bench._without_log():
+            engine.store(Document.of("stored without the log", MemoryMeta()))
+        assert engine.current_lsn() == 0
+        engine.store(Document.of("stored with the log", MemoryMeta()))
+        assert engine.current_lsn() == 1
+    rows = postgres_log_bench._rows(pg_url, 200, 3)
+    assert [(r.bench, r.baseline_name) for r in rows] == [
+        ("store p50", "without the log"),
+        ("store p99", "without the log"),
+        ("store throughput", "without the log"),
+        ("fetch p50", "without the log"),
+        ("fetch p99", "without the log"),
+        ("as_of fetch p50", "fetch now"),
+        ("as_of fetch p99", "fetch now"),
+        ("log size per memory", ""),
+    ]
+    assert all(r.value > 0 for r in rows)

@@ -41,11 +41,13 @@ from memory_core.beliefs import (
 from memory_core.beliefs import retract as retract_beliefs
 from memory_core.engines.sqlite.rows import META_COLUMN_NAMES, meta_columns, now_us, ns_of_key
 from memory_core.items import parse_item
+from memory_core.memory_log import RecordOp
 from memory_core.meta import ItemKind, MemoryMeta, MetaFilter
 from memory_core.namespace import Reach
 from memory_core.query import FetchMode, Hit
 from memory_core.scoring import embed, tokenize
 
+from . import log, log_ops
 from .driver import Conn
 from .filters import compile_filter, reach_sql
 from .fusion import fuse
@@ -183,10 +185,13 @@ def _save(conn: Conn, ns: str, kind: str, beliefs: Sequence[Belief], at_us: int)
 
 def _delete(conn: Conn, ns: str, kind: str, keys: Sequence[str]) -> None:
     if keys:  # evidence and anchors go by ON DELETE CASCADE
-        conn.execute(
-            f"DELETE FROM {SCHEMA}.beliefs WHERE ns = %s AND from_kind = %s AND key = ANY(%s::text[])",
+        rows = conn.execute(
+            f"DELETE FROM {SCHEMA}.beliefs WHERE ns = %s AND from_kind = %s AND key = ANY(%s::text[]) "
+            "RETURNING id, log_status",
             (ns, kind, list(keys)),
-        )
+        ).fetchall()  # a tombstone for each logged one (``docs/log-model.md`` rule 6)
+        why = "built only on removed memories"
+        log.append(conn, [(RecordOp.TOMBSTONE, str(r[0]), None, why) for r in rows if r[1] is not None])
 
 
 # building -----------------------------------------------------------------------------------------------
@@ -232,7 +237,7 @@ def build_scope(conn: Conn, ns: str, kind: str, *, chunk: int = BUILD_CHUNK) -> 
     while True:
         rows = conn.execute(
             f"SELECT seq, id, item FROM {SCHEMA}.items WHERE ns = %s AND kind = %s AND tx >= %s AND seq > %s "
-            "ORDER BY seq LIMIT %s",
+            "AND status = 'live' ORDER BY seq LIMIT %s",  # a retracted or stale source builds nothing
             (ns, kind, built, after, chunk),
         ).fetchall()
         if not rows:
@@ -252,6 +257,8 @@ def build_scope(conn: Conn, ns: str, kind: str, *, chunk: int = BUILD_CHUNK) -> 
         "WHERE ns = %s AND kind = %s",
         (horizon, now_us(), ns, kind),
     )
+    # one log transaction at the build's end; after the scope row, the order a store locks them in (no deadlock)
+    log_ops.commit_build(conn, ns, kind, sorted(changed))
     return changed
 
 
@@ -292,6 +299,7 @@ def retract(conn: Conn, removed_ids: Sequence[str], scopes: Sequence[tuple[str, 
         changed, gone = retract_beliefs(list(beliefs.values()), survivors, others)
         _delete(conn, ns, kind, gone)
         _save(conn, ns, kind, changed, now_us())
+        log_ops.publish(conn, [belief_id(ns_of_key(ns), kind, b.key) for b in changed], "rebuilt")
         deleted += len(gone)
     return deleted
 
@@ -361,14 +369,18 @@ def rank(
     limit: int,
     features: Features,
     frequencies: Frequencies,
+    served: tuple[str, list[Any]] = ("i.log_status = 'live'", []),
     stats: tuple[dict[str, float], float] | None = None,
 ) -> list[Hit]:
     """Active beliefs the filter admits: ranked for ``query`` in ``mode``; else most confident, then newest.
 
-    ``stats``: ``Frequencies.read``'s answer for the beliefs table, when the caller read it with the items'.
+    ``served`` is the predicate (over ``i``) of the beliefs the log lets a read serve: live ones now
+    (``log_view.served_beliefs`` as of an LSN). ``stats``: ``Frequencies.read``'s answer for the beliefs
+    table, when the caller read it with the items'.
     """
     where = compile_filter(flt, "i", beliefs=True)
     where.add("i.status = %s", BeliefStatus.ACTIVE.value)
+    where.add(served[0], *served[1])
     if query is None:
         rows = conn.execute(
             f"SELECT i.bid FROM {SCHEMA}.beliefs i WHERE {where.sql} "

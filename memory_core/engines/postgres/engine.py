@@ -19,6 +19,9 @@ an advisory lock (``schema``).
 * ``consolidate`` builds beliefs per scope incrementally (``beliefs``): one transaction and one advisory lock per
   scope, a watermark on transaction ids. Forget and erase retract the beliefs in the deleting transaction.
 * Every read compiles its reach into SQL (``filters``).
+* Memory as a log (seed 002): every change is a record in the changing statement, LSN order is commit order
+  (``log``); reads serve live memories of the tiers asked (``log_view``); ``retract``, ``rollback``, ``move``,
+  ``history`` and ``as_of`` views (``log_engine``, ``log_ops``).
 """
 
 from __future__ import annotations
@@ -69,10 +72,11 @@ from memory_core.retrieval.embedder import Embedder
 from memory_core.retrieval.terms import query_terms
 from memory_core.settings import get_settings
 
-from . import beliefs, vectors
+from . import beliefs, log_view, vectors
 from .driver import Conn, Driver
 from .filters import Where, compile_filter, reach_sql
 from .fusion import fuse
+from .log_engine import LogHooks
 from .model import Model
 from .options import PgOptions, parse_url
 from .rerank import RERANK_POOL, reorder
@@ -85,7 +89,12 @@ __all__ = ["PostgresEngine"]
 _T = TypeVar("_T")
 
 
-class PostgresEngine(MemoryEngine):
+def _one(predicate: tuple[str, list[Any]]) -> tuple[Any, ...]:
+    """``(sql, params)`` as ``Where.add``'s arguments."""
+    return (predicate[0], *predicate[1])
+
+
+class PostgresEngine(LogHooks, MemoryEngine):
     """The PostgreSQL engine; see the module docstring.
 
     Args:
@@ -138,6 +147,8 @@ class PostgresEngine(MemoryEngine):
             "stored-vector and hybrid fetch, incremental belief builds under advisory locks.",
             fetch_modes=FetchMode.all(),
             consolidation=Consolidation.ON_DEMAND,
+            log=True,
+            tiers=True,
         )
 
     def health(self) -> EngineHealth:
@@ -225,35 +236,45 @@ class PostgresEngine(MemoryEngine):
     def _erase(self, request: EraseRequest) -> EraseReport:
         reach = Reach(at=request.reach.at, inherit=False, descendants=request.reach.descendants)
         where = compile_filter(MetaFilter(reach=reach, kinds=request.admitted_kinds()), "i")
-        deleted = self._run(lambda conn: delete_where(conn, where.sql, where.params))
+        deleted = self._run(lambda conn: delete_where(conn, where.sql, where.params, "erase"))
         scopes = sorted({(str(ns_of_key(ns)), kind) for _, ns, kind in deleted})
         return EraseReport(erased_scopes=len(scopes), receipts=tuple(f"{ns}#{kind}" for ns, kind in scopes))
 
     # reads -----------------------------------------------------------------------------------------------
-    def _items(self, conn: Conn, seqs: Sequence[int]) -> dict[int, tuple[str, AnyItem]]:
-        out: dict[int, tuple[str, AnyItem]] = {}
+    def _items(self, conn: Conn, seqs: Sequence[int]) -> dict[int, tuple[str, AnyItem, str, str]]:
+        """``seq → (id, item, log status, tier)`` of the rows ``seqs`` names that are held."""
+        out: dict[int, tuple[str, AnyItem, str, str]] = {}
         if not seqs:
             return out
-        for seq, item_id, body in conn.execute(
-            f"SELECT seq, id, item FROM {SCHEMA}.items WHERE seq = ANY(%s::bigint[])", (list(seqs),)
+        for seq, item_id, body, status, tier in conn.execute(
+            f"SELECT seq, id, item, status, tier FROM {SCHEMA}.items WHERE seq = ANY(%s::bigint[])", (list(seqs),)
         ):
             item = parse_item(body)
             item.__dict__["id"] = str(item_id)  # the stored id is the fingerprint; skip recomputing it
-            out[int(seq)] = (str(item_id), item)
+            out[int(seq)] = (str(item_id), item, str(status), str(tier))
         return out
 
     def _hits(
-        self, conn: Conn, ranked: Sequence[tuple[int, float]], bodies: dict[int, tuple[str, str]] | None = None
+        self,
+        conn: Conn,
+        ranked: Sequence[tuple[int, float]],
+        bodies: dict[int, tuple[str, str, str, str]] | None = None,
     ) -> list[Hit]:
-        """Hits of ``ranked``; ``bodies`` (``vectors.load``'s) spare the read of the rows they hold."""
+        """Hits of ``ranked``, each with its log status and tier (``log_view.annotate``) from the same rows.
+
+        ``bodies`` (``vectors.load``'s) spare the read of the rows they hold.
+        """
         held = bodies or {}
         parsed = self._items(conn, [seq for seq, _ in ranked if seq not in held])
         for seq, _ in ranked:
             if seq in held:
-                item = parse_item(held[seq][1])
-                item.__dict__["id"] = held[seq][0]  # the stored id is the fingerprint; skip recomputing it
-                parsed[seq] = (held[seq][0], item)
-        return [Hit.of(parsed[seq][1], s, parsed[seq][0]) for seq, s in ranked if seq in parsed]
+                item_id, body, status, tier = held[seq]
+                item = parse_item(body)
+                item.__dict__["id"] = item_id  # the stored id is the fingerprint; skip recomputing it
+                parsed[seq] = (item_id, item, status, tier)
+        hits = [Hit.of(parsed[seq][1], s, parsed[seq][0]) for seq, s in ranked if seq in parsed]
+        state = {row[0]: (row[2], row[3]) for row in parsed.values()}
+        return log_view.annotate(hits, state, self._past)
 
     def _scoped(self, conn: Conn, request: FetchRequest, where: Where, max_scopes: int) -> None:
         """Narrow ``where`` to the at most ``max_scopes`` namespaces ``choose_scopes`` keeps (reference §1.3)."""
@@ -291,6 +312,7 @@ class PostgresEngine(MemoryEngine):
             where = compile_filter(request.filter, "i")
             if request.exclude_agent_id is not None:  # before the scopes are chosen (``FetchRequest``)
                 where.add("i.agent_id IS DISTINCT FROM %s", request.exclude_agent_id)
+            where.add(*_one(log_view.served(request.tiers, self._past)))  # live, in the tiers read (``log_view``)
             if request.max_scopes is not None:
                 self._scoped(conn, request, where, request.max_scopes)
             want = offset + request.limit + 1
@@ -313,7 +335,7 @@ class PostgresEngine(MemoryEngine):
             )
             now = now_us()
             ranked = fuse(signals, request.mode, now, depth)
-            bodies: dict[int, tuple[str, str]] | None = None
+            bodies: dict[int, tuple[str, str, str, str]] | None = None
             if tokens is not None and len(tokens) and len(ranked) > 1:
                 head = [seq for seq, _ in ranked[:RERANK_POOL]]
                 loaded = vectors.load(conn, head, self.model.embedder.name, tokens.shape[1])
@@ -331,6 +353,7 @@ class PostgresEngine(MemoryEngine):
                     request.beliefs,
                     self.features,
                     self._frequencies,
+                    log_view.served_beliefs(self._past),
                     stats[1],
                 )
             return FetchPage(
@@ -348,6 +371,7 @@ class PostgresEngine(MemoryEngine):
             filter=request.filter,
             limit=request.limit,
             refers_to=request.refers_to,
+            tiers=request.tiers,
         )
         hits = self._fetch(fetch).hits
         citations = tuple(Citation(id=h.id, kind=h.kind, snippet=h.text, meta=h.meta, score=h.score) for h in hits)
@@ -358,13 +382,14 @@ class PostgresEngine(MemoryEngine):
         return RecallAnswer(answer=answer, citations=citations, model="postgresql")
 
     def _listing(
-        self, request: ListRequest, build: Callable[[Conn, list[int]], list[_T]]
+        self, request: ListRequest, build: Callable[[Conn, list[int]], list[_T]], every_status: bool = False
     ) -> tuple[list[_T], str | None]:
         state = decode_cursor("l", request.cursor, ("a",))
         after = state["a"] if state else 0
 
         def read(conn: Conn) -> tuple[list[_T], str | None]:
             where = compile_filter(request.filter, "i")
+            where.add(*_one(log_view.listed(self._past, every_status=every_status)))
             rows = conn.execute(
                 f"SELECT i.seq FROM {SCHEMA}.items i WHERE {where.sql} AND i.seq > %s ORDER BY i.seq LIMIT %s",
                 [*where.params, after, request.limit + 1],
@@ -384,11 +409,13 @@ class PostgresEngine(MemoryEngine):
             parsed = self._items(conn, seqs)
             return [Exported(id=parsed[s][0], item=parsed[s][1]) for s in seqs if s in parsed]
 
-        items, cursor = self._listing(request, build)
+        items, cursor = self._listing(request, build, every_status=True)
         return ExportPage(items=tuple(items), next_cursor=cursor)
 
     def _get(self, request: GetRequest) -> list[Hit]:
-        ids = list(dict.fromkeys(request.ids))
+        ids = log_view.shown_ids(list(dict.fromkeys(request.ids)), self._past)
+        if not ids:
+            return []
 
         def read(conn: Conn) -> list[Hit]:
             where = compile_filter(MetaFilter(reach=request.reach), "i")
@@ -423,7 +450,14 @@ class PostgresEngine(MemoryEngine):
         flt = MetaFilter(reach=request.reach)
         return self._read(
             lambda conn: beliefs.rank(
-                conn, flt, request.query, FetchMode.HYBRID, request.limit, self.features, self._frequencies
+                conn,
+                flt,
+                request.query,
+                FetchMode.HYBRID,
+                request.limit,
+                self.features,
+                self._frequencies,
+                log_view.served_beliefs(self._past),
             )
         )
 

@@ -7,7 +7,12 @@
    SQLite ``seq`` copied, keyed by the SQLite file's ``instance`` id), so an interrupted copy resumes after its
    last batch; a batch copied twice replays (``ON CONFLICT DO NOTHING``): the copy is idempotent.
 2. **Beliefs** with their evidence and anchors, by belief id (a belief already there is kept).
-3. **Build state**: each scope's ``last_write``/``last_build``; a scope SQLite had built through its newest
+3. **Log state** (memory as a log, seed 002): each copied item got its ``put`` as it was written and each
+   copied belief one as it was copied (reason ``migrated``); then every memory whose status or tier differs on
+   SQLite (retracted, stale, archived) takes it in one transaction of records (``log_state``). A belief SQLite
+   holds unpublished (a build stopped before its commit) is published, as SQLite's next build would. The
+   SQLite log's history itself is not copied: ``as_of`` on PostgreSQL reaches back to the migration.
+4. **Build state**: each scope's ``last_write``/``last_build``; a scope SQLite had built through its newest
    item gets a watermark past everything copied, a scope it had not gets none (the next build reads it all;
    evidence already recorded is skipped, so that build only adds what SQLite had not built yet).
 
@@ -28,14 +33,16 @@ from memory_core.engines.sqlite import SQLiteEngine
 from memory_core.engines.sqlite.rows import META_COLUMN_NAMES, now_us
 from memory_core.errors import Conflict
 from memory_core.items import parse_item
+from memory_core.memory_log import Held, MemoryStatus, RecordOp, Tier
 from memory_core.scoring import embed, tokenize
 
+from . import log, log_ops
 from .driver import Conn
 from .engine import PostgresEngine
 from .schema import SCHEMA
 from .writes import insert, prepare
 
-__all__ = ["BATCH", "MigrateReport", "copy_sqlite"]
+__all__ = ["BATCH", "MigrateReport", "build_status", "copy_sqlite", "log_state"]
 
 BATCH: Final = 500
 """Items per PostgreSQL transaction (and per progress report)."""
@@ -107,19 +114,40 @@ def _copy_items(conn: Conn, rows: list[tuple[Any, ...]], key: str) -> int:
     return sum(created)
 
 
+_PENDING: Final = "pending:"
+"""SQLite's ``beliefs.status`` prefix of a belief a build has not published (``beliefs_store.PENDING``)."""
+_NOT_HOLDING: Final = frozenset({MemoryStatus.STALE.value, MemoryStatus.RETRACTED.value})
+
+
+def build_status(status: str, state: str) -> str:
+    """A SQLite belief's build status (``active``, ``superseded``) from its ``beliefs.status`` (pure).
+
+    SQLite keeps the log status of a belief that does not hold (``stale``, ``retracted``) and the mark of an
+    unpublished one (``pending:…``) in that column; PostgreSQL keeps them apart (``beliefs.log_status``).
+    """
+    if status.startswith(_PENDING):
+        return status[len(_PENDING) :]
+    if status in _NOT_HOLDING:
+        return Belief.from_state(json.loads(state)).status.value
+    return status
+
+
 def _copy_beliefs(conn: Conn, beliefs: list[tuple[Any, ...]], evidence: dict[str, list[str]]) -> int:
     written = 0
     marks = ", ".join("%s" for _ in range(len(_BELIEF_COLUMNS) + 2))
+    copied: list[str] = []
     for row in beliefs:
         text = str(row[6])
+        values = (*row[:5], build_status(str(row[5]), str(row[9])), *row[6:])
         got = conn.execute(
             f"INSERT INTO {SCHEMA}.beliefs ({', '.join(_BELIEF_COLUMNS)}, words, vec) VALUES ({marks}) "
             "ON CONFLICT DO NOTHING RETURNING bid",
-            (*row, " ".join(tokenize(text)), [float(v) for v in embed(text)]),
+            (*values, " ".join(tokenize(text)), [float(v) for v in embed(text)]),
         ).fetchone()
         if got is None:
             continue
         written += 1
+        copied.append(str(row[0]))
         bid = int(got[0])
         conn.cursor().executemany(
             f"INSERT INTO {SCHEMA}.belief_evidence (bid, item_id) VALUES (%s, %s) ON CONFLICT DO NOTHING",
@@ -132,7 +160,32 @@ def _copy_beliefs(conn: Conn, beliefs: list[tuple[Any, ...]], evidence: dict[str
                 "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
                 [(row[1], row[2], a, belief.first_seq, row[3], bid) for a in belief.anchors],
             )
+    log_ops.publish(conn, copied, "migrated")
     return written
+
+
+def log_state(conn: Conn, source: list[tuple[str, str, str]]) -> int:
+    """Give each memory the status and tier it has on SQLite (``(id, status, tier)``): one log transaction.
+
+    Memories not held here, or already in that state, are left alone; how many records were written.
+    """
+    log.lock_head(conn)
+    now = log.held(conn, [i for i, _, _ in source])
+    plan: list[tuple[RecordOp, str, Held, str | None]] = []
+    why = "migrated from SQLite"
+    for item_id, status, tier in source:
+        cur = now.get(item_id)
+        want = Held(MemoryStatus(status), Tier(tier))
+        if cur is None or cur == want:
+            continue
+        if cur.tier is not want.tier:
+            plan.append((RecordOp.MOVE, item_id, Held(cur.status, want.tier), why))
+        if cur.status is not want.status:
+            op = {MemoryStatus.LIVE: RecordOp.RESTORE, MemoryStatus.STALE: RecordOp.STALE}.get(
+                want.status, RecordOp.RETRACT
+            )
+            plan.append((op, item_id, want, why))
+    return len(log.apply(conn, plan))
 
 
 def _copy_scopes(conn: Conn, scopes: list[tuple[Any, ...]], newest: dict[tuple[str, str], int]) -> int:
@@ -192,6 +245,15 @@ def copy_sqlite(source: Path, target: PostgresEngine, progress: Progress | None 
     written = target._run(lambda conn: _copy_beliefs(conn, beliefs, evidence))
     if progress is not None:
         progress("beliefs", len(beliefs), len(beliefs))
+    states = [
+        (str(i), str(s), str(t))
+        for i, s, t in _read(
+            source,
+            "SELECT id, status, tier FROM items WHERE status != 'live' OR tier != 'short' UNION ALL "
+            "SELECT id, status, 'long' FROM beliefs WHERE status IN ('stale', 'retracted')",
+        )
+    ]
+    target._run(lambda conn: log_state(conn, states))
     newest = {(str(ns), str(kind)): int(seq) for ns, kind, seq in _read(
         source, "SELECT ns, kind, max(seq) FROM items GROUP BY ns, kind"
     )}  # fmt: skip

@@ -36,6 +36,9 @@ store's size. ``item_vectors`` holds the model's pooled and token vectors (``vec
 ``ns`` is the namespace path with a trailing ``/`` (root ``''``) in the ``C`` collation, so exact and ancestor
 reaches are equality lookups and a subtree is one B-tree range ``[p, p[:-1] + '0')``.
 
+Version 3 adds the log (memory as a log, seed 002; ``log``): ``log``, ``log_head``, the materialised
+``items.status``, ``items.tier``, ``items.derived_from`` and ``beliefs.log_status``.
+
 ``ensure_vectors`` gives the embeddings an index once per database: a generated ``pvec vector(64)`` column
 with an HNSW index when pgvector can be created, else a generated ``cube`` column with a GiST index (contrib),
 else none (a scan); ``meta.vectors`` records which.
@@ -274,7 +277,14 @@ def _v2(conn: Conn) -> None:
     )
 
 
-MIGRATIONS: tuple[Callable[[Conn], None], ...] = (_v1, _v2)
+def _v3(conn: Conn) -> None:
+    """Memory as a log (seed 002, issue 19): ``log``, its head row, each item's status, tier and provenance."""
+    from . import log
+
+    log.migrate(conn)
+
+
+MIGRATIONS: tuple[Callable[[Conn], None], ...] = (_v1, _v2, _v3)
 """``MIGRATIONS[i]`` upgrades version ``i`` to ``i + 1``; append, never edit, to change the schema."""
 
 SCHEMA_VERSION: Final = len(MIGRATIONS)

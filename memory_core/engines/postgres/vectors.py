@@ -81,30 +81,31 @@ class Loaded:
 
     Attributes:
         stored: ``seq → Stored`` (tokens, prev, speaker, time, confidence) for candidates and their prev turns.
-        bodies: ``seq → (id, item JSON)`` of the candidates.
+        bodies: ``seq → (id, item JSON, log status, tier)`` of the candidates.
     """
 
     stored: dict[int, Stored]
-    bodies: dict[int, tuple[str, str]]
+    bodies: dict[int, tuple[str, str, str, str]]
 
 
 def load(conn: Conn, seqs: Sequence[int], model: str, dims: int) -> Loaded:
-    """The candidates' vectors, speakers and bodies, and their previous turns' vectors, in one statement."""
+    """The candidates' vectors, speakers, bodies and log state, and their previous turns' vectors, in one statement."""
     stored: dict[int, Stored] = {}
-    bodies: dict[int, tuple[str, str]] = {}
+    bodies: dict[int, tuple[str, str, str, str]] = {}
     if not seqs:
         return Loaded(stored, bodies)
     rows = conn.execute(
-        "SELECT i.seq, i.id, i.item, i.speaker, coalesce(i.observed_at, i.stored_at), coalesce(i.confidence, 0.5), "
+        "SELECT i.seq, i.id, i.item, i.status, i.tier, i.speaker, coalesce(i.observed_at, i.stored_at), "
+        "coalesce(i.confidence, 0.5), "
         "v.tokens, v.prev, CASE WHEN v.prev = ANY(%s::bigint[]) THEN NULL ELSE pv.tokens END "
         f"FROM {SCHEMA}.items i LEFT JOIN {SCHEMA}.item_vectors v ON v.seq = i.seq AND v.model = %s "
         f"LEFT JOIN {SCHEMA}.item_vectors pv ON pv.seq = v.prev AND pv.model = %s "
         "WHERE i.seq = ANY(%s::bigint[])",
         (list(seqs), model, model, list(seqs)),
     ).fetchall()
-    for seq, item_id, body, speaker, when, conf, tokens, prev, prev_tokens in rows:
+    for seq, item_id, body, status, tier, speaker, when, conf, tokens, prev, prev_tokens in rows:
         key = int(seq)
-        bodies[key] = (str(item_id), str(body))
+        bodies[key] = (str(item_id), str(body), str(status), str(tier))
         vectors: F32 | None = None if tokens is None else dequantise(bytes(tokens), dims)
         previous = None if prev is None else int(prev)
         stored[key] = Stored(vectors, previous, speaker, int(when), float(conf))

@@ -26,7 +26,7 @@ from memory_core.retrieval.terms import index_text
 from memory_core.retrieval.window import strip_roles
 from memory_core.scoring import embed, tokenize
 
-from . import beliefs
+from . import beliefs, log_writes
 from .driver import Conn
 from .schema import SCHEMA
 
@@ -47,10 +47,14 @@ MAX_WORDS_CHARS: Final = 500_000
 
 COLUMNS = (
     "id", "kind", "ns", *META_COLUMN_NAMES, "tags", "confidence", "stored_at", "item", "words", "vec",
-    "terms", "wterms", "speaker",
+    "terms", "wterms", "speaker", "tier", "derived_from",
 )  # fmt: skip
 """Columns an insert writes; ``wterms`` starts as the item's own terms, and the window trigger (``schema``)
-widens a conversation turn's and its neighbours' to the window."""
+widens a conversation turn's and its neighbours' to the window. ``tier`` and ``derived_from`` are the log's
+(``log_writes.row_state``)."""
+
+_TIER: Final = COLUMNS.index("tier")
+"""Where a prepared row's values hold its tier (the log's ``put`` records carry it)."""
 
 
 def words_of(text: str) -> str:
@@ -104,6 +108,7 @@ def prepare(item: Document | Conversation | Learning) -> Prepared:
         ranking_confidence(item.confidence_value(), meta.tags), None, item.model_dump_json(), words_of(text),
         [float(v) for v in embed(text)],
         terms, terms, speaker_of(item),
+        *log_writes.row_state(item),
     )  # fmt: skip
     return Prepared(id=item.id, kind=item.item_kind.value, ns=ns, values=values)
 
@@ -113,7 +118,9 @@ def insert(
 ) -> list[bool]:
     """Insert ``rows`` and touch their scopes in one statement; per row, whether it was new (False: a replay).
 
-    An id repeated inside the batch is new once, then a replay, as storing it twice would be.
+    An id repeated inside the batch is new once, then a replay, as storing it twice would be. The same statement
+    writes a ``put`` record per new item and restores a held item that is stale or retracted (``log_writes``:
+    ``docs/log-model.md`` rule 2; such an item is not a replay).
 
     Args:
         conn: The caller's transaction.
@@ -144,10 +151,11 @@ def insert(
         "SELECT s.ns, s.kind, %s FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY AS s(ns, kind, o) "
         "WHERE EXISTS (SELECT 1 FROM new n WHERE n.ns = s.ns AND n.kind = s.kind) ORDER BY s.o "
         "ON CONFLICT (ns, kind) DO UPDATE SET last_write = greatest(excluded.last_write, "
-        f"{SCHEMA}.scopes.last_write + 1, coalesce({SCHEMA}.scopes.last_build, 0) + 1)) "
-        "SELECT id FROM new"
+        f"{SCHEMA}.scopes.last_write + 1, coalesce({SCHEMA}.scopes.last_build, 0) + 1)), "
+        f"{log_writes.STORED} SELECT id FROM new UNION ALL SELECT id FROM restored"
     )
     params.extend([at_us, [s[0] for s in scopes], [s[1] for s in scopes]])
+    params.extend(log_writes.stored_params([row.id for row in unique], [row.values[_TIER] for row in unique]))
     created = {str(r[0]) for r in conn.execute(sql, params).fetchall()}
     out: list[bool] = []
     for i, row in enumerate(rows):
@@ -201,16 +209,23 @@ def _windowed(columns: Sequence[str], rows: Sequence[Prepared], flat: list[Any])
     return ", ".join(groups), params
 
 
-def delete_where(conn: Conn, where_sql: str, params: Sequence[Any]) -> list[tuple[str, str, str]]:
+def delete_where(
+    conn: Conn, where_sql: str, params: Sequence[Any], reason: str = "forget"
+) -> list[tuple[str, str, str]]:
     """Delete the items ``where_sql`` (over alias ``i``) admits, then retract the beliefs built on them.
 
+    Each deleted item leaves a ``tombstone`` record without its text, and so do the learnings built on it (deleted
+    with it: ``log_writes.forgotten``) and the beliefs deleted with it (``docs/log-model.md`` rule 6), whose
+    reason is ``reason``.
+
     Returns:
-        ``(id, ns key, kind)`` of each item deleted.
+        ``(id, ns key, kind)`` of each item deleted (not counting the learnings built on them).
     """
     rows = conn.execute(
-        f"DELETE FROM {SCHEMA}.items i WHERE {where_sql} RETURNING i.id, i.ns, i.kind", list(params)
+        f"DELETE FROM {SCHEMA}.items i WHERE {where_sql} RETURNING i.id, i.ns, i.kind, i.seq", list(params)
     ).fetchall()
-    deleted = [(str(r[0]), str(r[1]), str(r[2])) for r in rows]
+    deleted = [(str(r[0]), str(r[1]), str(r[2])) for r in sorted(rows, key=lambda r: int(r[3]))]
     if deleted:
-        beliefs.retract(conn, [d[0] for d in deleted], sorted({(d[1], d[2]) for d in deleted}))
+        gone = log_writes.forgotten(conn, deleted, reason)
+        beliefs.retract(conn, [d[0] for d in gone], sorted({(d[1], d[2]) for d in gone}))
     return deleted
