@@ -37,6 +37,7 @@ from memory_core.settings import Settings
 from workers.kinds import JOB_KINDS, MAINTENANCE_QUEUE, JobKinds, queue_name
 
 __all__ = [
+    "DEFAULT_PASSWORD",
     "TRANSIENT",
     "beat_config",
     "broker_url",
@@ -44,6 +45,7 @@ __all__ = [
     "broker_problem",
     "check_timeouts",
     "config_problem",
+    "flower_argv",
     "max_countdown_s",
     "prepare",
     "host_config",
@@ -403,7 +405,7 @@ def celery_config(settings: Settings, kinds: JobKinds = JOB_KINDS) -> dict[str, 
         "task_soft_time_limit": settings.task_soft_time_limit_s,
         "worker_cancel_long_running_tasks_on_connection_loss": True,
         "worker_soft_shutdown_timeout": SOFT_SHUTDOWN_S,
-        "worker_consumer": "workers.consumer:Consumer",
+        "worker_consumer": "workers.poison:Consumer",
         # connections [1.9, 1.18]
         "broker_connection_retry_on_startup": True,
         "broker_connection_retry": True,
@@ -499,3 +501,32 @@ def prepare(settings: Settings) -> None:
             raise ConfigError(
                 f"MEMORY_CORE_VAR_DIR: cannot create {paths[key]}: {exc.strerror or type(exc).__name__}"
             ) from None
+
+
+DEFAULT_PASSWORD = "change-me"
+"""The settings' placeholder Flower password; ``memory-core flower`` warns when it is still in use."""
+
+
+def flower_argv(settings: Settings, port: int | None = None, address: str = "127.0.0.1") -> list[str]:
+    """``celery`` arguments that start Flower with basic auth on ``address:port``.
+
+    Flower 2.x refuses its HTTP API without auth unless ``FLOWER_UNAUTHENTICATED_API`` is set (reference
+    ``celery-reliability.md`` §6.2), so ``--basic-auth`` is always passed (compared with ``hmac.compare_digest``
+    since Flower 2.0). Task arguments show the ``argsrepr`` ``JobQueue`` sets, escaped by Flower (#594/#650).
+
+    Raises:
+        ValueError: a blank user or password, or a ``:``/``,`` in the user (Flower splits on them).
+    """
+    user = settings.flower_user.strip()
+    password = settings.flower_password.get_secret_value()
+    if not user or not password:
+        raise ValueError("flower needs MEMORY_CORE_FLOWER_USER and MEMORY_CORE_FLOWER_PASSWORD")
+    if ":" in user or "," in user or "," in password:
+        raise ValueError("flower user may not contain ':' or ',', nor the password ','")
+    return [
+        "flower",
+        f"--port={port or settings.flower_port}",
+        f"--address={address}",
+        f"--basic-auth={user}:{password}",
+        "--purge_offline_workers=60",
+    ]

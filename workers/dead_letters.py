@@ -25,7 +25,7 @@ import redis
 
 from memory_core._model import ContractModel, Timestamp
 from memory_core.errors import EngineUnavailable, InvalidRequest, NotFound
-from workers.local_db import LocalDb
+from workers.coordination import LocalDb
 
 __all__ = [
     "MAX_ECHOED_ID_CHARS",

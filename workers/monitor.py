@@ -30,10 +30,18 @@ from celery.result import AsyncResult
 
 from memory_core.errors import ConfigError
 from memory_core.settings import Settings, get_settings
-from workers.config import broker_problem, broker_url, host_config, is_redis_url, redact, result_backend_url, var_paths
+from workers.config import (
+    broker_problem,
+    broker_url,
+    host_config,
+    is_redis_url,
+    prepare,
+    redact,
+    result_backend_url,
+    var_paths,
+)
+from workers.coordination import redis_client
 from workers.outbox import Outbox
-from workers.redis_coordination import redis_client
-from workers.transport import prepare
 
 __all__ = [
     "FINISHED",
@@ -137,7 +145,7 @@ class JobMonitor:
     Args:
         settings: The settings (default: the process's).
         read_only: Create no file or folder (``status``): ``var_dir`` and the server-less folders are left to
-            whoever sends or consumes first; otherwise they are made here (``workers.transport.prepare``).
+            whoever sends or consumes first; otherwise they are made here (``workers.config.prepare``).
     """
 
     def __init__(self, settings: Settings | None = None, *, read_only: bool = False) -> None:

@@ -6,7 +6,7 @@ error: JSONDecodeError", verified on kombu 5.7 by pushing text onto the queue li
 levels deep raises ``RecursionError`` the same way). The guarded transports (``workers.transport``) check each
 entry with ``envelope_problem`` and hand the bad ones to ``dead_letter_raw`` instead. Envelopes that are well
 formed but cannot become a task request (a body of JSON ``null``, a junk ``timelimit`` header) are refused by
-the consumer (``workers.consumer``, through ``refuse``); those that name an unknown task or carry a foreign
+``Consumer`` (below, through ``refuse``); those that name an unknown task or carry a foreign
 content type reach Celery, which rejects them; ``workers.signals`` dead-letters those (through ``refuse`` too).
 
 Every letter written here is kept under the message's task id when ``workers.kinds.check_job_id`` accepts it
@@ -22,7 +22,10 @@ import binascii
 import json
 import logging
 import uuid
+from collections.abc import Callable
 from typing import Any
+
+from celery.worker.consumer import Consumer as CeleryConsumer
 
 from memory_core.errors import InvalidRequest
 from workers.dead_letters import DeadLetter, DeadLetterStore, keep
@@ -31,6 +34,7 @@ from workers.runtime import runtime
 
 __all__ = [
     "BODY_ENCODINGS",
+    "Consumer",
     "attempts_of",
     "dead_letter",
     "dead_letter_raw",
@@ -141,7 +145,7 @@ def refuse(
 ) -> DeadLetter:
     """Dead-letter a kombu message that reached the worker but cannot become (or run as) a task request.
 
-    Used by the consumer (``workers.consumer``) and by the signal handlers for messages Celery rejected or
+    Used by ``Consumer`` and by the signal handlers for messages Celery rejected or
     whose task it does not know (``workers.signals``).
 
     Args:
@@ -247,3 +251,47 @@ def dead_letter_raw(raw: Any, queue: str | None, reason: str) -> None:
         message=f"not a message: {reason}",
     )
     dead_letter(letter)
+
+
+class Consumer(CeleryConsumer):  # type: ignore[misc]
+    """Celery's consumer (``worker_consumer``); a message that cannot become a task request is dead-lettered and acked.
+
+    Two gaps in Celery 5.7's consumer (``celery/worker/consumer/consumer.py``) stop a whole worker on one bad
+    message: ``on_task_received`` catches only ``InvalidTaskError``, ``ContentDisallowed`` and ``DecodeError``, so
+    anything else raised while the request is built (a body of JSON ``null`` → ``TypeError``; a JSON object →
+    ``ValueError``; a ``timelimit`` header ``"xx"``, which fails only when the pool starts the job) reaches the
+    event loop as "Unrecoverable error", and the message, restored as the worker dies, kills every worker after
+    it (issue 5 audit); and ``on_decode_error`` acks an undecodable body with no signal to hook. Here headers the
+    pool would choke on are refused first (``header_problem``) and any other exception but a broker connection
+    error is dead-lettered (``refuse``) and acked. Connection errors propagate: Celery reconnects and the message
+    stays unacked for redelivery.
+    """
+
+    def create_task_handler(self, *args: Any, **kwargs: Any) -> Callable[[Any], Any]:
+        """Celery's ``on_task_received``, guarded (see the class docstring)."""
+        handle: Callable[[Any], Any] = super().create_task_handler(*args, **kwargs)
+        connection_errors: tuple[type[BaseException], ...] = tuple(self.connection_errors or ())
+
+        def on_task_received(message: Any) -> Any:
+            try:
+                problem = header_problem(getattr(message, "headers", None))
+                if problem is not None:  # would fail later, in the pool, beyond this guard
+                    refuse(message, "MalformedMessage", message_text=f"not a task message: {problem}")
+                    message.ack_log_error(log, connection_errors)
+                    return None
+                return handle(message)
+            except connection_errors:
+                raise
+            except Exception as exc:
+                log.debug("message refused, not a task request", exc_info=True)  # the letter logs the reason
+                refuse(message, exc)
+                if not getattr(message, "acknowledged", False):
+                    message.ack_log_error(log, connection_errors)
+                return None
+
+        return on_task_received
+
+    def on_decode_error(self, message: Any, exc: BaseException) -> None:
+        """Dead-letter an undecodable message, then log and ack it as Celery does."""
+        refuse(message, exc)
+        super().on_decode_error(message, exc)

@@ -46,15 +46,22 @@ from memory_core._model import ContractModel
 from memory_core.errors import EngineUnavailable, InvalidRequest
 from memory_core.safety.jobs import scrub_job
 from memory_core.settings import Settings, get_settings
-from workers.config import TRANSIENT, broker_problem, host_config, prepare, queue_for, redact
-from workers.coordination import Coordination
-from workers.dead_letters import DeadLetter, DeadLetterStore, quote_id
+from workers.config import TRANSIENT, broker_problem, host_config, prepare, queue_for, redact, redis_url_of, var_paths
+from workers.coordination import Coordination, RedisCoordination, SqliteCoordination, redis_client
+from workers.dead_letters import DeadLetter, DeadLetterStore, RedisDeadLetters, SqliteDeadLetters, quote_id
 from workers.kinds import JOB_KINDS, JobKinds, check_job_id, new_job_id
 from workers.locks import engine_key, job_digest, pending_key
 from workers.outbox import MAX_FAULTS, Outbox, OutboxEntry
-from workers.stores import open_coordination, open_dead_letters, open_outbox
 
-__all__ = ["BROKER_ERRORS", "DrainReport", "JobQueue", "Submitted"]
+__all__ = [
+    "BROKER_ERRORS",
+    "DrainReport",
+    "JobQueue",
+    "Submitted",
+    "open_coordination",
+    "open_dead_letters",
+    "requeue",
+]
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +76,32 @@ _DRAIN_ON_SUBMIT = 50
 _PROBE_HOLD = 2.0
 """While one submit probes a broker whose breaker window ended, the others park for this many publish
 timeouts (the probe's publish is bounded by one; the hold ends sooner when the probe succeeds or fails)."""
+
+
+def open_coordination(settings: Settings, timeout_s: float | None = None) -> Coordination:
+    """The coordination store for these settings: the broker's Redis, else ``var_dir/coordination.db``.
+
+    Args:
+        settings: The settings.
+        timeout_s: Redis socket timeout, seconds (hosts pass ``publish_timeout_s``); default
+            ``redis_socket_timeout_s``.
+    """
+    job_ttl_s = 2 * settings.visibility_timeout_s
+    keep_s = max(job_ttl_s, settings.result_expires_s)  # one rule for both stores
+    url = redis_url_of(settings)
+    if url is None:
+        return SqliteCoordination(var_paths(settings)["coordination"], settings.redis_prefix, job_ttl_s, keep_s)
+    client = redis_client(url, timeout_s or settings.redis_socket_timeout_s, settings.redis_health_check_s)
+    return RedisCoordination(client, settings.redis_prefix, job_ttl_s, keep_s)
+
+
+def open_dead_letters(settings: Settings, timeout_s: float | None = None) -> DeadLetterStore:
+    """The dead-letter store for these settings, beside the coordination store (``timeout_s`` as there)."""
+    url = redis_url_of(settings)
+    if url is None:
+        return SqliteDeadLetters(var_paths(settings)["coordination"], settings.dead_letter_max)
+    client = redis_client(url, timeout_s or settings.redis_socket_timeout_s, settings.redis_health_check_s)
+    return RedisDeadLetters(client, settings.redis_prefix, settings.dead_letter_max)
 
 
 def _error_text(exc: BaseException) -> str:
@@ -134,7 +167,7 @@ class JobQueue:
         self.app = Celery("memory-core-host", set_as_current=False)
         self.app.conf.update(host_config(self.settings, kinds))
         self.coordination = coordination or open_coordination(self.settings, self.settings.publish_timeout_s)
-        self.outbox = outbox or open_outbox(self.settings)
+        self.outbox = outbox or Outbox(var_paths(self.settings)["outbox"])
         self.engine = engine_key(self.settings.engine)
         self._letters = letters
         self._lock = threading.Lock()
@@ -391,3 +424,53 @@ class JobQueue:
         except Exception as exc:
             log.warning("%s failed: %s", getattr(fn, "__name__", fn), exc)
             return None
+
+
+def requeue(
+    settings: Settings,
+    ref: str,
+    *,
+    engine: str | None = None,
+    store: DeadLetterStore | None = None,
+    queue: JobQueue | None = None,
+) -> str:
+    """Publish dead letter ``ref``'s job again under its id (attempts, progress and done marks cleared).
+
+    The letter is deleted *before* the publish (and put back if it fails): a job that fails again at once then
+    writes a new letter under the same id that stays. The job keeps the engine key it was submitted with (the
+    letter's ``engine``), so it neither bounces back as ``WrongEngine`` nor runs against the store of whatever
+    engine the operator's shell names.
+
+    Args:
+        settings: The settings.
+        ref: The letter's id, or a prefix of it that only one letter has.
+        engine: An engine URL to run the job against instead (its ``engine_key`` is stamped on the job).
+        store: The dead-letter store (tests); default opened from settings.
+        queue: The job queue (tests); default opened from settings.
+
+    Returns:
+        The job id serving it (the letter's, or a pending identical build's).
+
+    Raises:
+        NotFound: no such dead letter.
+        InvalidRequest: an ambiguous prefix, or a payload that is not a job (purge it).
+        EngineUnavailable: the store or the broker is unreachable (the letter is kept).
+    """
+    letters = store or open_dead_letters(settings)
+    letter = letters.get(letters.resolve(ref))
+    if letter.truncated:
+        raise InvalidRequest("the payload was cut when it was dead-lettered; it cannot be requeued", field="payload")
+    target = engine_key(engine) if engine else letter.engine
+    jobs = queue or JobQueue(settings)
+    try:
+        job = jobs.kinds.parse(letter.payload)
+        jobs.coordination.forget_job(letter.id)
+        letters.delete(letter.id)
+        try:
+            return jobs.publish(job, letter.id, engine=target)
+        except BaseException:
+            letters.put(letter)  # not published: the letter stays for the next try
+            raise
+    finally:
+        if queue is None:
+            jobs.close()

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Generic, TypeVar
 
 from memory_core.engine import MemoryEngine
+from memory_core.engines import open_host_engine
 from memory_core.lifecycle.layout import MemoryLayout
 from memory_core.lifecycle.runner import BackgroundRunner
 from memory_core.settings import Settings, get_settings
@@ -26,14 +27,22 @@ from workers.coordination import Coordination
 from workers.dead_letters import DeadLetterStore
 from workers.kinds import JOB_KINDS, JobKinds
 from workers.locks import engine_key
-from workers.queue import JobQueue
-from workers.stores import open_coordination, open_dead_letters, open_worker_engine
+from workers.queue import JobQueue, open_coordination, open_dead_letters
 
-__all__ = ["PerProcess", "Runtime", "close_runtime", "runtime"]
+__all__ = ["PerProcess", "Runtime", "close_runtime", "open_worker_engine", "runtime"]
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+
+def open_worker_engine(settings: Settings) -> MemoryEngine:
+    """Open ``Settings.engine`` with ``engine_plugins`` registered, its writes scrubbed unless ``scrub`` is off.
+
+    Raises:
+        ConfigError: a malformed plugin entry, or an unknown engine scheme.
+    """
+    return open_host_engine(settings.engine, plugins=settings.engine_plugins, scrub=settings.scrub)
 
 
 class Runtime:

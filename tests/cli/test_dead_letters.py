@@ -16,8 +16,8 @@ import workers.poison
 from memory_core.cli import load_commands
 from memory_core.settings import Settings, get_settings
 from workers.dead_letters import DeadLetter, DeadLetterStore
+from workers.queue import open_dead_letters
 from workers.runtime import close_runtime
-from workers.stores import open_dead_letters
 
 app = load_commands()
 

@@ -15,9 +15,18 @@ from memory_core.errors import EngineUnavailable
 from memory_core.lifecycle.jobs import BuildBeliefs
 from memory_core.meta import ItemKind
 from memory_core.namespace import Namespace, Reach
-from workers.coordination import Coordination, Enter, Leave, Pending, SqliteCoordination, lock_value, split_lock
+from workers.coordination import (
+    Coordination,
+    Enter,
+    Leave,
+    Pending,
+    RedisCoordination,
+    SqliteCoordination,
+    lock_value,
+    redis_client,
+    split_lock,
+)
 from workers.locks import engine_key, pending_key, scope_key, single_flight
-from workers.redis_coordination import RedisCoordination, redis_client
 
 
 @pytest.fixture(params=["sqlite", "redis"])

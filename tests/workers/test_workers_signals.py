@@ -18,9 +18,10 @@ from memory_core.errors import NotFound
 from memory_core.settings import get_settings
 from workers.dead_letters import DeadLetterStore
 from workers.execution import DeadLettered
+from workers.poison import message_payload
+from workers.queue import open_dead_letters
 from workers.runtime import close_runtime, runtime
-from workers.signals import connect, failed, message_payload, rejected, unknown_task
-from workers.stores import open_dead_letters
+from workers.signals import connect, failed, rejected, unknown_task
 
 
 @pytest.fixture

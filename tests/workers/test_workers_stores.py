@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from memory_core.errors import InvalidRequest, NotFound
+from workers.coordination import redis_client
 from workers.dead_letters import MAX_PAYLOAD_CHARS, DeadLetter, DeadLetterStore, RedisDeadLetters, SqliteDeadLetters
 from workers.outbox import Outbox, OutboxEntry
 from workers.poison import envelope_problem
-from workers.redis_coordination import redis_client
 
 
 @pytest.fixture(params=["sqlite", "redis"])
