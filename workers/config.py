@@ -1,22 +1,8 @@
-"""The Celery configuration as data: ``celery_config(settings)`` → a dict for ``app.conf.update``.
+"""The Celery configuration as data: ``celery_config(settings)`` → a dict for ``app.conf.update``; Flower's argv.
 
-Pure: settings in, a dict out, no I/O (the server-less folders are created by ``transport.prepare``). Every
-reliability item has its reason next to it; the sources are ``../shared/reference/celery-reliability.md``
-(sections in brackets) and the Celery configuration reference.
-
-| setting | value | why |
-| --- | --- | --- |
-| ``task_serializer``, ``result_serializer``, ``event_serializer`` | ``json`` | nothing crossing a process is pickled |
-| ``accept_content``, ``result_accept_content`` | ``["json"]`` | pickle is code execution [1.10, CVE-2021-23727] |
-| ``task_acks_late`` + ``task_reject_on_worker_lost`` | on | at-least-once; a killed child's job is requeued [1.2] |
-| ``worker_prefetch_multiplier`` | 1 | builds are long; no message waits behind one [1.4] |
-| ``visibility_timeout`` (broker, result backend, top level) | one value | the three must agree [1.5] |
-| ``task_time_limit`` > ``task_soft_time_limit`` | from settings | soft < hard < visibility timeout [1.6] |
-| ``worker_send_task_events``, ``task_send_sent_event`` | on | Flower is event driven [1.12] |
-| ``result_expires`` | finite | results are SETEX'd in Redis, never 0 [1.13] |
-| ``broker_connection_retry_on_startup`` | on | a worker started before Redis waits for it [1.9] |
-| ``worker_cancel_long_running_tasks_on_connection_loss`` | on | no twin run after a lost connection [1.8] |
-| Redis socket timeouts and health checks | from settings | a half-open socket cannot hang a worker [1.18] |
+Pure: settings in, a dict out, no I/O (``prepare`` creates the server-less folders). Each reliability item
+carries its reason beside it, citing reference ``celery-reliability.md`` (sections in brackets) and the Celery
+configuration reference; the table of them is docs/jobs.md ("Celery configuration, and why each item is set").
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ one ``BEGIN IMMEDIATE`` transaction through ``LocalDb``) keep one behaviour. The
 ``workers.gate.RULES``; a store only runs one event atomically. Times are microseconds from the store's own
 clock (Redis ``TIME``), so a host's stamp and a worker's build start compare without clock skew. Every failure
 to reach a store raises ``EngineUnavailable`` (retryable), like an engine outage. What the marks mean, and why a
-dirty mark is cleared only by a pass that started after it and completed: docs/jobs.md ("The scope gate").
+dirty mark is cleared only by a pass that started after it and completed: ``workers.gate``.
 
 | state | operations | purpose |
 | --- | --- | --- |
@@ -319,20 +319,8 @@ class Coordination:
     ) -> Entered:
         """Take the scope's lock, or coalesce into the running build, or find the trigger covered, or defer.
 
-        A lock held by another delivery of the same ``task_id`` (another ``token``) is never taken over while its
-        lease lives: the answer is ``busy`` with the lease left, since that delivery may still be running (a
-        retry's countdown or an ETA held past the visibility timeout hands the message out again); a dead
-        delivery's lease runs out, and the job's next delivery then acquires. A coalesced trigger raises the
-        dirty mark to its stamp (the store's clock when None or later: a stamp from the future would otherwise
-        ask for follow-up passes without end).
-        "Covered" needs a running pass that started after ``stamp_us``, or, with the lock free, a completed
-        pass that did and no dirty mark. Acquiring leaves the dirty mark: only ``gate_leave`` after a pass
-        that started later clears it, so a pass that dies before completing loses no trigger.
-
-        With ``gap_us`` > 0 and the lock free: while another job holds the follow-up slot (``later``), the
-        trigger coalesces into it; else, when the last completed pass started less than ``gap_us`` ago, the
-        caller takes the slot and the answer is ``deferred`` with the wait (the caller's job comes back then);
-        a caller holding the slot when the interval has passed frees it and acquires. (``workers.gate.RULES``)
+        ``stamp_us`` None counts as new. A lock another delivery of ``task_id`` holds is ``busy`` while its lease
+        lives (``Enter.BUSY``). The rules: ``workers.gate.RULES["enter"]``.
         """
         answer, wait, _ = self.run_gate(scope, enter_event(task_id, token, stamp_us, ttl_s, self.keep_s, gap_us))
         return Entered(Enter(answer), wait)
@@ -344,10 +332,8 @@ class Coordination:
     def gate_leave(self, scope: str, token: str, ttl_s: int, gap_us: int = 0) -> Left:
         """After a successful pass: record it as built, then release, or keep the lock for one more pass.
 
-        One more pass (``again``) when the dirty mark is at or after this pass's start (a trigger came in
-        meanwhile); the mark stays until that follow-up completes. Otherwise the mark, if any, is cleared.
-        When that pass would start less than ``gap_us`` after this one started, the lock is released instead
-        and the caller takes the follow-up slot: ``deferred``, with the wait. (``workers.gate.RULES``)
+        One more pass when a trigger came in meanwhile; when that pass would start within ``gap_us``, release and
+        hold the follow-up slot instead (``deferred``). The rules: ``workers.gate.RULES["leave"]``.
         """
         answer, wait, _ = self.run_gate(scope, leave_event(token, ttl_s, self.keep_s, gap_us))
         return Left(Leave(answer), wait)

@@ -1,31 +1,11 @@
-"""One delivery of one job, start to finish: the flow every task goes through (the tasks are thin shells).
-
-```
-begin (one round trip: clear the pending mark, read done, count the attempt, read the progress)
-    ─► twin of a finished job? drop ─► over the cap? dead letter
-    ─► parse by the task's kind (workers.kinds; malformed → dead letter at once)
-    ─► another engine's job? dead letter, unrun
-    ─► the kind's handler (workers.handlers)
-        ─► done (mark it) | must wait (a scope's interval, a twin delivery building) → defer: come back then
-                          | transient → retry with backoff
-                          | anything else → dead letter
-```
+"""One delivery of one job, start to finish: the flow every task goes through (docs/jobs.md, "One delivery").
 
 ``execute`` never raises: even opening the coordination store is inside the flow (a SQLite store locked by
-another process is transient, so the delivery is retried on Celery's own count).
-
-* Attempts are counted in the coordination store across retries AND redeliveries (Redis has no delivery
-  count, reference §1.2); a job started more than ``max_retries + 1`` times is dead-lettered without running,
-  which caps poison loops through ``task_reject_on_worker_lost``.
-* Transient (``workers.config.TRANSIENT``, the one list): ``EngineUnavailable``, broker/Redis and socket errors, and
-  the soft time limit (a build's finished scopes are kept, so the retry resumes). Backoff is exponential with
-  full jitter: uniform(0, min(max, base·2^(n-1))) seconds
-  (https://aws.amazon.com/blogs/architecture/exponential-backoff-and-jitter/).
-* ``build_beliefs`` runs one ``consolidate`` per scope the job's reach admits (``engine.scopes``), each under
-  its own single-flight lock, each recorded when done, so a failing scope never redoes the others.
-* A scope whose last build started less than ``Settings.build_min_interval_s`` ago is deferred
-  (``workers.locks``): the delivery ends as ``defer`` and the task is sent again with that countdown (well below
-  the visibility timeout: ``workers.config.check_timeouts``). Its attempt is given back, since nothing ran.
+another process is transient, so the delivery is retried on Celery's own count). Attempts are counted in the
+coordination store across retries AND redeliveries (Redis has no delivery count, reference
+``celery-reliability.md`` §1.2), so a job started more than ``max_retries + 1`` times is dead-lettered unrun,
+which caps poison loops through ``task_reject_on_worker_lost``. Transient errors are ``workers.config.TRANSIENT``;
+a deferral (``workers.handlers.Deferred``) gives its attempt back, since nothing ran.
 """
 
 from __future__ import annotations

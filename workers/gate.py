@@ -1,10 +1,16 @@
 """The scope gate as one state machine, declared once as data: ``RULES``, and ``step`` (pure) that runs them.
 
-A scope's gate is four marks, each a string with a time to live (``workers.coordination`` says what they mean):
-``lock`` (``token|task_id|started_us``), ``dirty`` (a trigger stamp), ``built`` (a pass's start) and ``later``
-(the job id holding the follow-up slot). An event (``enter``, ``leave``, ``abort``, ``extend``) with its
-arguments and the store's clock ``now`` (microseconds) turns the marks into new marks and an answer
-(``acquired``, ``coalesced`` …, and a wait in microseconds).
+A scope's gate is four marks, each a string with a time to live: ``lock`` (``token|task_id|started_us`` of the
+pass running now), ``dirty`` (the newest stamp of a trigger still waiting for a pass that starts after it),
+``built`` (the start of the newest completed pass) and ``later`` (the job id holding the one follow-up slot when a
+pass must wait out the scope's minimum interval ``gap_us``). A dirty mark is cleared only by a pass that started
+after it and completed, never when a pass starts: if that pass fails or its worker dies, the next trigger (the
+holder's own retry) still builds (issue 5, review item 1). The interval makes a burst of triggers give the pass
+that started first and at most one follow-up at its end, however fast a build is.
+
+An event (``enter``, ``leave``, ``abort``, ``extend``) with its arguments and the store's clock ``now``
+(microseconds) turns the marks into new marks and an answer (``acquired``, ``coalesced`` …, and a wait in
+microseconds).
 
 ``RULES`` is the only place the rules are written. Per event, an ordered list of rules; the first rule whose
 guards all hold applies its effects and gives its answer. Both stores run this table and hold no rule of their

@@ -1,36 +1,8 @@
-"""The job kinds, declared once: one row per kind; tasks, routing, parsing, dispatch and dead letters follow from it.
+"""The job kinds, declared once: one ``JobKind`` row per kind in ``JOB_KINDS``, plus the ``MAINTENANCE`` tasks.
 
-| kind (``"job"`` tag) | model | task | queue (``Settings`` field) | handler | coalesces |
-| --- | --- | --- | --- | --- | --- |
-| ``build_beliefs`` | ``BuildBeliefs`` | ``memory.build_beliefs`` | ``queue_beliefs`` | ``handlers.run_build`` | yes |
-| ``ingest_brain`` | ``IngestBrain`` | ``memory.ingest_brain`` | ``queue_ingest`` | ``handlers.run_ingest`` | no |
-| ``tool_write`` | ``ToolWrite`` | ``memory.tool_write`` | ``queue_ingest`` | ``handlers.run_tool_write`` | no |
-
-and the maintenance tasks beat sends (no job model; ``MAINTENANCE``):
-
-| task | queue | handler | keyword arguments |
-| --- | --- | --- | --- |
-| ``memory.build_due`` | ``queue_maintenance`` | ``handlers.run_build_due`` | ``reach`` |
-| ``memory.drain_outbox`` | ``queue_maintenance`` | ``handlers.run_drain`` | ``limit`` |
-| ``memory.retention`` | ``queue_maintenance`` | ``handlers.run_retention`` | ``root``, ``dry_run`` |
-
-What is derived from ``JOB_KINDS``: the Celery tasks (``workers.celery_app.create_app`` registers one per row),
-their routes (``workers.config.celery_config``), the parsing of a submitted job, of a delivered message and of a
-parked or dead-lettered payload (``JobKinds.parse``, a union tagged by ``"job"`` over the rows' models), which
-keyword arguments a message may carry (``JobKind.kwargs``), the handler a delivery runs
-(``workers.execution``), the summary Flower shows (``JobKind.describe`` → ``argsrepr``) and whether identical
-triggers queued together collapse into one job (``JobKind.coalesce``: the pending mark of ``workers.queue``).
-
-**Adding a kind** is one row plus its handler:
-
-1. a ``ContractModel`` with a ``job: Literal["<tag>"] = "<tag>"`` field (the JSON it travels as);
-2. a handler ``handler(rt, delivery, job) -> dict`` (``workers.handlers`` shows the shape: raise a transient error
-   to be retried, ``Deferred`` to come back later, anything else to be dead-lettered; the result is stored);
-3. a ``JobKind(model, task="memory.<tag>", queue="<Settings field>", handler=…, describe=…)`` row in
-   ``JOB_KINDS`` (a new queue is a new ``Settings`` field, and consumed by workers started without ``--queues``).
-
-``JobKinds.with_kind`` gives a table with one more row (tests; ``create_app``, ``Runtime`` and ``JobQueue`` take
-a table).
+Tasks, routes, parsing (``JobKinds.parse``: a union tagged by ``"job"``), allowed keyword arguments, dispatch,
+Flower's summary (``argsrepr``) and coalescing are derived from the rows. The table of kinds, and how to add one
+(a model, a handler in ``workers.handlers``, a row): docs/jobs.md ("Job kinds").
 """
 
 from __future__ import annotations

@@ -5,29 +5,13 @@ submit(job) ─► [outbox not empty?] drain ─► coalescing kind: pending mar
                                    broker or coordination unreachable ─► outbox (SQLite, var_dir) ──► same id
 ```
 
-* The job's kind (``workers.kinds``) names its task, queue and Flower summary. The task's argument is the job's
-  JSON object; nothing is pickled. Every job carries ``engine``, this host's ``engine_key`` (a worker of another
-  engine dead-letters it unrun: two deployments sharing one Redis and its queue names never apply each other's
-  jobs). A job of a coalescing kind (``BuildBeliefs``) also carries ``triggered_us`` (the store-clock stamp single
-  flight compares with a build's start) and ``pending`` (the mark the worker clears when it starts).
-* Identical jobs of a coalescing kind while one is still queued return that job's id instead of queueing another
-  (for at most ``pending_ttl_s``).
-* The publish is bounded by ``Settings.publish_timeout_s`` (socket timeouts, no reconnect loop, no publish
-  retries: celery#4556). A failure parks the job in the outbox and opens a circuit breaker (0.5 s doubling to
-  15 s) during which submits go straight to the outbox. When the window ends, one submit probes the broker
-  while the others keep parking, and a submit whose backlog drain finds the broker gone parks its own job
-  instead of publishing it too: a blackholed Redis costs at most one ``publish_timeout_s`` per breaker window,
-  in all of a host's threads together. The outbox drains on the next submit after the breaker closes, on worker
-  start, and from beat.
-* A parked row that fails to publish for a reason other than the broker (a payload that is not a job) is tried
-  ``outbox.MAX_FAULTS`` times, then moved to the dead letters with its error and tries; broker errors never
-  count against a row.
-* A malformed job, or a ``job_id`` that is not a non-blank string of at most ``MAX_JOB_ID_CHARS``, raises
-  ``InvalidRequest`` (a host bug, nothing is stored); only if the outbox file itself cannot be written does
-  ``EngineUnavailable`` escape, since the job could then not be kept.
-* ``send`` is ``submit`` saying what happened (``Submitted``: published, coalesced into a queued build, or
-  parked in the outbox); ``publish`` is the operator's path (``dead-letters requeue``): publish now, for a given
-  engine key, or raise, never parking.
+The job's kind (``workers.kinds``) names its task, queue and Flower summary; the task's argument is the job's
+JSON object, and every message carries ``engine`` (this host's ``engine_key``), a coalescing kind's also
+``triggered_us`` and ``pending``. The publish is bounded by ``publish_timeout_s`` (celery#4556); a failure parks
+the job and opens a circuit breaker (0.5 s doubling to 15 s) past which one submit probes while the others keep
+parking. ``send`` is ``submit`` saying what happened (``Submitted``); ``publish`` and ``requeue`` are the
+operator's path (publish now or raise, never parking). ``open_coordination`` and ``open_dead_letters`` open the
+stores from settings. The guarantees (outbox, breaker, one payload per id, coalescing): docs/jobs.md.
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
-"""``Runtime``: what one worker process holds, turned from settings once and asked by every part of the flow.
+"""``Runtime``: what one worker process holds (engine, runner, stores, a queue), opened on first use.
 
-The engine, the runner, the coordination store, the dead letters, and a ``JobQueue`` for follow-up jobs, each
-opened on first use. ``runtime()`` is this process's (opened again in a forked pool child, ``PerProcess``: a
-Celery prefork worker forks its pool children after the main process may have opened a Redis client or a SQLite
-connection, which a child must not share); the tasks (``workers.celery_app``), the flow (``workers.execution``),
-the poison guards of the transports and the consumer (``workers.poison``) and the signal handlers
-(``workers.signals``) all ask it, so a process opens one coordination store and one dead-letter store.
-``close_runtime()`` closes it (worker process shutdown; tests that change the settings call it too, a public
-call, not a reach into private state).
+``runtime()`` is this process's, opened again in a forked pool child (``PerProcess``: a prefork worker forks its
+children after the main process may have opened a Redis client or a SQLite connection, which a child must not
+share); the tasks, the flow, the poison guards and the signal handlers all ask it, so a process opens one
+coordination store and one dead-letter store. ``close_runtime()`` closes it (worker process shutdown; tests that
+change the settings call it too).
 """
 
 from __future__ import annotations
