@@ -44,7 +44,6 @@ from workers.gate import (
     enter_event,
     extend_event,
     leave_event,
-    split_record,
     step,
 )
 
@@ -61,9 +60,7 @@ __all__ = [
     "RedisCoordination",
     "SqliteCoordination",
     "Started",
-    "lock_value",
     "redis_client",
-    "split_lock",
 ]
 
 
@@ -238,17 +235,6 @@ class Pending:
     job_id: str
     stamp_us: int
     fresh: bool
-
-
-def lock_value(token: str, task_id: str, started_us: int) -> str:
-    """``token|task_id|started_us``: a lock's owner, its job, and when its current pass started."""
-    return f"{token}|{task_id}|{started_us}"
-
-
-def split_lock(value: str) -> tuple[str, str, int]:
-    """The parts of a ``lock_value``."""
-    token, task_id, started = split_record(value)
-    return token, task_id, int(started)
 
 
 class Coordination:

@@ -377,14 +377,7 @@ def later_ms(gap_us: int, ttl_s: int) -> int:
 
 def enter_event(task_id: str, token: str, stamp_us: int | None, ttl_s: int, keep_s: int, gap_us: int) -> Event:
     """A trigger of job ``task_id`` (delivery ``token``) stamped ``stamp_us`` (None: always new) asks to build."""
-    args = {
-        "task": task_id,
-        "token": token,
-        "ttl_ms": str(ttl_s * 1000),
-        "keep_ms": str(keep_s * 1000),
-        "gap_us": str(int(gap_us)),
-        "later_ms": str(later_ms(gap_us, ttl_s)),
-    }
+    args = {"task": task_id, **leave_event(token, ttl_s, keep_s, gap_us)[1]}
     if stamp_us is not None:
         args["stamp"] = str(int(stamp_us))
     return "enter", args
@@ -392,14 +385,8 @@ def enter_event(task_id: str, token: str, stamp_us: int | None, ttl_s: int, keep
 
 def leave_event(token: str, ttl_s: int, keep_s: int, gap_us: int) -> Event:
     """Delivery ``token`` completed a pass."""
-    args = {
-        "token": token,
-        "ttl_ms": str(ttl_s * 1000),
-        "keep_ms": str(keep_s * 1000),
-        "gap_us": str(int(gap_us)),
-        "later_ms": str(later_ms(gap_us, ttl_s)),
-    }
-    return "leave", args
+    ttl_ms, keep_ms, gap, later = str(ttl_s * 1000), str(keep_s * 1000), str(int(gap_us)), later_ms(gap_us, ttl_s)
+    return "leave", {"token": token, "ttl_ms": ttl_ms, "keep_ms": keep_ms, "gap_us": gap, "later_ms": str(later)}
 
 
 def abort_event(token: str, keep_s: int) -> Event:

@@ -32,11 +32,6 @@ __all__ = [
     "MAX_JOB_ID_CHARS",
     "MAINTENANCE",
     "MAINTENANCE_QUEUE",
-    "TASK_BUILD_BELIEFS",
-    "TASK_BUILD_DUE",
-    "TASK_DRAIN_OUTBOX",
-    "TASK_INGEST_BRAIN",
-    "TASK_RETENTION",
     "JobKind",
     "JobKinds",
     "Maintenance",
@@ -45,11 +40,6 @@ __all__ = [
     "new_job_id",
 ]
 
-TASK_BUILD_BELIEFS = "memory.build_beliefs"
-TASK_INGEST_BRAIN = "memory.ingest_brain"
-TASK_BUILD_DUE = "memory.build_due"
-TASK_DRAIN_OUTBOX = "memory.drain_outbox"
-TASK_RETENTION = "memory.retention"
 MAINTENANCE_QUEUE = "queue_maintenance"
 """The ``Settings`` field naming the maintenance queue (beat's ticks, and Celery's default queue)."""
 
@@ -153,9 +143,9 @@ class Maintenance:
 
 
 MAINTENANCE: tuple[Maintenance, ...] = (
-    Maintenance(TASK_BUILD_DUE, run_build_due, frozenset({"reach"})),
-    Maintenance(TASK_DRAIN_OUTBOX, run_drain, frozenset({"limit"})),
-    Maintenance(TASK_RETENTION, run_retention, frozenset({"root", "dry_run"})),
+    Maintenance("memory.build_due", run_build_due, frozenset({"reach"})),
+    Maintenance("memory.drain_outbox", run_drain, frozenset({"limit"})),
+    Maintenance("memory.retention", run_retention, frozenset({"root", "dry_run"})),
 )
 """The maintenance tasks (``beat_schedule.ENTRIES`` sends them)."""
 
@@ -278,8 +268,8 @@ def queue_name(settings: Settings, attr: str) -> str:
 
 JOB_KINDS = JobKinds(
     (
-        JobKind(BuildBeliefs, TASK_BUILD_BELIEFS, "queue_beliefs", run_build, _describe_build, coalesce=True),
-        JobKind(IngestBrain, TASK_INGEST_BRAIN, "queue_ingest", run_ingest, _describe_ingest),
+        JobKind(BuildBeliefs, "memory.build_beliefs", "queue_beliefs", run_build, _describe_build, coalesce=True),
+        JobKind(IngestBrain, "memory.ingest_brain", "queue_ingest", run_ingest, _describe_ingest),
         JobKind(ToolWrite, "memory.tool_write", "queue_ingest", run_tool_write, ToolWrite.describe),
     )
 )

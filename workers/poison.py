@@ -28,7 +28,7 @@ from typing import Any
 from celery.worker.consumer import Consumer as CeleryConsumer
 
 from memory_core.errors import InvalidRequest
-from workers.dead_letters import DeadLetter, DeadLetterStore, keep
+from workers.dead_letters import DeadLetter, keep
 from workers.kinds import check_job_id
 from workers.runtime import runtime
 
@@ -41,7 +41,6 @@ __all__ = [
     "envelope_problem",
     "header_problem",
     "letter_id",
-    "letters",
     "message_payload",
     "refuse",
 ]
@@ -52,11 +51,6 @@ BODY_ENCODINGS = frozenset({"base64"})
 """``properties.body_encoding`` codecs of kombu's virtual channel (``Channel.codecs``, looked up as given; a blank
 value or ``utf-8`` in any case means the body is plain text: ``Channel.decode_body`` in
 ``kombu/transport/virtual/base.py``); any other value makes ``Message()`` raise ``AttributeError``."""
-
-
-def letters() -> DeadLetterStore:
-    """This process's dead-letter store (its ``Runtime``'s: opened from settings on first use, again after a fork)."""
-    return runtime().letters
 
 
 def letter_id(candidate: Any, kind: str) -> str:
@@ -83,12 +77,8 @@ def attempts_of(job_id: str) -> int:
 
 
 def dead_letter(letter: DeadLetter) -> None:
-    """Keep a dead letter and log it as one warning line: its id and reason.
-
-    No traceback: the letter keeps the payload, and a poison message is expected, not a bug. If the store is
-    unreachable the letter is logged whole at CRITICAL, so it is not lost silently.
-    """
-    keep(letters, letter)
+    """Keep a dead letter in this process's ``Runtime`` store, logged as one warning line (``dead_letters.keep``)."""
+    keep(lambda: runtime().letters, letter)
 
 
 def headers_of(message: Any) -> dict[str, Any]:
@@ -104,31 +94,35 @@ def queue_of(message: Any) -> str | None:
     return key if isinstance(key, str) else None
 
 
-def message_payload(message: Any) -> Any:
-    """A message's payload for its dead letter: the job JSON when the body is ``[[job], {…}, {…}]``."""
+_UNREAD = object()
+
+
+def _decoded(message: Any) -> tuple[Any, Any]:
+    """A message's body (bytes as text) and its JSON value (``_UNREAD`` unless JSON that decodes)."""
     body = getattr(message, "body", None)
     if isinstance(body, bytes | bytearray):
         body = bytes(body).decode("utf-8", errors="replace")
     if getattr(message, "content_type", None) == "application/json" and isinstance(body, str):
         try:
-            decoded = json.loads(body)
+            return body, json.loads(body)
         except (ValueError, RecursionError):
-            return body
-        if isinstance(decoded, list) and decoded and isinstance(decoded[0], list) and len(decoded[0]) == 1:
-            return decoded[0][0]
-        return decoded
-    return body
+            pass
+    return body, _UNREAD
+
+
+def message_payload(message: Any) -> Any:
+    """A message's payload for its dead letter: the job JSON when the body is ``[[job], {…}, {…}]``."""
+    body, decoded = _decoded(message)
+    if decoded is _UNREAD:
+        return body
+    if isinstance(decoded, list) and decoded and isinstance(decoded[0], list) and len(decoded[0]) == 1:
+        return decoded[0][0]
+    return decoded
 
 
 def message_engine(message: Any) -> str | None:
     """The ``engine`` keyword argument of a task message body ``[args, {"engine": …}, embed]``, if any."""
-    body = getattr(message, "body", None)
-    if getattr(message, "content_type", None) != "application/json" or not isinstance(body, str | bytes):
-        return None
-    try:
-        decoded = json.loads(body)
-    except (ValueError, RecursionError):
-        return None
+    decoded = _decoded(message)[1]
     kwargs = decoded[1] if isinstance(decoded, list) and len(decoded) > 1 else None
     engine = kwargs.get("engine") if isinstance(kwargs, dict) else None
     return engine if isinstance(engine, str) else None

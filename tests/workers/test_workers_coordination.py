@@ -22,10 +22,9 @@ from workers.coordination import (
     Pending,
     RedisCoordination,
     SqliteCoordination,
-    lock_value,
     redis_client,
-    split_lock,
 )
+from workers.gate import split_record
 from workers.locks import engine_key, pending_key, scope_key, single_flight
 
 
@@ -54,7 +53,7 @@ def claim(store: Coordination, key: str, job_id: str) -> Pending:
 
 
 def test_lock_values_round_trip_even_with_bars_in_the_job_id() -> None:
-    assert split_lock(lock_value("tok", "a|b", 17)) == ("tok", "a|b", 17)
+    assert split_record("tok|a|b|17") == ("tok", "a|b", "17")  # the gate's lock mark: token|task_id|started_us
 
 
 def test_one_trigger_acquires_and_leaves_with_the_lock_released(store: Coordination) -> None:
