@@ -5,7 +5,7 @@
 | ``kinds``, ``handlers`` | the table of job kinds, and what each kind's delivery does: add a kind here |
 | ``config`` | the Celery configuration as data, from settings (and why each item is set); Flower's argv |
 | ``celery_app`` | ``app`` with a task per kind: ``celery -A workers.celery_app worker|beat|flower`` |
-| ``execution``, ``runtime`` | one delivery's flow; the process's engine and stores, opened once per process |
+| ``execution`` | the process's ``Runtime`` (engine and stores, opened once per process) and one delivery's flow |
 | ``queue``, ``outbox`` | ``JobQueue``, the host side (``submit``; the stores' openers; ``requeue``); the outbox |
 | ``gate``, ``locks``, ``coordination`` | single flight: the gate's rules, leases, the Redis and SQLite stores |
 | ``dead_letters`` | jobs that will not run |

@@ -19,9 +19,8 @@ from celery import Celery, Task
 from memory_core.settings import Settings, get_settings
 from workers import signals
 from workers.config import celery_config
-from workers.execution import DeadLettered, Delivery, Verdict, execute
+from workers.execution import DeadLettered, Delivery, Verdict, execute, runtime
 from workers.kinds import JOB_KINDS, JobKinds
-from workers.runtime import runtime
 
 __all__ = ["app", "create_app", "run_task"]
 

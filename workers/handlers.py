@@ -26,8 +26,7 @@ from memory_core.tools.jobs import ORDER_RETRY_S, ToolWrite, apply_tool_write
 from workers.locks import Flight, scope_key, single_flight
 
 if TYPE_CHECKING:  # types only: workers.execution imports this module
-    from workers.execution import Delivery
-    from workers.runtime import Runtime
+    from workers.execution import Delivery, Runtime
 
 __all__ = [
     "BuildReport",

@@ -24,8 +24,7 @@ from memory_core.tools.jobs import ToolWrite
 from workers.handlers import run_build, run_build_due, run_drain, run_ingest, run_retention, run_tool_write
 
 if TYPE_CHECKING:  # types only: workers.execution imports this module
-    from workers.execution import Delivery
-    from workers.runtime import Runtime
+    from workers.execution import Delivery, Runtime
 
 __all__ = [
     "JOB_KINDS",

@@ -29,8 +29,8 @@ from celery.worker.consumer import Consumer as CeleryConsumer
 
 from memory_core.errors import InvalidRequest
 from workers.dead_letters import DeadLetter, keep
+from workers.execution import runtime
 from workers.kinds import check_job_id
-from workers.runtime import runtime
 
 __all__ = [
     "BODY_ENCODINGS",

@@ -30,11 +30,10 @@ from memory_core.errors import ConfigError
 from memory_core.settings import get_settings
 from workers.config import prepare
 from workers.dead_letters import DeadLetter
-from workers.execution import DeadLettered
+from workers.execution import DeadLettered, close_runtime, open_worker_engine
 from workers.monitor import require_broker
 from workers.poison import attempts_of, dead_letter, letter_id, refuse
 from workers.queue import JobQueue
-from workers.runtime import close_runtime, open_worker_engine
 
 __all__ = ["ExpectedLetters", "check_broker", "connect", "open_engine_at_start"]
 

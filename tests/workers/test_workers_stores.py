@@ -190,7 +190,7 @@ def test_concurrent_drainers_never_claim_the_same_row(tmp_path: Path) -> None:
 def test_a_per_process_value_is_opened_once_per_process_and_again_in_a_forked_child() -> None:
     import os
 
-    from workers.runtime import PerProcess
+    from workers.execution import PerProcess
 
     opened: list[object] = []
 
