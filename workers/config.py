@@ -243,13 +243,11 @@ def queue_for(settings: Settings, task_name: str, kinds: JobKinds = JOB_KINDS) -
 
 
 def resolve_queues(settings: Settings, spec: str | None) -> tuple[list[str], list[str]]:
-    """The queue names a worker consumes for ``--queues spec``, and the names that match no queue.
+    """The queue names a worker consumes for ``--queues spec``, and the entries that match no queue.
 
-    Each comma-separated entry is a configured queue name (``Settings.queue_beliefs`` …, taken as is) or one of
-    the logical names ``beliefs``, ``ingest``, ``maintenance`` (mapped to the configured name), so docs/jobs.md's
-    ``--queues beliefs,maintenance`` consumes ``MEMORY_CORE_QUEUE_BELIEFS=nc-beliefs`` too. Any other entry is
-    kept (it may be a queue of another app) and returned in the second list so the caller can warn: no task of
-    this app is routed there. None or blank means every configured queue.
+    Each comma-separated entry is a configured queue name, taken as is, or a logical name (``beliefs``,
+    ``ingest``, ``maintenance`` → ``Settings.queue_<name>``); any other entry is kept (it may be another app's
+    queue) and returned too, so the caller can warn. None or blank: every configured queue.
 
     Returns:
         (names in order without duplicates, unknown entries).
@@ -275,23 +273,17 @@ def resolve_queues(settings: Settings, spec: str | None) -> tuple[list[str], lis
 def max_countdown_s(settings: Settings) -> float:
     """The longest countdown the flow puts on a message, seconds: a retry's backoff, or a deferral.
 
-    A retry waits at most ``retry_backoff_max_s``; a build deferred to its scope's minimum interval at most
-    ``build_min_interval_s``; a delivery deferred because another delivery of its job holds the scope
-    (``Enter.BUSY``) waits the lease left, capped here, and simply defers again if the lease still lives.
+    A ``busy`` deferral (another delivery of the job holds the scope) is capped here and simply defers again.
     """
     return max(settings.retry_backoff_max_s, settings.build_min_interval_s)
 
 
 def check_timeouts(settings: Settings) -> None:
-    """Refuse time settings that would run a job twice or never.
+    """Refuse time settings that would run a job twice or never (docs/jobs.md, "Time settings are checked").
 
-    Rules [1.5-1.7]: soft limit < hard limit < visibility timeout (else a running task is redelivered to a
-    second worker); ``lock_ttl_s`` <= visibility timeout (a dead holder's lease ends before its message comes
-    back). And every path by which a message waits, unacked, on a worker before it runs: a countdown message
-    (a retry, up to ``retry_backoff_max_s``; a deferred build, up to ``build_min_interval_s``; see
-    ``max_countdown_s``) is held by the worker that fetched it until its time comes, and then runs up to the hard
-    limit, so each countdown plus the hard limit must stay below the visibility timeout, or Redis hands the
-    message out again while its first delivery still runs (issue 11 §2). The flow sends no other ETA.
+    Rules [1.5-1.7]: soft limit < hard limit < visibility timeout; ``lock_ttl_s`` <= visibility timeout; and each
+    countdown the flow puts on a message (``max_countdown_s``) plus the hard limit below the visibility timeout,
+    or Redis hands a waiting message out again while its first delivery still runs (issue 11 §2).
 
     Raises:
         ConfigError: naming the setting that breaks a rule.

@@ -38,7 +38,6 @@ from workers.locks import engine_key, job_digest, pending_key
 from workers.outbox import MAX_FAULTS, Outbox, OutboxEntry
 
 __all__ = [
-    "BROKER_ERRORS",
     "DrainReport",
     "JobQueue",
     "Submitted",
@@ -48,10 +47,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-BROKER_ERRORS = TRANSIENT
-"""What counts as "the broker (or the coordination store) is unreachable" on the submit path: the one list of
-transient errors (``workers.config.TRANSIENT``)."""
 
 _CIRCUIT_MIN_S = 0.5
 _CIRCUIT_MAX_S = 15.0
@@ -196,7 +191,7 @@ class JobQueue:
             if self._trips_now() == trips:  # the drain (or another thread) did not find the broker gone
                 try:
                     served = self._publish(parsed, jid)
-                except BROKER_ERRORS as exc:
+                except TRANSIENT as exc:
                     self._trip(exc)
                 else:
                     self._reset()
@@ -221,7 +216,7 @@ class JobQueue:
             return self._publish(job, check_job_id(job_id), engine)
         except EngineUnavailable:
             raise
-        except BROKER_ERRORS as exc:
+        except TRANSIENT as exc:
             raise EngineUnavailable(f"broker: {_error_text(exc)}") from None
 
     def drain(self, limit: int = 1000) -> DrainReport:
@@ -240,7 +235,7 @@ class JobQueue:
         for i, entry in enumerate(entries):
             try:
                 self._publish(self.kinds.parse(entry.payload), entry.id)
-            except BROKER_ERRORS as exc:
+            except TRANSIENT as exc:
                 error = _error_text(exc)
                 self._trip(exc)
                 self._release(entries[i:], token, error)
@@ -343,7 +338,7 @@ class JobQueue:
         except Exception as put_exc:  # keep the row: it is retried (and dead-lettered) on a later drain
             log.warning("outbox: job %s could not be dead-lettered: %s", entry.id, _error_text(put_exc))
             self._quietly(self.outbox.release, entry.id, token, error, True)
-            if isinstance(put_exc, BROKER_ERRORS):
+            if isinstance(put_exc, TRANSIENT):
                 self._trip(put_exc)
                 return False
             return True
