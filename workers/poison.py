@@ -81,19 +81,6 @@ def dead_letter(letter: DeadLetter) -> None:
     keep(lambda: runtime().letters, letter)
 
 
-def headers_of(message: Any) -> dict[str, Any]:
-    """A kombu message's headers, or ``{}`` when they are not an object."""
-    headers = getattr(message, "headers", None)
-    return headers if isinstance(headers, dict) else {}
-
-
-def queue_of(message: Any) -> str | None:
-    """The queue (routing key) a kombu message came from, when known."""
-    info = getattr(message, "delivery_info", None)
-    key = info.get("routing_key") if isinstance(info, dict) else None
-    return key if isinstance(key, str) else None
-
-
 _UNREAD = object()
 
 
@@ -139,8 +126,7 @@ def refuse(
 ) -> DeadLetter:
     """Dead-letter a kombu message that reached the worker but cannot become (or run as) a task request.
 
-    Used by ``Consumer`` and by the signal handlers for messages Celery rejected or
-    whose task it does not know (``workers.signals``).
+    Used by ``Consumer`` and by the signal handlers for messages Celery rejected or whose task it does not know.
 
     Args:
         message: The kombu ``Message``.
@@ -153,7 +139,10 @@ def refuse(
     Returns:
         The letter written (or logged, when no store answers).
     """
-    headers = headers_of(message)
+    headers = getattr(message, "headers", None)
+    headers = headers if isinstance(headers, dict) else {}
+    info = getattr(message, "delivery_info", None)
+    queue = info.get("routing_key") if isinstance(info, dict) else None
     jid = letter_id(job_id if isinstance(job_id, str) else headers.get("id"), kind)
     if task is None and isinstance(headers.get("task"), str):
         task = headers["task"]
@@ -162,7 +151,7 @@ def refuse(
         exc,
         payload=message_payload(message),
         task=task,
-        queue=queue_of(message),
+        queue=queue if isinstance(queue, str) else None,
         attempts=attempts_of(jid),
         message=message_text if message_text is not None else f"not a task message: {exc}",
         engine=message_engine(message),
