@@ -2,20 +2,17 @@
 
 | module | what it holds |
 | --- | --- |
-| ``kinds`` | the table of job kinds (model, task, queue, handler, Flower summary, coalescing): add a kind here |
-| ``handlers`` | what each kind's delivery does (per-scope builds, ingest, build-due, outbox drain) |
-| ``config`` | the Celery configuration as data, from settings (and why each item is set) |
+| ``kinds``, ``handlers`` | the table of job kinds, and what each kind's delivery does: add a kind here |
+| ``config`` | the Celery configuration as data, from settings (and why each item is set); Flower's argv |
 | ``celery_app`` | ``app`` with a task per kind: ``celery -A workers.celery_app worker|beat|flower`` |
-| ``execution`` | one delivery's flow: attempts, parsing, dispatch, retries, dead letters |
-| ``runtime`` | the process's ``Runtime`` (engine, coordination, dead letters, queue), opened once per process |
-| ``queue`` | ``JobQueue``: the host side (``submit`` returns at once; outbox when Redis is away) |
-| ``outbox`` | the durable local outbox (SQLite under ``var_dir``) |
-| ``locks`` | single flight and coalescing per (engine, scope) |
-| ``gate`` | the scope gate's rules, declared once as a table: a pure ``step`` and one generic Lua interpreter |
-| ``coordination``, ``redis_coordination`` | the state behind them: SQLite (server-less) and Redis run the same table |
-| ``dead_letters``, ``requeue`` | jobs that will not run, and putting them back |
-| ``poison``, ``transport``, ``consumer``, ``signals`` | malformed messages never crash a worker |
-| ``stores`` | opening the above from settings; engine plugins |
-| ``flower`` | Flower's command line (basic auth always on) |
+| ``execution`` | the process's ``Runtime`` (engine and stores, opened once per process) and one delivery's flow |
+| ``queue``, ``outbox`` | ``JobQueue``, the host side (``submit``; the stores' openers; ``requeue``); the outbox |
+| ``gate``, ``locks``, ``coordination`` | single flight: the gate's rules, leases, the Redis and SQLite stores |
+| ``dead_letters`` | jobs that will not run |
+| ``poison``, ``transport``, ``signals`` | malformed messages never crash a worker (consumer, transports, signals) |
+| ``monitor`` | the operator's view: job states, queue depths, broker probe |
+| ``tool_writes`` | the job flow as the sink of queued tool writes |
 | ``baseline`` | a plain Celery no-op app, the benchmarks' baseline |
+
+docs/jobs.md describes the flow, its guarantees and settings.
 """

@@ -1,17 +1,12 @@
 """The Celery app, built from settings: ``celery -A workers.celery_app worker|beat|flower``.
 
-``create_app(settings)`` configures the app with ``workers.config.celery_config`` (JSON only, late acks with
-requeue on a lost child, prefetch 1, one visibility timeout, time limits, events, result expiry: the table in
-``workers.config`` says why each is set), registers one task per row of the table of job kinds and per
-maintenance task (``workers.kinds``), and connects the signal handlers (``workers.signals.connect``: outbox drain
-on worker start, dead letters for messages Celery rejects). ``app`` is the process's, for Celery's ``-A``.
-
-Every task is the same thin shell over ``workers.execution.execute``, and takes ``*args, **kwargs`` so a message
-of the wrong shape reaches the flow (and the dead letters) instead of failing inside Celery's call. A retry, and
-a build deferred to later, raise Celery's ``Retry`` (a new message with a countdown, the same task id); a
-dead-lettered job raises ``DeadLettered`` so Flower shows it failed. Celery's own retry cap is off
-(``max_retries=None`` on the task: ``Task.retry(max_retries=None)`` would fall back on Celery's default of 3):
-the flow counts attempts itself and dead-letters past ``Settings.max_retries``, and a deferral is no attempt.
+``create_app(settings)`` configures the app (``workers.config.celery_config``), registers one task per row of
+the table of job kinds and per maintenance task, and connects the signal handlers (``workers.signals.connect``).
+Every task is the same thin shell over ``workers.execution.execute`` taking ``*args, **kwargs``, so a message of
+the wrong shape reaches the flow (and the dead letters) instead of failing inside Celery's call. A retry or a
+deferral raises Celery's ``Retry`` (same task id, a countdown) with ``max_retries=None`` (else Celery's default
+cap of 3 applies: the flow counts attempts itself); a dead-lettered job raises ``DeadLettered`` so Flower shows
+it failed.
 """
 
 from __future__ import annotations
@@ -24,9 +19,8 @@ from celery import Celery, Task
 from memory_core.settings import Settings, get_settings
 from workers import signals
 from workers.config import celery_config
-from workers.execution import DeadLettered, Delivery, Verdict, execute
+from workers.execution import DeadLettered, Delivery, Verdict, execute, runtime
 from workers.kinds import JOB_KINDS, JobKinds
-from workers.runtime import runtime
 
 __all__ = ["app", "create_app", "run_task"]
 

@@ -1,22 +1,8 @@
-"""The Celery configuration as data: ``celery_config(settings)`` → a dict for ``app.conf.update``.
+"""The Celery configuration as data: ``celery_config(settings)`` → a dict for ``app.conf.update``; Flower's argv.
 
-Pure: settings in, a dict out, no I/O (the server-less folders are created by ``transport.prepare``). Every
-reliability item has its reason next to it; the sources are ``../shared/reference/celery-reliability.md``
-(sections in brackets) and the Celery configuration reference.
-
-| setting | value | why |
-| --- | --- | --- |
-| ``task_serializer``, ``result_serializer``, ``event_serializer`` | ``json`` | nothing crossing a process is pickled |
-| ``accept_content``, ``result_accept_content`` | ``["json"]`` | pickle is code execution [1.10, CVE-2021-23727] |
-| ``task_acks_late`` + ``task_reject_on_worker_lost`` | on | at-least-once; a killed child's job is requeued [1.2] |
-| ``worker_prefetch_multiplier`` | 1 | builds are long; no message waits behind one [1.4] |
-| ``visibility_timeout`` (broker, result backend, top level) | one value | the three must agree [1.5] |
-| ``task_time_limit`` > ``task_soft_time_limit`` | from settings | soft < hard < visibility timeout [1.6] |
-| ``worker_send_task_events``, ``task_send_sent_event`` | on | Flower is event driven [1.12] |
-| ``result_expires`` | finite | results are SETEX'd in Redis, never 0 [1.13] |
-| ``broker_connection_retry_on_startup`` | on | a worker started before Redis waits for it [1.9] |
-| ``worker_cancel_long_running_tasks_on_connection_loss`` | on | no twin run after a lost connection [1.8] |
-| Redis socket timeouts and health checks | from settings | a half-open socket cannot hang a worker [1.18] |
+Pure: settings in, a dict out, no I/O (``prepare`` creates the server-less folders). Each reliability item
+carries its reason beside it, citing reference ``celery-reliability.md`` (sections in brackets) and the Celery
+configuration reference; the table of them is docs/jobs.md ("Celery configuration, and why each item is set").
 """
 
 from __future__ import annotations
@@ -37,6 +23,7 @@ from memory_core.settings import Settings
 from workers.kinds import JOB_KINDS, MAINTENANCE_QUEUE, JobKinds, queue_name
 
 __all__ = [
+    "DEFAULT_PASSWORD",
     "TRANSIENT",
     "beat_config",
     "broker_url",
@@ -44,6 +31,7 @@ __all__ = [
     "broker_problem",
     "check_timeouts",
     "config_problem",
+    "flower_argv",
     "max_countdown_s",
     "prepare",
     "host_config",
@@ -255,13 +243,11 @@ def queue_for(settings: Settings, task_name: str, kinds: JobKinds = JOB_KINDS) -
 
 
 def resolve_queues(settings: Settings, spec: str | None) -> tuple[list[str], list[str]]:
-    """The queue names a worker consumes for ``--queues spec``, and the names that match no queue.
+    """The queue names a worker consumes for ``--queues spec``, and the entries that match no queue.
 
-    Each comma-separated entry is a configured queue name (``Settings.queue_beliefs`` …, taken as is) or one of
-    the logical names ``beliefs``, ``ingest``, ``maintenance`` (mapped to the configured name), so docs/jobs.md's
-    ``--queues beliefs,maintenance`` consumes ``MEMORY_CORE_QUEUE_BELIEFS=nc-beliefs`` too. Any other entry is
-    kept (it may be a queue of another app) and returned in the second list so the caller can warn: no task of
-    this app is routed there. None or blank means every configured queue.
+    Each comma-separated entry is a configured queue name, taken as is, or a logical name (``beliefs``,
+    ``ingest``, ``maintenance`` → ``Settings.queue_<name>``); any other entry is kept (it may be another app's
+    queue) and returned too, so the caller can warn. None or blank: every configured queue.
 
     Returns:
         (names in order without duplicates, unknown entries).
@@ -287,23 +273,17 @@ def resolve_queues(settings: Settings, spec: str | None) -> tuple[list[str], lis
 def max_countdown_s(settings: Settings) -> float:
     """The longest countdown the flow puts on a message, seconds: a retry's backoff, or a deferral.
 
-    A retry waits at most ``retry_backoff_max_s``; a build deferred to its scope's minimum interval at most
-    ``build_min_interval_s``; a delivery deferred because another delivery of its job holds the scope
-    (``Enter.BUSY``) waits the lease left, capped here, and simply defers again if the lease still lives.
+    A ``busy`` deferral (another delivery of the job holds the scope) is capped here and simply defers again.
     """
     return max(settings.retry_backoff_max_s, settings.build_min_interval_s)
 
 
 def check_timeouts(settings: Settings) -> None:
-    """Refuse time settings that would run a job twice or never.
+    """Refuse time settings that would run a job twice or never (docs/jobs.md, "Time settings are checked").
 
-    Rules [1.5-1.7]: soft limit < hard limit < visibility timeout (else a running task is redelivered to a
-    second worker); ``lock_ttl_s`` <= visibility timeout (a dead holder's lease ends before its message comes
-    back). And every path by which a message waits, unacked, on a worker before it runs: a countdown message
-    (a retry, up to ``retry_backoff_max_s``; a deferred build, up to ``build_min_interval_s``; see
-    ``max_countdown_s``) is held by the worker that fetched it until its time comes, and then runs up to the hard
-    limit, so each countdown plus the hard limit must stay below the visibility timeout, or Redis hands the
-    message out again while its first delivery still runs (issue 11 §2). The flow sends no other ETA.
+    Rules [1.5-1.7]: soft limit < hard limit < visibility timeout; ``lock_ttl_s`` <= visibility timeout; and each
+    countdown the flow puts on a message (``max_countdown_s``) plus the hard limit below the visibility timeout,
+    or Redis hands a waiting message out again while its first delivery still runs (issue 11 §2).
 
     Raises:
         ConfigError: naming the setting that breaks a rule.
@@ -403,7 +383,7 @@ def celery_config(settings: Settings, kinds: JobKinds = JOB_KINDS) -> dict[str, 
         "task_soft_time_limit": settings.task_soft_time_limit_s,
         "worker_cancel_long_running_tasks_on_connection_loss": True,
         "worker_soft_shutdown_timeout": SOFT_SHUTDOWN_S,
-        "worker_consumer": "workers.consumer:Consumer",
+        "worker_consumer": "workers.poison:Consumer",
         # connections [1.9, 1.18]
         "broker_connection_retry_on_startup": True,
         "broker_connection_retry": True,
@@ -499,3 +479,32 @@ def prepare(settings: Settings) -> None:
             raise ConfigError(
                 f"MEMORY_CORE_VAR_DIR: cannot create {paths[key]}: {exc.strerror or type(exc).__name__}"
             ) from None
+
+
+DEFAULT_PASSWORD = "change-me"
+"""The settings' placeholder Flower password; ``memory-core flower`` warns when it is still in use."""
+
+
+def flower_argv(settings: Settings, port: int | None = None, address: str = "127.0.0.1") -> list[str]:
+    """``celery`` arguments that start Flower with basic auth on ``address:port``.
+
+    Flower 2.x refuses its HTTP API without auth unless ``FLOWER_UNAUTHENTICATED_API`` is set (reference
+    ``celery-reliability.md`` §6.2), so ``--basic-auth`` is always passed (compared with ``hmac.compare_digest``
+    since Flower 2.0). Task arguments show the ``argsrepr`` ``JobQueue`` sets, escaped by Flower (#594/#650).
+
+    Raises:
+        ValueError: a blank user or password, or a ``:``/``,`` in the user (Flower splits on them).
+    """
+    user = settings.flower_user.strip()
+    password = settings.flower_password.get_secret_value()
+    if not user or not password:
+        raise ValueError("flower needs MEMORY_CORE_FLOWER_USER and MEMORY_CORE_FLOWER_PASSWORD")
+    if ":" in user or "," in user or "," in password:
+        raise ValueError("flower user may not contain ':' or ',', nor the password ','")
+    return [
+        "flower",
+        f"--port={port or settings.flower_port}",
+        f"--address={address}",
+        f"--basic-auth={user}:{password}",
+        "--purge_offline_workers=60",
+    ]

@@ -1,9 +1,12 @@
-"""Coordination state shared by hosts and workers: pending marks, scope gates, per-job marks.
+"""Coordination state shared by hosts and workers: pending marks, scope gates, per-job marks; two stores.
 
-Two stores with one behaviour: ``RedisCoordination`` (``workers.redis_coordination``, Lua scripts, the default
-when the broker is Redis) and ``SqliteCoordination`` (below; a file under ``var_dir`` for the server-less
-setup, one machine only). Times are microseconds from the store's own clock (Redis ``TIME``), so a host's
-stamp and a worker's build start compare without clock skew.
+``RedisCoordination`` (the default when the broker is Redis: one Lua script or pipeline per compound operation)
+and ``SqliteCoordination`` (a file under ``var_dir`` for the server-less setup, one machine only, each operation
+one ``BEGIN IMMEDIATE`` transaction through ``LocalDb``) keep one behaviour. The scope gate's rules are
+``workers.gate.RULES``; a store only runs one event atomically. Times are microseconds from the store's own
+clock (Redis ``TIME``), so a host's stamp and a worker's build start compare without clock skew. Every failure
+to reach a store raises ``EngineUnavailable`` (retryable), like an engine outage. What the marks mean, and why a
+dirty mark is cleared only by a pass that started after it and completed: ``workers.gate``.
 
 | state | operations | purpose |
 | --- | --- | --- |
@@ -11,51 +14,144 @@ stamp and a worker's build start compare without clock skew.
 | scope gate: lock, dirty, built, later | ``gate_enter/extend/leave/abort`` | single flight, one follow-up |
 | per-job marks | ``claim_job``, ``begin_job``, ``mark_done``, … | one payload per id, attempts, twin drop |
 
-The scope gate's three marks: ``lock`` (``token|task_id|started_us`` of the pass running now), ``built`` (the
-start of the newest pass that completed) and ``dirty`` (the newest stamp of a trigger still waiting for a pass
-that starts after it). A trigger is "covered" only while no dirty mark is set, and a dirty mark is cleared only
-by a pass that started after it and completed (``gate_leave``), never when a pass starts: if that pass fails
-(``gate_abort`` keeps the mark, and adds the failed pass's start) or its worker is killed and the lease runs
-out, the next trigger of the scope, such as the holder's own retry, still builds. Without that, a trigger
-coalesced into a follow-up pass that never completed would be lost: ``built`` already names the first pass,
-so the holder's retry would find itself "covered" (issue 5, review item 1).
-
-A minimum interval between the starts of two passes of one scope (``gap_us``, ``Settings.build_min_interval_s``)
-makes "a burst of triggers gives at most two builds" hold however fast a build is: a pass that would start
-sooner is deferred. The deferred job takes the scope's ``later`` mark (its job id: the one follow-up slot) and
-is delivered again when the interval ends; every trigger meanwhile finds the mark and coalesces into it (raising
-the dirty mark, so nothing is lost if the follow-up never comes: the mark expires one lease after the interval).
-So a burst within one interval gives the pass that started first and, at most, one follow-up at its end.
-
-Every failure to reach the store raises ``EngineUnavailable`` (retryable), like an engine outage.
+Redis keys (``P`` = ``Settings.redis_prefix``; ``{h}`` a hash tag so a scope's keys share a cluster slot):
+``P:pending:<key>``, ``P:gate:{h}:lock|dirty|built|later``, ``P:job:<id>:attempts|progress|done|payload``.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 import time
-from contextlib import AbstractContextManager
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
+from typing import Any, cast
 
-from workers.gate import MARKS, Event, Mark, abort_event, enter_event, extend_event, leave_event, split_record, step
-from workers.local_db import LocalDb
+import redis
+from redis.commands.core import Script
+
+from memory_core.errors import EngineUnavailable
+from workers.gate import (
+    LUA_INTERPRETER,
+    MARKS,
+    Event,
+    Mark,
+    abort_event,
+    enter_event,
+    extend_event,
+    leave_event,
+    step,
+)
 
 __all__ = [
+    "BUSY_TIMEOUT_S",
     "JOB_MARKS",
     "Coordination",
     "Enter",
     "Entered",
     "Leave",
     "Left",
+    "LocalDb",
     "Pending",
-    "Started",
+    "RedisCoordination",
     "SqliteCoordination",
-    "lock_value",
-    "split_lock",
+    "Started",
+    "redis_client",
 ]
+
+
+BUSY_TIMEOUT_S = 10.0
+"""How long a writer waits for another process's lock before ``EngineUnavailable``, seconds."""
+
+
+class LocalDb:
+    """A SQLite file shared by the processes of one machine.
+
+    Args:
+        path: The database file (created with its folder).
+        name: What the store is, for error messages (``"outbox"``).
+        synchronous: SQLite's ``synchronous`` pragma (``FULL`` where a commit must survive power loss).
+    """
+
+    def __init__(self, path: Path, name: str, synchronous: str = "NORMAL") -> None:
+        self.path = path
+        self.name = name
+        self._synchronous = synchronous
+        self._local = threading.local()
+        path.parent.mkdir(parents=True, exist_ok=True)
+
+    def _error(self, exc: sqlite3.Error) -> EngineUnavailable:
+        return EngineUnavailable(f"{self.name} {self.path.name}: {exc}")
+
+    def connection(self) -> sqlite3.Connection:
+        """This thread's connection (opened on first use)."""
+        db: sqlite3.Connection | None = getattr(self._local, "db", None)
+        if db is None:
+            try:
+                db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute(f"PRAGMA synchronous={self._synchronous}")
+            except sqlite3.Error as exc:
+                raise self._error(exc) from None
+            self._local.db = db
+        return db
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """A ``BEGIN IMMEDIATE`` transaction, committed on success and rolled back on any error.
+
+        Raises:
+            EngineUnavailable: SQLite failed (locked past the busy timeout, unwritable file, …).
+        """
+        try:
+            db = self.connection()
+            db.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise self._error(exc) from None
+        try:
+            yield db
+            db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise self._error(exc) from None
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+
+    def execute(self, sql: str, params: tuple[Any, ...] = ()) -> sqlite3.Cursor:
+        """One autocommitted statement.
+
+        Raises:
+            EngineUnavailable: SQLite failed.
+        """
+        try:
+            return self.connection().execute(sql, params)
+        except sqlite3.Error as exc:
+            raise self._error(exc) from None
+
+    def script(self, sql: str) -> None:
+        """Run a schema script (``CREATE TABLE IF NOT EXISTS …``).
+
+        Raises:
+            EngineUnavailable: SQLite failed.
+        """
+        try:
+            self.connection().executescript(sql)
+        except sqlite3.Error as exc:
+            raise self._error(exc) from None
+
+    def close(self) -> None:
+        """Close this thread's connection."""
+        db: sqlite3.Connection | None = getattr(self._local, "db", None)
+        if db is not None:
+            db.close()
+            self._local.db = None
 
 
 JOB_MARKS = ("attempts", "progress", "done", "payload")
@@ -141,17 +237,6 @@ class Pending:
     fresh: bool
 
 
-def lock_value(token: str, task_id: str, started_us: int) -> str:
-    """``token|task_id|started_us``: a lock's owner, its job, and when its current pass started."""
-    return f"{token}|{task_id}|{started_us}"
-
-
-def split_lock(value: str) -> tuple[str, str, int]:
-    """The parts of a ``lock_value``."""
-    token, task_id, started = split_record(value)
-    return token, task_id, int(started)
-
-
 class Coordination:
     """Base of the coordination stores; the semantics every store keeps.
 
@@ -220,20 +305,8 @@ class Coordination:
     ) -> Entered:
         """Take the scope's lock, or coalesce into the running build, or find the trigger covered, or defer.
 
-        A lock held by another delivery of the same ``task_id`` (another ``token``) is never taken over while its
-        lease lives: the answer is ``busy`` with the lease left, since that delivery may still be running (a
-        retry's countdown or an ETA held past the visibility timeout hands the message out again); a dead
-        delivery's lease runs out, and the job's next delivery then acquires. A coalesced trigger raises the
-        dirty mark to its stamp (the store's clock when None or later: a stamp from the future would otherwise
-        ask for follow-up passes without end).
-        "Covered" needs a running pass that started after ``stamp_us``, or, with the lock free, a completed
-        pass that did and no dirty mark. Acquiring leaves the dirty mark: only ``gate_leave`` after a pass
-        that started later clears it, so a pass that dies before completing loses no trigger.
-
-        With ``gap_us`` > 0 and the lock free: while another job holds the follow-up slot (``later``), the
-        trigger coalesces into it; else, when the last completed pass started less than ``gap_us`` ago, the
-        caller takes the slot and the answer is ``deferred`` with the wait (the caller's job comes back then);
-        a caller holding the slot when the interval has passed frees it and acquires. (``workers.gate.RULES``)
+        ``stamp_us`` None counts as new. A lock another delivery of ``task_id`` holds is ``busy`` while its lease
+        lives (``Enter.BUSY``). The rules: ``workers.gate.RULES["enter"]``.
         """
         answer, wait, _ = self.run_gate(scope, enter_event(task_id, token, stamp_us, ttl_s, self.keep_s, gap_us))
         return Entered(Enter(answer), wait)
@@ -245,10 +318,8 @@ class Coordination:
     def gate_leave(self, scope: str, token: str, ttl_s: int, gap_us: int = 0) -> Left:
         """After a successful pass: record it as built, then release, or keep the lock for one more pass.
 
-        One more pass (``again``) when the dirty mark is at or after this pass's start (a trigger came in
-        meanwhile); the mark stays until that follow-up completes. Otherwise the mark, if any, is cleared.
-        When that pass would start less than ``gap_us`` after this one started, the lock is released instead
-        and the caller takes the follow-up slot: ``deferred``, with the wait. (``workers.gate.RULES``)
+        One more pass when a trigger came in meanwhile; when that pass would start within ``gap_us``, release and
+        hold the follow-up slot instead (``deferred``). The rules: ``workers.gate.RULES["leave"]``.
         """
         answer, wait, _ = self.run_gate(scope, leave_event(token, ttl_s, self.keep_s, gap_us))
         return Left(Leave(answer), wait)
@@ -469,3 +540,206 @@ class SqliteCoordination(Coordination):
     def close(self) -> None:
         """Close this thread's connection."""
         self._store.close()
+
+
+# Redis ------------------------------------------------------------------------------------------------------
+
+_CLAIM = """
+local cur = redis.call('GET', KEYS[1])
+if cur then
+  local id, stamp = string.match(cur, '^(.*)|(%d+)$')
+  return {id, stamp, 0}
+end
+local t = redis.call('TIME')
+local now = t[1] .. string.rep('0', 6 - #t[2]) .. t[2]
+redis.call('SET', KEYS[1], ARGV[1] .. '|' .. now, 'PX', ARGV[2])
+return {ARGV[1], now, 1}
+"""
+
+_CLEAR = """
+local cur = redis.call('GET', KEYS[1])
+if cur and string.match(cur, '^(.*)|%d+$') == ARGV[1] then redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+_BIND = """
+local cur = redis.call('GET', KEYS[1])
+if not cur then
+  redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+  return 1
+end
+if cur == ARGV[1] then return 1 end
+return 0
+"""
+
+_FORGIVE = """
+local n = tonumber(redis.call('GET', KEYS[1]) or '0')
+if n > 0 then redis.call('DECR', KEYS[1]) end
+return 0
+"""
+
+
+def redis_client(url: str, timeout_s: float, health_check_s: int) -> redis.Redis[str]:
+    """A decoding Redis client with connect/read timeouts and health checks (redis-py#775, #1140).
+
+    No command is retried (``from_url`` leaves redis-py's connection retries at 0 without ``retry_on_timeout``),
+    so ``timeout_s`` bounds each call. A ``rediss://`` URL verifies the server's certificate unless its query
+    says otherwise (redis-py's ``ssl_cert_reqs="required"`` default, the rule ``config.result_backend_url``
+    writes into the Celery backend's URL). ``health_check_s`` 0: no extra PING before a command.
+    """
+    return redis.Redis.from_url(
+        url,
+        socket_timeout=timeout_s,
+        socket_connect_timeout=timeout_s,
+        socket_keepalive=True,
+        health_check_interval=health_check_s,
+        decode_responses=True,
+    )
+
+
+class RedisCoordination(Coordination):
+    """The coordination store on Redis (see the module docstring).
+
+    Args:
+        client: A decoding ``redis.Redis`` (``redis_client``).
+        prefix, job_ttl_s, keep_s: As ``Coordination``.
+    """
+
+    def __init__(self, client: redis.Redis[str], prefix: str, job_ttl_s: int, keep_s: int) -> None:
+        super().__init__(prefix, job_ttl_s, keep_s)
+        self.client = client
+        self._clear: Script = client.register_script(_CLEAR)
+        self._gate: Script = client.register_script(LUA_INTERPRETER)
+        self._forgive: Script = client.register_script(_FORGIVE)
+
+    @contextmanager
+    def _reachable(self) -> Iterator[None]:
+        try:
+            yield
+        except redis.RedisError as exc:
+            raise EngineUnavailable(f"coordination store (redis): {exc}") from None
+
+    def _gate_keys(self, scope: str) -> list[str]:
+        tag = "{" + scope + "}"
+        return [self.key("gate", tag, mark) for mark in MARKS]
+
+    def now_us(self) -> int:
+        """Redis ``TIME`` in microseconds."""
+        with self._reachable():
+            seconds, micros = cast(tuple[int, int], self.client.time())
+            return int(seconds) * 1_000_000 + int(micros)
+
+    def clear_pending(self, key: str, job_id: str) -> None:
+        """See ``Coordination.clear_pending``."""
+        with self._reachable():
+            self._clear(keys=[self.key("pending", key)], args=[job_id])
+
+    def claim_job(self, job_id: str, digest: str, pending: str | None, ttl_s: int) -> Pending | None:
+        """See ``Coordination.claim_job``: both scripts in one pipeline, one round trip (each key keeps its slot).
+
+        ``EVAL`` with the script's text, not ``EVALSHA``: a pipeline of ``EVALSHA`` would first ask ``SCRIPT
+        EXISTS`` (another round trip), and Redis caches a script it has compiled either way.
+        """
+        bound = self.key("job", job_id, "payload")
+        with self._reachable():
+            pipe = self.client.pipeline(transaction=False)
+            pipe.eval(_BIND, 1, bound, digest, self.job_ttl_s)
+            if pending is not None:
+                pipe.eval(_CLAIM, 1, self.key("pending", pending), job_id, ttl_s * 1000)
+            got: list[Any] = pipe.execute()
+        claimed = Pending(job_id, 0, fresh=True) if pending is None else self._pending(got[1])
+        if int(got[0]):
+            return claimed
+        if pending is not None and claimed.fresh:  # marked pending under an id that names another job: undo
+            self.clear_pending(pending, job_id)
+        return None
+
+    @staticmethod
+    def _pending(got: list[Any]) -> Pending:
+        return Pending(str(got[0]), int(got[1]), fresh=bool(int(got[2])))
+
+    def run_gate(self, scope: str, event: Event) -> tuple[str, int, int]:
+        """See ``Coordination.run_gate``: one ``EVALSHA`` of the generic interpreter (``workers.gate``)."""
+        name, args = event
+        with self._reachable():
+            got = cast(list[Any], self._gate(keys=self._gate_keys(scope), args=[name, json.dumps(args)]))
+        return str(got[0]), int(got[1]), int(got[2])
+
+    def gate_state(self, scope: str) -> dict[str, Mark]:
+        """See ``Coordination.gate_state`` (one pipeline)."""
+        keys = self._gate_keys(scope)
+        with self._reachable():
+            pipe = self.client.pipeline(transaction=True)
+            for key in keys:
+                pipe.get(key)
+                pipe.pttl(key)
+            got: list[Any] = pipe.execute()
+        state: dict[str, Mark] = {}
+        for i, mark in enumerate(MARKS):
+            value, ttl = got[2 * i], int(got[2 * i + 1])
+            if value is not None:
+                state[mark] = Mark(str(value), ttl if ttl >= 0 else None)
+        return state
+
+    def begin_job(self, job_id: str, pending: str | None) -> Started:
+        """See ``Coordination.begin_job``: one pipeline (the job's keys keep their own slots)."""
+        done, attempts, progress = (self.key("job", job_id, part) for part in ("done", "attempts", "progress"))
+        with self._reachable():
+            pipe = self.client.pipeline(transaction=False)
+            if pending is not None:
+                pipe.eval(_CLEAR, 1, self.key("pending", pending), job_id)
+            pipe.exists(done)
+            pipe.incr(attempts)
+            pipe.expire(attempts, self.job_ttl_s)
+            pipe.smembers(progress)
+            got: list[Any] = pipe.execute()
+        if pending is not None:
+            got = got[1:]
+        done_, count = bool(got[0]), int(got[1])
+        if done_:  # a twin is no attempt: the pipeline cannot branch, so take it back (the twin's path only)
+            self.forgive_attempt(job_id)
+            count -= 1
+        return Started(done_, count, frozenset(str(u) for u in got[3]))
+
+    def attempts(self, job_id: str) -> int:
+        """See ``Coordination.attempts``."""
+        with self._reachable():
+            return int(self.client.get(self.key("job", job_id, "attempts")) or 0)
+
+    def forgive_attempt(self, job_id: str) -> None:
+        """See ``Coordination.forgive_attempt``."""
+        with self._reachable():
+            self._forgive(keys=[self.key("job", job_id, "attempts")])
+
+    def add_progress(self, job_id: str, unit: str) -> None:
+        """See ``Coordination.add_progress``."""
+        key = self.key("job", job_id, "progress")
+        with self._reachable():
+            pipe = self.client.pipeline(transaction=True)
+            pipe.sadd(key, unit)
+            pipe.expire(key, self.job_ttl_s)
+            pipe.execute()
+
+    def progress(self, job_id: str) -> frozenset[str]:
+        """See ``Coordination.progress``."""
+        with self._reachable():
+            return frozenset(str(u) for u in self.client.smembers(self.key("job", job_id, "progress")))
+
+    def mark_done(self, job_id: str) -> None:
+        """See ``Coordination.mark_done``."""
+        with self._reachable():
+            self.client.set(self.key("job", job_id, "done"), "1", ex=self.job_ttl_s)
+
+    def is_done(self, job_id: str) -> bool:
+        """See ``Coordination.is_done``."""
+        with self._reachable():
+            return bool(self.client.exists(self.key("job", job_id, "done")))
+
+    def forget_job(self, job_id: str) -> None:
+        """See ``Coordination.forget_job``."""
+        with self._reachable():
+            self.client.delete(*(self.key("job", job_id, part) for part in JOB_MARKS))
+
+    def close(self) -> None:
+        """Close the client's connections."""
+        self.client.close()

@@ -25,7 +25,7 @@ import redis
 
 from memory_core._model import ContractModel, Timestamp
 from memory_core.errors import EngineUnavailable, InvalidRequest, NotFound
-from workers.local_db import LocalDb
+from workers.coordination import LocalDb
 
 __all__ = [
     "MAX_ECHOED_ID_CHARS",
@@ -147,9 +147,8 @@ class DeadLetter(ContractModel):
 def keep(store: Callable[[], DeadLetterStore], letter: DeadLetter, level: int = logging.WARNING) -> bool:
     """Keep a dead letter and log it as one line at ``level``: ``dead letter <id> (<task>): <error>: <message>``.
 
-    The one way the worker side keeps a letter (the flow, the transports, the consumer, the signal handlers). No
-    traceback: the letter keeps the payload. If the store cannot be opened or written, the letter is logged whole at
-    CRITICAL, so it is not lost silently.
+    The worker side's one way to keep a letter. No traceback (the letter keeps the payload); a store that cannot
+    be opened or written gets the letter logged whole at CRITICAL, so it is not lost silently.
 
     Args:
         store: Gives the store (opening it may fail too, and is then handled like a failed write).

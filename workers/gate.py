@@ -1,10 +1,16 @@
 """The scope gate as one state machine, declared once as data: ``RULES``, and ``step`` (pure) that runs them.
 
-A scope's gate is four marks, each a string with a time to live (``workers.coordination`` says what they mean):
-``lock`` (``token|task_id|started_us``), ``dirty`` (a trigger stamp), ``built`` (a pass's start) and ``later``
-(the job id holding the follow-up slot). An event (``enter``, ``leave``, ``abort``, ``extend``) with its
-arguments and the store's clock ``now`` (microseconds) turns the marks into new marks and an answer
-(``acquired``, ``coalesced`` …, and a wait in microseconds).
+A scope's gate is four marks, each a string with a time to live: ``lock`` (``token|task_id|started_us`` of the
+pass running now), ``dirty`` (the newest stamp of a trigger still waiting for a pass that starts after it),
+``built`` (the start of the newest completed pass) and ``later`` (the job id holding the one follow-up slot when a
+pass must wait out the scope's minimum interval ``gap_us``). A dirty mark is cleared only by a pass that started
+after it and completed, never when a pass starts: if that pass fails or its worker dies, the next trigger (the
+holder's own retry) still builds (issue 5, review item 1). The interval makes a burst of triggers give the pass
+that started first and at most one follow-up at its end, however fast a build is.
+
+An event (``enter``, ``leave``, ``abort``, ``extend``) with its arguments and the store's clock ``now``
+(microseconds) turns the marks into new marks and an answer (``acquired``, ``coalesced`` …, and a wait in
+microseconds).
 
 ``RULES`` is the only place the rules are written. Per event, an ordered list of rules; the first rule whose
 guards all hold applies its effects and gives its answer. Both stores run this table and hold no rule of their
@@ -371,14 +377,7 @@ def later_ms(gap_us: int, ttl_s: int) -> int:
 
 def enter_event(task_id: str, token: str, stamp_us: int | None, ttl_s: int, keep_s: int, gap_us: int) -> Event:
     """A trigger of job ``task_id`` (delivery ``token``) stamped ``stamp_us`` (None: always new) asks to build."""
-    args = {
-        "task": task_id,
-        "token": token,
-        "ttl_ms": str(ttl_s * 1000),
-        "keep_ms": str(keep_s * 1000),
-        "gap_us": str(int(gap_us)),
-        "later_ms": str(later_ms(gap_us, ttl_s)),
-    }
+    args = {"task": task_id, **leave_event(token, ttl_s, keep_s, gap_us)[1]}
     if stamp_us is not None:
         args["stamp"] = str(int(stamp_us))
     return "enter", args
@@ -386,14 +385,8 @@ def enter_event(task_id: str, token: str, stamp_us: int | None, ttl_s: int, keep
 
 def leave_event(token: str, ttl_s: int, keep_s: int, gap_us: int) -> Event:
     """Delivery ``token`` completed a pass."""
-    args = {
-        "token": token,
-        "ttl_ms": str(ttl_s * 1000),
-        "keep_ms": str(keep_s * 1000),
-        "gap_us": str(int(gap_us)),
-        "later_ms": str(later_ms(gap_us, ttl_s)),
-    }
-    return "leave", args
+    ttl_ms, keep_ms, gap, later = str(ttl_s * 1000), str(keep_s * 1000), str(int(gap_us)), later_ms(gap_us, ttl_s)
+    return "leave", {"token": token, "ttl_ms": ttl_ms, "keep_ms": keep_ms, "gap_us": gap, "later_ms": str(later)}
 
 
 def abort_event(token: str, keep_s: int) -> Event:

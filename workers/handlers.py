@@ -26,8 +26,7 @@ from workers.embedding import EmbedItems, embed_once, waiting
 from workers.locks import Flight, scope_key, single_flight
 
 if TYPE_CHECKING:  # types only: workers.execution imports this module
-    from workers.execution import Delivery
-    from workers.runtime import Runtime
+    from workers.execution import Delivery, Runtime
 
 __all__ = [
     "BuildReport",

@@ -1,38 +1,8 @@
-"""The job kinds, declared once: one row per kind; tasks, routing, parsing, dispatch and dead letters follow from it.
+"""The job kinds, declared once: one ``JobKind`` row per kind in ``JOB_KINDS``, plus the ``MAINTENANCE`` tasks.
 
-| kind (``"job"`` tag) | model | task | queue (``Settings`` field) | handler | coalesces |
-| --- | --- | --- | --- | --- | --- |
-| ``build_beliefs`` | ``BuildBeliefs`` | ``memory.build_beliefs`` | ``queue_beliefs`` | ``handlers.run_build`` | yes |
-| ``ingest_brain`` | ``IngestBrain`` | ``memory.ingest_brain`` | ``queue_ingest`` | ``handlers.run_ingest`` | no |
-| ``tool_write`` | ``ToolWrite`` | ``memory.tool_write`` | ``queue_ingest`` | ``handlers.run_tool_write`` | no |
-| ``embed_items`` | ``EmbedItems`` | ``memory.embed_items`` | ``queue_beliefs`` | ``handlers.run_embed`` | yes |
-
-and the maintenance tasks beat sends (no job model; ``MAINTENANCE``):
-
-| task | queue | handler | keyword arguments |
-| --- | --- | --- | --- |
-| ``memory.build_due`` | ``queue_maintenance`` | ``handlers.run_build_due`` | ``reach`` |
-| ``memory.drain_outbox`` | ``queue_maintenance`` | ``handlers.run_drain`` | ``limit`` |
-| ``memory.retention`` | ``queue_maintenance`` | ``handlers.run_retention`` | ``root``, ``dry_run`` |
-| ``memory.embed_due`` | ``queue_maintenance`` | ``handlers.run_embed_due`` | |
-
-What is derived from ``JOB_KINDS``: the Celery tasks (``workers.celery_app.create_app`` registers one per row),
-their routes (``workers.config.celery_config``), the parsing of a submitted job, of a delivered message and of a
-parked or dead-lettered payload (``JobKinds.parse``, a union tagged by ``"job"`` over the rows' models), which
-keyword arguments a message may carry (``JobKind.kwargs``), the handler a delivery runs
-(``workers.execution``), the summary Flower shows (``JobKind.describe`` → ``argsrepr``) and whether identical
-triggers queued together collapse into one job (``JobKind.coalesce``: the pending mark of ``workers.queue``).
-
-**Adding a kind** is one row plus its handler:
-
-1. a ``ContractModel`` with a ``job: Literal["<tag>"] = "<tag>"`` field (the JSON it travels as);
-2. a handler ``handler(rt, delivery, job) -> dict`` (``workers.handlers`` shows the shape: raise a transient error
-   to be retried, ``Deferred`` to come back later, anything else to be dead-lettered; the result is stored);
-3. a ``JobKind(model, task="memory.<tag>", queue="<Settings field>", handler=…, describe=…)`` row in
-   ``JOB_KINDS`` (a new queue is a new ``Settings`` field, and consumed by workers started without ``--queues``).
-
-``JobKinds.with_kind`` gives a table with one more row (tests; ``create_app``, ``Runtime`` and ``JobQueue`` take
-a table).
+Tasks, routes, parsing (``JobKinds.parse``: a union tagged by ``"job"``), allowed keyword arguments, dispatch,
+Flower's summary (``argsrepr``) and coalescing are derived from the rows. The table of kinds, and how to add one
+(a model, a handler in ``workers.handlers``, a row): docs/jobs.md ("Job kinds").
 """
 
 from __future__ import annotations
@@ -64,19 +34,13 @@ from workers.handlers import (
 )
 
 if TYPE_CHECKING:  # types only: workers.execution imports this module
-    from workers.execution import Delivery
-    from workers.runtime import Runtime
+    from workers.execution import Delivery, Runtime
 
 __all__ = [
     "JOB_KINDS",
     "MAX_JOB_ID_CHARS",
     "MAINTENANCE",
     "MAINTENANCE_QUEUE",
-    "TASK_BUILD_BELIEFS",
-    "TASK_BUILD_DUE",
-    "TASK_DRAIN_OUTBOX",
-    "TASK_INGEST_BRAIN",
-    "TASK_RETENTION",
     "JobKind",
     "JobKinds",
     "Maintenance",
@@ -85,11 +49,6 @@ __all__ = [
     "new_job_id",
 ]
 
-TASK_BUILD_BELIEFS = "memory.build_beliefs"
-TASK_INGEST_BRAIN = "memory.ingest_brain"
-TASK_BUILD_DUE = "memory.build_due"
-TASK_DRAIN_OUTBOX = "memory.drain_outbox"
-TASK_RETENTION = "memory.retention"
 MAINTENANCE_QUEUE = "queue_maintenance"
 """The ``Settings`` field naming the maintenance queue (beat's ticks, and Celery's default queue)."""
 
@@ -193,9 +152,9 @@ class Maintenance:
 
 
 MAINTENANCE: tuple[Maintenance, ...] = (
-    Maintenance(TASK_BUILD_DUE, run_build_due, frozenset({"reach"})),
-    Maintenance(TASK_DRAIN_OUTBOX, run_drain, frozenset({"limit"})),
-    Maintenance(TASK_RETENTION, run_retention, frozenset({"root", "dry_run"})),
+    Maintenance("memory.build_due", run_build_due, frozenset({"reach"})),
+    Maintenance("memory.drain_outbox", run_drain, frozenset({"limit"})),
+    Maintenance("memory.retention", run_retention, frozenset({"root", "dry_run"})),
     Maintenance("memory.embed_due", run_embed_due, frozenset()),
 )
 """The maintenance tasks (``beat_schedule.ENTRIES`` sends them)."""
@@ -319,8 +278,8 @@ def queue_name(settings: Settings, attr: str) -> str:
 
 JOB_KINDS = JobKinds(
     (
-        JobKind(BuildBeliefs, TASK_BUILD_BELIEFS, "queue_beliefs", run_build, _describe_build, coalesce=True),
-        JobKind(IngestBrain, TASK_INGEST_BRAIN, "queue_ingest", run_ingest, _describe_ingest),
+        JobKind(BuildBeliefs, "memory.build_beliefs", "queue_beliefs", run_build, _describe_build, coalesce=True),
+        JobKind(IngestBrain, "memory.ingest_brain", "queue_ingest", run_ingest, _describe_ingest),
         JobKind(ToolWrite, "memory.tool_write", "queue_ingest", run_tool_write, ToolWrite.describe),
         JobKind(EmbedItems, "memory.embed_items", "queue_beliefs", run_embed, describe_embed, coalesce=True),
     )

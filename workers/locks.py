@@ -1,16 +1,10 @@
-"""Single flight and coalescing per (engine, scope), on a ``Coordination`` store.
+"""Single flight and coalescing per (engine, scope), on a ``Coordination`` store: ``single_flight`` and its keys.
 
-A build of one scope runs under that scope's lock (owner token, compare-and-delete release, a lease extended
-every third of its TTL while the build runs, by one keeper thread per store: a short build starts no thread),
-and no sooner than ``gap_s`` (``Settings.build_min_interval_s``)
-after the scope's last pass started: a trigger that comes sooner, or a follow-up pass that would, is deferred
-(``Flight.wait_s``) and the caller's job is delivered again when the interval ends (``workers.coordination``).
-A trigger that finds the lock taken either raises the scope's dirty mark, so the holder runs exactly one more
-pass when it leaves (the follow-up), or, when the running pass started after the trigger was stamped, does
-nothing: that pass already reads what the trigger was about. The dirty mark stays until a pass that started
-after it completes, so a follow-up that fails or is killed leaves it for the next trigger of the scope (the
-holder's retry or redelivery), which then builds instead of being "covered". On the submit side, identical
-triggers while a job is still queued collapse into that job (``pending_key``).
+A build of one scope runs under that scope's lock (owner token, compare-and-delete release) whose lease one
+keeper thread per store extends every third of its TTL (a short build starts no thread), no sooner than
+``gap_s`` after the scope's last pass started; a trigger that finds it taken or too soon coalesces, is covered
+or is deferred by the gate's rules (``workers.gate``). On the submit side, identical triggers while a job is
+still queued collapse into that job (``pending_key``).
 
 Source: reference ``celery-reliability.md`` §2.4 (lock + pending flag, N triggers → at most one extra run),
 https://redis.io/topics/distlock (token, compare-and-delete), Kleppmann 2016 (a lease is not a mutex: the

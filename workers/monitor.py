@@ -1,20 +1,11 @@
-"""The operator's view of the job flow: job states (following ingest follow-ups), queue depths, running jobs.
+"""The operator's view of the job flow (``memory-core status``, ``demo``): job states, queue depths, running jobs.
 
-Reads the result backend (Redis, or ``file://`` under ``var_dir`` without a server), the broker's queues
-(Redis lists, or message files of the server-less transport) and, for running jobs, asks the workers over
-Celery's remote control. Used by ``memory-core demo`` to wait for the jobs it queued and by ``memory-core
-status``.
-
-Every read is bounded: ``probe`` asks the broker once (one Redis ``PING`` within ``timeout_s``, TLS handshake
-included) and says why it does not answer; the app publishes remote-control requests with the host's
-bounded settings (``workers.config.host_config``: no reconnect loop), so an unreachable or blackholed broker
-costs ``status`` about one timeout instead of Celery's connection retries. ``outbox_waiting`` counts the jobs
-this machine parked while the broker was away (they are published on the next submit, worker start or beat).
-
-A ``read_only`` monitor (``memory-core status``) creates nothing: not ``var_dir`` nor the server-less
-transport's folders (whoever first sends or consumes makes them), and it asks the workers over the server-less
-transport only once a worker has bound its control exchange there (``PIDBOX_BINDING``); the request and the
-replies are then that transport's own messages.
+Reads the result backend, the broker's queues (Redis lists, or the server-less transport's message files) and,
+for running jobs, asks the workers over Celery's remote control. Every read is bounded: ``probe`` is one Redis
+``PING`` within ``timeout_s`` that says why the broker does not answer, and remote control publishes with the
+host's bounded settings (``workers.config.host_config``), so a blackholed broker costs ``status`` about one
+timeout. A ``read_only`` monitor creates nothing (not ``var_dir``, not the server-less folders) and asks the
+workers over the server-less transport only once one has bound its control exchange there (``PIDBOX_BINDING``).
 """
 
 from __future__ import annotations
@@ -30,10 +21,18 @@ from celery.result import AsyncResult
 
 from memory_core.errors import ConfigError
 from memory_core.settings import Settings, get_settings
-from workers.config import broker_problem, broker_url, host_config, is_redis_url, redact, result_backend_url, var_paths
+from workers.config import (
+    broker_problem,
+    broker_url,
+    host_config,
+    is_redis_url,
+    prepare,
+    redact,
+    result_backend_url,
+    var_paths,
+)
+from workers.coordination import redis_client
 from workers.outbox import Outbox
-from workers.redis_coordination import redis_client
-from workers.transport import prepare
 
 __all__ = [
     "FINISHED",
@@ -137,7 +136,7 @@ class JobMonitor:
     Args:
         settings: The settings (default: the process's).
         read_only: Create no file or folder (``status``): ``var_dir`` and the server-less folders are left to
-            whoever sends or consumes first; otherwise they are made here (``workers.transport.prepare``).
+            whoever sends or consumes first; otherwise they are made here (``workers.config.prepare``).
     """
 
     def __init__(self, settings: Settings | None = None, *, read_only: bool = False) -> None:

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from memory_core.errors import InvalidRequest
+from workers.coordination import LocalDb
 from workers.dead_letters import quote_id
-from workers.local_db import LocalDb
 
 __all__ = ["MAX_FAULTS", "Outbox", "OutboxEntry"]
 

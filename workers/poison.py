@@ -6,7 +6,7 @@ error: JSONDecodeError", verified on kombu 5.7 by pushing text onto the queue li
 levels deep raises ``RecursionError`` the same way). The guarded transports (``workers.transport``) check each
 entry with ``envelope_problem`` and hand the bad ones to ``dead_letter_raw`` instead. Envelopes that are well
 formed but cannot become a task request (a body of JSON ``null``, a junk ``timelimit`` header) are refused by
-the consumer (``workers.consumer``, through ``refuse``); those that name an unknown task or carry a foreign
+``Consumer`` (below, through ``refuse``); those that name an unknown task or carry a foreign
 content type reach Celery, which rejects them; ``workers.signals`` dead-letters those (through ``refuse`` too).
 
 Every letter written here is kept under the message's task id when ``workers.kinds.check_job_id`` accepts it
@@ -22,22 +22,25 @@ import binascii
 import json
 import logging
 import uuid
+from collections.abc import Callable
 from typing import Any
 
+from celery.worker.consumer import Consumer as CeleryConsumer
+
 from memory_core.errors import InvalidRequest
-from workers.dead_letters import DeadLetter, DeadLetterStore, keep
+from workers.dead_letters import DeadLetter, keep
+from workers.execution import runtime
 from workers.kinds import check_job_id
-from workers.runtime import runtime
 
 __all__ = [
     "BODY_ENCODINGS",
+    "Consumer",
     "attempts_of",
     "dead_letter",
     "dead_letter_raw",
     "envelope_problem",
     "header_problem",
     "letter_id",
-    "letters",
     "message_payload",
     "refuse",
 ]
@@ -48,11 +51,6 @@ BODY_ENCODINGS = frozenset({"base64"})
 """``properties.body_encoding`` codecs of kombu's virtual channel (``Channel.codecs``, looked up as given; a blank
 value or ``utf-8`` in any case means the body is plain text: ``Channel.decode_body`` in
 ``kombu/transport/virtual/base.py``); any other value makes ``Message()`` raise ``AttributeError``."""
-
-
-def letters() -> DeadLetterStore:
-    """This process's dead-letter store (its ``Runtime``'s: opened from settings on first use, again after a fork)."""
-    return runtime().letters
 
 
 def letter_id(candidate: Any, kind: str) -> str:
@@ -79,52 +77,39 @@ def attempts_of(job_id: str) -> int:
 
 
 def dead_letter(letter: DeadLetter) -> None:
-    """Keep a dead letter and log it as one warning line: its id and reason.
-
-    No traceback: the letter keeps the payload, and a poison message is expected, not a bug. If the store is
-    unreachable the letter is logged whole at CRITICAL, so it is not lost silently.
-    """
-    keep(letters, letter)
+    """Keep a dead letter in this process's ``Runtime`` store, logged as one warning line (``dead_letters.keep``)."""
+    keep(lambda: runtime().letters, letter)
 
 
-def headers_of(message: Any) -> dict[str, Any]:
-    """A kombu message's headers, or ``{}`` when they are not an object."""
-    headers = getattr(message, "headers", None)
-    return headers if isinstance(headers, dict) else {}
+_UNREAD = object()
 
 
-def queue_of(message: Any) -> str | None:
-    """The queue (routing key) a kombu message came from, when known."""
-    info = getattr(message, "delivery_info", None)
-    key = info.get("routing_key") if isinstance(info, dict) else None
-    return key if isinstance(key, str) else None
-
-
-def message_payload(message: Any) -> Any:
-    """A message's payload for its dead letter: the job JSON when the body is ``[[job], {…}, {…}]``."""
+def _decoded(message: Any) -> tuple[Any, Any]:
+    """A message's body (bytes as text) and its JSON value (``_UNREAD`` unless JSON that decodes)."""
     body = getattr(message, "body", None)
     if isinstance(body, bytes | bytearray):
         body = bytes(body).decode("utf-8", errors="replace")
     if getattr(message, "content_type", None) == "application/json" and isinstance(body, str):
         try:
-            decoded = json.loads(body)
+            return body, json.loads(body)
         except (ValueError, RecursionError):
-            return body
-        if isinstance(decoded, list) and decoded and isinstance(decoded[0], list) and len(decoded[0]) == 1:
-            return decoded[0][0]
-        return decoded
-    return body
+            pass
+    return body, _UNREAD
+
+
+def message_payload(message: Any) -> Any:
+    """A message's payload for its dead letter: the job JSON when the body is ``[[job], {…}, {…}]``."""
+    body, decoded = _decoded(message)
+    if decoded is _UNREAD:
+        return body
+    if isinstance(decoded, list) and decoded and isinstance(decoded[0], list) and len(decoded[0]) == 1:
+        return decoded[0][0]
+    return decoded
 
 
 def message_engine(message: Any) -> str | None:
     """The ``engine`` keyword argument of a task message body ``[args, {"engine": …}, embed]``, if any."""
-    body = getattr(message, "body", None)
-    if getattr(message, "content_type", None) != "application/json" or not isinstance(body, str | bytes):
-        return None
-    try:
-        decoded = json.loads(body)
-    except (ValueError, RecursionError):
-        return None
+    decoded = _decoded(message)[1]
     kwargs = decoded[1] if isinstance(decoded, list) and len(decoded) > 1 else None
     engine = kwargs.get("engine") if isinstance(kwargs, dict) else None
     return engine if isinstance(engine, str) else None
@@ -141,8 +126,7 @@ def refuse(
 ) -> DeadLetter:
     """Dead-letter a kombu message that reached the worker but cannot become (or run as) a task request.
 
-    Used by the consumer (``workers.consumer``) and by the signal handlers for messages Celery rejected or
-    whose task it does not know (``workers.signals``).
+    Used by ``Consumer`` and by the signal handlers for messages Celery rejected or whose task it does not know.
 
     Args:
         message: The kombu ``Message``.
@@ -155,7 +139,10 @@ def refuse(
     Returns:
         The letter written (or logged, when no store answers).
     """
-    headers = headers_of(message)
+    headers = getattr(message, "headers", None)
+    headers = headers if isinstance(headers, dict) else {}
+    info = getattr(message, "delivery_info", None)
+    queue = info.get("routing_key") if isinstance(info, dict) else None
     jid = letter_id(job_id if isinstance(job_id, str) else headers.get("id"), kind)
     if task is None and isinstance(headers.get("task"), str):
         task = headers["task"]
@@ -164,7 +151,7 @@ def refuse(
         exc,
         payload=message_payload(message),
         task=task,
-        queue=queue_of(message),
+        queue=queue if isinstance(queue, str) else None,
         attempts=attempts_of(jid),
         message=message_text if message_text is not None else f"not a task message: {exc}",
         engine=message_engine(message),
@@ -247,3 +234,47 @@ def dead_letter_raw(raw: Any, queue: str | None, reason: str) -> None:
         message=f"not a message: {reason}",
     )
     dead_letter(letter)
+
+
+class Consumer(CeleryConsumer):  # type: ignore[misc]
+    """Celery's consumer (``worker_consumer``); a message that cannot become a task request is dead-lettered and acked.
+
+    Two gaps in Celery 5.7's consumer (``celery/worker/consumer/consumer.py``) stop a whole worker on one bad
+    message: ``on_task_received`` catches only ``InvalidTaskError``, ``ContentDisallowed`` and ``DecodeError``, so
+    anything else raised while the request is built (a body of JSON ``null`` → ``TypeError``; a JSON object →
+    ``ValueError``; a ``timelimit`` header ``"xx"``, which fails only when the pool starts the job) reaches the
+    event loop as "Unrecoverable error", and the message, restored as the worker dies, kills every worker after
+    it (issue 5 audit); and ``on_decode_error`` acks an undecodable body with no signal to hook. Here headers the
+    pool would choke on are refused first (``header_problem``) and any other exception but a broker connection
+    error is dead-lettered (``refuse``) and acked. Connection errors propagate: Celery reconnects and the message
+    stays unacked for redelivery.
+    """
+
+    def create_task_handler(self, *args: Any, **kwargs: Any) -> Callable[[Any], Any]:
+        """Celery's ``on_task_received``, guarded (see the class docstring)."""
+        handle: Callable[[Any], Any] = super().create_task_handler(*args, **kwargs)
+        connection_errors: tuple[type[BaseException], ...] = tuple(self.connection_errors or ())
+
+        def on_task_received(message: Any) -> Any:
+            try:
+                problem = header_problem(getattr(message, "headers", None))
+                if problem is not None:  # would fail later, in the pool, beyond this guard
+                    refuse(message, "MalformedMessage", message_text=f"not a task message: {problem}")
+                    message.ack_log_error(log, connection_errors)
+                    return None
+                return handle(message)
+            except connection_errors:
+                raise
+            except Exception as exc:
+                log.debug("message refused, not a task request", exc_info=True)  # the letter logs the reason
+                refuse(message, exc)
+                if not getattr(message, "acknowledged", False):
+                    message.ack_log_error(log, connection_errors)
+                return None
+
+        return on_task_received
+
+    def on_decode_error(self, message: Any, exc: BaseException) -> None:
+        """Dead-letter an undecodable message, then log and ack it as Celery does."""
+        refuse(message, exc)
+        super().on_decode_error(message, exc)

@@ -5,29 +5,13 @@ submit(job) ─► [outbox not empty?] drain ─► coalescing kind: pending mar
                                    broker or coordination unreachable ─► outbox (SQLite, var_dir) ──► same id
 ```
 
-* The job's kind (``workers.kinds``) names its task, queue and Flower summary. The task's argument is the job's
-  JSON object; nothing is pickled. Every job carries ``engine``, this host's ``engine_key`` (a worker of another
-  engine dead-letters it unrun: two deployments sharing one Redis and its queue names never apply each other's
-  jobs). A job of a coalescing kind (``BuildBeliefs``) also carries ``triggered_us`` (the store-clock stamp single
-  flight compares with a build's start) and ``pending`` (the mark the worker clears when it starts).
-* Identical jobs of a coalescing kind while one is still queued return that job's id instead of queueing another
-  (for at most ``pending_ttl_s``).
-* The publish is bounded by ``Settings.publish_timeout_s`` (socket timeouts, no reconnect loop, no publish
-  retries: celery#4556). A failure parks the job in the outbox and opens a circuit breaker (0.5 s doubling to
-  15 s) during which submits go straight to the outbox. When the window ends, one submit probes the broker
-  while the others keep parking, and a submit whose backlog drain finds the broker gone parks its own job
-  instead of publishing it too: a blackholed Redis costs at most one ``publish_timeout_s`` per breaker window,
-  in all of a host's threads together. The outbox drains on the next submit after the breaker closes, on worker
-  start, and from beat.
-* A parked row that fails to publish for a reason other than the broker (a payload that is not a job) is tried
-  ``outbox.MAX_FAULTS`` times, then moved to the dead letters with its error and tries; broker errors never
-  count against a row.
-* A malformed job, or a ``job_id`` that is not a non-blank string of at most ``MAX_JOB_ID_CHARS``, raises
-  ``InvalidRequest`` (a host bug, nothing is stored); only if the outbox file itself cannot be written does
-  ``EngineUnavailable`` escape, since the job could then not be kept.
-* ``send`` is ``submit`` saying what happened (``Submitted``: published, coalesced into a queued build, or
-  parked in the outbox); ``publish`` is the operator's path (``dead-letters requeue``): publish now, for a given
-  engine key, or raise, never parking.
+The job's kind (``workers.kinds``) names its task, queue and Flower summary; the task's argument is the job's
+JSON object, and every message carries ``engine`` (this host's ``engine_key``), a coalescing kind's also
+``triggered_us`` and ``pending``. The publish is bounded by ``publish_timeout_s`` (celery#4556); a failure parks
+the job and opens a circuit breaker (0.5 s doubling to 15 s) past which one submit probes while the others keep
+parking. ``send`` is ``submit`` saying what happened (``Submitted``); ``publish`` and ``requeue`` are the
+operator's path (publish now or raise, never parking). ``open_coordination`` and ``open_dead_letters`` open the
+stores from settings. The guarantees (outbox, breaker, one payload per id, coalescing): docs/jobs.md.
 """
 
 from __future__ import annotations
@@ -46,21 +30,23 @@ from memory_core._model import ContractModel
 from memory_core.errors import EngineUnavailable, InvalidRequest
 from memory_core.safety.jobs import scrub_job
 from memory_core.settings import Settings, get_settings
-from workers.config import TRANSIENT, broker_problem, host_config, prepare, queue_for, redact
-from workers.coordination import Coordination
-from workers.dead_letters import DeadLetter, DeadLetterStore, quote_id
+from workers.config import TRANSIENT, broker_problem, host_config, prepare, queue_for, redact, redis_url_of, var_paths
+from workers.coordination import Coordination, RedisCoordination, SqliteCoordination, redis_client
+from workers.dead_letters import DeadLetter, DeadLetterStore, RedisDeadLetters, SqliteDeadLetters, quote_id
 from workers.kinds import JOB_KINDS, JobKinds, check_job_id, new_job_id
 from workers.locks import engine_key, job_digest, pending_key
 from workers.outbox import MAX_FAULTS, Outbox, OutboxEntry
-from workers.stores import open_coordination, open_dead_letters, open_outbox
 
-__all__ = ["BROKER_ERRORS", "DrainReport", "JobQueue", "Submitted"]
+__all__ = [
+    "DrainReport",
+    "JobQueue",
+    "Submitted",
+    "open_coordination",
+    "open_dead_letters",
+    "requeue",
+]
 
 log = logging.getLogger(__name__)
-
-BROKER_ERRORS = TRANSIENT
-"""What counts as "the broker (or the coordination store) is unreachable" on the submit path: the one list of
-transient errors (``workers.config.TRANSIENT``)."""
 
 _CIRCUIT_MIN_S = 0.5
 _CIRCUIT_MAX_S = 15.0
@@ -69,6 +55,32 @@ _DRAIN_ON_SUBMIT = 50
 _PROBE_HOLD = 2.0
 """While one submit probes a broker whose breaker window ended, the others park for this many publish
 timeouts (the probe's publish is bounded by one; the hold ends sooner when the probe succeeds or fails)."""
+
+
+def open_coordination(settings: Settings, timeout_s: float | None = None) -> Coordination:
+    """The coordination store for these settings: the broker's Redis, else ``var_dir/coordination.db``.
+
+    Args:
+        settings: The settings.
+        timeout_s: Redis socket timeout, seconds (hosts pass ``publish_timeout_s``); default
+            ``redis_socket_timeout_s``.
+    """
+    job_ttl_s = 2 * settings.visibility_timeout_s
+    keep_s = max(job_ttl_s, settings.result_expires_s)  # one rule for both stores
+    url = redis_url_of(settings)
+    if url is None:
+        return SqliteCoordination(var_paths(settings)["coordination"], settings.redis_prefix, job_ttl_s, keep_s)
+    client = redis_client(url, timeout_s or settings.redis_socket_timeout_s, settings.redis_health_check_s)
+    return RedisCoordination(client, settings.redis_prefix, job_ttl_s, keep_s)
+
+
+def open_dead_letters(settings: Settings, timeout_s: float | None = None) -> DeadLetterStore:
+    """The dead-letter store for these settings, beside the coordination store (``timeout_s`` as there)."""
+    url = redis_url_of(settings)
+    if url is None:
+        return SqliteDeadLetters(var_paths(settings)["coordination"], settings.dead_letter_max)
+    client = redis_client(url, timeout_s or settings.redis_socket_timeout_s, settings.redis_health_check_s)
+    return RedisDeadLetters(client, settings.redis_prefix, settings.dead_letter_max)
 
 
 def _error_text(exc: BaseException) -> str:
@@ -134,7 +146,7 @@ class JobQueue:
         self.app = Celery("memory-core-host", set_as_current=False)
         self.app.conf.update(host_config(self.settings, kinds))
         self.coordination = coordination or open_coordination(self.settings, self.settings.publish_timeout_s)
-        self.outbox = outbox or open_outbox(self.settings)
+        self.outbox = outbox or Outbox(var_paths(self.settings)["outbox"])
         self.engine = engine_key(self.settings.engine)
         self._letters = letters
         self._lock = threading.Lock()
@@ -179,7 +191,7 @@ class JobQueue:
             if self._trips_now() == trips:  # the drain (or another thread) did not find the broker gone
                 try:
                     served = self._publish(parsed, jid)
-                except BROKER_ERRORS as exc:
+                except TRANSIENT as exc:
                     self._trip(exc)
                 else:
                     self._reset()
@@ -204,7 +216,7 @@ class JobQueue:
             return self._publish(job, check_job_id(job_id), engine)
         except EngineUnavailable:
             raise
-        except BROKER_ERRORS as exc:
+        except TRANSIENT as exc:
             raise EngineUnavailable(f"broker: {_error_text(exc)}") from None
 
     def drain(self, limit: int = 1000) -> DrainReport:
@@ -223,7 +235,7 @@ class JobQueue:
         for i, entry in enumerate(entries):
             try:
                 self._publish(self.kinds.parse(entry.payload), entry.id)
-            except BROKER_ERRORS as exc:
+            except TRANSIENT as exc:
                 error = _error_text(exc)
                 self._trip(exc)
                 self._release(entries[i:], token, error)
@@ -326,7 +338,7 @@ class JobQueue:
         except Exception as put_exc:  # keep the row: it is retried (and dead-lettered) on a later drain
             log.warning("outbox: job %s could not be dead-lettered: %s", entry.id, _error_text(put_exc))
             self._quietly(self.outbox.release, entry.id, token, error, True)
-            if isinstance(put_exc, BROKER_ERRORS):
+            if isinstance(put_exc, TRANSIENT):
                 self._trip(put_exc)
                 return False
             return True
@@ -391,3 +403,53 @@ class JobQueue:
         except Exception as exc:
             log.warning("%s failed: %s", getattr(fn, "__name__", fn), exc)
             return None
+
+
+def requeue(
+    settings: Settings,
+    ref: str,
+    *,
+    engine: str | None = None,
+    store: DeadLetterStore | None = None,
+    queue: JobQueue | None = None,
+) -> str:
+    """Publish dead letter ``ref``'s job again under its id (attempts, progress and done marks cleared).
+
+    The letter is deleted *before* the publish (and put back if it fails): a job that fails again at once then
+    writes a new letter under the same id that stays. The job keeps the engine key it was submitted with (the
+    letter's ``engine``), so it neither bounces back as ``WrongEngine`` nor runs against the store of whatever
+    engine the operator's shell names.
+
+    Args:
+        settings: The settings.
+        ref: The letter's id, or a prefix of it that only one letter has.
+        engine: An engine URL to run the job against instead (its ``engine_key`` is stamped on the job).
+        store: The dead-letter store (tests); default opened from settings.
+        queue: The job queue (tests); default opened from settings.
+
+    Returns:
+        The job id serving it (the letter's, or a pending identical build's).
+
+    Raises:
+        NotFound: no such dead letter.
+        InvalidRequest: an ambiguous prefix, or a payload that is not a job (purge it).
+        EngineUnavailable: the store or the broker is unreachable (the letter is kept).
+    """
+    letters = store or open_dead_letters(settings)
+    letter = letters.get(letters.resolve(ref))
+    if letter.truncated:
+        raise InvalidRequest("the payload was cut when it was dead-lettered; it cannot be requeued", field="payload")
+    target = engine_key(engine) if engine else letter.engine
+    jobs = queue or JobQueue(settings)
+    try:
+        job = jobs.kinds.parse(letter.payload)
+        jobs.coordination.forget_job(letter.id)
+        letters.delete(letter.id)
+        try:
+            return jobs.publish(job, letter.id, engine=target)
+        except BaseException:
+            letters.put(letter)  # not published: the letter stays for the next try
+            raise
+    finally:
+        if queue is None:
+            jobs.close()

@@ -28,22 +28,14 @@ from celery.worker.consumer import consumer as celery_consumer
 
 from memory_core.errors import ConfigError
 from memory_core.settings import get_settings
+from workers.config import prepare
 from workers.dead_letters import DeadLetter
-from workers.execution import DeadLettered
+from workers.execution import DeadLettered, close_runtime, open_worker_engine
 from workers.monitor import require_broker
-from workers.poison import attempts_of, dead_letter, letter_id, message_payload, refuse
+from workers.poison import attempts_of, dead_letter, letter_id, refuse
 from workers.queue import JobQueue
-from workers.runtime import close_runtime
-from workers.stores import open_worker_engine
-from workers.transport import prepare
 
-__all__ = [
-    "ExpectedLetters",
-    "check_broker",
-    "connect",
-    "message_payload",
-    "open_engine_at_start",
-]  # message_payload: from workers.poison
+__all__ = ["ExpectedLetters", "check_broker", "connect", "open_engine_at_start"]
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +44,7 @@ _CONSUMER_LETTERED = frozenset(
         celery_consumer.UNKNOWN_TASK_ERROR,  # on_unknown_task, then task_unknown: ``unknown_task`` below
         celery_consumer.INVALID_TASK_ERROR,  # on_invalid_task, then task_rejected: ``rejected`` below
         celery_consumer.UNKNOWN_FORMAT,  # on_unknown_message, then task_rejected: ``rejected`` below
-        celery_consumer.MESSAGE_DECODE_ERROR,  # on_decode_error, after ``workers.consumer`` refused it
+        celery_consumer.MESSAGE_DECODE_ERROR,  # on_decode_error, after ``workers.poison.Consumer`` refused it
     }
 )
 """Celery's consumer messages (celery 5.x ``worker/consumer/consumer.py``) about a message that is then

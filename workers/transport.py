@@ -28,10 +28,9 @@ from kombu.transport import filesystem
 from kombu.transport import redis as kombu_redis
 from kombu.utils import json as kombu_json
 
-from workers.config import prepare
 from workers.poison import dead_letter_raw, envelope_problem
 
-__all__ = ["SafeFilesystemTransport", "SafeRedisTransport", "prepare"]  # prepare: from workers.config
+__all__ = ["SafeFilesystemTransport", "SafeRedisTransport"]
 
 _DECODE_ERRORS = (ValueError, RecursionError)
 """What kombu's ``json.loads`` of a queue entry raises on a bad entry: ``JSONDecodeError`` and

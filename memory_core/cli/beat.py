@@ -20,9 +20,9 @@ __all__ = ["beat"]
 def beat(loglevel: LoglevelOption = "info", engine: EngineOption = None, broker: BrokerOption = None) -> None:
     """Run celery beat: build-due and outbox-drain ticks (see beat_schedule.py). Run exactly one."""
     use_options(engine, broker)
+    from workers.config import prepare
     from workers.monitor import require_broker
     from workers.signals import BROKER_CHECK_TIMEOUT_S
-    from workers.transport import prepare
 
     prepare(get_settings())
     try:

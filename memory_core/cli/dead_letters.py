@@ -57,7 +57,7 @@ app.add_typer(dead_letters_app, name="dead-letters")
 
 
 def _store() -> Any:
-    from workers.stores import open_dead_letters
+    from workers.queue import open_dead_letters
 
     return open_dead_letters(get_settings())
 
@@ -148,7 +148,7 @@ def requeue(
     """Publish the letter's job again under the same id (for the engine it was submitted for), drop the letter."""
     use_options(broker=broker)
     from memory_core.lifecycle.jobs import parse_job
-    from workers.requeue import requeue as requeue_letter
+    from workers.queue import requeue as requeue_letter
 
     try:
         store = _store()

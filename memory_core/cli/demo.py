@@ -256,7 +256,7 @@ def _run(
 
 def _dead_letter_count(settings: Any) -> int:
     """Letters in the run's dead-letter store (its own, under the demo's var dir or Redis prefix)."""
-    from workers.stores import open_dead_letters
+    from workers.queue import open_dead_letters
 
     store = open_dead_letters(settings)
     try:

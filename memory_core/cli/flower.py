@@ -180,8 +180,7 @@ def _flower_argv(port: int | None, address: str, engine: str | None, broker: str
         typer.Exit: code 2, after printing why (bad credentials, a port Flower could not listen on).
     """
     use_options(engine, broker)
-    from workers.flower import DEFAULT_PASSWORD, flower_argv
-    from workers.transport import prepare
+    from workers.config import DEFAULT_PASSWORD, flower_argv, prepare
 
     settings = get_settings()
     try:

@@ -84,7 +84,7 @@ def _jobs_view(settings: Any) -> dict[str, Any]:
     """Queues, workers, running and dead jobs, the outbox, and a reason for every part that is unknown."""
     from workers.config import redis_url_of, var_paths
     from workers.monitor import JobMonitor
-    from workers.stores import open_dead_letters
+    from workers.queue import open_dead_letters
 
     unknown: dict[str, str] = {}
     names = (settings.queue_beliefs, settings.queue_ingest, settings.queue_maintenance)

@@ -72,10 +72,9 @@ def worker(
 ) -> None:
     """Run a worker consuming the job queues until stopped (SIGTERM: warm shutdown)."""
     use_options(engine, broker)
-    from workers.config import resolve_queues
+    from workers.config import prepare, resolve_queues
     from workers.monitor import require_broker
     from workers.signals import BROKER_CHECK_TIMEOUT_S
-    from workers.transport import prepare
 
     settings = get_settings()
     names, unknown = resolve_queues(settings, queues)

@@ -16,8 +16,8 @@ import workers.poison
 from memory_core.cli import load_commands
 from memory_core.settings import Settings, get_settings
 from workers.dead_letters import DeadLetter, DeadLetterStore
-from workers.runtime import close_runtime
-from workers.stores import open_dead_letters
+from workers.execution import close_runtime
+from workers.queue import open_dead_letters
 
 app = load_commands()
 
@@ -40,7 +40,7 @@ def letters(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Iterator[De
     store.put(
         DeadLetter.of(JOB_ID, "InvalidRequest", payload=job, task="memory.ingest_brain", attempts=1, message=REASON)
     )
-    with monkeypatch.context() as patched:  # poison.letters() is the runtime's, opened from the settings
+    with monkeypatch.context() as patched:  # the dead letters are the runtime's, opened from the settings
         patched.setenv("MEMORY_CORE_VAR_DIR", env["MEMORY_CORE_VAR_DIR"])
         get_settings.cache_clear()
         close_runtime()

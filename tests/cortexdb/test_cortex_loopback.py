@@ -190,8 +190,7 @@ def throwaway_redis(tmp_path: Path) -> Iterator[str]:
 def test_a_celery_worker_on_the_direct_double_builds_each_scope_and_turns_never_wait(
     direct_server: _Server, throwaway_redis: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from workers.queue import JobQueue
-    from workers.stores import open_coordination
+    from workers.queue import JobQueue, open_coordination
 
     fields: dict[str, Any] = {
         "engine": direct_server.url,

@@ -134,7 +134,7 @@ def test_scrub_off_opens_the_bare_engine_and_says_so(
 
 
 def test_the_worker_engine_is_scrubbed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from workers.stores import open_worker_engine
+    from workers.execution import open_worker_engine
 
     monkeypatch.setenv("MEMORY_CORE_ENGINE", f"sqlite:///{tmp_path}/m.db")
     get_settings.cache_clear()

@@ -17,11 +17,11 @@ from workers.config import (
     beat_config,
     celery_config,
     check_timeouts,
+    flower_argv,
     host_config,
     restore_sweep,
     result_backend_url,
 )
-from workers.flower import flower_argv
 from workers.kinds import JOB_KINDS
 
 
@@ -81,7 +81,7 @@ def test_events_results_and_redis_sockets_are_configured() -> None:
     assert options["health_check_interval"] == 25 and options["socket_keepalive"]
     assert conf["redis_socket_timeout"] == 7.0
     assert conf["broker_transport"] == "workers.transport:SafeRedisTransport"
-    assert conf["worker_consumer"] == "workers.consumer:Consumer"
+    assert conf["worker_consumer"] == "workers.poison:Consumer"
 
 
 def test_a_tls_broker_verifies_certificates_for_the_broker_and_the_result_backend() -> None:

@@ -15,9 +15,17 @@ from memory_core.errors import EngineUnavailable
 from memory_core.lifecycle.jobs import BuildBeliefs
 from memory_core.meta import ItemKind
 from memory_core.namespace import Namespace, Reach
-from workers.coordination import Coordination, Enter, Leave, Pending, SqliteCoordination, lock_value, split_lock
+from workers.coordination import (
+    Coordination,
+    Enter,
+    Leave,
+    Pending,
+    RedisCoordination,
+    SqliteCoordination,
+    redis_client,
+)
+from workers.gate import split_record
 from workers.locks import engine_key, pending_key, scope_key, single_flight
-from workers.redis_coordination import RedisCoordination, redis_client
 
 
 @pytest.fixture(params=["sqlite", "redis"])
@@ -45,7 +53,7 @@ def claim(store: Coordination, key: str, job_id: str) -> Pending:
 
 
 def test_lock_values_round_trip_even_with_bars_in_the_job_id() -> None:
-    assert split_lock(lock_value("tok", "a|b", 17)) == ("tok", "a|b", 17)
+    assert split_record("tok|a|b|17") == ("tok", "a|b", "17")  # the gate's lock mark: token|task_id|started_us
 
 
 def test_one_trigger_acquires_and_leaves_with_the_lock_released(store: Coordination) -> None:

@@ -23,8 +23,7 @@ from workers.dead_letters import SqliteDeadLetters
 from workers.embedding import EMBED_PER_JOB, EmbedItems
 from workers.execution import Delivery, Runtime, Verdict, execute
 from workers.kinds import JOB_KINDS
-from workers.queue import JobQueue
-from workers.stores import open_coordination
+from workers.queue import JobQueue, open_coordination
 
 LAYOUT = MemoryLayout()
 REPLY = "Noted, stored."

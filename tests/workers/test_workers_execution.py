@@ -260,9 +260,9 @@ def test_a_coordination_store_locked_when_opened_is_a_retry_not_an_escape(
 ) -> None:
     import sqlite3
 
-    import workers.local_db
+    import workers.coordination
 
-    monkeypatch.setattr(workers.local_db, "BUSY_TIMEOUT_S", 0.2)
+    monkeypatch.setattr(workers.coordination, "BUSY_TIMEOUT_S", 0.2)
     settings = Settings(_env_file=None, var_dir=tmp_path / "var", max_retries=2)
     SqliteCoordination(tmp_path / "var" / "coordination.db", "t", 60, 60).close()  # exists, in WAL mode
     holder = sqlite3.connect(tmp_path / "var" / "coordination.db", isolation_level=None)
@@ -294,8 +294,7 @@ def test_a_job_for_another_engine_is_dead_lettered_unrun_and_requeue_keeps_its_e
     rt: Runtime, tmp_path: Path
 ) -> None:
     from workers.locks import engine_key
-    from workers.queue import JobQueue
-    from workers.requeue import requeue
+    from workers.queue import JobQueue, requeue
 
     engine = rt.engine
     assert isinstance(engine, FlakyEngine)
@@ -326,8 +325,7 @@ def test_a_job_for_another_engine_is_dead_lettered_unrun_and_requeue_keeps_its_e
 
 def test_a_requeued_job_that_fails_again_at_once_keeps_its_new_letter(rt: Runtime, tmp_path: Path) -> None:
     from workers.dead_letters import DeadLetter
-    from workers.queue import JobQueue
-    from workers.requeue import requeue
+    from workers.queue import JobQueue, requeue
 
     class FastFailingWorker(JobQueue):
         """Publishing is followed at once by the worker dead-lettering the job again (a fast consumer)."""

@@ -22,8 +22,7 @@ from memory_core.lifecycle.jobs import BuildBeliefs, IngestBrain
 from memory_core.lifecycle.layout import MemoryLayout
 from memory_core.lifecycle.runner import BackgroundRunner
 from memory_core.namespace import Reach
-from workers.queue import JobQueue
-from workers.stores import open_coordination, open_dead_letters
+from workers.queue import JobQueue, open_coordination, open_dead_letters
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 

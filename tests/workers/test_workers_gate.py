@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from workers.coordination import Coordination, SqliteCoordination
+from workers.coordination import Coordination, RedisCoordination, SqliteCoordination, redis_client
 from workers.gate import (
     RULES,
     Event,
@@ -23,7 +23,6 @@ from workers.gate import (
     leave_event,
     step,
 )
-from workers.redis_coordination import RedisCoordination, redis_client
 
 S = 1_000_000  # one second in microseconds
 TTL_S, KEEP_S, GAP_US = 15, 60, 10 * S

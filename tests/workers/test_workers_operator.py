@@ -99,7 +99,7 @@ def test_a_blackholed_broker_is_reported_within_the_probes_bound(tmp_path: Path)
 
 
 def test_the_monitors_redis_client_verifies_a_tls_certificate_unless_the_url_says_otherwise() -> None:
-    from workers.redis_coordination import redis_client
+    from workers.coordination import redis_client
 
     tls = redis_client("rediss://127.0.0.1:1/9", 0.5, 0).connection_pool.make_connection()
     assert tls.cert_reqs == ssl.CERT_REQUIRED

@@ -250,7 +250,7 @@ BAD_ROW = '{"job": "ingest_brain", "documents": []}'  # JSON, but never a job: d
 
 def test_a_row_that_can_never_be_published_is_dead_lettered_after_a_few_tries(tmp_path: Path) -> None:
     from workers.outbox import MAX_FAULTS
-    from workers.stores import open_dead_letters
+    from workers.queue import open_dead_letters
 
     settings = Settings(_env_file=None, var_dir=tmp_path / "var")
     queue = JobQueue(settings)

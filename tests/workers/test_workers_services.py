@@ -17,8 +17,7 @@ from memory_core.lifecycle.documents import BrainDocument
 from memory_core.lifecycle.jobs import IngestBrain
 from memory_core.lifecycle.layout import MemoryLayout
 from memory_core.namespace import Reach
-from workers.queue import JobQueue
-from workers.stores import open_coordination, open_dead_letters
+from workers.queue import JobQueue, open_coordination, open_dead_letters
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 

@@ -17,10 +17,10 @@ from flowkit import Flow, Spawn, crash_shapes, envelope, memory_core_argv, wait_
 from memory_core.errors import NotFound
 from memory_core.settings import get_settings
 from workers.dead_letters import DeadLetterStore
-from workers.execution import DeadLettered
-from workers.runtime import close_runtime, runtime
-from workers.signals import connect, failed, message_payload, rejected, unknown_task
-from workers.stores import open_dead_letters
+from workers.execution import DeadLettered, close_runtime, runtime
+from workers.poison import message_payload
+from workers.queue import open_dead_letters
+from workers.signals import connect, failed, rejected, unknown_task
 
 
 @pytest.fixture

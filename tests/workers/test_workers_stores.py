@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from memory_core.errors import InvalidRequest, NotFound
+from workers.coordination import redis_client
 from workers.dead_letters import MAX_PAYLOAD_CHARS, DeadLetter, DeadLetterStore, RedisDeadLetters, SqliteDeadLetters
 from workers.outbox import Outbox, OutboxEntry
 from workers.poison import envelope_problem
-from workers.redis_coordination import redis_client
 
 
 @pytest.fixture(params=["sqlite", "redis"])
@@ -190,7 +190,7 @@ def test_concurrent_drainers_never_claim_the_same_row(tmp_path: Path) -> None:
 def test_a_per_process_value_is_opened_once_per_process_and_again_in_a_forked_child() -> None:
     import os
 
-    from workers.runtime import PerProcess
+    from workers.execution import PerProcess
 
     opened: list[object] = []
 

@@ -30,8 +30,7 @@ from workers.coordination import SqliteCoordination
 from workers.dead_letters import SqliteDeadLetters
 from workers.execution import Delivery, Runtime, Verdict, execute
 from workers.kinds import JOB_KINDS
-from workers.queue import JobQueue
-from workers.stores import open_coordination
+from workers.queue import JobQueue, open_coordination
 from workers.tool_writes import QueueSink, open_tool_writes
 
 AWS = "AKIAIOSFODNN7EXAMPLE"
