@@ -10,6 +10,7 @@ task to its queue and letting each tick expire after one period.
 | ``drain-outbox`` | ``memory.drain_outbox`` | ``outbox_drain_interval_s`` | publishes parked jobs |
 | ``retention`` | ``memory.retention`` | ``retention_interval_s`` (daily) | prunes old turns (seed 004) |
 | ``embed-due`` | ``memory.embed_due`` | ``build_due_interval_s`` | an ``embed_items`` job while items wait |
+| ``compact-log`` | ``memory.compact_log`` | ``log_compact_interval_s`` (daily) | old log records into a checkpoint |
 
 Two beats send every tick twice (celery/celery#2856); the tasks tolerate it (a build is single flight per scope
 and coalesced, a drain claims each row once), but the rule in docs/jobs.md stands: one beat.
@@ -26,5 +27,6 @@ ENTRIES: dict[str, dict[str, Any]] = {
     "drain-outbox": {"task": "memory.drain_outbox", "every": "outbox_drain_interval_s", "kwargs": {}},
     "retention": {"task": "memory.retention", "every": "retention_interval_s", "kwargs": {}},
     "embed-due": {"task": "memory.embed_due", "every": "build_due_interval_s", "kwargs": {}},
+    "compact-log": {"task": "memory.compact_log", "every": "log_compact_interval_s", "kwargs": {}},
 }
 """Entry name → ``{task, every, kwargs}``."""

@@ -153,6 +153,9 @@ class Settings(BaseSettings):
             past which logged turns go (90 days), the newest turns kept per layout root (5,000), and whether an
             engine declaring tiers moves them to ``archive`` instead of forgetting them. Facts and beliefs are
             never pruned by it.
+        log_compact_interval_s / log_keep_records: the ``memory.compact_log`` job (``docs/log-model.md``,
+            "Checkpoints"): how often beat runs it (daily), and how many of the newest log records it leaves
+            uncompacted (100,000): ``as_of`` and ``rollback`` reach back at least that far.
         dead_letter_max: Dead letters kept; the oldest are dropped past it.
         scrub: Scrub every write of the engines hosts, workers and commands open (``engines.open_host_engine``
             wraps them in ``safety.ScrubbingEngine``); ``MEMORY_CORE_SCRUB=off`` stores secrets verbatim, and every
@@ -233,6 +236,8 @@ class Settings(BaseSettings):
     retention_max_age_days: float = Field(default=90.0, gt=0)
     retention_max_turns: int = Field(default=5_000, gt=0)
     retention_archive: bool = False
+    log_compact_interval_s: float = Field(default=86_400.0, gt=0)
+    log_keep_records: int = Field(default=100_000, gt=0)
 
     @field_validator("engine_plugins")
     @classmethod

@@ -39,6 +39,7 @@ __all__ = [
     "run_embed_due",
     "run_ingest",
     "run_retention",
+    "run_compact_log",
     "run_tool_write",
     "submit_embedding",
 ]
@@ -230,3 +231,30 @@ def run_embed_due(rt: Runtime, d: Delivery) -> dict[str, Any]:
     """Beat's tick: an ``EmbedItems`` when items wait for the model (``{waiting, job}``)."""
     count = waiting(rt.engine)
     return {"waiting": count, "job": rt.queue.submit(EmbedItems()) if count else None}
+
+
+def run_compact_log(rt: Runtime, d: Delivery) -> dict[str, Any]:
+    """Compact all but the newest ``keep`` log records into the engine's checkpoint (``docs/log-model.md``).
+
+    ``keep`` defaults to ``MEMORY_CORE_LOG_KEEP_RECORDS``; every ``as_of`` at or after the checkpoint answers as
+    before. An engine without a log, or whose log has no checkpoints (``compact_log``), is left alone and the
+    result says why: ``{skipped: reason}``. Otherwise ``{upto, compacted}``: the LSN asked for and how many
+    records went (the engine stops at the end of a transaction at or before it, never at the newest record).
+
+    Raises:
+        InvalidRequest: ``keep`` is not a positive integer.
+    """
+    keep = d.kwargs.get("keep", rt.settings.log_keep_records)
+    if isinstance(keep, bool) or not isinstance(keep, int) or keep <= 0:
+        raise InvalidRequest("must be a positive integer", field="keep")
+    engine = rt.engine
+    described = engine.descriptor()
+    if not described.log:
+        return {"skipped": f"the engine {described.id} keeps no log"}
+    compact = getattr(engine, "compact_log", None)
+    if not callable(compact):
+        return {"skipped": f"the engine {described.id} has no log checkpoints"}
+    upto = engine.current_lsn() - keep
+    if upto <= 0:
+        return {"upto": upto, "compacted": 0}
+    return {"upto": upto, "compacted": int(compact(upto))}

@@ -25,6 +25,7 @@ from workers.embedding import EmbedItems, describe_embed
 from workers.handlers import (
     run_build,
     run_build_due,
+    run_compact_log,
     run_drain,
     run_embed,
     run_embed_due,
@@ -156,6 +157,7 @@ MAINTENANCE: tuple[Maintenance, ...] = (
     Maintenance("memory.drain_outbox", run_drain, frozenset({"limit"})),
     Maintenance("memory.retention", run_retention, frozenset({"root", "dry_run"})),
     Maintenance("memory.embed_due", run_embed_due, frozenset()),
+    Maintenance("memory.compact_log", run_compact_log, frozenset({"keep"})),
 )
 """The maintenance tasks (``beat_schedule.ENTRIES`` sends them)."""
 

@@ -104,6 +104,7 @@ def test_tasks_route_to_their_queues() -> None:
         "memory.retention": {"queue": "m"},
         "memory.embed_items": {"queue": "b"},
         "memory.embed_due": {"queue": "m"},
+        "memory.compact_log": {"queue": "m"},
     }
 
 
@@ -140,7 +141,7 @@ def test_every_beat_entry_names_a_registered_task_on_its_queue() -> None:
     from workers.celery_app import app
 
     app.loader.import_default_modules()
-    s = settings(build_due_interval_s=120.0, outbox_drain_interval_s=30.0)
+    s = settings(build_due_interval_s=120.0, outbox_drain_interval_s=30.0, log_compact_interval_s=3600.0)
     schedule = beat_config(s)
     assert set(schedule) == set(beat_schedule.ENTRIES)
     for entry in schedule.values():
@@ -150,6 +151,7 @@ def test_every_beat_entry_names_a_registered_task_on_its_queue() -> None:
     assert schedule["build-due"]["schedule"] == 120.0
     assert schedule["drain-outbox"]["schedule"] == 30.0
     assert schedule["embed-due"]["schedule"] == 120.0 and schedule["embed-due"]["task"] == "memory.embed_due"
+    assert schedule["compact-log"]["schedule"] == 3600.0 and schedule["compact-log"]["task"] == "memory.compact_log"
     assert set(JOB_KINDS.queues()) <= set(app.tasks)
 
 
