@@ -24,6 +24,7 @@ def downgrade_to_v1(path: Path) -> None:
         ALTER TABLE beliefs DROP COLUMN version;
         DROP TABLE beliefs_removed;
         DROP TABLE log; DROP TABLE log_checkpoint; DROP INDEX items_unserved; DROP INDEX items_derived;
+        DROP TABLE belief_staged; DROP TABLE belief_staged_evidence;
         ALTER TABLE items DROP COLUMN status; ALTER TABLE items DROP COLUMN tier;
         ALTER TABLE items DROP COLUMN derived_from;
         PRAGMA user_version = 1;

@@ -60,6 +60,7 @@ from .rows import META_COLUMN_NAMES, chunks, meta_columns, now_us, ns_of_key, pl
 
 __all__ = [
     "BUILD_CHUNK",
+    "STAGING",
     "LOCK_BUDGET_S",
     "LOCK_GAP_S",
     "MERGE_BATCH",
@@ -90,6 +91,18 @@ _NOT_HOLDING: Final = frozenset({MemoryStatus.STALE.value, MemoryStatus.RETRACTE
 PENDING: Final = "pending:"
 """``beliefs.status`` prefix of a belief a build created and has not committed yet (``commit_build``): no read
 serves it, and it has no log record yet."""
+STAGING: Final = (
+    "CREATE TABLE belief_staged (bid INTEGER PRIMARY KEY, ns TEXT NOT NULL, from_kind TEXT NOT NULL, "
+    "subject TEXT NOT NULL, status TEXT NOT NULL, state TEXT NOT NULL, restore INTEGER NOT NULL)",
+    "CREATE INDEX belief_staged_subject ON belief_staged(ns, from_kind, subject, status)",
+    "CREATE TABLE belief_staged_evidence (bid INTEGER NOT NULL, item_id TEXT NOT NULL, PRIMARY KEY (bid, item_id)) "
+    "WITHOUT ROWID",
+    "CREATE INDEX belief_staged_item ON belief_staged_evidence(item_id)",
+)
+"""A build's changes to beliefs already published, held until its commit (``commit_build`` applies them):
+``belief_staged`` the belief's new state (its build ``status``; ``restore``: it did not hold when staged, so the
+commit writes its ``restore``), ``belief_staged_evidence`` the evidence it gained. No read looks at them; the
+build's own later windows read them over the published rows (``_candidates``, ``_held``)."""
 _NEWEST: Final = "observed_at DESC, last_seq DESC, key DESC"
 """SQL order of a subject's members, newest first, as ``Belief.newness`` then key (NULL, undated, sorts
 lowest: sqlite.org/datatype3.html §4.1)."""
@@ -139,6 +152,21 @@ def _candidates(conn: sqlite3.Connection, ns: str, from_kind: str, want: Lookup)
             )
         )
     found.update(_load(conn, ns, from_kind, "bid IN ({marks})", sorted(bids - found.keys())))
+    for chunk in chunks(sorted(want.subjects)):
+        bids.update(
+            int(r[0])
+            for r in conn.execute(
+                f"SELECT bid FROM belief_staged WHERE ns = ? AND from_kind = ? AND subject IN "
+                f"({placeholders(len(chunk))}) AND status = '{BeliefStatus.ACTIVE.value}'",
+                (ns, from_kind, *chunk),
+            )
+        )
+    found.update(_load(conn, ns, from_kind, "bid IN ({marks})", sorted(bids - found.keys())))
+    for chunk in chunks(sorted(found)):
+        for bid, state in conn.execute(
+            f"SELECT bid, state FROM belief_staged WHERE bid IN ({placeholders(len(chunk))})", chunk
+        ):
+            found[int(bid)] = Belief.from_state(json.loads(state))  # this build's (or a stopped one's) newer state
     return found
 
 
@@ -151,6 +179,14 @@ def _held(conn: sqlite3.Connection, ns: str, from_kind: str, item_ids: Sequence[
             for key, item in conn.execute(
                 # CROSS JOIN keeps the evidence index as the outer loop (sqlite.org/optoverview.html §7)
                 "SELECT b.key, e.item_id FROM belief_evidence e CROSS JOIN beliefs b ON b.bid = e.bid "
+                f"WHERE e.item_id IN ({placeholders(len(chunk))}) AND b.ns = ? AND b.from_kind = ?",
+                (*chunk, ns, from_kind),
+            )
+        )
+        out.update(
+            (str(key), str(item))
+            for key, item in conn.execute(
+                "SELECT b.key, e.item_id FROM belief_staged_evidence e CROSS JOIN beliefs b ON b.bid = e.bid "
                 f"WHERE e.item_id IN ({placeholders(len(chunk))}) AND b.ns = ? AND b.from_kind = ?",
                 (*chunk, ns, from_kind),
             )
@@ -213,7 +249,8 @@ def _save(
     """Insert or update ``beliefs`` and append the evidence each gained (``Belief.added``).
 
     A build (``restore``) inserts a new belief *pending* (``PENDING`` + its status: no read serves it) and
-    ``commit_build`` publishes it; a build that writes a stale or retracted belief again restores it
+    ``commit_build`` publishes it; a change to a belief already published is staged (``STAGING``) and applied
+    by ``commit_build`` too, where a belief that did not hold (stale or retracted) written again is restored
     (``docs/log-model.md`` rule 4: a ``restore`` record). A rebuild after a forget (``retract``) keeps each
     belief's status, and a belief new there is written with its ``put`` at once.
     """
@@ -231,19 +268,44 @@ def _save(
             bid = _insert(conn, ns, from_kind, belief, state, at_us, version, status)
             if not restore:
                 log.put(conn, belief_id(ns_of_key(ns), from_kind, belief.key), Tier.LONG, "rebuilt")
+        elif restore and not str(row[2]).startswith(PENDING):  # published: staged until the build's commit
+            bid = int(row[0])
+            _stage(conn, ns, from_kind, bid, belief, state, str(row[2]) in _NOT_HOLDING)
+            conn.executemany(
+                "INSERT OR IGNORE INTO belief_staged_evidence (bid, item_id) VALUES (?, ?)",
+                [(bid, e) for e in belief.added],
+            )
+            continue
         else:
             bid = int(row[0])
             _update(conn, ns, from_kind, bid, Belief.from_state(json.loads(row[1])), belief, state, version)
             if str(row[2]).startswith(PENDING):  # built by a build not committed yet: stays unpublished
                 conn.execute("UPDATE beliefs SET status = ? WHERE bid = ?", (PENDING + belief.status.value, bid))
             elif str(row[2]) in _NOT_HOLDING:
-                if restore:
-                    log.append(conn, RecordOp.RESTORE, str(row[3]), Held(MemoryStatus.LIVE, Tier.LONG), "rebuilt")
-                else:
-                    conn.execute("UPDATE beliefs SET status = ? WHERE bid = ?", (str(row[2]), bid))
+                conn.execute("UPDATE beliefs SET status = ? WHERE bid = ?", (str(row[2]), bid))
         conn.executemany(
             "INSERT OR IGNORE INTO belief_evidence (bid, item_id) VALUES (?, ?)", [(bid, e) for e in belief.added]
         )
+
+
+def _stage(
+    conn: sqlite3.Connection, ns: str, from_kind: str, bid: int, belief: Belief, state: str, restore: bool
+) -> None:
+    """Hold a published belief's new state for the build's commit (``STAGING``); a later window replaces it."""
+    conn.execute(
+        "INSERT INTO belief_staged (bid, ns, from_kind, subject, status, state, restore) VALUES (?, ?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT(bid) DO UPDATE SET status = excluded.status, state = excluded.state, "
+        "restore = max(restore, excluded.restore)",
+        (bid, ns, from_kind, belief.subject, belief.status.value, state, int(restore)),
+    )
+
+
+def _unstage(conn: sqlite3.Connection, bids: Sequence[int]) -> None:
+    """Drop the staged changes of these beliefs (a forget touched them, or they were deleted)."""
+    for chunk in chunks(list(bids)):
+        marks = placeholders(len(chunk))
+        conn.execute(f"DELETE FROM belief_staged WHERE bid IN ({marks})", chunk)
+        conn.execute(f"DELETE FROM belief_staged_evidence WHERE bid IN ({marks})", chunk)
 
 
 def _delete(conn: sqlite3.Connection, ns: str, from_kind: str, keys: Sequence[str]) -> None:
@@ -255,6 +317,7 @@ def _delete(conn: sqlite3.Connection, ns: str, from_kind: str, keys: Sequence[st
             continue
         version = bump_version(conn)
         bid, text = int(row[0]), str(row[1])
+        _unstage(conn, [bid])
         log.tombstones(conn, [belief_id(ns_of_key(ns), from_kind, key)], "built only on removed memories")
         conn.execute("INSERT INTO beliefs_removed (version, bid) VALUES (?, ?)", (version, bid))
         conn.execute("INSERT INTO beliefs_fts (beliefs_fts, rowid, text) VALUES ('delete', ?, ?)", (bid, text))
@@ -405,9 +468,20 @@ def build_scope(
         else:
             if not more:
                 break
-    if changed:
+    if changed or db.run(partial(_unpublished, ns=ns, kind=kind)):  # completes a stopped build's work too
         db.run(partial(commit_build, ns=ns, kind=kind, inputs=inputs), write=True, background=True)
     return changed
+
+
+def _unpublished(conn: sqlite3.Connection, ns: str, kind: str) -> bool:
+    """Whether a build of the scope left work uncommitted (it stopped midway): two index probes."""
+    pending = [f"{PENDING}{s.value}" for s in BeliefStatus]
+    row = conn.execute(
+        f"SELECT EXISTS (SELECT 1 FROM beliefs WHERE ns = ? AND status IN ({placeholders(len(pending))}) "
+        "AND from_kind = ?) OR EXISTS (SELECT 1 FROM belief_staged WHERE ns = ? AND from_kind = ?)",
+        (ns, *pending, kind, ns, kind),
+    ).fetchone()
+    return bool(row[0])
 
 
 def commit_build(conn: sqlite3.Connection, ns: str, kind: str, inputs: int) -> int:
@@ -425,7 +499,12 @@ def commit_build(conn: sqlite3.Connection, ns: str, kind: str, inputs: int) -> i
         "AND from_kind = ? ORDER BY bid",
         (ns, *pending, kind),
     ).fetchall()
-    if not rows:
+    staged = conn.execute(
+        "SELECT s.bid, s.state, s.restore, b.state, b.status, b.id FROM belief_staged s JOIN beliefs b "
+        "ON b.bid = s.bid WHERE s.ns = ? AND s.from_kind = ? ORDER BY s.bid",
+        (ns, kind),
+    ).fetchall()
+    if not rows and not staged:
         return 0
     version = bump_version(conn)
     why = f"built from {ns_of_key(ns)}#{kind} up to LSN {inputs}"
@@ -434,7 +513,24 @@ def commit_build(conn: sqlite3.Connection, ns: str, kind: str, inputs: int) -> i
             "UPDATE beliefs SET status = ?, version = ? WHERE bid = ?", (str(status)[len(PENDING) :], version, bid)
         )
         log.put(conn, str(hid), Tier.LONG, why)
-    return len(rows)
+    for bid, state, restore, old_state, status, hid in staged:
+        new = Belief.from_state(json.loads(state))
+        _update(conn, ns, kind, int(bid), Belief.from_state(json.loads(old_state)), new, str(state), version)
+        if str(status) in _NOT_HOLDING:
+            if restore:  # it did not hold when the build wrote it again: rule 4
+                log.append(conn, RecordOp.RESTORE, str(hid), Held(MemoryStatus.LIVE, Tier.LONG), why)
+            else:  # it stopped holding after the build wrote it: it stays so
+                conn.execute("UPDATE beliefs SET status = ? WHERE bid = ?", (str(status), bid))
+    conn.execute(
+        "INSERT OR IGNORE INTO belief_evidence (bid, item_id) SELECT e.bid, e.item_id FROM belief_staged_evidence e "
+        "JOIN belief_staged s ON s.bid = e.bid WHERE s.ns = ? AND s.from_kind = ?",
+        (ns, kind),
+    )
+    _unstage(
+        conn,
+        [int(r[0]) for r in conn.execute("SELECT bid FROM belief_staged WHERE ns = ? AND from_kind = ?", (ns, kind))],
+    )
+    return len(rows) + len(staged)
 
 
 def retract(conn: sqlite3.Connection, removed_ids: Sequence[str]) -> int:
@@ -456,6 +552,14 @@ def retract(conn: sqlite3.Connection, removed_ids: Sequence[str]) -> int:
         ):
             affected.setdefault((str(ns), str(from_kind)), {})[int(bid)] = Belief.from_state(json.loads(state))
         conn.execute(f"DELETE FROM belief_evidence WHERE item_id IN ({placeholders(len(chunk))})", chunk)
+        dropped = [
+            int(r[0])
+            for r in conn.execute(
+                f"SELECT bid FROM belief_staged_evidence WHERE item_id IN ({placeholders(len(chunk))})", chunk
+            )
+        ]
+        _unstage(conn, dropped)
+    _unstage(conn, [bid for beliefs in affected.values() for bid in beliefs])
     deleted = 0
     for (ns, from_kind), beliefs in sorted(affected.items()):
         survivors = {b.key: _survivors(conn, bid) for bid, b in beliefs.items()}

@@ -244,7 +244,15 @@ def _v7(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
 
 
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5, _v6, _v7)
+def _v8(conn: sqlite3.Connection) -> None:
+    """A build's changes to published beliefs, staged until its commit (``beliefs_store.STAGING``, issue 19 item 7)."""
+    from .beliefs_store import STAGING
+
+    for statement in STAGING:
+        conn.execute(statement)
+
+
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8)
 """``MIGRATIONS[i]`` upgrades version ``i`` to ``i + 1``; append, never edit, to change the schema."""
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -266,6 +274,8 @@ _OURS = {
     "item_vectors",
     "log",
     "log_checkpoint",
+    "belief_staged",
+    "belief_staged_evidence",
 }
 
 
