@@ -7,6 +7,7 @@ their LSN says, and the rules of what changes hold for items and built beliefs a
 from __future__ import annotations
 
 import sqlite3
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -293,4 +294,79 @@ def test_a_build_publishes_its_beliefs_in_one_commit_and_a_stopped_one_none(
     assert len(puts) >= 5 and len({r.txn for r in puts}) == 1
     assert {r.reason for r in puts} == {f"built from root#conversation up to LSN {inputs + 1}"}
     assert len(_beliefs(engine, "sister brother Porto Braga")) >= 5
+    _fold_matches(engine)
+
+
+def test_a_builds_changes_to_published_beliefs_wait_for_its_commit(
+    engine: SQLiteEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 19 item 7: new evidence, a restore and a new belief of one build show together or not at all."""
+    ana, rui = engine.store_many(
+        [_turn("My sister Ana lives in Porto.", "a"), _turn("My brother Rui lives in Braga.", "b")]
+    )
+    engine.consolidate(ConsolidateRequest(reach=Reach.subtree()))
+    [rui_belief] = [b.id for b in engine.beliefs(BeliefsRequest(reach=Reach.subtree(), query="Rui")) if "Rui" in b.text]
+    engine.retract([rui.id], "misheard")  # Rui's belief goes stale; stating it again restores it (rule 4)
+    engine.store_many(
+        [
+            _turn("My sister Ana lives in Porto.", "c"),  # new evidence for a published belief
+            _turn("My brother Rui lives in Braga.", "d"),  # a stale belief built again
+            *(_turn(f"My cousin number {n} lives in Faro.", f"e{n}") for n in range(3)),  # new beliefs
+        ]
+    )
+
+    def reads() -> tuple[object, ...]:
+        lsns = range(1, engine.current_lsn() + 1)
+        return (
+            engine.current_lsn(),
+            [
+                (b.id, b.text, b.confidence, b.derived_from)
+                for b in engine.beliefs(BeliefsRequest(reach=Reach.subtree(), limit=50))
+            ],
+            [
+                (h.id, h.confidence, h.derived_from)
+                for h in engine.fetch(FetchRequest(query="Ana Rui cousin", beliefs=10)).beliefs
+            ],
+            engine._db.run(log.materialised),  # every memory's status and tier, beliefs' included
+            {
+                n: [(b.id, b.derived_from) for b in engine.as_of(n).beliefs(BeliefsRequest(reach=Reach.subtree()))]
+                for n in lsns
+            },
+        )
+
+    before = reads()
+    monkeypatch.setattr(beliefs_store, "MERGE_BATCH", 1)  # one item per build transaction
+    monkeypatch.setattr(beliefs_store, "build_scope", partial(beliefs_store.build_scope, budget_s=0.0, gap_s=0.0))
+    real = beliefs_store._write_round
+    windows: list[int] = []
+
+    def dies_in_the_third_window(*args: object, **kwargs: object) -> object:
+        windows.append(1)
+        if len(windows) == 3:
+            raise RuntimeError("the worker died mid-build")
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(beliefs_store, "_write_round", dies_in_the_third_window)
+    with pytest.raises(RuntimeError):
+        engine.consolidate(ConsolidateRequest(reach=Reach.subtree()))
+    staged = engine._db.run(lambda c: c.execute("SELECT count(*) FROM belief_staged").fetchone()[0])
+    assert staged == 2  # Ana's new evidence and Rui's rebuild were written in the two windows that committed
+    assert reads() == before  # and nothing of them shows
+    _fold_matches(engine)
+
+    monkeypatch.setattr(beliefs_store, "_write_round", real)
+    engine.consolidate(ConsolidateRequest(reach=Reach.subtree()))  # the next build completes the stopped one's work
+    after = reads()
+    assert engine._db.run(lambda c: c.execute("SELECT count(*) FROM belief_staged").fetchone()[0]) == 0
+    new = engine.log(before[0], 100).records
+    assert {r.txn for r in new} == {new[0].txn}  # one log transaction: the build's commit
+    assert sorted(r.op.value for r in new) == ["put"] * 3 + ["restore"]
+    [ana_belief] = [
+        b for b in engine.beliefs(BeliefsRequest(reach=Reach.subtree(), query="Ana Porto")) if "Ana" in b.text
+    ]
+    assert len(ana_belief.derived_from) == 2 and ana.id in ana_belief.derived_from
+    assert {after[3][r.id].status for r in new} == {MemoryStatus.LIVE}
+    assert before[3][rui_belief].status is MemoryStatus.STALE
+    # a past LSN serves the beliefs it served (their content is today's: ``as_of`` reads past status, not text)
+    assert {n: {b for b, _ in after[4][n]} for n in before[4]} == {n: {b for b, _ in before[4][n]} for n in before[4]}
     _fold_matches(engine)
