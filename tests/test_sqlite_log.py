@@ -370,3 +370,30 @@ def test_a_builds_changes_to_published_beliefs_wait_for_its_commit(
     # a past LSN serves the beliefs it served (their content is today's: ``as_of`` reads past status, not text)
     assert {n: {b for b, _ in after[4][n]} for n in before[4]} == {n: {b for b, _ in before[4][n]} for n in before[4]}
     _fold_matches(engine)
+
+
+def test_a_forget_drops_the_staged_change_it_touches_and_the_next_build_commits_the_rest(
+    engine: SQLiteEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stopped build's staged change built on a forgotten turn never shows; its other staged changes do."""
+    engine.store_many([_turn("My sister Ana lives in Porto.", "a"), _turn("My brother Rui lives in Braga.", "b")])
+    engine.consolidate(ConsolidateRequest(reach=Reach.subtree()))
+    again_ana, again_rui = engine.store_many(
+        [_turn("My sister Ana lives in Porto.", "c"), _turn("My brother Rui lives in Braga.", "d")]
+    )
+    monkeypatch.setattr(beliefs_store, "MERGE_BATCH", 1)
+    monkeypatch.setattr(beliefs_store, "build_scope", partial(beliefs_store.build_scope, budget_s=0.0, gap_s=0.0))
+    monkeypatch.setattr(beliefs_store, "commit_build", lambda *a, **k: 1 // 0)  # dies before its commit
+    with pytest.raises(ZeroDivisionError):
+        engine.consolidate(ConsolidateRequest(reach=Reach.subtree()))
+    staged = "SELECT count(*) FROM belief_staged"
+    assert engine._db.run(lambda c: c.execute(staged).fetchone()[0]) == 2
+    engine.forget({"ids": [again_ana.id]})
+    assert engine._db.run(lambda c: c.execute(staged).fetchone()[0]) == 1  # Ana's change was built on it
+    monkeypatch.undo()
+    engine.consolidate(ConsolidateRequest(reach=Reach.subtree()))  # nothing new: it finds the work left behind
+    assert engine._db.run(lambda c: c.execute(staged).fetchone()[0]) == 0
+    evidence = {b.text: b.derived_from for b in engine.beliefs(BeliefsRequest(reach=Reach.subtree()))}
+    assert again_ana.id not in evidence["The user's sister Ana lives in Porto."]
+    assert again_rui.id in evidence["The user's brother Rui lives in Braga."]
+    _fold_matches(engine)

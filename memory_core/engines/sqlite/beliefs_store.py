@@ -330,17 +330,22 @@ def _delete(conn: sqlite3.Connection, ns: str, from_kind: str, keys: Sequence[st
 def scopes_to_build(conn: sqlite3.Connection, reach: Reach, kinds: Sequence[str]) -> list[tuple[str, str, bool]]:
     """``(ns key, kind, due)`` for every scope the reach and kinds admit that holds items, in order.
 
-    ``due`` is True when items were written past its watermark. Two index probes per scope, no lock.
+    ``due`` is True when items were written past its watermark, or a build of it stopped before its commit
+    (``commit_build``: its pending beliefs and staged changes wait for the next build). Four index probes per
+    scope, no lock.
     """
     if not kinds:
         return []
     sql, params = reach_sql(reach, "s.ns", kinds=kinds, kind_col="s.kind")
+    pending = [f"{PENDING}{s.value}" for s in BeliefStatus]
     rows = conn.execute(
         "SELECT s.ns, s.kind, EXISTS (SELECT 1 FROM items i WHERE i.ns = s.ns AND i.kind = s.kind "
-        "AND i.seq > s.built_seq) FROM scopes s "
+        "AND i.seq > s.built_seq) OR EXISTS (SELECT 1 FROM belief_staged g WHERE g.ns = s.ns "
+        "AND g.from_kind = s.kind) OR EXISTS (SELECT 1 FROM beliefs b WHERE b.ns = s.ns AND b.status IN "
+        f"({placeholders(len(pending))}) AND b.from_kind = s.kind) FROM scopes s "
         f"WHERE ({sql}) "
         "AND EXISTS (SELECT 1 FROM items i WHERE i.ns = s.ns AND i.kind = s.kind) ORDER BY s.ns, s.kind",
-        params,
+        (*pending, *params),
     ).fetchall()
     return [(str(ns), str(kind), bool(due)) for ns, kind, due in rows]
 
