@@ -473,7 +473,8 @@ def build_scope(
         else:
             if not more:
                 break
-    if changed or db.run(partial(_unpublished, ns=ns, kind=kind)):  # completes a stopped build's work too
+    commit: bool = bool(changed) or db.run(partial(_unpublished, ns=ns, kind=kind))  # a stopped build's work too
+    if commit:
         db.run(partial(commit_build, ns=ns, kind=kind, inputs=inputs), write=True, background=True)
     return changed
 
