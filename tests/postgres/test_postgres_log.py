@@ -36,7 +36,7 @@ from memory_core.engines.postgres import PostgresEngine, log, schema
 from memory_core.engines.postgres.migrate import copy_sqlite
 from memory_core.engines.postgres.writes import insert, prepare
 from memory_core.engines.sqlite import SQLiteEngine
-from memory_core.errors import Unsupported
+from memory_core.errors import EngineError, Unsupported
 from memory_core.items import Role, Turn
 from memory_core.memory_log import MemoryStatus, RecordOp, Tier, fold
 
@@ -367,4 +367,42 @@ def test_migrate_from_sqlite_brings_each_memory_with_its_status_and_tier(tmp_pat
         assert archived not in {h.id for h in engine.fetch(FetchRequest(query="kayak rental")).hits}
         engine.rollback(engine.history(stale.id)[0].lsn, "the migration's puts")  # the status came as records
         assert _beliefs(engine) == [stale.text]
+        _fold_matches(engine)
+
+
+def test_a_build_that_fails_before_its_commit_changes_no_read(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 19 item 7 on PostgreSQL: a build is one transaction, so its changes to published beliefs, new
+    beliefs and records show together at its commit or, when it fails, not at all."""
+    from memory_core.engines.postgres import log_ops
+
+    with PostgresEngine(pg_url) as engine:
+        ana = engine.store(_turn("My sister Ana lives in Porto.", "a")).id
+        engine.consolidate(ConsolidateRequest(reach=Reach.subtree()))
+        again = engine.store_many(
+            [_turn("My sister Ana lives in Porto.", "b"), _turn("My cousin Eva lives in Faro.", "c")]
+        )
+
+        def reads() -> tuple[object, ...]:
+            return (
+                engine.current_lsn(),
+                sorted((b.id, b.derived_from) for b in engine.beliefs(BeliefsRequest(reach=Reach.subtree()))),
+                sorted(h.id for h in engine.fetch(FetchRequest(query="Ana Eva Porto Faro", beliefs=10)).beliefs),
+            )
+
+        before = reads()
+
+        def dies(*_: object, **__: object) -> None:
+            raise RuntimeError("the worker died before its commit")
+
+        monkeypatch.setattr(log_ops, "commit_build", dies)
+        with pytest.raises(EngineError, match="died before its commit"):
+            engine.consolidate(ConsolidateRequest(reach=Reach.subtree()))
+        assert reads() == before
+        monkeypatch.undo()
+        engine.consolidate(ConsolidateRequest(reach=Reach.subtree()))
+        after = reads()
+        new = engine.log(before[0], 100).records  # type: ignore[arg-type]
+        assert [r.op for r in new] == [RecordOp.PUT] and after[0] == new[0].lsn
+        grown = dict(after[1])  # type: ignore[arg-type]
+        assert any(set(e) == {ana, again[0].id} for e in grown.values())
         _fold_matches(engine)
