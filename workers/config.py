@@ -41,6 +41,8 @@ __all__ = [
     "redis_url_of",
     "resolve_queues",
     "restore_sweep",
+    "ATOMIC_FILE_BACKEND",
+    "celery_result_backend",
     "result_backend_url",
     "var_paths",
 ]
@@ -207,6 +209,19 @@ def broker_url(settings: Settings) -> str:
     return settings.broker_url or "filesystem://"
 
 
+ATOMIC_FILE_BACKEND = "workers.transport.AtomicFilesystemBackend"
+"""The class that serves ``file://`` results (``transport.AtomicFilesystemBackend``: each result replaced whole)."""
+
+
+def celery_result_backend(settings: Settings) -> str:
+    """``result_backend_url`` as Celery is given it: a ``file://`` folder through ``ATOMIC_FILE_BACKEND``.
+
+    Celery reads ``<class>+<url>`` as "this backend class at this URL" (``celery.app.backends.by_url``).
+    """
+    url = result_backend_url(settings)
+    return f"{ATOMIC_FILE_BACKEND}+{url}" if url.startswith("file://") else url
+
+
 def result_backend_url(settings: Settings) -> str:
     """The result backend: the configured one, the Redis broker's URL, or ``file://`` under ``var_dir``.
 
@@ -359,7 +374,7 @@ def celery_config(settings: Settings, kinds: JobKinds = JOB_KINDS) -> dict[str, 
     """
     check_timeouts(settings)
     url = broker_url(settings)
-    backend = result_backend_url(settings)
+    backend = celery_result_backend(settings)
     transport, transport_options = _broker_options(settings, url)
     vis = settings.visibility_timeout_s
     conf: dict[str, Any] = {

@@ -24,11 +24,11 @@ from memory_core.settings import Settings, get_settings
 from workers.config import (
     broker_problem,
     broker_url,
+    celery_result_backend,
     host_config,
     is_redis_url,
     prepare,
     redact,
-    result_backend_url,
     var_paths,
 )
 from workers.coordination import redis_client
@@ -146,7 +146,7 @@ class JobMonitor:
             prepare(self.settings)
         self.app = Celery("memory-core-monitor", set_as_current=False)
         conf = host_config(self.settings)  # bounded publishes (remote control), no reconnect loop
-        conf["result_backend"] = result_backend_url(self.settings)
+        conf["result_backend"] = celery_result_backend(self.settings)
         self.app.conf.update(conf)
 
     def close(self) -> None:

@@ -23,6 +23,7 @@ from time import monotonic
 from typing import Any
 
 import redis
+from celery.backends.filesystem import FilesystemBackend
 from kombu.exceptions import ChannelError
 from kombu.transport import filesystem
 from kombu.transport import redis as kombu_redis
@@ -30,7 +31,7 @@ from kombu.utils import json as kombu_json
 
 from workers.poison import dead_letter_raw, envelope_problem
 
-__all__ = ["SafeFilesystemTransport", "SafeRedisTransport"]
+__all__ = ["AtomicFilesystemBackend", "SafeFilesystemTransport", "SafeRedisTransport"]
 
 _DECODE_ERRORS = (ValueError, RecursionError)
 """What kombu's ``json.loads`` of a queue entry raises on a bad entry: ``JSONDecodeError`` and
@@ -167,3 +168,22 @@ class SafeFilesystemTransport(_GuardedDelivery, filesystem.Transport):
     """kombu's filesystem transport (server-less); malformed entries are dead-lettered and skipped."""
 
     Channel = _SafeFilesystemChannel
+
+
+class AtomicFilesystemBackend(FilesystemBackend):  # type: ignore[misc]  # Celery ships no types
+    """Celery's ``file://`` result backend, each result file replaced whole.
+
+    Celery 5's ``FilesystemBackend.set`` truncates the file and then writes it: a reader polling in between reads
+    an empty or partial result, and two writers of one task's result (its ``STARTED`` and ``SUCCESS`` states, or a
+    redelivered twin) interleave into a file that never decodes again (seen as ``JSONDecodeError: Extra data``
+    while ``make demo`` waited for its jobs). Here a result is written to a sibling temporary file and renamed
+    over the old one (``os.replace``, atomic within a folder: POSIX ``rename(2)``), so a reader sees the old
+    result or the new one, whole.
+    """
+
+    def set(self, key: Any, value: Any) -> None:  # noqa: D102 (Celery's KeyValueStoreBackend.set)
+        final = os.fsencode(self._filename(key))  # Celery keeps the folder as bytes
+        partial = final + f".{os.getpid()}.{uuid.uuid4().hex}.part".encode()
+        with self.open(partial, "wb") as outfile:
+            outfile.write(value if isinstance(value, bytes) else str(value).encode())
+        os.replace(partial, final)

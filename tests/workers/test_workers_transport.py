@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
 import uuid
@@ -10,11 +11,14 @@ from queue import Empty
 from typing import Any
 
 import pytest
+from celery import Celery
 from kombu import Connection
 from kombu.transport import filesystem
 
+from memory_core.settings import Settings
 from workers import transport
-from workers.transport import SafeFilesystemTransport
+from workers.config import ATOMIC_FILE_BACKEND, celery_config, celery_result_backend, result_backend_url
+from workers.transport import AtomicFilesystemBackend, SafeFilesystemTransport
 
 
 def _queue_name() -> str:
@@ -97,3 +101,34 @@ def test_an_entry_another_consumer_took_first_is_skipped_and_the_next_is_deliver
         taken.ack()
         out.close()
         into.close()
+
+
+# the server-less result store ----------------------------------------------------------------------------------
+def test_a_file_result_is_replaced_whole_so_a_reader_never_sees_a_partial_or_mixed_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app = Celery("results-test", set_as_current=False)
+    app.conf.result_backend = f"{ATOMIC_FILE_BACKEND}+file://{tmp_path}"
+    backend = app.backend
+    assert isinstance(backend, AtomicFilesystemBackend)
+    backend.set(b"job-1", b'{"status": "STARTED", "result": "' + b"x" * 5000 + b'"}')
+    seen_before_replace: list[bytes] = []
+    real_replace = os.replace
+
+    def replace(src: bytes, dst: bytes) -> None:  # what a reader polling now would read
+        seen_before_replace.append(Path(os.fsdecode(dst)).read_bytes())
+        real_replace(src, dst)
+
+    monkeypatch.setattr("workers.transport.os.replace", replace)
+    backend.set(b"job-1", b'{"status": "SUCCESS"}')
+    assert len(seen_before_replace) == 1 and seen_before_replace[0].startswith(b'{"status": "STARTED"')
+    assert json.loads(backend.get(b"job-1")) == {"status": "SUCCESS"}  # whole, nothing of the longer one left
+    assert [p.name for p in tmp_path.iterdir()] == [os.path.basename(os.fsdecode(backend._filename(b"job-1")))]
+
+
+def test_the_server_less_result_backend_is_the_atomic_one(tmp_path: Path) -> None:
+    settings = Settings(var_dir=str(tmp_path / "var"))
+    assert celery_result_backend(settings) == f"{ATOMIC_FILE_BACKEND}+{result_backend_url(settings)}"
+    assert celery_config(settings)["result_backend"] == celery_result_backend(settings)
+    redis_settings = Settings(broker_url="redis://127.0.0.1:6379/3")
+    assert celery_result_backend(redis_settings) == result_backend_url(redis_settings)  # only file:// changes
