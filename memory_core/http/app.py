@@ -14,7 +14,7 @@ maps every error at one place (``errors.error_response``).
 | ``POST /v1/forget`` | ``ForgetBody`` → ``ForgetResult`` (200; likewise) |
 | ``POST /v1/ingest`` | ``IngestBrain`` → ``JobAccepted`` (202) |
 | ``GET /v1/jobs/{job_id}`` | → ``JobStatus`` |
-| ``GET /health`` (no token) | → ``Health`` (503 when the engine is down) |
+| ``GET /health`` (token optional) | → ``Liveness`` without a token, ``Health`` with one (503 when the engine is down) |
 | ``GET /metrics`` | Prometheus text |
 | ``GET /openapi.json`` (no token) | the OpenAPI 3.1 document |
 
@@ -23,6 +23,7 @@ Query parameters ``root`` and ``agent`` (optional on every ``/v1`` route) must m
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Executor
@@ -54,6 +55,7 @@ from memory_core.http.models import (
     JobStatus,
     LearnBody,
     LearnResult,
+    Liveness,
     PostTurnResult,
     RecallBody,
 )
@@ -64,6 +66,8 @@ from memory_core.lifecycle.jobs import IngestBrain
 from memory_core.recall.types import ContextPack
 
 __all__ = ["ROUTES", "ApiRoute", "create_app"]
+
+log = logging.getLogger(__name__)
 
 Call = Callable[[MemoryService, Scope, Any, dict[str, str]], ContractModel]
 
@@ -231,11 +235,24 @@ def create_app(
         return handle
 
     async def health(request: Request) -> Response:
+        """``{status}`` without a token; ``{engine, health: {state}}`` with a valid one (401 for a wrong one).
+
+        The engine's ``health.reason`` (which may name its address) is logged, never sent.
+        """
+        authorization = request.headers.get("authorization")
         try:
+            if authorization is not None:
+                tokens.authenticate(authorization, request.headers.get("host"))
             result: Health = await anyio.to_thread.run_sync(service.health)
         except Exception as exc:
             return error_response(exc)
-        return _json(result, 200 if result.health.is_serving else 503)
+        status = 200 if result.health.is_serving else 503
+        if result.health.reason is not None:
+            log.warning("health: engine %s is %s: %s", result.engine, result.health.state, result.health.reason)
+        if authorization is None:
+            return _json(Liveness(status="ok" if status == 200 else "unavailable"), status)
+        shown = result.model_copy(update={"health": result.health.model_copy(update={"reason": None})})
+        return _json(shown, status)
 
     async def prometheus(request: Request) -> Response:
         try:

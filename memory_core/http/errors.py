@@ -9,15 +9,21 @@
 | ``Conflict`` | 409 |
 | ``Unsupported`` | 501 |
 | ``EngineUnavailable`` | 503, with ``Retry-After`` |
-| ``EngineError``, ``ConfigError``, anything else | 500 (an unexpected error's text is not sent) |
+| ``EngineError``, ``ConfigError``, anything else | 500 |
 
-The body is the error's ``to_dict()``: ``{"error": <variant>, "message": …, "field"?: …}``; messages are the
-library's, which carry no credentials.
+The body is ``{"error": <variant>, "message": …, "field"?: …}``. Below 500 it is the error's ``to_dict()`` (the
+message tells the caller what to fix). From 500 up it is the variant and a fixed message (``GENERIC_MESSAGES``):
+an engine's message names its address (``postgresql://user:***@host:port/db: …``) and the driver's text, which
+are the operator's business, so the detail is logged here and never sent (OWASP ASVS v4 §7.4.1: "a generic
+message is shown when an unexpected or security sensitive error occurs"). ``public_pack`` and ``public_log_error``
+apply the same rule to the engine errors a pack or ``pre_turn`` reports instead of raising.
 """
 
 from __future__ import annotations
 
 import logging
+
+from typing import Any
 
 from starlette.responses import JSONResponse
 
@@ -30,8 +36,21 @@ from memory_core.errors import (
     Unauthorized,
     Unsupported,
 )
+from memory_core.recall.pack import EMPTY_REASON
+from memory_core.recall.types import ContextPack
 
-__all__ = ["BodyTooLarge", "OutOfScope", "UnsupportedMediaType", "error_response", "status_for"]
+__all__ = [
+    "GENERIC_MESSAGES",
+    "BodyTooLarge",
+    "OutOfScope",
+    "UnsupportedMediaType",
+    "error_body",
+    "error_response",
+    "public_log_error",
+    "public_pack",
+    "public_reason",
+    "status_for",
+]
 
 log = logging.getLogger(__name__)
 
@@ -72,21 +91,71 @@ def status_for(exc: BaseException) -> int:
     return 500
 
 
-def error_response(exc: BaseException) -> JSONResponse:
-    """The response for ``exc``: its status, its ``to_dict()`` body, and the headers its status calls for.
+GENERIC_MESSAGES: dict[int, str] = {
+    501: "not supported by this server's engine",
+    503: "the engine is unavailable; retry later",
+}
+"""The message sent for a status from 500 up; any other such status says ``INTERNAL_MESSAGE``."""
 
-    An exception that is no ``MemoryCoreError`` is a bug: it is logged with its traceback and answered with a
-    500 whose body names no detail.
+INTERNAL_MESSAGE = "internal error (see the server's log)"
+"""The message of a 500."""
+
+UNAVAILABLE_REASON = "unavailable (see the server's log)"
+"""The reason a pack's failed section reports over HTTP (``public_reason``)."""
+
+
+def error_body(exc: BaseException, status: int) -> dict[str, Any]:
+    """The JSON body for ``exc`` answered with ``status`` (pure).
+
+    Below 500: ``exc.to_dict()``. From 500 up: ``{"error": <variant>, "message": <fixed>}``, the variant being the
+    error's class name (``EngineError`` for an exception that is no ``MemoryCoreError``); nothing of the error's
+    own text.
+    """
+    if status < 500 and isinstance(exc, MemoryCoreError):
+        return exc.to_dict()
+    variant = type(exc).__name__ if isinstance(exc, MemoryCoreError) else "EngineError"
+    return {"error": variant, "message": GENERIC_MESSAGES.get(status, INTERNAL_MESSAGE)}
+
+
+def error_response(exc: BaseException) -> JSONResponse:
+    """The response for ``exc``: its status, its body (``error_body``), and the headers its status calls for.
+
+    From 500 up the detail is logged (with the traceback for a 500: an unexpected error is a bug) and not sent.
     """
     status = status_for(exc)
-    if isinstance(exc, MemoryCoreError):
-        body = exc.to_dict()
-    else:
-        log.error("unexpected error serving a request", exc_info=exc)
-        body = {"error": "EngineError", "message": "internal error (see the server's log)"}
+    if status == 500:
+        log.error("error serving a request: %s", exc, exc_info=exc)
+    elif status > 500:
+        log.warning("error serving a request: %s", exc)
+    body = error_body(exc, status)
     headers: dict[str, str] = {}
     if status == 401:
         headers["WWW-Authenticate"] = 'Bearer realm="memory-core"'
     elif status == 503:
         headers["Retry-After"] = str(RETRY_AFTER_S)
     return JSONResponse(body, status_code=status, headers=headers)
+
+
+def public_reason(reason: str) -> str:
+    """A pack's skip reason as sent over HTTP: ``"empty"`` as it is, an error's text as ``UNAVAILABLE_REASON``.
+
+    The error's text (an engine's address, a driver's message) was logged where the section failed
+    (``recall.gather``, ``recall.pack``); the CLI, run by the operator, still shows it.
+    """
+    return reason if reason == EMPTY_REASON else UNAVAILABLE_REASON
+
+
+def public_pack(pack: ContextPack) -> ContextPack:
+    """``pack`` with every skip reason made public (``public_reason``); pure (a copy when one changes)."""
+    if all(s.reason == public_reason(s.reason) for s in pack.skipped):
+        return pack
+    skipped = tuple(s.model_copy(update={"reason": public_reason(s.reason)}) for s in pack.skipped)
+    return pack.model_copy(update={"skipped": skipped})
+
+
+def public_log_error(log_error: str | None) -> str | None:
+    """``pre_turn``'s ``log_error`` as sent over HTTP: None stays None; an error's text is logged, not sent."""
+    if log_error is None:
+        return None
+    log.warning("pre_turn: the turn was not logged: %s", log_error)
+    return "the turn was not logged (see the server's log)"

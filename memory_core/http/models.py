@@ -27,6 +27,7 @@ __all__ = [
     "JobStatus",
     "LearnBody",
     "LearnResult",
+    "Liveness",
     "PostTurnResult",
     "RecallBody",
 ]
@@ -123,8 +124,20 @@ class JobStatus(ContractModel):
     error: str | None = None
 
 
+class Liveness(ContractModel):
+    """``{status}``: ``GET /health`` without a token: ``"ok"`` (the engine serves) or ``"unavailable"``.
+
+    Nothing else: no engine id, address or error text reaches a caller that shows no token.
+    """
+
+    status: str
+
+
 class Health(ContractModel):
-    """``{engine, health}``: the engine's id and its own health."""
+    """``{engine, health}``: ``GET /health`` with a valid token: the engine's id and health state.
+
+    ``health.reason`` is never sent (it may name the engine's address); the server logs it.
+    """
 
     engine: str
     health: EngineHealth

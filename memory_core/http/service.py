@@ -21,7 +21,7 @@ from memory_core.engine import MemoryEngine
 from memory_core.errors import InvalidRequest
 from memory_core.host.prefetch import PrefetchLimits, PrefetchMemory
 from memory_core.host.tools import tool_scope
-from memory_core.http.errors import OutOfScope
+from memory_core.http.errors import OutOfScope, public_log_error, public_pack
 from memory_core.http.jobs import JobHandles
 from memory_core.http.metrics import Metrics
 from memory_core.http.models import (
@@ -224,13 +224,14 @@ class MemoryService:
 
     # the lifecycle ------------------------------------------------------------------------------------
     def start_session(self, scope: Scope, body: StartSession) -> ContextPack:
-        """``AgentMemory.start_session``."""
-        return self._agent(scope).start_session(body)
+        """``AgentMemory.start_session`` (skip reasons made public: ``errors.public_pack``)."""
+        return public_pack(self._agent(scope).start_session(body))
 
     def pre_turn(self, scope: Scope, body: PreTurn) -> TurnContext:
         """``AgentMemory.pre_turn``, or with ``prefetch`` ``PrefetchMemory.pre_turn`` (the last completed pack).
 
-        A failed log is reported in ``log_error`` and counted, never raised.
+        A failed log is reported in ``log_error`` and counted, never raised. Neither it nor a skip reason carries
+        the engine's error text (``errors.public_log_error``, ``errors.public_pack``: logged, not sent).
         """
         if self.prefetch:
             cached = self._cache(scope.layout).pre_turn(scope.agent, body)
@@ -240,7 +241,9 @@ class MemoryService:
             context = self._agent(scope).pre_turn(body)
         if context.log_error is not None:
             self.metrics.log_errors.inc()
-        return context
+        return context.model_copy(
+            update={"pack": public_pack(context.pack), "log_error": public_log_error(context.log_error)}
+        )
 
     def post_turn(self, scope: Scope, body: PostTurn) -> PostTurnResult:
         """``AgentMemory.post_turn``, then its jobs queued; a retried call is a replay and queues them again."""
@@ -249,12 +252,12 @@ class MemoryService:
         return PostTurnResult(receipt=report.receipt, jobs=report.jobs, job_ids=ids)
 
     def recall_for_compaction(self, scope: Scope, body: Compaction) -> ContextPack:
-        """``AgentMemory.recall_for_compaction``."""
-        return self._agent(scope).recall_for_compaction(body)
+        """``AgentMemory.recall_for_compaction`` (skip reasons made public)."""
+        return public_pack(self._agent(scope).recall_for_compaction(body))
 
     def recall(self, scope: Scope, query: str | None) -> ContextPack:
-        """``AgentMemory.recall(query)``."""
-        return self._agent(scope).recall(query)
+        """``AgentMemory.recall(query)`` (skip reasons made public)."""
+        return public_pack(self._agent(scope).recall(query))
 
     # learn / forget ------------------------------------------------------------------------------------
     def learn(self, scope: Scope, body: LearnBody) -> LearnResult:

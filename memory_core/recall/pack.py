@@ -20,6 +20,7 @@ Only an invalid request raises (``InvalidRequest``); nothing an engine does fail
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -37,6 +38,8 @@ from memory_core.recall.repeats import UtteranceKey, covered_beliefs, utterance_
 from memory_core.recall.types import ContextPack, HolisticRecall, SectionHits, Skipped
 
 __all__ = ["EMPTY_REASON", "Settled", "assemble", "build_pack", "settle"]
+
+_log = logging.getLogger(__name__)
 
 EMPTY_REASON = "empty"
 """The ``Skipped.reason`` of a section that found nothing to show (reference §4.1)."""
@@ -87,6 +90,7 @@ def assemble(
     try:
         descriptor = engine.descriptor()
     except Exception as exc:  # an engine error never fails the pack
+        _log.warning("recall: engine descriptor unavailable, every section skipped error=%s", exc)
         reason = error_text(exc)
         return ContextPack(skipped=tuple(Skipped(heading=s.heading, reason=reason) for s in request.sections))
     settled = settle(request, gather(engine, request, descriptor.preferred_mode(), executor))

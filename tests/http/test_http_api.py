@@ -12,7 +12,8 @@ from _executors import ManualExecutor
 from httpkit import TOKEN_A, TOKEN_A_BOT, TOKEN_B, TOKENS, Api, RecordingQueue, run
 
 from memory_core.engines.reference import ReferenceEngine
-from memory_core.errors import ConfigError, EngineUnavailable
+from memory_core.descriptor import EngineHealth
+from memory_core.errors import ConfigError, EngineError, EngineUnavailable
 from memory_core.http import TokenTable, create_app
 from memory_core.http.errors import status_for
 from memory_core.lifecycle.jobs import BuildBeliefs, IngestBrain
@@ -240,12 +241,49 @@ def test_an_engine_outage_is_503_with_retry_after_and_pre_turn_still_answers() -
     response = api.post("/v1/post_turn", {"thread_id": "t1", "turn_index": 1, "assistant_text": "Noted."})
     assert response.status_code == 503
     assert response.headers["retry-after"] == "1"
-    assert response.json() == {"error": "EngineUnavailable", "message": "engine server stopped answering"}
+    assert response.json() == {"error": "EngineUnavailable", "message": "the engine is unavailable; retry later"}
     pre = api.post("/v1/pre_turn", PRE)  # pre_turn never fails on the engine: the log error is reported
     assert pre.status_code == 200
-    assert "stopped answering" in pre.json()["log_error"]
+    assert pre.json()["log_error"] == "the turn was not logged (see the server's log)"
     metrics = api.call("GET", "/metrics").text
     assert "memory_core_pre_turn_log_errors_total 1.0" in metrics
+
+
+ENGINE_URL = "postgresql://postgres:***@127.0.0.1:15432/db"
+
+
+class LeakyEngine(ReferenceEngine):
+    """An engine whose errors and health name its address, as the PostgreSQL engine's do."""
+
+    def store_with(self, *args: Any, **kwargs: Any) -> Any:
+        raise EngineError(f"postgresql {ENGINE_URL}: DataError: invalid byte sequence")
+
+    def fetch(self, *args: Any, **kwargs: Any) -> Any:
+        raise EngineUnavailable(f"postgresql {ENGINE_URL} is unavailable: connection refused")
+
+    def health(self) -> EngineHealth:
+        return EngineHealth.down(f"postgresql {ENGINE_URL} is unavailable: connection refused")
+
+
+def test_no_answer_names_the_engine_address(caplog: pytest.LogCaptureFixture) -> None:
+    engine = LeakyEngine()
+    api = Api(engine, RecordingQueue(), create_app(engine, TokenTable.from_json(TOKENS), queue=RecordingQueue))
+    failed = api.post("/v1/post_turn", {"thread_id": "t1", "turn_index": 1, "assistant_text": "Noted."})
+    assert failed.status_code == 500
+    assert failed.json() == {"error": "EngineError", "message": "internal error (see the server's log)"}
+    pre = api.post("/v1/pre_turn", PRE)
+    assert pre.status_code == 200
+    reasons = {s["reason"] for s in pre.json()["pack"]["skipped"]}
+    assert "unavailable (see the server's log)" in reasons
+    recall = api.post("/v1/recall", {"query": "Mara"})
+    assert recall.status_code == 200 and recall.json()["skipped"]
+    down = api.call("GET", "/health", token=None)
+    assert (down.status_code, down.json()) == (503, {"status": "unavailable"})
+    told = api.call("GET", "/health")
+    assert (told.status_code, told.json()) == (503, {"engine": "reference", "health": {"state": "down"}})
+    for response in (failed, pre, recall, down, told):
+        assert "127.0.0.1" not in response.text and "postgresql" not in response.text
+    assert ENGINE_URL in caplog.text  # the operator still sees the detail in the server's log
 
 
 def test_every_error_variant_has_one_status() -> None:
@@ -271,7 +309,9 @@ def test_every_error_variant_has_one_status() -> None:
 def test_health_needs_no_token_and_metrics_needs_one(api: Api) -> None:
     health = api.call("GET", "/health", token=None)
     assert health.status_code == 200
-    assert health.json() == {"engine": "reference", "health": {"state": "ok"}}
+    assert health.json() == {"status": "ok"}
+    assert api.call("GET", "/health").json() == {"engine": "reference", "health": {"state": "ok"}}
+    assert api.call("GET", "/health", token="wrong-token-wrong-token").status_code == 401
     assert api.call("GET", "/metrics", token=None).status_code == 401
     api.post("/v1/recall", {})
     api.post("/v1/recall", {}, token="Bearer wrong-token-wrong-token")
