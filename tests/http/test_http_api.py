@@ -16,7 +16,7 @@ from memory_core.descriptor import EngineHealth
 from memory_core.errors import ConfigError, EngineError, EngineUnavailable
 from memory_core.http import TokenTable, create_app
 from memory_core.http.errors import status_for
-from memory_core.lifecycle.jobs import BuildBeliefs, IngestBrain
+from memory_core.lifecycle.jobs import BuildBeliefs, IngestBrain, JobOutcome
 from memory_core.lifecycle.layout import MemoryLayout
 from memory_core.namespace import Namespace
 from memory_core.query import ListRequest
@@ -227,6 +227,28 @@ def test_ingest_queues_a_job_at_the_tokens_root_and_refuses_another(api: Api) ->
     assert accepted.json()["job_id"].startswith("job-1.")
     [job] = api.queue.jobs
     assert isinstance(job, IngestBrain) and job.root == Namespace.parse("team:a")
+
+
+def test_the_documented_ingest_body_is_accepted_and_stored(api: Api) -> None:
+    from pathlib import Path
+
+    from memory_core.lifecycle.runner import BackgroundRunner
+
+    page = (Path(__file__).parents[2] / "docs" / "http-api.md").read_text(encoding="utf-8")
+    section = page.split("## Ingest", 1)[1].split("\n## ", 1)[0]
+    example = json.loads(section.split("```json", 1)[1].split("```", 1)[0])
+    accepted = api.post("/v1/ingest", example)
+    assert accepted.status_code == 202, accepted.text
+    [job] = api.queue.jobs
+    assert isinstance(job, IngestBrain) and job.collection == "handbook" and job.root == Namespace.parse("team:a")
+    assert str(job.documents[0].source) == "notion" and job.documents[0].title == "Release process"
+    report = BackgroundRunner(api.engine, MemoryLayout("team:a")).run(job)
+    assert report.outcome == JobOutcome.done(), report
+    found = api.post("/v1/recall", {"query": "When are releases cut?"}).json()["markdown"]
+    assert "every Friday after the freeze" in found
+    bad = {**example, "documents": [{**example["documents"][0], "source": "Not a slug!"}]}
+    refused = api.post("/v1/ingest", bad)
+    assert refused.status_code == 400 and "source" in refused.json()["field"]
 
 
 # errors, health, metrics, OpenAPI ------------------------------------------------------------------------------
