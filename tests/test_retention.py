@@ -193,3 +193,21 @@ def test_beat_runs_retention_daily_by_default() -> None:
     entry = beat_schedule.ENTRIES["retention"]
     assert entry["task"] == "memory.retention"
     assert getattr(Settings(_env_file=None), entry["every"]) == 86_400.0
+
+
+def test_the_docs_spell_the_archive_setting_one_way_and_it_turns_archiving_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    import re
+
+    from memory_core.settings import get_settings
+
+    root = Path(__file__).parents[1]
+    spelled = {
+        name: set(re.findall(r"MEMORY_CORE_RETENTION_ARCHIVE=(\w+)", (root / name).read_text(encoding="utf-8")))
+        for name in ("README.md", "docs/facts.md")
+    }
+    assert spelled == {"README.md": {"true"}, "docs/facts.md": {"true"}}
+    for value in ("true", "on"):  # the documented spelling, and the one older notes used: both parse
+        monkeypatch.setenv("MEMORY_CORE_RETENTION_ARCHIVE", value)
+        get_settings.cache_clear()
+        assert get_settings().retention_archive is True
+    get_settings.cache_clear()

@@ -3,8 +3,10 @@
 They work on any engine whose descriptor declares ``log`` (``docs/log-model.md``); on another, the engine's
 ``Unsupported`` exits 1. ``log`` and ``history`` only read (a ``sqlite://`` URL naming no file exits 2 rather than
 creating one); ``retract`` and ``rollback`` write one log transaction each and print its records. Bad input (a
-negative or future LSN, a blank reason) is the engine's ``InvalidRequest`` naming the field: exit 2, nothing
-written. ``lsn_for`` turns ``recall --as-of``'s value (an LSN, or an ISO-8601 time) into an LSN.
+negative LSN, an LSN past the last record for ``rollback`` or ``--as-of``, a future ``--as-of`` time, a blank
+reason) is ``InvalidRequest`` naming the field: exit 2, nothing written. ``log --since`` past the last record is an
+empty page, not an error. ``retract`` names the ids no memory has (exit 1 when it is all of them).
+``lsn_for`` turns ``recall --as-of``'s value (an LSN, or an ISO-8601 time) into an LSN.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Annotated
 import typer
 
 from memory_core.cli import app
-from memory_core.cli._common import EngineOption, engine_session
+from memory_core.cli._common import EngineOption, engine_session, fail
 from memory_core.engine import MemoryEngine
 from memory_core.errors import InvalidRequest
 from memory_core.memory_log import LogChange, LogRecord
@@ -57,14 +59,21 @@ def _change(change: LogChange, as_json: bool) -> None:
         typer.echo("unrecoverable: " + ", ".join(change.unrecoverable))
 
 
-def lsn_for(engine: MemoryEngine, value: str) -> int:
+def lsn_for(engine: MemoryEngine, value: str, now: datetime | None = None) -> int:
     """The LSN ``value`` names: decimal digits are an LSN; else an ISO-8601 time (UTC when it names no zone).
 
     A time names the last LSN written at or before it (records carry ``at``, never decreasing): found by binary
-    search over ``log`` pages of one record, so it costs about log2(LSN) reads.
+    search over ``log`` pages of one record, so it costs about log2(LSN) reads. A time after ``now`` is refused
+    the way an LSN past the last record is (``as_of(lsn)``): the log has no state there yet.
+
+    Args:
+        engine: An engine keeping a log.
+        value: An LSN or an ISO-8601 time.
+        now: The present (default: the clock's UTC time).
 
     Raises:
-        InvalidRequest: ``as_of``: neither an LSN nor a time, or the engine's records carry no time.
+        InvalidRequest: ``as_of``: neither an LSN nor a time, a time after ``now``, or the engine's records carry
+            no time.
     """
     text = value.strip()
     if text.isascii() and text.isdigit():
@@ -73,7 +82,11 @@ def lsn_for(engine: MemoryEngine, value: str) -> int:
         when = datetime.fromisoformat(text)
     except ValueError:
         raise InvalidRequest(f"{value!r} is neither an LSN nor an ISO-8601 time", field="as_of") from None
-    at = int((when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp() * 1_000_000)
+    when = when if when.tzinfo else when.replace(tzinfo=UTC)
+    present = now if now is not None else datetime.now(UTC)
+    if when > present:
+        raise InvalidRequest(f"{value!r} is in the future (now: {present:%Y-%m-%dT%H:%M:%SZ})", field="as_of")
+    at = int(when.timestamp() * 1_000_000)
     low, high = 0, engine.current_lsn()  # the answer lies in [low, high]
     while low < high:
         mid = (low + high + 1) // 2
@@ -133,10 +146,19 @@ def retract(
     engine: EngineOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Retract memories (content kept) and make all built on them stale, in one transaction."""
+    """Retract memories (content kept) and make all built on them stale, in one transaction.
+
+    Ids no memory has (no record in the log) are named on standard error; exit 1 when that is every id given.
+    """
     with engine_session(engine) as memory_engine:
         change = memory_engine.retract(ids, why)
+        unknown = [i for i in dict.fromkeys(ids) if not memory_engine.history(i)]
     _change(change, as_json)
+    if unknown:
+        message = f"no memory has the id{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}"
+        if len(unknown) == len(set(ids)):
+            raise fail(message + ": nothing to retract", code=1)
+        typer.echo(message + " (left out)", err=True)
 
 
 @app.command()

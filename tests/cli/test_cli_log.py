@@ -86,6 +86,7 @@ def test_the_scenario_through_the_cli(store: tuple[str, str, str]) -> None:
         (("retract", "abc", "--why", " "), "reason"),
         (("recall", "Ana", "--as-of", "last tuesday"), "as_of"),
         (("recall", "Ana", "--as-of", "999"), "lsn"),
+        (("recall", "Ana", "--as-of", "2099-01-01T00:00:00Z"), "as_of"),
         (("log", "--limit", "0"), "limit"),
     ],
 )
@@ -98,3 +99,39 @@ def test_bad_input_exits_2_naming_the_field_and_writes_nothing(
     assert result.exit_code == 2, result.output
     assert f"{field}:" in result.stderr and "Traceback" not in result.stderr
     assert _lsn(url) == before
+
+
+def test_retract_names_unknown_ids_and_exits_1_when_none_is_stored(store: tuple[str, str, str]) -> None:
+    url, turn, belief = store
+    before = _lsn(url)
+    none = invoke(url, "retract", "no-such-id", "nor-this", "--why", "x")
+    assert none.exit_code == 1, none.output
+    assert "no-such-id, nor-this" in none.stderr and "nothing to retract" in none.stderr
+    assert _lsn(url) == before
+    some = invoke(url, "retract", turn, "no-such-id", "--why", "the user misspoke")
+    assert some.exit_code == 0, some.output
+    assert f"retract   {turn}" in some.stdout and "no-such-id" not in some.stdout
+    assert "no memory has the id no-such-id (left out)" in some.stderr
+    again = invoke(url, "retract", turn, "--why", "twice")  # stored, already retracted: nothing changed, no hint
+    assert again.exit_code == 0 and "nothing changed" in again.stdout and again.stderr == ""
+
+
+def test_log_since_past_the_last_record_is_an_empty_page(store: tuple[str, str, str]) -> None:
+    url, _, _ = store
+    result = invoke(url, "log", "--since", "99999")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("no records after LSN 99999 (last: ")
+
+
+def test_an_as_of_time_names_the_last_lsn_by_then_and_refuses_the_future(store: tuple[str, str, str]) -> None:
+    from memory_core.cli.log import lsn_for
+    from memory_core.errors import InvalidRequest
+
+    url, _, _ = store
+    with SQLiteEngine(url.removeprefix("sqlite:///")) as engine:
+        now = datetime.now(UTC)
+        assert lsn_for(engine, now.isoformat(), now=now) == engine.current_lsn()
+        assert lsn_for(engine, "2000-01-01T00:00:00Z", now=now) == 0
+        with pytest.raises(InvalidRequest) as err:
+            lsn_for(engine, "2026-01-02T00:00:00", now=datetime(2026, 1, 1, tzinfo=UTC))
+        assert err.value.field == "as_of"
