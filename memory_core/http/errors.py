@@ -22,7 +22,6 @@ apply the same rule to the engine errors a pack or ``pre_turn`` reports instead 
 from __future__ import annotations
 
 import logging
-
 from typing import Any
 
 from starlette.responses import JSONResponse

@@ -83,7 +83,9 @@ def openapi_document(routes: Sequence[ApiRoute]) -> dict[str, Any]:
                 "content": {"application/json": {"schema": keys[(route.body, "validation")]}},
             }
         paths.setdefault(route.path, {})[route.method.lower()] = operation
-    paths["/health"] = {"get": {"operationId": "health", "summary": "Whether the engine serves (token optional).", "responses": {}}}
+    paths["/health"] = {
+        "get": {"operationId": "health", "summary": "Whether the engine serves (token optional).", "responses": {}}
+    }
     paths["/metrics"] = {"get": {"operationId": "metrics", "summary": "Prometheus metrics.", "responses": {}}}
     return {
         "openapi": "3.1.0",

@@ -11,8 +11,8 @@ import pytest
 from _executors import ManualExecutor
 from httpkit import TOKEN_A, TOKEN_A_BOT, TOKEN_B, TOKENS, Api, RecordingQueue, run
 
-from memory_core.engines.reference import ReferenceEngine
 from memory_core.descriptor import EngineHealth
+from memory_core.engines.reference import ReferenceEngine
 from memory_core.errors import ConfigError, EngineError, EngineUnavailable
 from memory_core.http import TokenTable, create_app
 from memory_core.http.errors import status_for
