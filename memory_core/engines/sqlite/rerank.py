@@ -34,10 +34,12 @@ from .pooled import PooledIndex
 from .search import query_vector, weights
 from .vectors import Stored, load
 
-__all__ = ["RERANK_POOL", "dense_candidates", "rerank"]
+__all__ = ["RERANK_POOL", "dense_candidates", "reorder", "rerank"]
 
 RERANK_POOL: Final = 100
 """Lexical candidates the late-interaction stage reorders."""
+_MIN_HEAD: Final = 2
+"""Fewer candidates than this have nothing to reorder."""
 
 
 def dense_candidates(
@@ -88,14 +90,49 @@ def rerank(
 ) -> list[tuple[int, float]]:
     """``ranked`` (the lexical stage, best first) with its first ``RERANK_POOL`` and ``dense`` reordered.
 
-    ``dense`` (``dense_candidates``) joins the lexical head with no lexical rank, scored as its last member
-    before ``fusion.envelope``; ``loader`` reads the candidates' stored rows (``vectors.load``, or a cache of it:
-    ``token_cache``). See the module docstring.
+    Reads the candidates' stored rows (and their previous turns') with ``loader`` (``vectors.load``, or a cache
+    of it: ``token_cache``), then ``reorder``.
     """
-    head, tail = ranked[:RERANK_POOL], ranked[RERANK_POOL:]
-    extra = [s for s in dense or [] if s not in {h for h, _ in head}]
-    if len(head) + len(extra) < 2 or len(query_tokens) == 0:
+    head = ranked[:RERANK_POOL]
+    held = {h for h, _ in head}
+    extra = [s for s in dense or [] if s not in held]
+    if len(head) + len(extra) < _MIN_HEAD or len(query_tokens) == 0:
         return ranked
+    dims = query_tokens.shape[1]
+    seqs = [s for s, _ in head] + extra
+    stored = loader(conn, seqs, model, dims)
+    prevs = sorted({p for s in seqs if s in stored and (p := stored[s].prev) is not None} - set(stored))
+    stored.update(loader(conn, prevs, model, dims))
+    return reorder(ranked, stored, query, query_tokens, now_us, extra)
+
+
+def reorder(
+    ranked: Sequence[tuple[int, float]],
+    stored: dict[int, Stored],
+    query: str,
+    query_tokens: F32,
+    now_us: int,
+    dense: Sequence[int] = (),
+) -> list[tuple[int, float]]:
+    """``ranked`` with its first ``RERANK_POOL`` and ``dense`` reordered by the stored vectors; pure.
+
+    Every engine that ranks locally calls it (SQLite through ``rerank``; PostgreSQL with rows read in its page's
+    statement). ``dense`` (``dense_candidates``) joins the lexical head with no lexical rank, scored as its last
+    member before ``fusion.envelope``; see the module docstring.
+
+    Args:
+        ranked: ``(seq, score)`` best first.
+        stored: The stored rows (``vectors.Stored``) of the head, ``dense`` and their previous turns.
+        query: The query text (for the speaker signal).
+        query_tokens: The query's content-token vectors ``(m, dims)``.
+        now_us: The read's clock, µs (recency).
+        dense: Nominations of the pooled vector not in the head, best first.
+    """
+    head, tail = list(ranked[:RERANK_POOL]), list(ranked[RERANK_POOL:])
+    held = {h for h, _ in head}
+    extra = [s for s in dense if s not in held]
+    if len(head) + len(extra) < _MIN_HEAD or len(query_tokens) == 0:
+        return list(ranked)
     if extra:
         lowest = head[-1][1] if head else 0.0
         taken = set(extra)
@@ -103,9 +140,6 @@ def rerank(
         tail = [(s, v) for s, v in tail if s not in taken]
     dims = query_tokens.shape[1]
     seqs = [s for s, _ in head]
-    stored = loader(conn, seqs, model, dims)
-    prevs = sorted({p for s in seqs if s in stored and (p := stored[s].prev) is not None} - set(stored))
-    stored.update(loader(conn, prevs, model, dims))
     empty = np.zeros((0, dims), dtype=np.float32)
 
     def tokens(seq: int | None) -> F32:
