@@ -7,11 +7,12 @@ import platform
 import statistics
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 
 from memory_core.timing import percentile
 
-__all__ = ["Row", "machine", "percentile", "print_table", "summarize", "time_calls"]
+__all__ = ["Row", "machine", "paired", "percentile", "print_table", "summarize", "time_calls"]
 
 
 def time_calls(fn: Callable[[int], object], n: int) -> list[float]:
@@ -22,6 +23,28 @@ def time_calls(fn: Callable[[int], object], n: int) -> list[float]:
         fn(i)
         out.append((time.perf_counter() - start) * 1000.0)
     return out
+
+
+def paired(
+    call: Callable[[int], object], calls: int, switched_off: Callable[[], AbstractContextManager[object]]
+) -> tuple[list[float], list[float]]:
+    """``call(i)`` timed as is and inside ``switched_off()``, alternating which goes first; ms each.
+
+    Each round calls ``call(2i)`` as is and ``call(2i + 1)`` switched off, so a call that writes never repeats an
+    item; the pair's order alternates so neither side always runs warm.
+    """
+    on: list[float] = []
+    off: list[float] = []
+    for i in range(calls):
+        for out, switch in ((on, False), (off, True)) if i % 2 == 0 else ((off, True), (on, False)):
+            start = time.perf_counter()
+            if switch:
+                with switched_off():
+                    call(2 * i + 1)
+            else:
+                call(2 * i)
+            out.append((time.perf_counter() - start) * 1000)
+    return on, off
 
 
 def summarize(samples_ms: Sequence[float]) -> dict[str, float]:

@@ -20,12 +20,11 @@ import argparse
 import sqlite3
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
-from bench.common import Row, percentile, print_table
+from bench.common import Row, paired, percentile, print_table
 from bench.sqlite_bench import _fill, _locomo, _turns
 from memory_core import ConsolidateRequest, FetchRequest, Reach
 from memory_core.engines.sqlite import SQLiteEngine, log, log_view
@@ -54,22 +53,6 @@ def _without_log() -> Iterator[None]:
         log.put, log_view.served_mask, log_view.annotate = saved  # type: ignore[assignment]
 
 
-def _paired(call: Callable[[int], Any], calls: int) -> tuple[list[float], list[float]]:
-    """``call(i)`` timed with the log and without it, alternating; ms each."""
-    with_log: list[float] = []
-    without: list[float] = []
-    for i in range(calls):
-        for out, off in ((with_log, False), (without, True)) if i % 2 == 0 else ((without, True), (with_log, False)):
-            start = time.perf_counter()
-            if off:
-                with _without_log():
-                    call(2 * i + off)
-            else:
-                call(2 * i + off)
-            out.append((time.perf_counter() - start) * 1000)
-    return with_log, without
-
-
 def _pair_rows(name: str, setup: str, with_log: list[float], without: list[float]) -> list[Row]:
     return [
         Row(f"{name} p{q}", setup, percentile(with_log, q), "ms", percentile(without, q), "without the log")
@@ -96,7 +79,7 @@ def _rows(tmp: Path, size: int, calls: int) -> list[Row]:
         engine.consolidate(ConsolidateRequest(reach=Reach.subtree()))
         fresh = _turns(turns, 2 * calls, tag="new")
         items = list(fresh)
-        stored, plain = _paired(lambda i: engine.store_with(items[i], {"wait": "accepted"}), calls)
+        stored, plain = paired(lambda i: engine.store_with(items[i], {"wait": "accepted"}), calls, _without_log)
         rows += _pair_rows("store_with", f"{setup}, accepted", stored, plain)
         memory = AgentMemory(engine, MemoryLayout(), agent)
 
@@ -106,7 +89,7 @@ def _rows(tmp: Path, size: int, calls: int) -> list[Row]:
         pre_turn(0)  # the first call loads the model and the indexes: not a live turn's cost
         with _without_log():
             pre_turn(0)
-        with_log, without = _paired(pre_turn, calls)
+        with_log, without = paired(pre_turn, calls, _without_log)
         rows += _pair_rows("pre_turn", setup, with_log, without)
 
         held = [h.id for h in engine.list({"limit": CHANGES}).items]

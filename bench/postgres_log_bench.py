@@ -21,11 +21,11 @@ from __future__ import annotations
 import argparse
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Final
+from typing import Final
 
-from bench.common import Row, percentile, print_table
+from bench.common import Row, paired, percentile, print_table
 from bench.postgres_bench import _database, _drop
 from memory_core import Document, FetchRequest, MemoryMeta, Namespace
 from memory_core.engines.postgres import PostgresEngine, log, log_view, log_writes
@@ -52,23 +52,6 @@ def _without_log() -> Iterator[None]:
         yield
     finally:
         log_writes.STORED, log_view.served, log_view.annotate = saved  # type: ignore[misc]
-
-
-def _paired(call: Callable[[int], Any], calls: int) -> tuple[list[float], list[float]]:
-    """``call(i)`` timed with the log and without it, alternating; ms each."""
-    with_log: list[float] = []
-    without: list[float] = []
-    for i in range(calls):
-        order = ((with_log, False), (without, True)) if i % 2 == 0 else ((without, True), (with_log, False))
-        for out, off in order:
-            start = time.perf_counter()
-            if off:
-                with _without_log():
-                    call(2 * i + 1)
-            else:
-                call(2 * i)
-            out.append((time.perf_counter() - start) * 1000)
-    return with_log, without
 
 
 def _concurrent(engine: PostgresEngine, round_: int, per_writer: int) -> float:
@@ -99,9 +82,7 @@ def _rows(url: str, size: int, calls: int) -> list[Row]:
                     for n in range(start, start + 100)
                 ]
             )
-        stored, plain = _paired(
-            lambda i: engine.store(Document.of(f"fresh note {i} about canoes", MemoryMeta())), calls
-        )
+        stored, plain = paired(lambda i: engine.store(Document.of(f"fresh note {i} about canoes", MemoryMeta())), calls)
         rows += [
             Row(
                 f"store p{q}",
@@ -134,7 +115,7 @@ def _rows(url: str, size: int, calls: int) -> list[Row]:
         )
         request = FetchRequest(query="kayaks rivers 42", limit=10)
         engine.fetch(request)
-        read, unread = _paired(lambda _i: engine.fetch(request), calls)
+        read, unread = paired(lambda _i: engine.fetch(request), calls, _without_log)
         rows += [
             Row(f"fetch p{q}", setup, percentile(read, q), "ms", percentile(unread, q), "without the log")
             for q in (50, 99)
