@@ -82,7 +82,9 @@ def _rows(url: str, size: int, calls: int) -> list[Row]:
                     for n in range(start, start + 100)
                 ]
             )
-        stored, plain = paired(lambda i: engine.store(Document.of(f"fresh note {i} about canoes", MemoryMeta())), calls)
+        stored, plain = paired(
+            lambda i: engine.store(Document.of(f"fresh note {i} about canoes", MemoryMeta())), calls, _without_log
+        )
         rows += [
             Row(
                 f"store p{q}",
