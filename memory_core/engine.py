@@ -48,7 +48,7 @@ from memory_core.explore import ExplorePage, ExploreRequest, Facet, tally
 from memory_core.items import Conversation, Document, Learning, parse_item, validate_item
 from memory_core.limits import LISTING_PAGE_SIZE, MAX_BUCKETS, MAX_GET_IDS, MAX_SCAN_LIMIT, MAX_STORE_MANY
 from memory_core.memory_log import MAX_LOG_PAGE, LogChange, LogPage, LogRecord, Tier
-from memory_core.meta import ItemKind, MetaFilter
+from memory_core.meta import USIZE_MAX, ItemKind, MetaFilter
 from memory_core.namespace import Namespace, Reach
 from memory_core.query import (
     EraseReport,
@@ -65,9 +65,10 @@ from memory_core.query import (
     RecallAnswer,
     RecallRequest,
     StoreReceipt,
+    id_fault,
 )
 
-__all__ = ["LOG_HOOKS", "AnyItem", "Hits", "MemoryEngine", "Receipts", "check_engine", "validate_many"]
+__all__ = ["LOG_HOOKS", "MAX_LSN", "AnyItem", "Hits", "MemoryEngine", "Receipts", "check_engine", "validate_many"]
 
 LOG_HOOKS: Final = ("_current_lsn", "_log", "_as_of", "_retract", "_rollback", "_history", "_move")
 """The hooks of the log capability (seed 002), looked up by name; an engine offering the log defines them all."""
@@ -80,6 +81,10 @@ Receipts = list[StoreReceipt]
 """A list of store receipts, in item order."""
 Scopes = list[BuildScope]
 """A list of build scopes."""
+
+
+MAX_LSN: Final = USIZE_MAX
+"""Largest LSN: 2**63 - 1, what SQLite's ``INTEGER`` and PostgreSQL's ``bigint`` hold (a larger one cannot be bound)."""
 
 
 def check_engine(engine: object, field: str = "engine") -> MemoryEngine:
@@ -137,8 +142,8 @@ def _checked_ids(ids: Any, field: str = "ids") -> tuple[str, ...]:
     if not out:
         raise InvalidRequest("must not be empty", field=field)
     for i, item_id in enumerate(out):
-        if not isinstance(item_id, str) or not item_id.strip():
-            raise InvalidRequest(f"id {i} is blank", field=field)
+        if (fault := id_fault(i, item_id)) is not None:
+            raise InvalidRequest(fault, field=field)
     return out
 
 
@@ -494,14 +499,22 @@ class MemoryEngine:
 
 
 def _checked_lsn(value: object, field: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InvalidRequest("must be an LSN, an integer >= 0", field=field)
+    """``value`` when it is an LSN: an int in ``0..=MAX_LSN`` (a signed 64-bit ``INTEGER``/``bigint`` column).
+
+    Raises:
+        InvalidRequest: ``field``: a bool, a non-int, negative, or past ``MAX_LSN`` (which no engine can bind).
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_LSN:
+        raise InvalidRequest(f"must be an LSN, an integer in 0..={MAX_LSN}", field=field)
     return value
 
 
 def _checked_reason(value: object) -> str:
+    """``value`` stripped: a non-blank, NUL-free reason (it is stored in the log; ``meta.NUL_FREE``)."""
     if not isinstance(value, str) or not value.strip():
         raise InvalidRequest("say why: the reason is blank", field="reason")
+    if "\x00" in value:
+        raise InvalidRequest("holds a NUL character (U+0000)", field="reason")
     return value.strip()
 
 

@@ -16,12 +16,12 @@ from enum import StrEnum
 from functools import cached_property
 from typing import Annotated, Any, ClassVar, Final, Literal, Self
 
-from pydantic import AfterValidator, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+from pydantic import ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
 from memory_core._model import ContractModel, StrictFloat, Timestamp, invalid_from, reading_wire, wire_input
 from memory_core.errors import InvalidRequest
 from memory_core.limits import MAX_TEXT_CHARS
-from memory_core.meta import ItemKind, MemoryMeta
+from memory_core.meta import NUL_FREE, ItemKind, MemoryMeta
 
 __all__ = [
     "DEFAULT_LEARNING_CONFIDENCE",
@@ -63,10 +63,10 @@ class LearningKind(StrEnum):
 
 
 class ToolCallRef(ContractModel):
-    """``{name, id?}``: a tool call a turn made."""
+    """``{name, id?}``: a tool call a turn made (NUL-free: ``meta.NUL_FREE``)."""
 
-    name: str
-    id: str | None = None
+    name: Annotated[str, NUL_FREE]
+    id: Annotated[str, NUL_FREE] | None = None
 
 
 class Turn(ContractModel):
@@ -275,17 +275,6 @@ def parse_item(value: Any, field: str | None = None) -> Document | Conversation 
 
 def _blank(text: str | None) -> bool:
     return text is None or not text.strip()
-
-
-def _no_nul(value: str) -> str:
-    if "\x00" in value:
-        raise ValueError(f"holds a NUL character (U+0000) at offset {value.index(chr(0))}")
-    return value
-
-
-NUL_FREE: Final = AfterValidator(_no_nul)
-"""Refuses a string holding NUL: for request fields whose text is stored (``Annotated[str, NUL_FREE]``), so the
-request is refused naming its own field before anything is logged (the store-time rule is ``_refuse_nul``)."""
 
 
 def _refuse_nul(text: str | None, field: str) -> None:

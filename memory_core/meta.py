@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from enum import StrEnum
 from typing import Annotated, ClassVar, Final, Self
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from memory_core._model import ContractModel, StrictBool, StrictInt, Timestamp
 from memory_core.errors import InvalidRequest
@@ -19,9 +19,11 @@ __all__ = [
     "U32",
     "U32_MAX",
     "USIZE_MAX",
+    "NUL_FREE",
     "ItemKind",
     "MemoryMeta",
     "MetaFilter",
+    "NulFree",
     "ObservedActor",
     "SourceKind",
     "SourceRef",
@@ -37,6 +39,20 @@ U32_MAX: Final = 2**32 - 1
 USIZE_MAX: Final = 2**63 - 1
 """Largest ``usize`` accepted: counts and sizes (``max_scopes``, ``budget_tokens``) are ``usize`` in the reference;
 bounded to SQLite's signed 64-bit ``INTEGER`` (below a 64-bit ``usize``'s 2**64 - 1) so no engine can overflow."""
+
+
+def _no_nul(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError(f"holds a NUL character (U+0000) at offset {value.index(chr(0))}")
+    return value
+
+
+NUL_FREE: Final = AfterValidator(_no_nul)
+"""Refuses a string holding NUL (U+0000), naming its field (*memory-core*, issue 17): PostgreSQL's ``text`` cannot
+hold it (so engines would differ and a write told "saved"/"queued" would fail later), C strings end at it, and no one
+types it. Every string that is stored or matched against stored strings carries it (``Annotated[str, NUL_FREE]``)."""
+NulFree = Annotated[str, NUL_FREE]
+"""A string without NUL (``NUL_FREE``)."""
 
 U32 = Annotated[StrictInt, Field(ge=0, le=U32_MAX)]
 """A ``u32``: a strict int in 0..=U32_MAX (a larger one is ``InvalidRequest`` naming the field, never stored)."""
@@ -75,7 +91,7 @@ class SourceRef(ContractModel):
     """``{kind, id?}``: the source an item came from."""
 
     kind: SourceKind = SourceKind.AGENT
-    id: str | None = None
+    id: NulFree | None = None
 
 
 class TurnRange(ContractModel):
@@ -94,15 +110,15 @@ class TurnRange(ContractModel):
 class ToolCallMeta(ContractModel):
     """``{name, id?}``: the tool call an item came from. The id is left out of the fingerprint."""
 
-    name: str
-    id: str | None = None
+    name: NulFree
+    id: NulFree | None = None
 
 
 class ObservedActor(ContractModel):
     """``{id, name?}``: who said it, when that is not the owner; ``id`` is ``type:id``. Not in the fingerprint."""
 
-    id: str
-    name: str | None = None
+    id: NulFree
+    name: NulFree | None = None
 
 
 class MemoryMeta(ContractModel):
@@ -115,19 +131,19 @@ class MemoryMeta(ContractModel):
     __omit_defaults__: ClassVar[frozenset[str]] = frozenset({"namespace", "tags"})
 
     namespace: Namespace = ROOT
-    workspace: str | None = None
-    folder: str | None = None
-    file_path: str | None = None
-    language: str | None = None
-    repo: str | None = None
-    commit: str | None = None
-    url: str | None = None
-    thread_id: str | None = None
+    workspace: NulFree | None = None
+    folder: NulFree | None = None
+    file_path: NulFree | None = None
+    language: NulFree | None = None
+    repo: NulFree | None = None
+    commit: NulFree | None = None
+    url: NulFree | None = None
+    thread_id: NulFree | None = None
     turns: TurnRange | None = None
-    agent_id: str | None = None
+    agent_id: NulFree | None = None
     tool_call: ToolCallMeta | None = None
     source: SourceRef = Field(default_factory=SourceRef)
-    tags: tuple[str, ...] = ()
+    tags: tuple[NulFree, ...] = ()
     observed_at: Timestamp | None = None
     observed_actor: ObservedActor | None = None
     derive: StrictBool | None = None
@@ -172,21 +188,21 @@ class MetaFilter(ContractModel):
     __omit_defaults__: ClassVar[frozenset[str]] = frozenset({"kinds", "sources", "tags_any"})
 
     reach: Reach | None = None
-    workspace: str | None = None
-    folder: str | None = None
-    file_path: str | None = None
-    language: str | None = None
-    repo: str | None = None
-    commit: str | None = None
-    url: str | None = None
-    thread_id: str | None = None
+    workspace: NulFree | None = None
+    folder: NulFree | None = None
+    file_path: NulFree | None = None
+    language: NulFree | None = None
+    repo: NulFree | None = None
+    commit: NulFree | None = None
+    url: NulFree | None = None
+    thread_id: NulFree | None = None
     turns: TurnRange | None = None
-    agent_id: str | None = None
-    tool_call: str | None = None
-    source_id: str | None = None
+    agent_id: NulFree | None = None
+    tool_call: NulFree | None = None
+    source_id: NulFree | None = None
     kinds: tuple[ItemKind, ...] = ()
     sources: tuple[SourceKind, ...] = ()
-    tags_any: tuple[str, ...] = ()
+    tags_any: tuple[NulFree, ...] = ()
     observed_after: Timestamp | None = None
     observed_before: Timestamp | None = None
 

@@ -43,6 +43,7 @@ __all__ = [
     "RecallRequest",
     "StoreReceipt",
     "TimeHint",
+    "id_fault",
 ]
 
 
@@ -224,10 +225,25 @@ class ListPage(ContractModel):
     next_cursor: str | None = None
 
 
+def id_fault(i: int, item_id: object) -> str | None:
+    """Why ``item_id``, the ``i``-th id given, is not one: not a string, blank, or holding NUL; None when it is.
+
+    The one rule for ids given to ``get`` and ``forget`` (``Ids``, ``engine.MemoryEngine``, ``tools.writes``). NUL
+    (U+0000) is refused as in every stored string (``meta.NUL_FREE``): PostgreSQL cannot bind it.
+    """
+    if not isinstance(item_id, str):
+        return f"id {i} is not a string"
+    if not item_id.strip():
+        return f"id {i} is blank"
+    if "\x00" in item_id:
+        return f"id {i} holds a NUL character (U+0000)"
+    return None
+
+
 def _ids(value: tuple[str, ...]) -> tuple[str, ...]:
     for i, item_id in enumerate(value):
-        if not item_id.strip():
-            raise ValueError(f"id {i} is blank")
+        if (fault := id_fault(i, item_id)) is not None:
+            raise ValueError(fault)
     return value
 
 

@@ -18,12 +18,22 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from memory_core.errors import ConfigError
 from memory_core.limits import ASSISTANT_TEXT_CAP, MAX_TEXT_CHARS, USER_TEXT_CAP
 
-__all__ = ["BROKER_SCHEMES", "RESULT_SCHEMES", "Settings", "check_url", "get_settings", "parse_engine_plugins"]
+__all__ = [
+    "BROKER_SCHEMES",
+    "MAX_RETENTION_DAYS",
+    "RESULT_SCHEMES",
+    "Settings",
+    "check_url",
+    "get_settings",
+    "parse_engine_plugins",
+]
 
 BROKER_SCHEMES = ("redis", "rediss", "filesystem")
 """Broker URL schemes the job flow runs on (``workers.config``: Redis, or the server-less transport)."""
 RESULT_SCHEMES = ("redis", "rediss", "file")
 """Result backend URL schemes (``workers.config.result_backend_url`` picks one of them when unset)."""
+MAX_RETENTION_DAYS = 36_500
+"""Longest ``retention_max_age_days``: 100 years (memory-core's bound; ``now - timedelta(days=…)`` must stay a date)."""
 _ENCODE_HINT = "a password holding / # ? or % must be URL-encoded (%2F %23 %3F %25)"
 
 
@@ -152,7 +162,8 @@ class Settings(BaseSettings):
             ``memory.retention`` job (``lifecycle.retention``, seed 004): how often beat runs it (daily), the age
             past which logged turns go (90 days), the newest turns kept per layout root (5,000), and whether an
             engine declaring tiers moves them to ``archive`` instead of forgetting them. Facts and beliefs are
-            never pruned by it.
+            never pruned by it. The age is at most ``MAX_RETENTION_DAYS`` (a finite number of days: a larger one
+            would overflow the cut-off date).
         log_compact_interval_s / log_keep_records: the ``memory.compact_log`` job (``docs/log-model.md``,
             "Checkpoints"): how often beat runs it (daily), and how many of the newest log records it leaves
             uncompacted (100,000): ``as_of`` and ``rollback`` reach back at least that far.
@@ -233,7 +244,7 @@ class Settings(BaseSettings):
     pg_connect_timeout_s: int = Field(default=5, gt=0)
     pg_statement_timeout_ms: int = Field(default=30_000, ge=0)
     retention_interval_s: float = Field(default=86_400.0, gt=0)
-    retention_max_age_days: float = Field(default=90.0, gt=0)
+    retention_max_age_days: float = Field(default=90.0, gt=0, le=MAX_RETENTION_DAYS, allow_inf_nan=False)
     retention_max_turns: int = Field(default=5_000, gt=0)
     retention_archive: bool = False
     log_compact_interval_s: float = Field(default=86_400.0, gt=0)

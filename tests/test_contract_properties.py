@@ -94,8 +94,9 @@ near_ids = st.builds(
 segments = st.lists(st.tuples(st.sampled_from(SegmentKind), segment_ids), max_size=8)
 namespaces = segments.map(lambda segs: Namespace(tuple(segs)))
 reaches = st.builds(Reach, at=namespaces, inherit=st.booleans(), descendants=st.booleans())
-words = st.text(max_size=16)
-non_blank = st.text(min_size=1, max_size=24).filter(lambda s: bool(s.strip()))
+NO_NUL = st.characters(codec="utf-8", exclude_characters="\x00")  # stored strings refuse NUL (meta.NUL_FREE)
+words = st.text(NO_NUL, max_size=16)
+non_blank = st.text(NO_NUL, min_size=1, max_size=24).filter(lambda s: bool(s.strip()))
 maybe = st.none().__or__
 timestamps = st.datetimes(min_value=datetime(1970, 1, 1), max_value=datetime(2100, 1, 1), timezones=st.just(UTC))
 unit_floats = st.floats(min_value=0.0, max_value=1.0)
@@ -442,7 +443,7 @@ def test_the_id_is_stable_under_key_order(item: Document | Conversation | Learni
 
 
 @PROPERTY
-@given(items, maybe(timestamps), st.text(min_size=1, max_size=8), st.text(max_size=8))
+@given(items, maybe(timestamps), st.text(NO_NUL, min_size=1, max_size=8), st.text(NO_NUL, max_size=8))
 def test_the_id_ignores_observation_stamps_and_tool_call_ids(
     item: Document | Conversation | Learning, at: datetime | None, actor: str, call_id: str
 ) -> None:

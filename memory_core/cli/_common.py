@@ -6,13 +6,14 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Final
 from urllib.parse import urlsplit
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
+from memory_core.control import neutralise_control_chars
 from memory_core.engine import MemoryEngine
 from memory_core.engines import open_host_engine
 from memory_core.errors import ConfigError, InvalidRequest, MemoryCoreError
@@ -39,12 +40,28 @@ __all__ = [
     "not_blank",
     "open_engine_or_exit",
     "plural",
+    "shown",
 ]
 
 console = Console(highlight=False)
 """Standard output."""
 err_console = Console(stderr=True, highlight=False)
 """Standard error."""
+
+
+LINE_MARKS: Final = str.maketrans({"\n": "\u2424", "\r": "\u240d", "\t": " "})
+"""Newline → ``␤``, carriage return → ``␍``, tab → a space: what ``shown`` puts on a line instead of them."""
+
+
+def shown(text: object) -> str:
+    r"""``text`` as one inert terminal line: what every command prints of stored or given text; pure.
+
+    Control characters are made visible by ``control.neutralise_control_chars`` (ESC → ``␛``, so an ANSI or OSC
+    sequence such as ``]0;title`` changes no colour or window title; C1 and bidi controls → U+FFFD), and
+    line breaks become ``␤``/``␍`` so a stored key, text or reason cannot forge output lines (*memory-core*,
+    issue 17). Stored text is never changed; only what reaches the terminal.
+    """
+    return neutralise_control_chars(str(text)).translate(LINE_MARKS)
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:

@@ -13,7 +13,16 @@ import typer
 from rich.markup import escape
 
 from memory_core.cli import app
-from memory_core.cli._common import EngineOption, RootOption, console, engine_session, fail, layout_for, plural
+from memory_core.cli._common import (
+    EngineOption,
+    RootOption,
+    console,
+    engine_session,
+    fail,
+    layout_for,
+    plural,
+    shown,
+)
 from memory_core.errors import InvalidRequest
 from memory_core.facts.model import check_importance, check_key, check_text, read_tags, user_tags
 from memory_core.facts.store import FactStore
@@ -70,9 +79,9 @@ def list_facts(engine: EngineOption = None, root: RootOption = None, as_json: Js
         console.print("(no facts)")
         return
     for row in rows:
-        key = f"{row['key']} = " if "key" in row else ""
+        key = f"{shown(row['key'])} = " if "key" in row else ""
         importance = f" (importance {row['importance']})" if "importance" in row else ""
-        console.print(f"{escape(key)}{escape(str(row['text']))}{importance}  [dim]{row['id']}[/]", soft_wrap=True)
+        console.print(f"{escape(key)}{escape(shown(row['text']))}{importance}  [dim]{row['id']}[/]", soft_wrap=True)
     console.print(f"[dim]{plural(len(rows), 'fact')}[/]")
 
 

@@ -18,7 +18,7 @@ from typing import Annotated
 import typer
 
 from memory_core.cli import app
-from memory_core.cli._common import EngineOption, engine_session, fail
+from memory_core.cli._common import EngineOption, engine_session, fail, shown
 from memory_core.engine import MemoryEngine
 from memory_core.errors import InvalidRequest
 from memory_core.memory_log import LogChange, LogRecord
@@ -36,12 +36,12 @@ def _when(at: int | None) -> str:
 
 
 def render_records(records: Sequence[LogRecord]) -> str:
-    """One line per record: ``LSN txn OP id status/tier time reason``; pure."""
+    """One line per record: ``LSN txn OP id status/tier time reason``, id and reason ``shown`` inert; pure."""
     lines = []
     for r in records:
         state = f"{r.status.value}/{r.tier.value}" if r.status and r.tier else "-"
-        reason = f"  {r.reason}" if r.reason else ""
-        lines.append(f"{r.lsn:>6} txn {r.txn:<6} {r.op.value:<9} {r.id}  {state:<15} {_when(r.at)}{reason}")
+        reason = f"  {shown(r.reason)}" if r.reason else ""
+        lines.append(f"{r.lsn:>6} txn {r.txn:<6} {r.op.value:<9} {shown(r.id)}  {state:<15} {_when(r.at)}{reason}")
     return "\n".join(lines)
 
 
@@ -132,7 +132,7 @@ def history(
         typer.echo("[" + ", ".join(r.to_json() for r in records) + "]")
         return
     if not records:
-        typer.echo(f"no records about {item_id}")
+        typer.echo(f"no records about {shown(item_id)}")
         return
     typer.echo(render_records(records))
     last = records[-1]

@@ -13,19 +13,24 @@ so no engine's schema changes:
   queued writes are delivered in; part of the item's identity, so stating a value again is a new statement |
 
 Limits (seed 004 "Privacy and boundaries"): text at most 2,000 characters, a key non-blank and at most 128
-characters, importance a number in ``[0, 1]``. A bad value is ``InvalidRequest`` naming the field.
+characters, importance a finite number in ``[0, 1]``. A key holds no control character (C0, DEL, C1) and no
+bidirectional embedding, override or isolate (``control.BIDI_CONTROLS``, CVE-2021-42574): a key is an identifier
+printed to terminals and logs, not text (*memory-core*, issue 17). A bad value is ``InvalidRequest`` naming the
+field.
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Final
 
 from memory_core._model import format_timestamp, utc
+from memory_core.control import BIDI_CONTROLS
 from memory_core.errors import InvalidRequest
 
 __all__ = [
@@ -36,10 +41,12 @@ __all__ = [
     "KEY_TAG",
     "MAX_FACT_CHARS",
     "MAX_KEY_CHARS",
+    "MAX_STATED_SKEW",
     "STATED_TAG",
     "FactTags",
     "check_importance",
     "check_key",
+    "check_stated",
     "check_text",
     "content_hash",
     "fact_tags",
@@ -54,6 +61,10 @@ MAX_KEY_CHARS: Final = 128
 """Longest key, characters (seed 004: "optional keys are non-empty and capped at 128 characters")."""
 DEFAULT_IMPORTANCE: Final = 0.5
 """Importance of a fact that states none: the middle of ``[0, 1]``."""
+MAX_STATED_SKEW: Final = timedelta(minutes=5)
+"""How far ahead of the clock a statement's time may be (memory-core's choice: room for hosts' clock drift). The
+latest statement of a key wins, so one dated years ahead would make every later statement "superseded on arrival"
+and freeze the key (*memory-core*, issue 17)."""
 IMPORTANCE_WEIGHT: Final = 0.5
 """Share of a fact's ranking confidence its importance sets (``ranking_confidence``; memory-core's choice)."""
 
@@ -62,6 +73,8 @@ HASH_TAG: Final = "fact-hash:"
 IMPORTANCE_TAG: Final = "fact-importance:"
 STATED_TAG: Final = "fact-stated:"
 _PREFIXES: Final = (KEY_TAG, HASH_TAG, IMPORTANCE_TAG, STATED_TAG)
+_KEY_FORBIDDEN: Final = re.compile("[\x00-\x1f\x7f-\x9f" + BIDI_CONTROLS + "]")
+"""What a key may not hold: C0 controls (NUL, ESC, newline, tab …), DEL, C1 controls, bidi controls."""
 
 
 def check_text(text: object, field: str = "text") -> str:
@@ -83,7 +96,8 @@ def check_key(key: object, field: str = "key") -> str | None:
     """``key`` stripped, or None for None.
 
     Raises:
-        InvalidRequest: not a string, blank, or longer than ``MAX_KEY_CHARS`` (naming ``field``).
+        InvalidRequest: not a string, blank, longer than ``MAX_KEY_CHARS``, or holding a control character
+            (C0, DEL, C1) or a bidi control (naming ``field``).
     """
     if key is None:
         return None
@@ -94,6 +108,10 @@ def check_key(key: object, field: str = "key") -> str | None:
         raise InvalidRequest("a key is blank", field=field)
     if len(stripped) > MAX_KEY_CHARS:
         raise InvalidRequest(f"a key is at most {MAX_KEY_CHARS} characters, got {len(stripped)}", field=field)
+    if (bad := _KEY_FORBIDDEN.search(stripped)) is not None:
+        raise InvalidRequest(
+            f"a key holds the control character U+{ord(bad.group()):04X} at offset {bad.start()}", field=field
+        )
     return stripped
 
 
@@ -101,14 +119,34 @@ def check_importance(importance: object, field: str = "importance") -> float:
     """``importance`` as a float in ``[0, 1]``.
 
     Raises:
-        InvalidRequest: a bool, a non-number (a numeric string too), NaN, or a value outside ``[0, 1]``.
+        InvalidRequest: a bool, a non-number (a numeric string too), NaN or an infinity, or a value outside
+            ``[0, 1]`` (naming ``field``).
     """
     if isinstance(importance, bool) or not isinstance(importance, int | float):
         raise InvalidRequest(f"expected a number in [0, 1], got {type(importance).__name__}", field=field)
     value = float(importance)
-    if math.isnan(value) or not 0.0 <= value <= 1.0:
+    if not math.isfinite(value):
+        raise InvalidRequest(f"must be a finite number in [0, 1], got {importance}", field=field)
+    if not 0.0 <= value <= 1.0:
         raise InvalidRequest(f"must be within [0, 1], got {importance}", field=field)
     return value
+
+
+def check_stated(at: object, now: datetime, field: str = "at") -> datetime:
+    """``at`` when it is an aware time no more than ``MAX_STATED_SKEW`` ahead of ``now``.
+
+    Raises:
+        InvalidRequest: not a ``datetime``, naive, or more than ``MAX_STATED_SKEW`` after ``now`` (naming ``field``).
+    """
+    if not isinstance(at, datetime) or at.utcoffset() is None:
+        raise InvalidRequest("a time with a timezone is required", field=field)
+    if at - utc(now) > MAX_STATED_SKEW:
+        raise InvalidRequest(
+            f"{format_timestamp(utc(at))} is more than {int(MAX_STATED_SKEW.total_seconds())} s ahead of the clock"
+            " (a statement from the future would supersede every later one)",
+            field=field,
+        )
+    return at
 
 
 def content_hash(text: str) -> str:

@@ -31,6 +31,7 @@ from memory_core.facts.model import (
     HASH_TAG,
     check_importance,
     check_key,
+    check_stated,
     check_text,
     content_hash,
     fact_tags,
@@ -198,15 +199,17 @@ class FactStore:
         """Store a fact (see the module docstring for keys, dedupe and order).
 
         Raises:
-            InvalidRequest: a bad ``text``, ``key`` or ``importance`` (named), before anything is read or stored.
+            InvalidRequest: a bad ``text``, ``key`` or ``importance``, or an ``at`` that is naive or more than
+                ``MAX_STATED_SKEW`` ahead of the clock (named), before anything is read or stored.
             MemoryCoreError: the engine's error.
         """
+        now = self._clock()
         item = fact_item(
             text,
             self.place,
             key=key,
             importance=importance,
-            at=at if at is not None else self._clock(),
+            at=now if at is None else check_stated(at, now),
             confidence=confidence,
             tags=tags,
             source=source,
@@ -237,10 +240,14 @@ class FactStore:
         return FactReceipt(id=receipt.id, replayed=receipt.replayed)
 
     def forget(self, key: object) -> int:
-        """Forget every statement of ``key`` here (current and, on an engine that keeps them, superseded).
+        """Forget every stored statement of ``key`` here: the current value and every superseded or retracted one.
+
+        A forget by filter (``ForgetTarget.filter``) removes what the filter matches whatever its log status, so
+        a value a log engine kept as *retracted* (superseded) loses its text too and only the log's tombstones
+        remain (``docs/log-model.md`` rule 6: forget is for privacy). Listing would see only live values.
 
         Returns:
-            How many items were forgotten.
+            How many items were forgotten (every statement of the key, not only the current one).
 
         Raises:
             InvalidRequest: a blank or too long key.
@@ -248,10 +255,8 @@ class FactStore:
         k = check_key(key)
         if k is None:
             raise InvalidRequest("a key is required", field="key")
-        ids = [h.id for h in self._held([key_tag(k)])]
-        if not ids:
-            return 0
-        return self.engine.forget(ForgetTarget(ids=tuple(ids))).forgotten
+        flt = MetaFilter(reach=Reach.exact(self.place), kinds=(ItemKind.LEARNING,), tags_any=(key_tag(k),))
+        return self.engine.forget(ForgetTarget(filter=flt)).forgotten
 
     # reads ---------------------------------------------------------------------------------------------
     def all(self) -> list[Hit]:

@@ -86,11 +86,15 @@ AwareTimestamp = Annotated[datetime, AfterValidator(_aware_utc), PlainSerializer
 """A timestamp with a timezone, kept in UTC; naive input is refused (reference §1.4 ``DateTime<Utc>``)."""
 
 
+ThreadId = Annotated[NonBlank, NUL_FREE]
+"""A thread id: non-blank and NUL-free (it is stored in ``meta.thread_id``; ``meta.NUL_FREE``)."""
+
+
 # requests and results ------------------------------------------------------------------------------------
 class StartSession(ContractModel):
     """``{thread_id?, focus?}``: a session starts or resumes; a blank thread id is refused."""
 
-    thread_id: NonBlank | None = None
+    thread_id: ThreadId | None = None
     focus: str | None = None
 
 
@@ -108,7 +112,7 @@ class PreTurn(ContractModel):
         observed_actor: Who said it, when not the owner.
     """
 
-    thread_id: NonBlank
+    thread_id: ThreadId
     turn_index: U32
     user_text: Annotated[NonBlank, NUL_FREE] = Field(max_length=MAX_TEXT_CHARS)
     in_prompt_from: U32 = 0
@@ -121,7 +125,7 @@ class PostTurn(ContractModel):
 
     __omit_defaults__: ClassVar[frozenset[str]] = frozenset({"tool_calls"})
 
-    thread_id: NonBlank
+    thread_id: ThreadId
     turn_index: U32
     assistant_text: Annotated[NonBlank, NUL_FREE] = Field(max_length=MAX_TEXT_CHARS)
     tool_calls: tuple[ToolCallRef, ...] = ()
@@ -133,7 +137,7 @@ class Compaction(ContractModel):
 
     __omit_defaults__: ClassVar[frozenset[str]] = frozenset({"dropped"})
 
-    thread_id: NonBlank
+    thread_id: ThreadId
     dropped: tuple[Turn, ...] = ()
     focus: str | None = None
 

@@ -9,7 +9,7 @@ from memory_core.errors import InvalidRequest
 from memory_core.items import Document, DocumentBody, validate_item
 from memory_core.lifecycle.layout import BrainSource, MemoryLayout
 from memory_core.limits import MAX_TEXT_CHARS
-from memory_core.meta import MemoryMeta, SourceKind, SourceRef
+from memory_core.meta import MemoryMeta, NulFree, SourceKind, SourceRef
 
 __all__ = ["BrainDocument"]
 
@@ -21,9 +21,9 @@ class BrainDocument(ContractModel):
     """
 
     source: BrainSource
-    title: str | None = None
-    text: str = Field(max_length=MAX_TEXT_CHARS)
-    mime: str | None = None
+    title: NulFree | None = None
+    text: NulFree = Field(max_length=MAX_TEXT_CHARS)
+    mime: NulFree | None = None
     meta: MemoryMeta = Field(default_factory=MemoryMeta)
 
     @classmethod

@@ -101,6 +101,29 @@ def _speakers(turns: Iterable[ReplayTurn]) -> list[str]:
     return list(dict.fromkeys(t.speaker for t in turns))
 
 
+def _nul_free(turn: ReplayTurn, where: str, names: dict[str, str]) -> ReplayTurn:
+    """``turn`` when none of its strings holds NUL (U+0000), which no engine stores (``meta.NUL_FREE``).
+
+    Checked while the file is parsed, so a file with a NUL anywhere stores nothing (as a bad ``at`` does).
+
+    Args:
+        turn: The parsed turn.
+        where: Its place in the file (``line 7``, ``samples.0.session_1.3``).
+        names: The file's name for each ``ReplayTurn`` attribute (``{"text": "content"}``); others keep theirs.
+
+    Raises:
+        InvalidRequest: ``<where>.<name>``: the string holds NUL.
+    """
+    for attr in ("thread_id", "speaker", "text", "ref", "conversation"):
+        value = getattr(turn, attr)
+        if isinstance(value, str) and "\x00" in value:
+            raise InvalidRequest(
+                f"holds a NUL character (U+0000) at offset {value.index(chr(0))}",
+                field=f"{where}.{names.get(attr, attr)}",
+            )
+    return turn
+
+
 def _locomo_turn(turn: Any, where: str, sample_id: str, number: int, at: datetime | None) -> ReplayTurn | None:
     """One LoCoMo turn object as a ``ReplayTurn`` (None for a blank one)."""
     if not isinstance(turn, dict):
@@ -112,7 +135,7 @@ def _locomo_turn(turn: Any, where: str, sample_id: str, number: int, at: datetim
     if caption:
         text = f"{text} [shares a photo: {caption}]"
     ref = turn.get("dia_id")
-    return ReplayTurn(
+    parsed = ReplayTurn(
         thread_id=f"{sample_id}-s{number}",
         role="user",
         speaker=str(turn.get("speaker") or "unknown"),
@@ -121,6 +144,7 @@ def _locomo_turn(turn: Any, where: str, sample_id: str, number: int, at: datetim
         ref=None if ref is None else str(ref),
         conversation=sample_id,
     )
+    return _nul_free(parsed, where, {"thread_id": "sample_id", "ref": "dia_id", "conversation": "sample_id"})
 
 
 def parse_locomo(data: Any, samples: Iterable[str] | None = None) -> ConversationFile:
@@ -199,7 +223,8 @@ def parse_jsonl(lines: Iterable[str]) -> ConversationFile:
     """Read JSONL ``{thread, role, content, at}`` lines (blank lines skipped).
 
     Raises:
-        InvalidRequest: a line that is not a JSON object, or lacks a thread, role or content (named by line).
+        InvalidRequest: a line that is not a JSON object, lacks a thread, role or content, or holds a NUL character
+            (named by line: ``line 7.content``).
     """
     out = ConversationFile(format="jsonl")
     for number, line in enumerate(lines, start=1):
@@ -220,11 +245,10 @@ def parse_jsonl(lines: Iterable[str]) -> ConversationFile:
         if not isinstance(content, str) or not content.strip():
             raise InvalidRequest("content is missing or blank", field=f"{where}.content")
         role = _role(row.get("role"), f"{where}.role")
-        out.turns.append(
-            ReplayTurn(
-                thread_id=thread, role=role, speaker=role, text=content, at=_parse_at(row.get("at"), f"{where}.at")
-            )
+        turn = ReplayTurn(
+            thread_id=thread, role=role, speaker=role, text=content, at=_parse_at(row.get("at"), f"{where}.at")
         )
+        out.turns.append(_nul_free(turn, where, {"thread_id": "thread", "text": "content"}))
     out.speakers = _speakers(out.turns)
     return out
 
@@ -266,7 +290,7 @@ def _chatgpt_turn(message: dict[str, Any], thread: str, where: str) -> ReplayTur
     name = author.get("name") if isinstance(author, dict) else None
     speaker = name.strip() if role == "user" and isinstance(name, str) and name.strip() else role
     ref = message.get("id")
-    return ReplayTurn(
+    parsed = ReplayTurn(
         thread_id=thread,
         role=role,
         speaker=speaker,
@@ -274,6 +298,8 @@ def _chatgpt_turn(message: dict[str, Any], thread: str, where: str) -> ReplayTur
         at=_parse_at(message.get("create_time"), f"{where}.create_time"),
         ref=None if ref is None else str(ref),
     )
+    names = {"thread_id": "conversation_id", "speaker": "author.name", "text": "content", "ref": "id"}
+    return _nul_free(parsed, where, names)
 
 
 def parse_chatgpt_export(data: Any) -> ConversationFile:

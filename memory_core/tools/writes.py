@@ -27,6 +27,7 @@ from memory_core.errors import InvalidRequest
 from memory_core.facts.model import check_text
 from memory_core.facts.store import fact_item, scrubbed_fact
 from memory_core.items import Learning, LearningKind, validate_item
+from memory_core.query import id_fault
 from memory_core.safety.detector import Policy
 from memory_core.safety.host import scrubbing_enabled
 from memory_core.safety.items import scrub_item
@@ -212,14 +213,15 @@ class ToolWrites:
         """Forget ``ids`` readable under the scope's reach, now or, when the engine does not answer, as a job.
 
         Raises:
-            InvalidRequest: no ids, a blank one, more than ``MAX_FORGET_IDS``.
+            InvalidRequest: no ids, a blank one or one holding NUL (``query.id_fault``), more than ``MAX_FORGET_IDS``.
             EngineUnavailable: the engine failed AND the job could not be kept.
         """
         if isinstance(ids, str) or not ids:
             raise InvalidRequest("give 1 or more ids", field="ids")
         wanted = list(dict.fromkeys(ids))
-        if any(not isinstance(i, str) or not i.strip() for i in wanted):
-            raise InvalidRequest("an id is blank", field="ids")
+        for i, item_id in enumerate(wanted):  # refused before anything is forgotten or queued
+            if (fault := id_fault(i, item_id)) is not None:
+                raise InvalidRequest(fault, field="ids")
         if len(wanted) > MAX_FORGET_IDS:
             raise InvalidRequest(f"give at most {MAX_FORGET_IDS} ids, got {len(wanted)}", field="ids")
         with self._order.lock:

@@ -52,7 +52,8 @@ def test_set_list_and_forget(facts_env: dict[str, str]) -> None:
         ("Likes tea", None, 0.5),
     ]
     assert "ui.theme = The UI theme is light" in invoke(facts_env, "facts", "list").stdout
-    assert invoke(facts_env, "facts", "forget", "ui.theme").stdout.strip() == "forgot 1 fact"
+    # every stored value of the key goes: the current one and the superseded "dark" (kept retracted until now)
+    assert invoke(facts_env, "facts", "forget", "ui.theme").stdout.strip() == "forgot 2 facts"
     forgot = invoke(facts_env, "facts", "forget", "--id", str(rows[1]["id"]))
     assert forgot.stdout.strip() == "forgot 1 fact" and listed(facts_env) == []
 

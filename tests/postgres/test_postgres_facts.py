@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from memory_core.engines import open_engine
 from memory_core.engines.postgres import PostgresEngine
 from memory_core.facts.store import FactStore
+from memory_core.memory_log import RecordOp
 from memory_core.namespace import Namespace
-from memory_core.query import FetchMode, FetchRequest
+from memory_core.query import FetchMode, FetchRequest, ListRequest
 
 pytestmark = pytest.mark.postgres
 
@@ -43,3 +44,13 @@ def test_a_keyed_fact_keeps_one_current_value(engine: PostgresEngine) -> None:
     facts.learn("The UI theme is light", key="ui.theme", at=T0.replace(hour=10))
     current = facts.current("ui.theme")
     assert current is not None and current.text == "The UI theme is light"
+
+
+def test_forgetting_a_key_removes_its_superseded_values_too(engine: PostgresEngine) -> None:
+    facts = FactStore(engine, ROOT)
+    old = facts.learn("The UI theme is dark", key="ui.theme", at=T0)
+    new = facts.learn("The UI theme is light", key="ui.theme", at=T0 + timedelta(hours=1))
+    assert facts.forget("ui.theme") == 2  # the superseded (retracted) value too, not only the current one
+    for item_id in (old.id, new.id):
+        assert engine.history(item_id)[-1].op is RecordOp.TOMBSTONE
+    assert engine.list(ListRequest(limit=10)).items == ()

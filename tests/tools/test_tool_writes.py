@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -259,3 +260,21 @@ def test_a_learning_records_the_agent_the_writes_serve_saved_or_queued(engine: F
     engine.up = True
     sink.run(str(queued.job_id))
     assert {h.meta.agent_id for h in engine.list(ListRequest(limit=10)).items} == {"writer"}
+
+
+@pytest.mark.parametrize(
+    ("call", "named"),
+    [
+        (lambda w: w.forget(["a\x00b"]), "ids"),
+        (lambda w: w.learn("The UI theme is dark", key="ui\x00theme"), "key"),
+        (lambda w: w.learn("The UI theme is dark", key="ui.theme", importance=float("nan")), "importance"),
+    ],
+    ids=["nul-id", "nul-key", "nan-importance"],
+)
+def test_a_request_no_engine_could_store_is_refused_while_the_engine_is_away_and_nothing_is_queued(
+    writes: ToolWrites, engine: Flaky, sink: Sink, call: Any, named: str
+) -> None:
+    engine.up = False  # before: the request was queued ("queued"), then failed in the worker
+    with pytest.raises(InvalidRequest) as caught:
+        call(writes)
+    assert caught.value.field == named and sink.jobs == {} and engine.stored == []
