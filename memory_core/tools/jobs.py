@@ -113,7 +113,7 @@ def forget_ids(engine: MemoryEngine, ids: list[str], reach: Reach | None) -> For
 
 
 def store_learning(engine: MemoryEngine, item: Learning) -> StoreReceipt | FactReceipt:
-    """Store a learning with ``accepted`` durability; a fact by the facts' rules (``facts.store``).
+    """Store a learning ``visible`` (a recall right after ranks it); a fact by the facts' rules (``facts.store``).
 
     A keyed fact upserts its key, the statement time deciding whenever it is delivered; an unkeyed one is stored
     once per content.
@@ -123,12 +123,12 @@ def store_learning(engine: MemoryEngine, item: Learning) -> StoreReceipt | FactR
         EngineUnavailable: the engine does not answer.
     """
     if is_fact_item(item):
-        return FactStore(engine, item.meta.namespace, options=WriteOptions.accepted()).apply(item)
-    return engine.store_with(item, WriteOptions.accepted())
+        return FactStore(engine, item.meta.namespace, options=WriteOptions.visible()).apply(item)
+    return engine.store_with(item, WriteOptions.visible())
 
 
 def apply_tool_write(engine: MemoryEngine, job: ToolWrite) -> dict[str, Any]:
-    """Apply one queued request: store its learning (``accepted``) or forget its ids; the job's result.
+    """Apply one queued request: store its learning (``visible``) or forget its ids; the job's result.
 
     Applying it again changes nothing (``replayed: true``; ``forgotten: 0``).
 

@@ -1,8 +1,9 @@
 """``ToolWrites``: ``learn`` and ``forget`` that never fail the caller (reference §6.4; seed 001).
 
-With an engine that answers, ``learn`` stores at once with ``accepted`` durability (a recall right after sees
-it) and ``forget`` removes at once. When the engine does not answer (any error but a bad request), the request,
-already scrubbed, is submitted as a ``ToolWrite`` job (``tools.jobs``) and acknowledged "queued; not yet saved" /
+With an engine that answers, ``learn`` stores at once and returns once the learning ranks (``visible``: a recall
+right after sees it, on SQLite too, where ``accepted`` would leave the indexing to the background) and
+``forget`` removes at once. When the engine does not answer (any error but a bad request), the request, already
+scrubbed, is submitted as a ``ToolWrite`` job (``tools.jobs``) and acknowledged "queued; not yet saved" /
 "queued; not yet removed". The job flow keeps it durable: on the broker, or in the host's outbox
 (``workers.outbox``) while the broker is down; a worker applies it, retries it, and dead-letters it with its
 reason when it cannot run. There is no second outbox.
