@@ -82,9 +82,10 @@ def test_the_window_update_stays_bounded_after_the_store_grows_in_one_session(en
     batch = [_turn("fill", i) for i in range(FILL)]
     for start in range(0, FILL, 100):
         engine.store_many(batch[start : start + 100])
-    assert engine._driver.run(
-        lambda c: c.execute(f"SELECT count(*) FROM {SCHEMA}.items").fetchone()[0], read=True
-    ) == FILL + 8
+    assert (
+        engine._driver.run(lambda c: c.execute(f"SELECT count(*) FROM {SCHEMA}.items").fetchone()[0], read=True)
+        == FILL + 8
+    )
     before = _window_of(engine, 7)
     plans = _plans(engine, _turn("warm", 8))  # the turn after the warm thread's last: its neighbour is rewindowed
     windows = [p for p in plans if "SET wterms" in p]
