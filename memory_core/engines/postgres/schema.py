@@ -39,6 +39,9 @@ reaches are equality lookups and a subtree is one B-tree range ``[p, p[:-1] + '0
 Version 3 adds the log (memory as a log, seed 002; ``log``): ``log``, ``log_head``, the materialised
 ``items.status``, ``items.tier``, ``items.derived_from`` and ``beliefs.log_status``.
 
+Version 4 plans ``rewindow``'s update on every call (``plan_cache_mode = force_custom_plan``): a generic plan
+cached in a session while ``items`` was small read the whole ``items_turns`` index per write (``_v4``).
+
 ``ensure_vectors`` gives the embeddings an index once per database: a generated ``pvec vector(64)`` column
 with an HNSW index when pgvector can be created, else a generated ``cube`` column with a GiST index (contrib),
 else none (a scan); ``meta.vectors`` records which.
@@ -284,7 +287,24 @@ def _v3(conn: Conn) -> None:
     log.migrate(conn)
 
 
-MIGRATIONS: tuple[Callable[[Conn], None], ...] = (_v1, _v2, _v3)
+_V4: Final = f"ALTER FUNCTION {SCHEMA}.rewindow(bigint[]) SET plan_cache_mode = force_custom_plan"
+
+
+def _v4(conn: Conn) -> None:
+    """The window update planned on every call, never from a cached generic plan.
+
+    PL/pgSQL keeps a statement's plan for the session (PostgreSQL docs §43.11.2) and, after five calls, may
+    keep a generic plan made without the parameter's values; nothing replans it until the table is analysed.
+    ``rewindow``'s generic plan made while ``items`` was small read the whole ``items_turns`` partial index
+    (its predicate matches the turn filter) and intersected it with the primary key, so every later write in
+    that session read every stored turn: a store's cost grew with the store. ``plan_cache_mode =
+    force_custom_plan`` (docs §20.7.4) plans it with the call's ``seq`` values and the table's current size:
+    a primary-key probe per row.
+    """
+    conn.execute(_V4)  # DDL built from constants only
+
+
+MIGRATIONS: tuple[Callable[[Conn], None], ...] = (_v1, _v2, _v3, _v4)
 """``MIGRATIONS[i]`` upgrades version ``i`` to ``i + 1``; append, never edit, to change the schema."""
 
 SCHEMA_VERSION: Final = len(MIGRATIONS)
