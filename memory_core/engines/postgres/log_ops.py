@@ -17,8 +17,8 @@ record at or before it (index ``log_id``).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
+from memory_core.engines.sqlite.log_ops import Past  # the same pure state of a past LSN
 from memory_core.engines.sqlite.rows import ns_of_key
 from memory_core.memory_log import Held, LogChange, MemoryStatus, RecordOp, Tier, compensation
 
@@ -130,26 +130,6 @@ def commit_build(conn: Conn, ns: str, kind: str, changed: Sequence[str]) -> int:
 
 def _scope_name(ns: str) -> str:
     return str(ns_of_key(ns))
-
-
-@dataclass(frozen=True)
-class Past:
-    """The state at a settled LSN, as it differs from now (``engines/sqlite/log_ops.Past``).
-
-    Attributes:
-        end: The settled LSN (``log.settled``): the state after its transaction.
-        then: Each memory with records after ``end`` → its state at ``end`` (None: not held then), in the
-            order of its first record after ``end``. Every other memory is as it is now.
-        forgotten: Those of them whose content was removed after ``end`` (a tombstone since).
-    """
-
-    end: int
-    then: dict[str, Held | None]
-    forgotten: frozenset[str]
-
-    def ids(self, served: bool) -> list[str]:
-        """The changed memories that were (``served``) or were not live at ``end``."""
-        return [i for i, h in self.then.items() if (h is not None and h.status is MemoryStatus.LIVE) == served]
 
 
 def past(conn: Conn, lsn: int) -> Past:
