@@ -20,8 +20,10 @@ from memory_core.cli import app
 from memory_core.cli._common import (
     EngineOption,
     RootOption,
+    SignedArguments,
     check_agent_id,
     console,
+    echo_json,
     engine_session,
     fail,
     layout_for,
@@ -98,7 +100,7 @@ def list_facts(
     with engine_session(engine, read_only=True) as memory_engine:
         rows = [_row(h) for h in FactStore(memory_engine, place).all()]
     if as_json:
-        typer.echo(json.dumps(rows, indent=2, ensure_ascii=False))
+        echo_json(json.dumps(rows, indent=2, ensure_ascii=False))
         return
     if not rows:
         console.print("(no facts)")
@@ -110,7 +112,7 @@ def list_facts(
     console.print(f"[dim]{plural(len(rows), 'fact')}[/]")
 
 
-@facts_app.command("set")
+@facts_app.command("set", cls=SignedArguments)
 def set_fact(
     text: Annotated[str, typer.Argument(help="The fact, at most 2,000 characters.")],
     key: Annotated[
@@ -136,13 +138,13 @@ def set_fact(
         stated_by = None if agent is None else agent.strip()
         receipt = FactStore(memory_engine, place).learn(text, key, value, agent_id=stated_by)
     if as_json:
-        typer.echo(json.dumps(receipt.to_dict()))
+        echo_json(json.dumps(receipt.to_dict()))
         return
     what = "already held" if receipt.replayed else "stored"
     console.print(f"{what} {receipt.id}" + (f"; superseded {len(receipt.superseded)}" if receipt.superseded else ""))
 
 
-@facts_app.command("forget")
+@facts_app.command("forget", cls=SignedArguments)
 def forget_fact(
     key: Annotated[str | None, typer.Argument(help="The key whose values to forget.")] = None,
     fact_id: Annotated[str | None, typer.Option("--id", metavar="ID", help="Forget one fact by id instead.")] = None,

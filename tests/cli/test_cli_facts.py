@@ -149,3 +149,27 @@ def test_a_blank_or_reserved_agent_exits_2_naming_it(facts_env: dict[str, str], 
     result = invoke(facts_env, "facts", "list", f"--agent={agent}")
     assert result.exit_code == 2, result.output
     assert "--agent" in result.stderr and "Traceback" not in result.output
+
+
+def test_json_output_escapes_c1_and_bidi_controls_and_parses_to_the_stored_text(facts_env: dict[str, str]) -> None:
+    text = "Prefers \u202eaet\u202c and \x9b31mred\x85 tea\x7f"
+    assert invoke(facts_env, "facts", "set", text, "--key", "drink\u00e9").exit_code == 0
+    result = invoke(facts_env, "facts", "list", "--json")
+    assert result.exit_code == 0, result.output
+    assert not any(c in result.stdout for c in "\u202e\u202c\x9b\x85\x7f")
+    assert "\\u202e" in result.stdout and "\\u009b" in result.stdout
+    assert "drink\u00e9" in result.stdout  # other text stays as it is (ensure_ascii=False)
+    [row] = json.loads(result.stdout)
+    assert row["text"] == text
+    shown = invoke(facts_env, "facts", "list").stdout  # the text output neutralises them as before
+    assert not any(c in shown for c in "\u202e\u202c\x9b\x85\x7f")
+
+
+def test_a_negative_number_is_an_argument_and_text_starting_with_a_dash_follows_double_dash(
+    facts_env: dict[str, str],
+) -> None:
+    assert invoke(facts_env, "facts", "set", "-40", "--key", "freezer.celsius").exit_code == 0
+    assert invoke(facts_env, "facts", "set", "--", "-x marks the spot").exit_code == 0
+    assert [r["text"] for r in listed(facts_env)] == ["-40", "-x marks the spot"]
+    refused = invoke(facts_env, "facts", "set", "-x marks the spot")
+    assert refused.exit_code == 2 and "No such option" in refused.stderr
