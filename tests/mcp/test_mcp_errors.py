@@ -6,11 +6,16 @@ names the field when there is one and carries no internals: no engine address, n
 from __future__ import annotations
 
 import logging
+import os
+import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
+from mcp import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.memory import create_connected_server_and_client_session
 
 from memory_core.consolidation import WriteOptions
@@ -132,3 +137,53 @@ def test_an_engine_failure_or_a_bug_is_a_generic_tool_error(
     assert text == "internal error (see the server's log)"
     _no_internals(text)
     assert str(failure) in caplog.text
+
+
+PLUGIN = f'''
+from memory_core.engines.reference import ReferenceEngine
+from memory_core.errors import EngineUnavailable
+
+
+class Down(ReferenceEngine):
+    def _fail(self, *args, **kwargs):
+        raise EngineUnavailable("{ADDRESS}: connection refused")
+
+    _list = _store = _store_with = _fail
+
+
+def down(url):
+    return Down()
+'''
+
+
+@pytest.mark.slow
+def test_over_stdio_the_three_refusals_read_as_tool_errors_without_internals(tmp_path: Path) -> None:
+    """``memory-core mcp`` as a client starts it: a bad argument, an unknown tool and an engine that went down."""
+    (tmp_path / "mc_mcp_down.py").write_text(PLUGIN)
+    base = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_CORE_")}
+    env = {
+        **base,
+        "PYTHONPATH": os.pathsep.join([str(tmp_path), *filter(None, [os.environ.get("PYTHONPATH")])]),
+        "MEMORY_CORE_ENGINE": "down://x",
+        "MEMORY_CORE_ENGINE_PLUGINS": "down=mc_mcp_down:down",
+        "MEMORY_CORE_VAR_DIR": str(tmp_path / "var"),
+        "MEMORY_CORE_BROKER_URL": "",
+        "MEMORY_CORE_LAYOUT_ROOT": "team:a",
+    }
+    params = StdioServerParameters(command=sys.executable, args=["-m", "memory_core", "mcp"], env=env)
+    calls = [("memory.list", {"limit": -1}), ("memory.nope", {}), ("memory.list", {}), ("memory.learn", {"text": "x"})]
+
+    async def script() -> list[Any]:
+        with (tmp_path / "stderr.log").open("w") as errlog:
+            async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
+                await session.initialize()
+                return [await session.call_tool(name, args) for name, args in calls]
+
+    invalid, unknown, *down = anyio.run(script)
+    assert _text(invalid) == "invalid request: limit: must be >= 1"
+    assert _text(unknown).startswith("invalid request: name: unknown tool 'memory.nope'")
+    for result in down:
+        assert _text(result) == "unavailable: the engine is unavailable; retry later"
+    for result in (invalid, unknown, *down):
+        _no_internals(_text(result))
+    assert f"{ADDRESS}: connection refused" in (tmp_path / "stderr.log").read_text()  # the operator's log
