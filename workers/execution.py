@@ -33,11 +33,10 @@ from memory_core.lifecycle.layout import MemoryLayout
 from memory_core.lifecycle.runner import BackgroundRunner
 from memory_core.settings import Settings, get_settings
 from workers.config import TRANSIENT, max_countdown_s
-from workers.coordination import Coordination
+from workers.coordination import Coordination, engine_key
 from workers.dead_letters import DeadLetter, DeadLetterStore, keep
 from workers.handlers import Deferred
 from workers.kinds import JOB_KINDS, JobKind, JobKinds
-from workers.locks import engine_key
 from workers.queue import JobQueue, open_coordination, open_dead_letters
 
 __all__ = [

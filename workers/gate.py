@@ -1,46 +1,11 @@
-"""The scope gate as one state machine, declared once as data: ``RULES``, and ``step`` (pure) that runs them.
+"""The scope gate as one state machine, declared once as data: ``RULES``, run by ``step`` (pure) and by Redis.
 
-A scope's gate is four marks, each a string with a time to live: ``lock`` (``token|task_id|started_us`` of the
-pass running now), ``dirty`` (the newest stamp of a trigger still waiting for a pass that starts after it),
-``built`` (the start of the newest completed pass) and ``later`` (the job id holding the one follow-up slot when a
-pass must wait out the scope's minimum interval ``gap_us``). A dirty mark is cleared only by a pass that started
-after it and completed, never when a pass starts: if that pass fails or its worker dies, the next trigger (the
-holder's own retry) still builds (issue 5, review item 1). The interval makes a burst of triggers give the pass
-that started first and at most one follow-up at its end, however fast a build is.
-
-An event (``enter``, ``leave``, ``abort``, ``extend``) with its arguments and the store's clock ``now``
-(microseconds) turns the marks into new marks and an answer (``acquired``, ``coalesced`` …, and a wait in
-microseconds).
-
-``RULES`` is the only place the rules are written. Per event, an ordered list of rules; the first rule whose
-guards all hold applies its effects and gives its answer. Both stores run this table and hold no rule of their
-own: ``SqliteCoordination`` loads the marks in one transaction, calls ``step`` and saves the writes;
-``RedisCoordination`` runs ``RULES_LUA`` (the table serialised) through one generic Lua interpreter
-(``LUA_INTERPRETER``) in one ``EVALSHA``, so each event is one round trip and atomic.
-``tests/workers/test_workers_gate.py`` checks that the two give the same answer and marks for every (state,
-event) pair.
-
-The table's little language (JSON arrays, the same in Python and Lua):
-
-| operand | value |
-| --- | --- |
-| ``["arg", name]`` | the event's argument (a string, or nil when not given) |
-| ``["now"]`` | the store's clock, microseconds, as a string |
-| ``["get", mark]`` | the mark's value (nil when absent) |
-| ``["field", mark, i]`` | part ``i`` of a ``head|middle|tail`` record (the middle may hold ``|``: a job id) |
-| ``["ttl", mark]`` | the mark's remaining lifetime, milliseconds (a number) |
-| ``["min", a, b]`` | the smaller of two numeric strings; the other when one is nil |
-| ``["join", a, b, c]`` | ``a|b|c`` (nil if any is nil) |
-| ``["int", n]`` | the number ``n`` |
-| ``["add"|"sub"|"mul"|"max", a, b]`` | arithmetic on numbers (nil if either is nil); only answers use it |
-
-Guards: ``["has", x]``, ``["no", x]``, ``["eq", a, b]`` (both present and equal), ``["ne", a, b]`` (not
-``eq``), ``["lt", a, b]`` and ``["ge", a, b]`` (numeric, false when either is nil), ``["pos", x]`` (numeric,
-> 0). Effects: ``["set", mark, value, ttl_ms]``, ``["raise", mark, value, ttl_ms]`` (set when the mark is absent
-or numerically smaller), ``["del", mark]``. Every operand reads the marks as they were before the event (the
-snapshot), so the order of a rule's effects never changes what they compute. Values written are strings
-(``check_rules``): a time is never formatted as a Lua number, so microsecond stamps stay exact (Lua numbers are
-doubles, exact to 2^53; stamps are ~1.8e15).
+A scope's gate is four marks (``lock`` = ``token|task_id|started_us``, ``dirty``, ``built``, ``later``); an event
+(``enter``, ``leave``, ``abort``, ``extend``) picks the first rule whose guards hold, applies its effects and
+answers. ``SqliteCoordination`` loads the marks, calls ``step`` and saves its writes in one transaction;
+``RedisCoordination`` runs the same table (``RULES_LUA``) through one generic interpreter (``LUA_INTERPRETER``) in
+one ``EVALSHA``. The marks' meaning and the table's little language (operands, guards, effects): docs/jobs.md
+("The scope gate"). Values written are strings, so microsecond stamps stay exact in Lua's doubles.
 """
 
 from __future__ import annotations

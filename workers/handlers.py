@@ -22,8 +22,8 @@ from memory_core.lifecycle import retention
 from memory_core.lifecycle.jobs import BuildBeliefs, IngestBrain, JobReport
 from memory_core.namespace import Namespace, Reach
 from memory_core.tools.jobs import ORDER_RETRY_S, ToolWrite, apply_tool_write
+from workers.coordination import Flight, scope_key, single_flight
 from workers.embedding import EmbedItems, embed_once, waiting
-from workers.locks import Flight, scope_key, single_flight
 
 if TYPE_CHECKING:  # types only: workers.execution imports this module
     from workers.execution import Delivery, Runtime

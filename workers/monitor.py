@@ -32,7 +32,7 @@ from workers.config import (
     var_paths,
 )
 from workers.coordination import redis_client
-from workers.outbox import Outbox
+from workers.queue import Outbox
 
 __all__ = [
     "FINISHED",

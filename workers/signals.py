@@ -11,7 +11,7 @@
 | ``task_rejected`` | dead-letter a message Celery could not read as a task (bad shape, foreign content type) |
 | ``task_failure`` | dead-letter any failure the flow did not handle itself (a hard time limit, an undecodable body) |
 
-Each dead letter is logged once, as one warning line with its id and reason (``poison.dead_letter``; the flow's
+Each dead letter is logged once, as one warning line with its id and reason (``transport.dead_letter``; the flow's
 own letters: ``execution``). What Celery and the consumer would add about the same message, a traceback and a
 dump of the body the letter already keeps, is dropped by ``ExpectedLetters``, a filter on the loggers that
 write it; tracebacks of unexpected errors (a job that raised, a hard time limit) are kept.
@@ -32,8 +32,8 @@ from workers.config import prepare
 from workers.dead_letters import DeadLetter
 from workers.execution import DeadLettered, close_runtime, open_worker_engine
 from workers.monitor import require_broker
-from workers.poison import attempts_of, dead_letter, letter_id, refuse
 from workers.queue import JobQueue
+from workers.transport import attempts_of, dead_letter, letter_id, refuse
 
 __all__ = ["ExpectedLetters", "check_broker", "connect", "open_engine_at_start"]
 
@@ -44,7 +44,7 @@ _CONSUMER_LETTERED = frozenset(
         celery_consumer.UNKNOWN_TASK_ERROR,  # on_unknown_task, then task_unknown: ``unknown_task`` below
         celery_consumer.INVALID_TASK_ERROR,  # on_invalid_task, then task_rejected: ``rejected`` below
         celery_consumer.UNKNOWN_FORMAT,  # on_unknown_message, then task_rejected: ``rejected`` below
-        celery_consumer.MESSAGE_DECODE_ERROR,  # on_decode_error, after ``workers.poison.Consumer`` refused it
+        celery_consumer.MESSAGE_DECODE_ERROR,  # on_decode_error, after ``workers.transport.Consumer`` refused it
     }
 )
 """Celery's consumer messages (celery 5.x ``worker/consumer/consumer.py``) about a message that is then

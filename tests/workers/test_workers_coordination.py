@@ -25,7 +25,7 @@ from workers.coordination import (
     redis_client,
 )
 from workers.gate import split_record
-from workers.locks import engine_key, pending_key, scope_key, single_flight
+from workers.coordination import engine_key, pending_key, scope_key, single_flight
 
 
 @pytest.fixture(params=["sqlite", "redis"])

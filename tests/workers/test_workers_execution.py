@@ -21,7 +21,7 @@ from workers.coordination import SqliteCoordination, Started
 from workers.dead_letters import SqliteDeadLetters
 from workers.execution import Delivery, Runtime, Verdict, backoff_s, execute
 from workers.handlers import BuildReport
-from workers.locks import scope_key
+from workers.coordination import scope_key
 from workers.queue import DrainReport
 
 
@@ -293,7 +293,7 @@ def _published(tmp_path: Path) -> list[tuple[list[Any], dict[str, Any]]]:
 def test_a_job_for_another_engine_is_dead_lettered_unrun_and_requeue_keeps_its_engine(
     rt: Runtime, tmp_path: Path
 ) -> None:
-    from workers.locks import engine_key
+    from workers.coordination import engine_key
     from workers.queue import JobQueue, requeue
 
     engine = rt.engine

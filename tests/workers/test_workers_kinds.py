@@ -26,7 +26,7 @@ from workers.coordination import SqliteCoordination
 from workers.dead_letters import SqliteDeadLetters
 from workers.execution import Delivery, Runtime, Verdict, execute
 from workers.kinds import JOB_KINDS, JobKind
-from workers.locks import engine_key
+from workers.coordination import engine_key
 from workers.queue import JobQueue
 
 

@@ -20,8 +20,8 @@ from memory_core.lifecycle.jobs import BuildBeliefs, IngestBrain
 from memory_core.namespace import Reach
 from memory_core.settings import Settings
 from workers.kinds import JOB_KINDS
-from workers.locks import engine_key
-from workers.outbox import OutboxEntry
+from workers.coordination import engine_key
+from workers.queue import OutboxEntry
 from workers.queue import JobQueue
 
 ALICE = BuildBeliefs(request={"reach": Reach.exact("agent:alice").to_dict(), "kinds": ["conversation"]})
@@ -249,7 +249,7 @@ BAD_ROW = '{"job": "ingest_brain", "documents": []}'  # JSON, but never a job: d
 
 
 def test_a_row_that_can_never_be_published_is_dead_lettered_after_a_few_tries(tmp_path: Path) -> None:
-    from workers.outbox import MAX_FAULTS
+    from workers.queue import MAX_FAULTS
     from workers.queue import open_dead_letters
 
     settings = Settings(_env_file=None, var_dir=tmp_path / "var")
@@ -280,7 +280,7 @@ def test_a_row_that_can_never_be_published_is_dead_lettered_after_a_few_tries(tm
 
 
 def test_broker_errors_keep_rows_parked_however_often_they_fail(tmp_path: Path) -> None:
-    from workers.outbox import MAX_FAULTS
+    from workers.queue import MAX_FAULTS
 
     settings = Settings(_env_file=None, broker_url="redis://127.0.0.1:1/0", var_dir=tmp_path, publish_timeout_s=0.3)
     queue = JobQueue(settings)

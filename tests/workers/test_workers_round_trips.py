@@ -23,7 +23,7 @@ from memory_core.settings import Settings
 from workers.coordination import RedisCoordination
 from workers.dead_letters import SqliteDeadLetters
 from workers.execution import Runtime, Verdict, execute
-from workers.locks import pending_key
+from workers.coordination import pending_key
 from workers.queue import JobQueue
 
 
