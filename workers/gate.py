@@ -10,6 +10,7 @@ one ``EVALSHA``. The marks' meaning and the table's little language (operands, g
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,7 +29,6 @@ __all__ = [
     "extend_event",
     "later_ms",
     "leave_event",
-    "lua_literal",
     "split_record",
     "step",
 ]
@@ -180,28 +180,9 @@ def check_rules(rules: Mapping[str, Sequence[Mapping[str, Any]]]) -> None:
 check_rules(RULES)
 
 
-def lua_literal(value: Any) -> str:
-    """``value`` (JSON-shaped: objects, arrays, strings, integers) as a Lua table constructor.
-
-    Strings keep letters, digits and ``_-|:. ``; any other character is written as a Lua decimal escape.
-
-    Raises:
-        ValueError: a value of another type.
-    """
-    if isinstance(value, dict):
-        return "{" + ",".join(f"[{lua_literal(k)}]={lua_literal(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, list):
-        return "{" + ",".join(lua_literal(v) for v in value) + "}"
-    if isinstance(value, bool) or not isinstance(value, str | int):
-        raise ValueError(f"not a table value: {value!r}")
-    if isinstance(value, int):
-        return str(value)
-    return '"' + "".join(c if c.isalnum() or c in "_-|:. " else f"\\{ord(c)}" for c in value) + '"'
-
-
-RULES_LUA = lua_literal(RULES)
-"""``RULES`` serialised as a Lua table constructor (the same shape as its JSON), embedded once in
-``LUA_INTERPRETER``'s text, so Redis caches it with the script (``EVALSHA``) and nothing is passed per call."""
+RULES_LUA = "cjson.decode([==[" + json.dumps(RULES, separators=(",", ":")) + "]==])"
+"""``RULES`` as the Lua expression that builds it, embedded once in ``LUA_INTERPRETER``'s text (Redis caches it with
+the script, ``EVALSHA``): a long-bracket string, which JSON never closes, so nothing is escaped."""
 
 
 # the Python interpreter (pure) -------------------------------------------------------------------------------

@@ -17,11 +17,10 @@ from memory_core.lifecycle.jobs import BuildBeliefs, IngestBrain, parse_job
 from memory_core.meta import ItemKind
 from memory_core.namespace import Namespace, Reach
 from memory_core.settings import Settings
-from workers.coordination import SqliteCoordination, Started
+from workers.coordination import SqliteCoordination, Started, scope_key
 from workers.dead_letters import SqliteDeadLetters
 from workers.execution import Delivery, Runtime, Verdict, backoff_s, execute
 from workers.handlers import BuildReport
-from workers.coordination import scope_key
 from workers.queue import DrainReport
 
 

@@ -19,10 +19,9 @@ from memory_core.lifecycle.documents import BrainDocument
 from memory_core.lifecycle.jobs import BuildBeliefs, IngestBrain
 from memory_core.namespace import Reach
 from memory_core.settings import Settings
-from workers.kinds import JOB_KINDS
 from workers.coordination import engine_key
-from workers.queue import OutboxEntry
-from workers.queue import JobQueue
+from workers.kinds import JOB_KINDS
+from workers.queue import JobQueue, OutboxEntry
 
 ALICE = BuildBeliefs(request={"reach": Reach.exact("agent:alice").to_dict(), "kinds": ["conversation"]})
 DOC = IngestBrain(documents=(BrainDocument.new("notion", "Queues live in Redis.", title="Queues"),))
@@ -249,8 +248,7 @@ BAD_ROW = '{"job": "ingest_brain", "documents": []}'  # JSON, but never a job: d
 
 
 def test_a_row_that_can_never_be_published_is_dead_lettered_after_a_few_tries(tmp_path: Path) -> None:
-    from workers.queue import MAX_FAULTS
-    from workers.queue import open_dead_letters
+    from workers.queue import MAX_FAULTS, open_dead_letters
 
     settings = Settings(_env_file=None, var_dir=tmp_path / "var")
     queue = JobQueue(settings)

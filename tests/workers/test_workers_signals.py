@@ -18,9 +18,9 @@ from memory_core.errors import NotFound
 from memory_core.settings import get_settings
 from workers.dead_letters import DeadLetterStore
 from workers.execution import DeadLettered, close_runtime, runtime
-from workers.transport import message_payload
 from workers.queue import open_dead_letters
 from workers.signals import connect, failed, rejected, unknown_task
+from workers.transport import message_payload
 
 
 @pytest.fixture
