@@ -12,13 +12,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-import kombu.exceptions
 import redis
-from celery.exceptions import SoftTimeLimitExceeded
 
 from beat_schedule import ENTRIES
-from memory_core.errors import ConfigError, EngineUnavailable
+from memory_core.errors import ConfigError
 from memory_core.settings import Settings
+from workers.dead_letters import TRANSIENT
 from workers.kinds import JOB_KINDS, MAINTENANCE_QUEUE, JobKinds, queue_name
 
 __all__ = [
@@ -45,17 +44,6 @@ __all__ = [
     "result_backend_url",
     "var_paths",
 ]
-
-TRANSIENT: tuple[type[BaseException], ...] = (
-    EngineUnavailable,  # an engine, or a coordination store, that is away (both raise it)
-    SoftTimeLimitExceeded,  # a build's finished scopes are kept, so the retry resumes
-    kombu.exceptions.OperationalError,
-    kombu.exceptions.ConnectionError,
-    redis.RedisError,
-    OSError,  # ConnectionError, TimeoutError, a socket's errors
-)
-"""The one list of errors that say "try again later" (a worker retries with backoff, a host parks the job);
-anything else is the job's own fault, dead-lettered at once (docs/jobs.md, "One delivery")."""
 
 SAFE_REDIS_TRANSPORT = "workers.transport:SafeRedisTransport"
 SAFE_FILESYSTEM_TRANSPORT = "workers.transport:SafeFilesystemTransport"

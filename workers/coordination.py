@@ -19,6 +19,7 @@ import secrets
 import sqlite3
 import threading
 import time
+import uuid
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -34,12 +35,13 @@ from redis.commands.core import Script
 from memory_core._model import ContractModel
 from memory_core.consolidation import BuildScope
 from memory_core.engines import engine_identity
-from memory_core.errors import EngineUnavailable
+from memory_core.errors import EngineUnavailable, InvalidRequest
 from workers.gate import LUA_INTERPRETER, MARKS, Event, Mark, abort_event, enter_event, extend_event, leave_event, step
 
 __all__ = [
     "BUSY_TIMEOUT_S",
     "JOB_MARKS",
+    "MAX_JOB_ID_CHARS",
     "Coordination",
     "Enter",
     "Entered",
@@ -51,8 +53,10 @@ __all__ = [
     "RedisCoordination",
     "SqliteCoordination",
     "Started",
+    "check_job_id",
     "engine_key",
     "job_digest",
+    "new_job_id",
     "pending_key",
     "redis_client",
     "scope_key",
@@ -626,6 +630,33 @@ class RedisCoordination(Coordination):
     def close(self) -> None:
         """Close the client's connections."""
         self.client.close()
+
+
+MAX_JOB_ID_CHARS = 255
+"""Longest job id ``submit`` accepts: it is the Celery task id, a message header and part of Redis keys
+(``P:job:<id>:attempts``); a UUID is 36 characters."""
+
+
+def new_job_id() -> str:
+    """A fresh job id (a UUID4 string, the Celery task id)."""
+    return str(uuid.uuid4())
+
+
+def check_job_id(job_id: object) -> str:
+    """``job_id`` if it can name a job: a string of 1-``MAX_JOB_ID_CHARS`` characters, not blank, no control ones.
+
+    Raises:
+        InvalidRequest: ``field="job_id"`` otherwise (an int or an object would be published as a header id).
+    """
+    if not isinstance(job_id, str):
+        raise InvalidRequest(f"must be a string, not {type(job_id).__name__}", field="job_id")
+    if not job_id.strip():
+        raise InvalidRequest("must not be blank", field="job_id")
+    if len(job_id) > MAX_JOB_ID_CHARS:
+        raise InvalidRequest(f"must be at most {MAX_JOB_ID_CHARS} characters, got {len(job_id)}", field="job_id")
+    if any(ord(c) < 32 or ord(c) == 127 for c in job_id):
+        raise InvalidRequest("must not contain control characters", field="job_id")
+    return job_id
 
 
 # keys -----------------------------------------------------------------------------------------------------------

@@ -15,7 +15,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
+import kombu.exceptions
 import redis
+from celery.exceptions import SoftTimeLimitExceeded
 
 from memory_core._model import ContractModel, Timestamp
 from memory_core.errors import EngineUnavailable, InvalidRequest, NotFound
@@ -24,6 +26,7 @@ from workers.coordination import LocalDb
 __all__ = [
     "MAX_ECHOED_ID_CHARS",
     "MAX_PAYLOAD_CHARS",
+    "TRANSIENT",
     "DeadLetter",
     "DeadLetterStore",
     "RedisDeadLetters",
@@ -34,6 +37,17 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+TRANSIENT: tuple[type[BaseException], ...] = (
+    EngineUnavailable,  # an engine, or a coordination store, that is away (both raise it)
+    SoftTimeLimitExceeded,  # a build's finished scopes are kept, so the retry resumes
+    kombu.exceptions.OperationalError,
+    kombu.exceptions.ConnectionError,
+    redis.RedisError,
+    OSError,  # ConnectionError, TimeoutError, a socket's errors
+)
+"""The one list of errors that say "try again later" (a worker retries with backoff, a host parks the job);
+anything else is the job's own fault, dead-lettered at once (docs/jobs.md, "One delivery")."""
 
 MAX_PAYLOAD_CHARS = 1_000_000
 """Payload text kept per dead letter, characters; a longer raw payload is cut (and cannot be requeued)."""
