@@ -233,6 +233,19 @@ class Coordination:
         """
         raise NotImplementedError
 
+    def bind_later(self, job_id: str, digest: str) -> Callable[[], bool | None]:
+        """Start binding a fresh id (one nothing can have bound yet) to its payload; the call returned answers.
+
+        A store that can (Redis) sends the bind and reads its answer when called, so the bind overlaps the publish
+        that follows (a submit then costs the broker's round trips only). The answer is True when bound, None
+        when the store failed (logged: the job is published regardless; only a replay's check is lost).
+
+        Raises:
+            EngineUnavailable: the store is unreachable before anything was sent.
+        """
+        bound = self.claim_job(job_id, digest, None, 0) is not None
+        return lambda: bound
+
     def run_gate(self, scope: str, event: Event) -> tuple[str, int, int]:
         """Run one ``workers.gate`` event on the scope's marks atomically: ``(answer, wait_us, now_us)``."""
         raise NotImplementedError
@@ -561,6 +574,31 @@ class RedisCoordination(Coordination):
         if pending is not None and claimed.fresh:  # marked pending under an id that names another job: undo
             self.clear_pending(pending, job_id)
         return None
+
+    def bind_later(self, job_id: str, digest: str) -> Callable[[], bool | None]:
+        """See ``Coordination.bind_later``: the bind's ``EVAL`` is sent now, on a connection held until answered."""
+        pool = self.client.connection_pool
+        conn = self._call(pool.get_connection)
+        try:
+            conn.send_command("EVAL", _BIND, 1, self.key("job", job_id, "payload"), digest, self.job_ttl_s)
+        except BaseException as exc:
+            conn.disconnect()
+            pool.release(conn)
+            if isinstance(exc, redis.RedisError):
+                raise EngineUnavailable(f"coordination store (redis): {exc}") from None
+            raise
+
+        def answer() -> bool | None:
+            try:
+                return bool(int(conn.read_response()))
+            except Exception as exc:  # the job is published: only a later replay check of this id is lost
+                conn.disconnect()
+                log.warning("job %s: binding its id failed: %s", job_id, exc)
+                return None
+            finally:
+                pool.release(conn)
+
+        return answer
 
     def run_gate(self, scope: str, event: Event) -> tuple[str, int, int]:
         """See ``Coordination.run_gate``: one ``EVALSHA`` of the generic interpreter (``workers.gate``)."""

@@ -41,7 +41,7 @@ from workers.coordination import (
     redis_client,
 )
 from workers.dead_letters import DeadLetter, DeadLetterStore, RedisDeadLetters, SqliteDeadLetters, quote_id
-from workers.kinds import JOB_KINDS, JobKinds, check_job_id, new_job_id
+from workers.kinds import JOB_KINDS, JobKind, JobKinds, check_job_id, new_job_id
 
 __all__ = [
     "MAX_FAULTS",
@@ -291,7 +291,7 @@ class JobQueue:
                 self.drain(limit=_DRAIN_ON_SUBMIT)
             if self._trips_now() == trips:  # the drain (or another thread) did not find the broker gone
                 try:
-                    served = self._publish(parsed, jid)
+                    served = self._publish(parsed, jid, fresh=job_id is None)
                 except TRANSIENT as exc:
                     self._trip(exc)
                 else:
@@ -374,12 +374,21 @@ class JobQueue:
         """
         return max(1, int(min(self.settings.visibility_timeout_s, self.settings.build_due_interval_s)))
 
-    def _publish(self, job: ContractModel, job_id: str, engine: str | None = None) -> str:
+    def _publish(self, job: ContractModel, job_id: str, engine: str | None = None, fresh: bool = False) -> str:
+        """Publish under ``job_id``; a ``fresh`` id of a kind that does not coalesce binds it beside the publish."""
         kind = self.kinds.of(job)
         stamp = engine or self.engine
         text = job.to_json()  # one serialisation: the digest, the pending key and the message's argument
+        digest = job_digest(kind.task, job, text)
+        if fresh and not kind.coalesce:  # nothing can have bound a new id: the bind needs no answer first
+            answer = self.coordination.bind_later(job_id, digest)
+            try:
+                self._send(kind, job, job_id, text, {"engine": stamp})
+            finally:
+                answer()
+            return job_id
         key = pending_key(stamp, job, text) if kind.coalesce else None
-        pending = self.coordination.claim_job(job_id, job_digest(kind.task, job, text), key, self.pending_ttl_s)
+        pending = self.coordination.claim_job(job_id, digest, key, self.pending_ttl_s)
         if pending is None:
             raise InvalidRequest(
                 f"job id {quote_id(job_id)} names another job (a job id names one payload while its record is kept)",
@@ -391,21 +400,24 @@ class JobQueue:
         if key is not None:
             kwargs.update(triggered_us=pending.stamp_us, pending=key)
         try:
-            self.app.send_task(
-                kind.task,
-                args=(json.loads(text),),
-                kwargs=kwargs,
-                task_id=job_id,
-                queue=self._queues.get(kind.task) or queue_for(self.settings, kind.task, self.kinds),
-                argsrepr=kind.describe(job),
-                kwargsrepr="",
-                retry=False,
-            )
+            self._send(kind, job, job_id, text, kwargs)
         except BaseException:
             if key is not None:
                 self._quietly(self.coordination.clear_pending, key, job_id)
             raise
         return job_id
+
+    def _send(self, kind: JobKind, job: ContractModel, job_id: str, text: str, kwargs: dict[str, Any]) -> None:
+        self.app.send_task(
+            kind.task,
+            args=(json.loads(text),),
+            kwargs=kwargs,
+            task_id=job_id,
+            queue=self._queues.get(kind.task) or queue_for(self.settings, kind.task, self.kinds),
+            argsrepr=kind.describe(job),
+            kwargsrepr="",
+            retry=False,
+        )
 
     def _release(self, entries: list[OutboxEntry], token: str, error: str) -> None:
         for entry in entries:

@@ -197,9 +197,9 @@ def test_a_backlog_and_a_hung_broker_cost_one_publish_per_breaker_window(
     tried: list[str] = []
     publish = queue._publish
 
-    def counted(job: Any, job_id: str) -> str:
+    def counted(job: Any, job_id: str, **kwargs: Any) -> str:
         tried.append(job_id)
-        return publish(job, job_id)
+        return publish(job, job_id, **kwargs)
 
     monkeypatch.setattr(queue, "_publish", counted)
     job_id = queue.submit(DOC)
@@ -219,9 +219,9 @@ def test_after_the_window_one_submit_probes_a_hung_broker_while_the_others_park(
     tried: list[str] = []
     publish = queue._publish
 
-    def counted(job: Any, job_id: str) -> str:
+    def counted(job: Any, job_id: str, **kwargs: Any) -> str:
         tried.append(job_id)
-        return publish(job, job_id)
+        return publish(job, job_id, **kwargs)
 
     monkeypatch.setattr(queue, "_publish", counted)
     queue.submit(DOC)  # times out and opens the breaker for 0.5 s
