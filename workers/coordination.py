@@ -73,13 +73,7 @@ JOB_MARKS = ("attempts", "progress", "done", "payload")
 
 
 class LocalDb:
-    """A SQLite file shared by the processes of one machine (one connection per thread).
-
-    Args:
-        path: The database file (created with its folder).
-        name: What the store is, for error messages (``"outbox"``).
-        synchronous: SQLite's ``synchronous`` pragma (``FULL`` where a commit must survive power loss).
-    """
+    """A SQLite file shared by the processes of one machine (a connection per thread; ``synchronous`` as SQLite's)."""
 
     def __init__(self, path: Path, name: str, synchronous: str = "NORMAL") -> None:
         self.path, self.name, self._synchronous = path, name, synchronous
@@ -198,13 +192,7 @@ class Pending:
 
 
 class Coordination:
-    """Base of the coordination stores: the operations every store keeps.
-
-    Args:
-        prefix: Namespace of every key (``Settings.redis_prefix``).
-        job_ttl_s: How long per-job marks live, seconds (longer than any redelivery can take).
-        keep_s: How long a scope's ``built`` and ``dirty`` marks live, seconds.
-    """
+    """Base of the coordination stores: ``prefix`` of every key, per-job marks' and scope marks' lifetimes (s)."""
 
     def __init__(self, prefix: str, job_ttl_s: int, keep_s: int) -> None:
         self.prefix, self.job_ttl_s, self.keep_s = prefix, job_ttl_s, keep_s
@@ -222,23 +210,17 @@ class Coordination:
         raise NotImplementedError
 
     def claim_job(self, job_id: str, digest: str, pending: str | None, ttl_s: int) -> Pending | None:
-        """A submit's one round trip: bind the id to its payload digest, and claim the pending mark ``pending``.
-
-        A job id names one payload while its marks are kept (issue 11 §3). For a coalescing job the pending mark is
-        taken unless one is there (its job serves the trigger), stamped with the store's clock.
+        """A submit's one round trip: bind the id to its payload digest (issue 11 §3), claim the pending mark.
 
         Returns:
-            None when the id names another payload (nothing marked); else the ``Pending`` answer (a job that does
-            not coalesce: this job, fresh, stamped 0).
+            None when the id names another payload; else who serves the trigger (a non-coalescing job: itself, stamp 0).
         """
         raise NotImplementedError
 
     def bind_later(self, job_id: str, digest: str) -> Callable[[], bool | None]:
-        """Start binding a fresh id (one nothing can have bound yet) to its payload; the call returned answers.
+        """Send the bind of a fresh id (nothing can have bound it) now; the call returned reads it (True; None: failed).
 
-        A store that can (Redis) sends the bind and reads its answer when called, so the bind overlaps the publish
-        that follows (a submit then costs the broker's round trips only). The answer is True when bound, None
-        when the store failed (logged: the job is published regardless; only a replay's check is lost).
+        Redis overlaps it with the publish that follows; a failed bind is logged (only a later replay check is lost).
 
         Raises:
             EngineUnavailable: the store is unreachable before anything was sent.
@@ -314,12 +296,7 @@ class Coordination:
 
 
 class SqliteCoordination(Coordination):
-    """The coordination store in a SQLite file: a key/value table with expiry times, one transaction per operation.
-
-    Args:
-        path: The database file (created with its folder).
-        prefix, job_ttl_s, keep_s: As ``Coordination``.
-    """
+    """The coordination store in a SQLite file: a key/value table with expiry times, one transaction per operation."""
 
     def __init__(self, path: Path, prefix: str, job_ttl_s: int, keep_s: int) -> None:
         super().__init__(prefix, job_ttl_s, keep_s)
@@ -518,12 +495,7 @@ def redis_client(url: str, timeout_s: float, health_check_s: int) -> redis.Redis
 
 
 class RedisCoordination(Coordination):
-    """The coordination store on Redis (keys: docs/jobs.md; ``{h}`` hash tags keep a scope's keys in one slot).
-
-    Args:
-        client: A decoding ``redis.Redis`` (``redis_client``).
-        prefix, job_ttl_s, keep_s: As ``Coordination``.
-    """
+    """The coordination store on Redis (``{h}`` hash tags keep a scope's keys in one cluster slot)."""
 
     def __init__(self, client: redis.Redis[str], prefix: str, job_ttl_s: int, keep_s: int) -> None:
         super().__init__(prefix, job_ttl_s, keep_s)
@@ -813,11 +785,8 @@ def keeper_of(coordination: Coordination) -> LeaseKeeper:
 class Flight(Generic[T]):
     """What one trigger of one scope did.
 
-    Attributes:
-        enter: The gate's decision; no pass ran unless ``acquired``.
-        results: One entry per pass this caller built: the first, then each follow-up.
-        lost: True when the lease ended before the caller left (another build may have overlapped).
-        wait_s: Seconds until the caller must come back when a pass was deferred (its job holds the follow-up).
+    The gate's decision, one result per pass built, whether the lease was lost, and the seconds after which the
+    caller must come back when a pass was deferred (its job holds the follow-up).
     """
 
     enter: Enter
@@ -842,14 +811,8 @@ def single_flight(
 ) -> Flight[T]:
     """Run ``build`` under the scope's lock, passing again once per burst of triggers that came in meanwhile.
 
-    Args:
-        coordination: The store holding the lock.
-        scope: ``scope_key(...)`` of the scope.
-        task_id: The job id; a lock another delivery of the same job holds is waited out (``busy``), never shared.
-        stamp_us: When the trigger was stamped (store clock), or None to always count as new.
-        ttl_s: The lease, seconds.
-        build: One pass; its result is kept in ``Flight.results``.
-        gap_s: Least seconds between the starts of two passes of the scope (0: none).
+    ``task_id`` is the job id (a lock another delivery of it holds is waited out, never shared); ``stamp_us`` the
+    trigger's stamp (None: always new); ``ttl_s`` the lease; ``gap_s`` the least seconds between two passes' starts.
 
     Raises:
         EngineUnavailable: the store is unreachable (retryable).

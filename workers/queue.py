@@ -1,13 +1,8 @@
 """The host side of the job flow: ``JobQueue.submit(job)`` returns a job id at once and never raises an outage.
 
-```
-submit(job) ─► [outbox not empty?] drain ─► bind id + pending mark (one round trip) ─► publish (bounded) ─► id
-                                   broker or coordination unreachable ─► outbox (SQLite, var_dir) ──► same id
-```
-
-Every message carries ``engine`` (this host's ``engine_key``), a coalescing kind's also ``triggered_us`` and
-``pending``. ``Outbox`` is the durable local outbox; ``publish`` and ``requeue`` are the operator's path (publish
-now or raise, never parking); ``open_coordination`` and ``open_dead_letters`` open the stores from settings. The
+A submit binds the id and claims a coalescing kind's pending mark in one round trip, then publishes (bounded by
+``publish_timeout_s``); an unreachable broker or store parks the job in the ``Outbox`` (SQLite, ``var_dir``)
+under the same id. ``publish`` and ``requeue`` are the operator's path (publish now or raise, never park). The
 guarantees (outbox, circuit breaker, one payload per id, coalescing): docs/jobs.md.
 """
 
@@ -121,14 +116,9 @@ class OutboxEntry:
 class Outbox:
     """The durable outbox: a SQLite file (``synchronous=FULL``) shared by the processes of one machine.
 
-    Delivery is claim → publish → mark: a claim stamps a batch of undelivered rows with the drainer's token in one
-    ``BEGIN IMMEDIATE``, so two drainers never publish one row, and marking checks the token. A drainer that dies
-    between publishing and marking leaves a claim that is published again after ``claim_ttl_s``: a twin under the
-    same id, which the workers drop. A row with ``MAX_FAULTS`` non-broker faults is dead-lettered by the drainer.
-
-    Args:
-        path: The database file (created with its folder).
-        claim_ttl_s: After this many seconds an unmarked claim is considered abandoned and may be reclaimed.
+    Delivery is claim → publish → mark: a claim stamps rows with the drainer's token in one ``BEGIN IMMEDIATE`` and
+    marking checks it, so two drainers never publish one row; a claim older than ``claim_ttl_s`` is abandoned (its
+    row is published again: a twin the workers drop).
     """
 
     def __init__(self, path: Path, claim_ttl_s: float = 60.0) -> None:
@@ -223,15 +213,7 @@ class DrainReport:
 
 
 class JobQueue:
-    """Submit background jobs to the Celery workers (see the module docstring). Thread-safe.
-
-    Args:
-        settings: The settings (default: the process's).
-        coordination: The store for pending marks (default: from settings, with ``publish_timeout_s``).
-        outbox: The outbox (default: ``var_dir/outbox.db``).
-        letters: Where unpublishable outbox rows go (default: the dead-letter store, opened when first needed).
-        kinds: The table of job kinds jobs are parsed, routed and described by (``workers.kinds``).
-    """
+    """Submit background jobs to the Celery workers (thread-safe); stores and ``kinds`` injectable (tests)."""
 
     def __init__(
         self,
@@ -259,14 +241,10 @@ class JobQueue:
         self._config_error: str | None = None  # logged once: a wrong password is no outage (issue 11 §4)
 
     def submit(self, job: ContractModel | dict[str, Any] | str, *, job_id: str | None = None) -> str:
-        """Queue a job (a model, a JSON object or JSON text) and return its id at once.
-
-        Args:
-            job: A job of one of the kinds.
-            job_id: The id to use (``requeue`` reuses a dead letter's); default a fresh UUID.
+        """Queue a job (a model, a JSON object or JSON text) under ``job_id`` (default a fresh UUID); its id at once.
 
         Returns:
-            The job id: this job's, or, for a coalescing job identical to one still queued, that job's.
+            This job's id, or, for a coalescing job identical to one still queued, that job's.
 
         Raises:
             InvalidRequest: a malformed job, or a ``job_id`` that ``check_job_id`` refuses (nothing is queued).
@@ -275,12 +253,7 @@ class JobQueue:
         return self.send(job, job_id=job_id).id
 
     def send(self, job: ContractModel | dict[str, Any] | str, *, job_id: str | None = None) -> Submitted:
-        """``submit``, saying whether the job was published, coalesced or parked.
-
-        Raises:
-            InvalidRequest: as ``submit``.
-            EngineUnavailable: as ``submit``.
-        """
+        """``submit``, saying whether the job was ``published``, ``coalesced`` or ``parked`` (same errors)."""
         parsed = self.kinds.parse(job)
         if self.settings.scrub:  # no secret reaches Redis, the outbox, Flower, results or dead letters
             parsed = scrub_job(parsed)
@@ -303,9 +276,6 @@ class JobQueue:
     def publish(self, job: ContractModel, job_id: str, *, engine: str | None = None) -> str:
         """Publish ``job`` now under ``job_id`` for ``engine`` (default this host's), or raise; never parks.
 
-        Returns:
-            The job id serving it (``job_id``, or a queued identical build's).
-
         Raises:
             InvalidRequest: a ``job_id`` that ``check_job_id`` refuses.
             EngineUnavailable: the broker (or the coordination store) is unreachable.
@@ -318,11 +288,7 @@ class JobQueue:
             raise EngineUnavailable(f"broker: {_error_text(exc)}") from None
 
     def drain(self, limit: int = 1000) -> DrainReport:
-        """Publish parked jobs, oldest first, until the outbox is empty, ``limit`` rows, or a failure; never raises.
-
-        A broker failure opens the breaker and leaves the rest parked; a row that fails for another reason is
-        counted, and dead-lettered at its ``MAX_FAULTS``-th failure.
-        """
+        """Publish parked jobs, oldest first, up to ``limit``; never raises (``MAX_FAULTS`` faults dead-letter a row)."""
         token = uuid.uuid4().hex
         delivered = 0
         error: str | None = None
@@ -457,11 +423,7 @@ class JobQueue:
         log.warning("broker unreachable: job %s (%s) parked in the outbox", job_id, kind.describe(job))
 
     def _may_publish(self) -> int | None:
-        """The breaker's trip count when this caller may try the broker, None while the breaker is open.
-
-        The first caller past a window is the probe: the window is held ``_PROBE_HOLD`` publish timeouts more, so
-        concurrent submits park instead of each waiting out the same dead broker.
-        """
+        """The breaker's trip count when this caller may try the broker (a probe holds the window), else None."""
         with self._lock:
             now = time.monotonic()
             if now < self._closed_until:
@@ -513,17 +475,10 @@ def requeue(
     store: DeadLetterStore | None = None,
     queue: JobQueue | None = None,
 ) -> str:
-    """Publish dead letter ``ref``'s job again under its id (attempts, progress and done marks cleared).
+    """Publish dead letter ``ref`` (its id, or a prefix only it has) again under its id, its marks cleared.
 
-    The letter is deleted before the publish and put back if it fails, so a job that fails again at once writes a
-    new letter that stays. The job keeps the engine key of its letter unless ``engine`` (a URL) names another.
-
-    Args:
-        settings: The settings.
-        ref: The letter's id, or a prefix of it that only one letter has.
-        engine: An engine URL to run the job against instead (its ``engine_key`` is stamped on the job).
-        store: The dead-letter store (tests); default opened from settings.
-        queue: The job queue (tests); default opened from settings.
+    The letter is deleted before the publish and put back if it fails; the job keeps its letter's engine key unless
+    ``engine`` (a URL) names another. ``store`` and ``queue`` are opened from settings unless given (tests).
 
     Returns:
         The job id serving it (the letter's, or a pending identical build's).
