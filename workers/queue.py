@@ -288,7 +288,7 @@ class JobQueue:
             raise EngineUnavailable(f"broker: {_error_text(exc)}") from None
 
     def drain(self, limit: int = 1000) -> DrainReport:
-        """Publish parked jobs, oldest first, up to ``limit``; never raises (``MAX_FAULTS`` faults dead-letter a row)."""
+        """Publish parked jobs, oldest first, up to ``limit``; never raises (``MAX_FAULTS`` faults dead-letter one)."""
         token = uuid.uuid4().hex
         delivered = 0
         error: str | None = None
