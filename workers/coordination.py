@@ -191,8 +191,8 @@ class Pending:
     fresh: bool
 
 
-class Coordination:
-    """Base of the coordination stores: ``prefix`` of every key, per-job marks' and scope marks' lifetimes (s)."""
+class _Store:
+    """What both stores share: keys under ``prefix``, marks' lifetimes (s), the gate's events over ``run_gate``."""
 
     def __init__(self, prefix: str, job_ttl_s: int, keep_s: int) -> None:
         self.prefix, self.job_ttl_s, self.keep_s = prefix, job_ttl_s, keep_s
@@ -200,14 +200,6 @@ class Coordination:
     def key(self, *parts: str) -> str:
         """``prefix:part:part…``."""
         return ":".join((self.prefix, *parts))
-
-    def now_us(self) -> int:
-        """The store's clock, microseconds since the epoch."""
-        raise NotImplementedError
-
-    def clear_pending(self, key: str, job_id: str) -> None:
-        """Drop the pending mark of ``key`` if it still names ``job_id`` (compare-and-delete)."""
-        raise NotImplementedError
 
     def claim_job(self, job_id: str, digest: str, pending: str | None, ttl_s: int) -> Pending | None:
         """A submit's one round trip: bind the id to its payload digest (issue 11 §3), claim the pending mark.
@@ -230,10 +222,6 @@ class Coordination:
 
     def run_gate(self, scope: str, event: Event) -> tuple[str, int, int]:
         """Run one ``workers.gate`` event on the scope's marks atomically: ``(answer, wait_us, now_us)``."""
-        raise NotImplementedError
-
-    def gate_state(self, scope: str) -> dict[str, Mark]:
-        """The scope's marks now with their remaining lifetimes (absent ones left out)."""
         raise NotImplementedError
 
     def gate_enter(
@@ -259,43 +247,8 @@ class Coordination:
         """After a failed pass: release, raising the dirty mark (the next trigger builds what this one was for)."""
         self.run_gate(scope, abort_event(token, self.keep_s))
 
-    def begin_job(self, job_id: str, pending: str | None) -> Started:
-        """A delivery's start in one round trip: clear its pending mark, count a start unless done, read progress."""
-        raise NotImplementedError
 
-    def attempts(self, job_id: str) -> int:
-        """How many starts of ``job_id`` were counted (0 when none)."""
-        raise NotImplementedError
-
-    def forgive_attempt(self, job_id: str) -> None:
-        """Take back the last counted start (a delivery that only deferred its build ran nothing)."""
-        raise NotImplementedError
-
-    def add_progress(self, job_id: str, unit: str) -> None:
-        """Record that ``unit`` (a scope) of ``job_id`` is done."""
-        raise NotImplementedError
-
-    def progress(self, job_id: str) -> frozenset[str]:
-        """The units of ``job_id`` done so far."""
-        raise NotImplementedError
-
-    def mark_done(self, job_id: str) -> None:
-        """Mark ``job_id`` finished (run or dead-lettered): a twin delivery is dropped."""
-        raise NotImplementedError
-
-    def is_done(self, job_id: str) -> bool:
-        """True when ``job_id`` finished already."""
-        raise NotImplementedError
-
-    def forget_job(self, job_id: str) -> None:
-        """Drop every per-job mark (before a dead letter is requeued under the same id)."""
-        raise NotImplementedError
-
-    def close(self) -> None:
-        """Release connections."""
-
-
-class SqliteCoordination(Coordination):
+class SqliteCoordination(_Store):
     """The coordination store in a SQLite file: a key/value table with expiry times, one transaction per operation."""
 
     def __init__(self, path: Path, prefix: str, job_ttl_s: int, keep_s: int) -> None:
@@ -338,12 +291,12 @@ class SqliteCoordination(Coordination):
             self._del(db, k)
 
     def clear_pending(self, key: str, job_id: str) -> None:
-        """See ``Coordination.clear_pending``."""
+        """Drop the pending mark of ``key`` if it still names ``job_id`` (compare-and-delete)."""
         with self._tx() as db:
             self._clear(db, key, job_id)
 
     def claim_job(self, job_id: str, digest: str, pending: str | None, ttl_s: int) -> Pending | None:
-        """See ``Coordination.claim_job`` (one transaction)."""
+        """See ``_Store.claim_job`` (one transaction)."""
         bound = self.key("job", job_id, "payload")
         with self._tx() as db:
             current = self._get(db, bound)
@@ -373,7 +326,7 @@ class SqliteCoordination(Coordination):
         return state
 
     def run_gate(self, scope: str, event: Event) -> tuple[str, int, int]:
-        """See ``Coordination.run_gate``: load the marks, ``workers.gate.step``, save its writes (one transaction)."""
+        """See ``_Store.run_gate``: load the marks, ``workers.gate.step``, save its writes (one transaction)."""
         with self._tx() as db:
             now = self.now_us()
             done = step(self._load(db, scope), event, now)
@@ -386,12 +339,12 @@ class SqliteCoordination(Coordination):
         return done.answer, done.wait_us, now
 
     def gate_state(self, scope: str) -> dict[str, Mark]:
-        """See ``Coordination.gate_state``."""
+        """The scope's marks now with their remaining lifetimes (absent ones left out)."""
         with self._tx() as db:
             return self._load(db, scope)
 
     def begin_job(self, job_id: str, pending: str | None) -> Started:
-        """See ``Coordination.begin_job`` (one transaction)."""
+        """A delivery's start in one round trip: clear its pending mark, count a start unless done, read progress."""
         with self._tx() as db:
             if pending is not None:
                 self._clear(db, pending, job_id)
@@ -404,11 +357,11 @@ class SqliteCoordination(Coordination):
             return Started(done, count, progress)
 
     def attempts(self, job_id: str) -> int:
-        """See ``Coordination.attempts``."""
+        """How many starts of ``job_id`` were counted (0 when none)."""
         return int(self._read(job_id, "attempts") or 0)
 
     def forgive_attempt(self, job_id: str) -> None:
-        """See ``Coordination.forgive_attempt``."""
+        """Take back the last counted start (a delivery that only deferred its build ran nothing)."""
         k = self.key("job", job_id, "attempts")
         with self._tx() as db:
             count = int(self._get(db, k) or 0)
@@ -416,27 +369,27 @@ class SqliteCoordination(Coordination):
                 self._set(db, k, str(count - 1), self.job_ttl_s)
 
     def add_progress(self, job_id: str, unit: str) -> None:
-        """See ``Coordination.add_progress``."""
+        """Record that ``unit`` (a scope) of ``job_id`` is done."""
         k = self.key("job", job_id, "progress")
         with self._tx() as db:
             units = set(json.loads(self._get(db, k) or "[]")) | {unit}
             self._set(db, k, json.dumps(sorted(units)), self.job_ttl_s)
 
     def progress(self, job_id: str) -> frozenset[str]:
-        """See ``Coordination.progress``."""
+        """The units of ``job_id`` done so far."""
         return frozenset(json.loads(self._read(job_id, "progress") or "[]"))
 
     def mark_done(self, job_id: str) -> None:
-        """See ``Coordination.mark_done``."""
+        """Mark ``job_id`` finished (run or dead-lettered): a twin delivery is dropped."""
         with self._tx() as db:
             self._set(db, self.key("job", job_id, "done"), "1", self.job_ttl_s)
 
     def is_done(self, job_id: str) -> bool:
-        """See ``Coordination.is_done``."""
+        """True when ``job_id`` finished already."""
         return self._read(job_id, "done") is not None
 
     def forget_job(self, job_id: str) -> None:
-        """See ``Coordination.forget_job``."""
+        """Drop every per-job mark (before a dead letter is requeued under the same id)."""
         with self._tx() as db:
             for part in JOB_MARKS:
                 self._del(db, self.key("job", job_id, part))
@@ -494,7 +447,7 @@ def redis_client(url: str, timeout_s: float, health_check_s: int) -> redis.Redis
     )
 
 
-class RedisCoordination(Coordination):
+class RedisCoordination(_Store):
     """The coordination store on Redis (``{h}`` hash tags keep a scope's keys in one cluster slot)."""
 
     def __init__(self, client: redis.Redis[str], prefix: str, job_ttl_s: int, keep_s: int) -> None:
@@ -526,11 +479,11 @@ class RedisCoordination(Coordination):
         return int(seconds) * 1_000_000 + int(micros)
 
     def clear_pending(self, key: str, job_id: str) -> None:
-        """See ``Coordination.clear_pending``."""
+        """See ``SqliteCoordination.clear_pending``."""
         self._call(self.client.eval, _CLEAR, 1, self.key("pending", key), job_id)
 
     def claim_job(self, job_id: str, digest: str, pending: str | None, ttl_s: int) -> Pending | None:
-        """See ``Coordination.claim_job``: both scripts in one pipeline (``EVAL``: no ``SCRIPT EXISTS`` trip)."""
+        """See ``_Store.claim_job``: both scripts in one pipeline (``EVAL``: no ``SCRIPT EXISTS`` trip)."""
 
         def fill(pipe: Any) -> None:
             pipe.eval(_BIND, 1, self.key("job", job_id, "payload"), digest, self.job_ttl_s)
@@ -548,7 +501,7 @@ class RedisCoordination(Coordination):
         return None
 
     def bind_later(self, job_id: str, digest: str) -> Callable[[], bool | None]:
-        """See ``Coordination.bind_later``: the bind's ``EVAL`` is sent now, on a connection held until answered."""
+        """See ``_Store.bind_later``: the bind's ``EVAL`` is sent now, on a connection held until answered."""
         pool = self.client.connection_pool
         conn = self._call(pool.get_connection)
         try:
@@ -573,13 +526,13 @@ class RedisCoordination(Coordination):
         return answer
 
     def run_gate(self, scope: str, event: Event) -> tuple[str, int, int]:
-        """See ``Coordination.run_gate``: one ``EVALSHA`` of the generic interpreter (``workers.gate``)."""
+        """See ``_Store.run_gate``: one ``EVALSHA`` of the generic interpreter (``workers.gate``)."""
         name, args = event
         got = cast(list[Any], self._call(self._gate, keys=self._gate_keys(scope), args=[name, json.dumps(args)]))
         return str(got[0]), int(got[1]), int(got[2])
 
     def gate_state(self, scope: str) -> dict[str, Mark]:
-        """See ``Coordination.gate_state`` (one pipeline)."""
+        """See ``SqliteCoordination.gate_state`` (one pipeline)."""
 
         def fill(pipe: Any) -> None:
             for key in self._gate_keys(scope):
@@ -591,7 +544,7 @@ class RedisCoordination(Coordination):
         return {mark: Mark(str(v), int(ttl) if int(ttl) >= 0 else None) for mark, v, ttl in pairs if v is not None}
 
     def begin_job(self, job_id: str, pending: str | None) -> Started:
-        """See ``Coordination.begin_job``: one pipeline (the job's keys keep their own slots)."""
+        """See ``SqliteCoordination.begin_job``: one pipeline (the job's keys keep their own slots)."""
 
         def fill(pipe: Any) -> None:
             if pending is not None:
@@ -609,32 +562,32 @@ class RedisCoordination(Coordination):
         return Started(done, count, frozenset(str(u) for u in got[3]))
 
     def attempts(self, job_id: str) -> int:
-        """See ``Coordination.attempts``."""
+        """See ``SqliteCoordination.attempts``."""
         return int(self._call(self.client.get, self.key("job", job_id, "attempts")) or 0)
 
     def forgive_attempt(self, job_id: str) -> None:
-        """See ``Coordination.forgive_attempt``."""
+        """See ``SqliteCoordination.forgive_attempt``."""
         self._call(self._forgive, keys=[self.key("job", job_id, "attempts")])
 
     def add_progress(self, job_id: str, unit: str) -> None:
-        """See ``Coordination.add_progress``."""
+        """See ``SqliteCoordination.add_progress``."""
         key = self.key("job", job_id, "progress")
         self._pipeline(lambda pipe: (pipe.sadd(key, unit), pipe.expire(key, self.job_ttl_s)), transaction=True)
 
     def progress(self, job_id: str) -> frozenset[str]:
-        """See ``Coordination.progress``."""
+        """See ``SqliteCoordination.progress``."""
         return frozenset(str(u) for u in self._call(self.client.smembers, self.key("job", job_id, "progress")))
 
     def mark_done(self, job_id: str) -> None:
-        """See ``Coordination.mark_done``."""
+        """See ``SqliteCoordination.mark_done``."""
         self._call(self.client.set, self.key("job", job_id, "done"), "1", ex=self.job_ttl_s)
 
     def is_done(self, job_id: str) -> bool:
-        """See ``Coordination.is_done``."""
+        """See ``SqliteCoordination.is_done``."""
         return bool(self._call(self.client.exists, self.key("job", job_id, "done")))
 
     def forget_job(self, job_id: str) -> None:
-        """See ``Coordination.forget_job``."""
+        """See ``SqliteCoordination.forget_job``."""
         self._call(self.client.delete, *(self.key("job", job_id, part) for part in JOB_MARKS))
 
     def close(self) -> None:
@@ -669,6 +622,10 @@ def check_job_id(job_id: object) -> str:
     return job_id
 
 
+Coordination = SqliteCoordination | RedisCoordination
+"""A coordination store: the server-less SQLite one, or Redis's (one behaviour, pinned by the same tests)."""
+
+
 # keys -----------------------------------------------------------------------------------------------------------
 def _hex(text: str, digits: int) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:digits]
@@ -690,7 +647,7 @@ def pending_key(engine: str, job: ContractModel, text: str | None = None) -> str
 
 
 def job_digest(task: str, job: ContractModel, text: str | None = None) -> str:
-    """32 hex digits naming (task, job JSON): the payload a job id is bound to (``Coordination.claim_job``)."""
+    """32 hex digits naming (task, job JSON): the payload a job id is bound to (``_Store.claim_job``)."""
     return _hex(f"{task}\x00{job.to_json() if text is None else text}", 32)
 
 

@@ -164,24 +164,8 @@ Letters = list[DeadLetter]  # aliases: ``DeadLetterStore.list`` shadows the buil
 Ids = list[str]
 
 
-class DeadLetterStore:
-    """The dead-letter store's operations; ``RedisDeadLetters`` and ``SqliteDeadLetters`` implement them."""
-
-    def put(self, letter: DeadLetter) -> None:
-        """Keep ``letter`` (replacing one with the same id), then drop the oldest past the cap."""
-        raise NotImplementedError
-
-    def list(self, limit: int = 50, offset: int = 0) -> Letters:
-        """Newest first."""
-        raise NotImplementedError
-
-    def get(self, letter_id: str) -> DeadLetter:
-        """One letter.
-
-        Raises:
-            NotFound: no dead letter has that id.
-        """
-        raise NotImplementedError
+class _Letters:
+    """What both dead-letter stores share: finding a letter by a prefix of its id."""
 
     def ids(self) -> Ids:
         """Every kept letter's id, newest first."""
@@ -209,21 +193,6 @@ class DeadLetterStore:
             )
         return matches[0]
 
-    def delete(self, letter_id: str) -> bool:
-        """Drop one letter; False when there was none."""
-        raise NotImplementedError
-
-    def purge(self) -> int:
-        """Drop every letter; returns how many there were."""
-        raise NotImplementedError
-
-    def count(self) -> int:
-        """How many letters are kept."""
-        raise NotImplementedError
-
-    def close(self) -> None:
-        """Release the store's connection (a store used after ``close`` opens a new one)."""
-
 
 def _found(raw: str | None, letter_id: str) -> DeadLetter:
     if raw is None:
@@ -231,7 +200,7 @@ def _found(raw: str | None, letter_id: str) -> DeadLetter:
     return DeadLetter.model_validate_json(raw)
 
 
-class RedisDeadLetters(DeadLetterStore):
+class RedisDeadLetters(_Letters):
     """Dead letters in Redis: ``P:dead`` (id → time, sorted) and ``P:dead:<id>`` (the letter's JSON).
 
     Args:
@@ -261,7 +230,7 @@ class RedisDeadLetters(DeadLetterStore):
         return cast(list[Any], self._call(run))
 
     def put(self, letter: DeadLetter) -> None:
-        """See ``DeadLetterStore.put``."""
+        """See ``SqliteDeadLetters.put``."""
         self._transaction(
             lambda pipe: (
                 pipe.set(self._item(letter.id), letter.to_json()),
@@ -274,40 +243,40 @@ class RedisDeadLetters(DeadLetterStore):
                 self._call(self.client.delete, self._item(member))
 
     def list(self, limit: int = 50, offset: int = 0) -> Letters:
-        """See ``DeadLetterStore.list``."""
+        """See ``SqliteDeadLetters.list``."""
         ids = cast(Ids, self._call(self.client.zrevrange, self.index, offset, offset + limit - 1))
         raw = cast(list[str | None], self._call(self.client.mget, [self._item(i) for i in ids])) if ids else []
         return [DeadLetter.model_validate_json(r) for r in raw if r is not None]
 
     def ids(self) -> Ids:
-        """See ``DeadLetterStore.ids``."""
+        """See ``SqliteDeadLetters.ids``."""
         return [str(i) for i in cast(Ids, self._call(self.client.zrevrange, self.index, 0, -1))]
 
     def get(self, letter_id: str) -> DeadLetter:
-        """See ``DeadLetterStore.get``."""
+        """See ``SqliteDeadLetters.get``."""
         return _found(self._call(self.client.get, self._item(letter_id)), letter_id)
 
     def delete(self, letter_id: str) -> bool:
-        """See ``DeadLetterStore.delete``."""
+        """See ``SqliteDeadLetters.delete``."""
         got = self._transaction(lambda pipe: (pipe.zrem(self.index, letter_id), pipe.delete(self._item(letter_id))))
         return bool(got[0])
 
     def purge(self) -> int:
-        """See ``DeadLetterStore.purge``."""
+        """See ``SqliteDeadLetters.purge``."""
         ids = cast(Ids, self._call(self.client.zrange, self.index, 0, -1))
         self._transaction(lambda pipe: [pipe.delete(self._item(i)) for i in ids] + [pipe.delete(self.index)])
         return len(ids)
 
     def count(self) -> int:
-        """See ``DeadLetterStore.count``."""
+        """See ``SqliteDeadLetters.count``."""
         return int(self._call(self.client.zcard, self.index))
 
     def close(self) -> None:
-        """See ``DeadLetterStore.close``."""
+        """See ``SqliteDeadLetters.close``."""
         self.client.close()
 
 
-class SqliteDeadLetters(DeadLetterStore):
+class SqliteDeadLetters(_Letters):
     """Dead letters in a SQLite table (server-less setup).
 
     Args:
@@ -322,7 +291,7 @@ class SqliteDeadLetters(DeadLetterStore):
         self._run("CREATE TABLE IF NOT EXISTS dead_letters (id TEXT PRIMARY KEY, at REAL NOT NULL, letter TEXT)")
 
     def put(self, letter: DeadLetter) -> None:
-        """See ``DeadLetterStore.put``."""
+        """Keep ``letter`` (replacing one with the same id), then drop the oldest past the cap."""
         self._run(
             "INSERT OR REPLACE INTO dead_letters (id, at, letter) VALUES (?, ?, ?)",
             (letter.id, letter.at.timestamp(), letter.to_json()),
@@ -333,31 +302,39 @@ class SqliteDeadLetters(DeadLetterStore):
         )
 
     def list(self, limit: int = 50, offset: int = 0) -> Letters:
-        """See ``DeadLetterStore.list``."""
+        """Newest first."""
         rows = self._run("SELECT letter FROM dead_letters ORDER BY at DESC LIMIT ? OFFSET ?", (limit, offset))
         return [DeadLetter.model_validate_json(r[0]) for r in rows.fetchall()]
 
     def ids(self) -> Ids:
-        """See ``DeadLetterStore.ids``."""
+        """Every kept letter's id, newest first."""
         return [str(r[0]) for r in self._run("SELECT id FROM dead_letters ORDER BY at DESC").fetchall()]
 
     def get(self, letter_id: str) -> DeadLetter:
-        """See ``DeadLetterStore.get``."""
+        """One letter.
+
+        Raises:
+            NotFound: no dead letter has that id.
+        """
         row = self._run("SELECT letter FROM dead_letters WHERE id = ?", (letter_id,)).fetchone()
         return _found(None if row is None else row[0], letter_id)
 
     def delete(self, letter_id: str) -> bool:
-        """See ``DeadLetterStore.delete``."""
+        """Drop one letter; False when there was none."""
         return self._run("DELETE FROM dead_letters WHERE id = ?", (letter_id,)).rowcount > 0
 
     def purge(self) -> int:
-        """See ``DeadLetterStore.purge``."""
+        """Drop every letter; returns how many there were."""
         return self._run("DELETE FROM dead_letters").rowcount
 
     def count(self) -> int:
-        """See ``DeadLetterStore.count``."""
+        """How many letters are kept."""
         return int(self._run("SELECT COUNT(*) FROM dead_letters").fetchone()[0])
 
     def close(self) -> None:
-        """See ``DeadLetterStore.close``."""
+        """Release the store's connection (a store used after ``close`` opens a new one)."""
         self._store.close()
+
+
+DeadLetterStore = RedisDeadLetters | SqliteDeadLetters
+"""A dead-letter store: Redis's beside a Redis broker, else the server-less SQLite one."""
