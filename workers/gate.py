@@ -279,13 +279,7 @@ class _Eval:
 def step(
     state: Mapping[str, Mark], event: Event, now_us: int, rules: Mapping[str, Sequence[Mapping[str, Any]]] = RULES
 ) -> Step:
-    """Run one event on a gate's marks (pure: no clock, no store).
-
-    Args:
-        state: The marks present (absent marks are left out), with their remaining lifetimes.
-        event: ``(name, arguments)`` from ``enter_event`` … ``extend_event``.
-        now_us: The store's clock, microseconds.
-        rules: The table (``RULES``).
+    """Run one event (``enter_event`` …) on a gate's marks (those present, with lifetimes) at ``now_us``; pure.
 
     Returns:
         The ``Step``: answer, wait, the writes to save (deleting an absent mark is left out), the marks after.
@@ -313,11 +307,7 @@ def step(
 
 # events -------------------------------------------------------------------------------------------------------
 def later_ms(gap_us: int, ttl_s: int) -> int:
-    """How long a follow-up slot (``later``) lives: the interval plus one lease, milliseconds.
-
-    If the deferred job never comes back (its worker killed while holding the countdown message), the slot
-    frees itself like a dead holder's lock, and the next trigger builds.
-    """
+    """How long a follow-up slot (``later``) lives, ms: the interval plus one lease (a lost holder frees it so)."""
     return gap_us // 1000 + ttl_s * 1000
 
 

@@ -21,9 +21,13 @@ from typing import Any
 from celery import Celery
 
 from memory_core._model import ContractModel
+from memory_core.engine import MemoryEngine
 from memory_core.errors import EngineUnavailable, InvalidRequest
 from memory_core.safety.jobs import scrub_job
 from memory_core.settings import Settings, get_settings
+from memory_core.tools.jobs import ToolWrite
+from memory_core.tools.memory_tools import ToolScope
+from memory_core.tools.writes import ToolWrites
 from workers.config import TRANSIENT, broker_problem, host_config, prepare, queue_for, redact, redis_url_of, var_paths
 from workers.coordination import (
     Coordination,
@@ -44,9 +48,11 @@ __all__ = [
     "JobQueue",
     "Outbox",
     "OutboxEntry",
+    "QueueSink",
     "Submitted",
     "open_coordination",
     "open_dead_letters",
+    "open_tool_writes",
     "requeue",
 ]
 
@@ -506,3 +512,23 @@ def requeue(
     finally:
         if queue is None:
             jobs.close()
+
+
+class QueueSink:
+    """``tools.writes.JobSink`` over a ``JobQueue``: a queued ``learn``/``forget`` is a ``tool_write`` job."""
+
+    def __init__(self, queue: JobQueue) -> None:
+        self.queue = queue
+
+    def submit(self, job: ToolWrite) -> str:
+        """``JobQueue.submit`` (scrubbed there when ``Settings.scrub``; published, or parked in the outbox)."""
+        return self.queue.submit(job)
+
+    def finished(self, job_id: str) -> bool:
+        """Whether the job was applied or dead-lettered (the store's done mark; raises when unreachable)."""
+        return self.queue.coordination.is_done(job_id)
+
+
+def open_tool_writes(engine: MemoryEngine, queue: JobQueue, scope: ToolScope | None = None) -> ToolWrites:
+    """``ToolWrites`` over ``engine`` whose queued requests are ``tool_write`` jobs of ``queue`` (scrubbed likewise)."""
+    return ToolWrites(engine, QueueSink(queue), scope, scrub=queue.settings.scrub)

@@ -1,13 +1,9 @@
 """Malformed messages never stop a worker: guarded kombu transports and consumer, and their dead letters.
 
-kombu decodes each queue entry with ``json.loads`` inside the worker's event loop; an entry that is not JSON (or
-nested deeper than the decoder's recursion limit), or not a message envelope, raises there and stops the whole
-worker (verified on kombu 5.7). ``SafeRedisTransport`` and ``SafeFilesystemTransport`` check each entry
-(``envelope_problem``) and dead-letter the bad ones (``dead_letter_raw``); ``Consumer`` refuses envelopes that
-cannot become a task request (``refuse``); ``workers.signals`` dead-letters what Celery itself rejects. A letter is
-kept under the message's task id when ``check_job_id`` accepts it (so it can be requeued), else under a unique
-generated id. The server-less transport's limits (no redelivery, one machine, polling): docs/jobs.md ("Without
-Redis").
+kombu decodes each queue entry inside the worker's event loop, where an entry that is not JSON (or nested too
+deep), or not a message envelope, stops the whole worker (kombu 5.7). The guarded transports check each entry
+(``envelope_problem``) and dead-letter bad ones; ``Consumer`` refuses envelopes that cannot become a task request;
+``workers.signals`` letters what Celery rejects. Limits of the server-less transport: docs/jobs.md.
 """
 
 from __future__ import annotations
@@ -109,14 +105,6 @@ def message_payload(message: Any) -> Any:
     return decoded
 
 
-def message_engine(message: Any) -> str | None:
-    """The ``engine`` keyword argument of a task message body ``[args, {"engine": …}, embed]``, if any."""
-    decoded = _decoded(message)[1]
-    kwargs = decoded[1] if isinstance(decoded, list) and len(decoded) > 1 else None
-    engine = kwargs.get("engine") if isinstance(kwargs, dict) else None
-    return engine if isinstance(engine, str) else None
-
-
 def refuse(
     message: Any,
     exc: BaseException | str,
@@ -128,13 +116,8 @@ def refuse(
 ) -> DeadLetter:
     """Dead-letter a kombu message that reached the worker but cannot become (or run as) a task request.
 
-    Args:
-        message: The kombu ``Message``.
-        exc: Why (the exception raised while building the request, or an error name).
-        message_text: The letter's message (default: ``not a task message: <exc>``).
-        kind: The generated letter id's prefix when the message has no usable id (``letter_id``).
-        job_id: The job id when the caller knows it (default: the ``id`` header).
-        task: The task name when the caller knows it (default: the ``task`` header, when a string).
+    The letter's id is ``job_id`` or the ``id`` header (``letter_id``, ``kind`` its fallback prefix), its task
+    ``task`` or the ``task`` header, its message ``message_text`` (default ``not a task message: <exc>``).
 
     Returns:
         The letter written (or logged, when no store answers).
@@ -146,15 +129,17 @@ def refuse(
     jid = letter_id(job_id if isinstance(job_id, str) else headers.get("id"), kind)
     if task is None and isinstance(headers.get("task"), str):
         task = headers["task"]
-    letter = DeadLetter.of(
+    decoded = _decoded(message)[1]  # a task message body: [args, {"engine": …}, embed]
+    kwargs = decoded[1] if isinstance(decoded, list) and len(decoded) > 1 and isinstance(decoded[1], dict) else {}
+    letter = DeadLetter.of_call(
         jid,
         exc,
-        payload=message_payload(message),
+        [message_payload(message)],
+        {"engine": kwargs.get("engine")},
         task=task,
         queue=queue if isinstance(queue, str) else None,
         attempts=attempts_of(jid),
         message=message_text if message_text is not None else f"not a task message: {exc}",
-        engine=message_engine(message),
     )
     dead_letter(letter)
     return letter

@@ -42,7 +42,7 @@ QUEUED_REMOVE: Final = "queued; not yet removed"
 
 
 class JobSink(Protocol):
-    """Where queued requests go: the job flow (``workers.tool_writes.QueueSink`` over a ``JobQueue``)."""
+    """Where queued requests go: the job flow (``workers.queue.QueueSink`` over a ``JobQueue``)."""
 
     def submit(self, job: ToolWrite) -> str:
         """Submit ``job`` durably (published, or parked in the outbox); its job id.
