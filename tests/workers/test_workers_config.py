@@ -103,6 +103,7 @@ def test_tasks_route_to_their_queues() -> None:
         "memory.drain_outbox": {"queue": "m"},
         "memory.retention": {"queue": "m"},
         "memory.embed_items": {"queue": "b"},
+        "memory.build_scopes": {"queue": "b"},
         "memory.embed_due": {"queue": "m"},
         "memory.compact_log": {"queue": "m"},
     }
