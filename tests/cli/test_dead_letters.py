@@ -45,7 +45,8 @@ def letters(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Iterator[De
         get_settings.cache_clear()
         close_runtime()
         try:
-            workers.transport.dead_letter_raw("not json at all", "ingest", "not JSON (JSONDecodeError: Expecting value)")
+            reason = "not JSON (JSONDecodeError: Expecting value)"
+            workers.transport.dead_letter_raw("not json at all", "ingest", reason)
         finally:
             close_runtime()
     get_settings.cache_clear()
