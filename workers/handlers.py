@@ -36,6 +36,7 @@ __all__ = [
     "BuildReport",
     "BuildScopes",
     "Deferred",
+    "batches",
     "ScopeReport",
     "run_build",
     "run_build_scopes",
@@ -131,6 +132,14 @@ class BuildScopes(ContractModel):
         """Flower's summary: ``build_scopes 2 (agent:alice, agent:bob)``."""
         reaches = ", ".join(str(r.reach.at) for r in self.requests[:3]) + (", …" if len(self.requests) > 3 else "")
         return f"build_scopes {len(self.requests)} ({reaches})"
+
+
+def batches(requests: list[ConsolidateRequest]) -> list[BuildScopes]:
+    """``requests`` as ``BuildScopes`` of at most ``MAX_SCOPES_PER_JOB`` each, in order (none for none)."""
+    return [
+        BuildScopes(requests=tuple(requests[i : i + MAX_SCOPES_PER_JOB]))
+        for i in range(0, len(requests), MAX_SCOPES_PER_JOB)
+    ]
 
 
 def run_build(rt: Runtime, d: Delivery, job: BuildBeliefs) -> dict[str, Any]:
@@ -239,9 +248,12 @@ def _record(rt: Runtime, job_id: str, unit: str) -> None:
 
 
 def run_ingest(rt: Runtime, d: Delivery, job: IngestBrain) -> dict[str, Any]:
-    """``Brain.ingest_many`` through the runner; the batch's build jobs are submitted as follow-ups."""
+    """``Brain.ingest_many`` through the runner, then its builds: one ``build_beliefs``, or several as batches."""
     report = rt.runner.run(job)
-    follow_ups = [rt.queue.submit(j) for j in report.follow_ups]
+    jobs: list[ContractModel] = [j for j in report.follow_ups if not isinstance(j, BuildBeliefs)]
+    builds = [j for j in report.follow_ups if isinstance(j, BuildBeliefs)]
+    jobs += builds if len(builds) == 1 else batches([b.request for b in builds])
+    follow_ups = [rt.queue.submit(j) for j in jobs]
     embedding = submit_embedding(rt)
     return {"job": job.name(), "stored": len(report.stored), "follow_ups": follow_ups, "embedding": embedding}
 
@@ -255,8 +267,7 @@ def run_build_due(rt: Runtime, d: Delivery) -> dict[str, Any]:
     reach = Reach.subtree(rt.layout.root) if raw is None else Reach.coerce(raw, "reach")
     scopes = rt.engine.scopes(ConsolidateRequest(reach=reach))
     due = [s.request() for s in scopes if s.due]
-    batches = [due[i : i + MAX_SCOPES_PER_JOB] for i in range(0, len(due), MAX_SCOPES_PER_JOB)]
-    jobs = [rt.queue.submit(BuildScopes(requests=tuple(batch))) for batch in batches]
+    jobs = [rt.queue.submit(batch) for batch in batches(due)]
     return {"scopes": len(scopes), "due": len(due), "jobs": jobs}
 
 
