@@ -202,8 +202,6 @@ def test_ingest_stores_and_submits_the_batch_follow_ups(rt: Runtime) -> None:
 def test_an_ingest_touching_several_scopes_submits_their_builds_as_one_batch(rt: Runtime) -> None:
     sources = ("notion", "drive")
     docs = tuple(BrainDocument.new(source, f"{source} keeps the queues.", title=source) for source in sources)
-        BrainDocument.new(source, f"{source} keeps the queues.", title=source) for source in ("notion", "drive")
-    )
     out = execute(rt, Delivery("memory.ingest_brain", "j7", (IngestBrain(documents=docs).to_dict(),)))
     assert out.verdict is Verdict.DONE and out.result is not None and out.result["stored"] == 2
     queue = rt.queue
