@@ -111,14 +111,14 @@ class BuildReport(ContractModel):
 
 
 MAX_SCOPES_PER_JOB: Final = 64
-"""Most scopes one ``build_scopes`` message carries (``run_build_due`` sends more as several)."""
+"""Most requests one ``build_scopes`` message carries (``batches`` cuts more into several)."""
 
 
 class BuildScopes(ContractModel):
     """Several builds in one message: each scope under its own single flight, a failing one dead-lettered alone.
 
-    ``run_build_due`` sends the scopes written since their last build as one (or a few) of these instead of a
-    ``BuildBeliefs`` per scope: one publish, one begin and one done mark for the batch (docs/jobs.md, "Batches").
+    ``run_build_due`` and ``run_ingest`` send several scopes as one (or a few) of these instead of a ``BuildBeliefs``
+    per scope: one publish, one begin and one done mark for the batch (docs/jobs.md, "Batches").
     """
 
     job: Literal["build_scopes"] = "build_scopes"
