@@ -218,13 +218,9 @@ def queue_for(settings: Settings, task_name: str, kinds: JobKinds = JOB_KINDS) -
 
 
 def resolve_queues(settings: Settings, spec: str | None) -> tuple[list[str], list[str]]:
-    """The queue names a worker consumes for ``--queues spec``, and the entries that match no queue.
+    """The queue names a worker consumes for ``--queues spec`` (logical or configured names), and unknown entries.
 
-    An entry is a configured queue name or a logical one (``beliefs`` → ``Settings.queue_beliefs``); any other is
-    kept (another app's queue) and returned too, so the caller can warn. None or blank: every configured queue.
-
-    Returns:
-        (names in order without duplicates, unknown entries).
+    An unknown entry is kept too (another app's queue), so the caller can warn; None or blank: every configured queue.
     """
     fields = dict.fromkeys(JOB_KINDS.queues().values())  # queue_beliefs, queue_ingest, queue_maintenance, …
     configured = {attr.removeprefix("queue_"): queue_name(settings, attr) for attr in fields}
@@ -370,11 +366,7 @@ def celery_config(settings: Settings, kinds: JobKinds = JOB_KINDS) -> dict[str, 
 def host_config(settings: Settings, kinds: JobKinds = JOB_KINDS) -> dict[str, Any]:
     """The producer-only configuration ``JobQueue`` publishes with.
 
-    The workers' broker and routes, no result backend (celery#6963), no publish retries, socket timeouts of
-    ``publish_timeout_s`` and no reconnect loop (celery#4556).
-
-    Raises:
-        ConfigError: time settings that break ``check_timeouts``.
+    No result backend (celery#6963), no publish retries, ``publish_timeout_s`` sockets, no reconnect loop (celery#4556).
     """
     conf = celery_config(settings, kinds)
     conf["result_backend"] = None

@@ -201,13 +201,7 @@ def _found(raw: str | None, letter_id: str) -> DeadLetter:
 
 
 class RedisDeadLetters(_Letters):
-    """Dead letters in Redis: ``P:dead`` (id → time, sorted) and ``P:dead:<id>`` (the letter's JSON).
-
-    Args:
-        client: A decoding ``redis.Redis``.
-        prefix: ``Settings.redis_prefix``.
-        max_kept: ``Settings.dead_letter_max``.
-    """
+    """Dead letters in Redis (``P`` = ``prefix``): ``P:dead`` (id → time, sorted) and ``P:dead:<id>`` (the JSON)."""
 
     def __init__(self, client: redis.Redis[str], prefix: str, max_kept: int) -> None:
         self.client, self.index, self.max_kept = client, f"{prefix}:dead", max_kept
@@ -277,12 +271,7 @@ class RedisDeadLetters(_Letters):
 
 
 class SqliteDeadLetters(_Letters):
-    """Dead letters in a SQLite table (server-less setup).
-
-    Args:
-        path: The database file (``var_dir/coordination.db``).
-        max_kept: ``Settings.dead_letter_max``.
-    """
+    """Dead letters in a SQLite table of ``path`` (``var_dir/coordination.db``), ``max_kept`` at most."""
 
     def __init__(self, path: Path, max_kept: int) -> None:
         self.path, self.max_kept = path, max_kept

@@ -76,9 +76,7 @@ def make_folders(**_: Any) -> None:
 def open_engine_at_start(**_: Any) -> None:
     """Open the engine once in the worker's main process, then close it: a misconfigured one stops the worker.
 
-    Otherwise the worker would start and dead-letter every job as ``ConfigError``. An engine that is only
-    unavailable now is logged (its jobs retry). The children open their own engine on first use (an open in
-    ``worker_process_init`` would race billiard's 4 s start-up timeout).
+    An engine only unavailable now is logged (its jobs retry); children open their own on first use.
 
     Raises:
         SystemExit: status 2, after ``memory-core worker: ConfigError: …`` on stderr.
