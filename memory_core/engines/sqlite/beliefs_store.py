@@ -54,7 +54,7 @@ from memory_core.scoring import embed
 
 from . import log
 from .belief_index import bump_version, evidence_of, rank
-from .connection import Database
+from .connection import Database, tally
 from .filters import reach_sql
 from .rows import META_COLUMN_NAMES, chunks, meta_columns, now_us, ns_of_key, placeholders, vec_blob
 
@@ -419,6 +419,7 @@ def _write_round(
             "WHERE ns = ? AND kind = ?",
             (last, last, now_us(), ns, kind),
         )
+        tally(len(batch))
         if time.monotonic() - started >= budget_s:
             break
     return changed, done
@@ -461,7 +462,7 @@ def build_scope(
         done = 0
         while done < len(groups):
             step = partial(_write_round, ns=ns, kind=kind, mark=mark, groups=groups[done:], budget_s=budget_s)
-            result = db.run(step, write=True, background=True)
+            result = db.run(step, write=True, background=True, kind="build")
             if result is None:
                 break  # another build moved the watermark: read again from it
             ids, n = result
@@ -475,7 +476,7 @@ def build_scope(
                 break
     commit: bool = bool(changed) or db.run(partial(_unpublished, ns=ns, kind=kind))  # a stopped build's work too
     if commit:
-        db.run(partial(commit_build, ns=ns, kind=kind, inputs=inputs), write=True, background=True)
+        db.run(partial(commit_build, ns=ns, kind=kind, inputs=inputs), write=True, background=True, kind="publish")
     return changed
 
 
@@ -512,6 +513,7 @@ def commit_build(conn: sqlite3.Connection, ns: str, kind: str, inputs: int) -> i
     ).fetchall()
     if not rows and not staged:
         return 0
+    tally(len(rows) + len(staged))
     version = bump_version(conn)
     why = f"built from {ns_of_key(ns)}#{kind} up to LSN {inputs}"
     for bid, hid, status in rows:

@@ -88,7 +88,7 @@ from memory_core.settings import get_settings
 from . import beliefs_store, log, log_checkpoint, log_ops, log_view, scoped, vectors
 from .belief_index import BeliefIndex
 from .blas import limit_blas
-from .connection import Database, SQLiteOptions, parse_url
+from .connection import Database, SQLiteOptions, parse_url, tally
 from .filters import compile_filter
 from .index import CandidateRows, ItemIndex
 from .pooled import PooledIndex
@@ -267,16 +267,17 @@ class SQLiteEngine(MemoryEngine):
                 at = now_us()
                 return [StoreReceipt(id=row.id, replayed=insert(conn, row, at) is None) for row in rows]
 
-            return self._db.run(tx, write=True, relaxed=True)
+            return self._db.run(tx, write=True, relaxed=True, kind="live")
         receipts: list[StoreReceipt] = []
         for start in range(0, len(rows), VISIBLE_CHUNK):
             part = rows[start : start + VISIBLE_CHUNK]
 
             def chunk_tx(conn: sqlite3.Connection, part: Sequence[Prepared] = part) -> Receipts:
                 at = now_us()
+                tally(len(part))
                 return [StoreReceipt(id=row.id, replayed=insert(conn, row, at) is None) for row in part]
 
-            receipts.extend(self._db.run(chunk_tx, write=True, background=True))
+            receipts.extend(self._db.run(chunk_tx, write=True, background=True, kind="visible"))
         self.drain_pending()
         self._db.sync()  # background work: durable once it returns (``connection``)
         return receipts
@@ -328,7 +329,11 @@ class SQLiteEngine(MemoryEngine):
             computed = [(seq, text, vec_blob(embed(text))) for seq, text in rows]
             for start in range(0, len(computed), INDEX_CHUNK):
                 write = partial(index_rows, rows=computed[start : start + INDEX_CHUNK])
-                done = self._db.run(write, write=True, background=True) if wait else self._db.try_write(write)
+                done = (
+                    self._db.run(write, write=True, background=True, kind="index")
+                    if wait
+                    else self._db.try_write(write, kind="index")
+                )
                 if done is None:
                     return total
                 total += done
@@ -373,7 +378,9 @@ class SQLiteEngine(MemoryEngine):
                 break
             encoded = model.encode([text for _, text in rows])
             seqs = [seq for seq, _ in rows]
-            self._db.run(partial(vectors.write, model=model.name, seqs=seqs, encoded=encoded), write=True)
+            self._db.run(
+                partial(vectors.write, model=model.name, seqs=seqs, encoded=encoded), write=True, kind="vectors"
+            )
             done += len(rows)
             if len(rows) < take:
                 break
@@ -673,7 +680,7 @@ class SQLiteEngine(MemoryEngine):
 
     def compact_log(self, upto: int) -> int:
         """Compact the log's records up to ``upto`` into a checkpoint (``log_checkpoint``); how many went."""
-        return self._db.run(partial(log_checkpoint.compact, upto=upto), write=True, background=True)
+        return self._db.run(partial(log_checkpoint.compact, upto=upto), write=True, background=True, kind="compact")
 
     def _scopes(self, request: ConsolidateRequest) -> list[BuildScope]:
         return build_scopes(self._read(partial(scope_rows, request=request)))

@@ -22,6 +22,7 @@ from memory_core.memory_log import Held, MemoryStatus, RecordOp, Tier
 from memory_core.scoring import embed
 
 from . import beliefs_store, fts, log
+from .connection import tally
 from .rows import META_COLUMN_NAMES, chunks, meta_columns, now_us, ns_key, placeholders, vec_blob
 
 __all__ = ["Prepared", "delete_seqs", "drain", "index_rows", "insert", "now_us", "pending_texts", "prepare"]
@@ -140,6 +141,7 @@ def index_rows(conn: sqlite3.Connection, rows: Iterable[tuple[int, str, bytes]])
         conn.execute("UPDATE items SET vec = ? WHERE seq = ?", (vec, seq))
         fts.add(conn, seq)
         done += 1
+        tally()
     return done
 
 
