@@ -54,12 +54,14 @@ from memory_core.scoring import embed
 
 from . import log
 from .belief_index import bump_version, evidence_of, rank
-from .connection import Database, tally
+from .connection import TX_BUDGET_S, Database, held_s, tally
 from .filters import reach_sql
 from .rows import META_COLUMN_NAMES, chunks, meta_columns, now_us, ns_of_key, placeholders, vec_blob
 
 __all__ = [
     "BUILD_CHUNK",
+    "BUILD_TX_ITEMS",
+    "PUBLISH_MAX",
     "STAGING",
     "LOCK_BUDGET_S",
     "LOCK_GAP_S",
@@ -74,12 +76,18 @@ __all__ = [
 
 BUILD_CHUNK: Final = 500
 """Most items one round reads and extracts (outside the write lock)."""
-MERGE_BATCH: Final = 10
+MERGE_BATCH: Final = 1
 """Items merged and saved between two looks at the clock inside a build transaction."""
-LOCK_BUDGET_S: Final = 0.01
+LOCK_BUDGET_S: Final = TX_BUDGET_S
 """A build transaction commits once it has held the write lock this long, seconds (memory-core choice: a live
 ``store_with(accepted)`` waits for at most one build transaction; a build commits without an fsync under the
 lock (``connection``: background writes), so a commit costs little and transactions can be short)."""
+BUILD_TX_ITEMS: Final = 32
+"""Most items one build transaction merges, whatever the clock says (``connection.Holds.most_items``)."""
+PUBLISH_MAX: Final = 32
+"""A build commits (``commit_build``) once it has changed this many beliefs since its last commit, so a commit's
+transaction applies at most this many plus one item's (memory-core choice: a commit costs an ``UPDATE`` and a log
+record per belief, and a big scope's build changes thousands)."""
 LOCK_GAP_S: Final = 0.002
 """Pause between two write transactions of a build, seconds. A live write does not need it (a build is a
 background write and stands back while a live write waits: ``connection``); it lets other background writers
@@ -378,13 +386,20 @@ def _statements(rows: Sequence[_Row]) -> list[_Group]:
 
 
 def _write_round(
-    conn: sqlite3.Connection, ns: str, kind: str, mark: int, groups: Sequence[_Group], budget_s: float
+    conn: sqlite3.Connection,
+    ns: str,
+    kind: str,
+    mark: int,
+    groups: Sequence[_Group],
+    budget_s: float,
+    room: int = PUBLISH_MAX,
 ) -> tuple[set[str], int] | None:
     """Merge ``groups`` from the start while the lock budget lasts; ``(changed ids, items done)``.
 
-    None when the watermark is no longer ``mark`` (another build got there first).
+    Stops after the batch during which the transaction had held the lock ``budget_s``, after ``BUILD_TX_ITEMS``
+    items, or once ``room`` beliefs have changed (the build then commits them: ``PUBLISH_MAX``); at least one
+    batch. None when the watermark is no longer ``mark`` (another build got there first).
     """
-    started = time.monotonic()
     row = conn.execute("SELECT built_seq FROM scopes WHERE ns = ? AND kind = ?", (ns, kind)).fetchone()
     if row is None or int(row[0]) != mark:
         return None
@@ -420,7 +435,7 @@ def _write_round(
             (last, last, now_us(), ns, kind),
         )
         tally(len(batch))
-        if time.monotonic() - started >= budget_s:
+        if held_s() >= budget_s or done >= BUILD_TX_ITEMS or len(changed) >= room:
             break
     return changed, done
 
@@ -444,14 +459,17 @@ def build_scope(
         budget_s: A write transaction commits once it has held the lock this long, seconds.
         gap_s: Pause between two write transactions of one round, seconds (``LOCK_GAP_S``).
 
-    The beliefs it creates are published together at its end by ``commit_build``: one log transaction of their
-    ``put`` records, naming the LSN its inputs were written by; a build that stops midway publishes none (the
-    next build of the scope that changes a belief publishes them).
+    The beliefs it creates are published by ``commit_build``: one log transaction of their ``put`` records,
+    naming the LSN its inputs were written by, at its end or whenever it has changed ``PUBLISH_MAX`` beliefs
+    since its last commit (so every commit's transaction is bounded; what a commit publishes is everything built
+    from the scope's items up to the watermark). A build that stops midway publishes none of what it changed
+    since its last commit (the next build of the scope that changes a belief publishes them).
 
     Raises:
         EngineUnavailable: the file stayed locked (``Database.run``).
     """
     changed: set[str] = set()
+    unpublished: set[str] = set()
     inputs = 0
     while True:
         mark, rows, more, lsn = db.run(partial(_read_round, ns=ns, kind=kind, chunk=chunk))
@@ -461,23 +479,34 @@ def build_scope(
         groups = _statements(rows)
         done = 0
         while done < len(groups):
-            step = partial(_write_round, ns=ns, kind=kind, mark=mark, groups=groups[done:], budget_s=budget_s)
+            room = max(1, PUBLISH_MAX - len(unpublished))
+            step = partial(
+                _write_round, ns=ns, kind=kind, mark=mark, groups=groups[done:], budget_s=budget_s, room=room
+            )
             result = db.run(step, write=True, background=True, kind="build")
             if result is None:
                 break  # another build moved the watermark: read again from it
             ids, n = result
             changed |= ids
+            unpublished |= ids
             done += n
             mark = groups[done - 1][0]
+            if len(unpublished) >= PUBLISH_MAX:
+                _publish(db, ns, kind, inputs)
+                unpublished.clear()
             if done < len(groups):
                 time.sleep(gap_s)  # let a waiting writer in before taking the lock again
         else:
             if not more:
                 break
-    commit: bool = bool(changed) or db.run(partial(_unpublished, ns=ns, kind=kind))  # a stopped build's work too
+    commit: bool = bool(unpublished) or db.run(partial(_unpublished, ns=ns, kind=kind))  # a stopped build's too
     if commit:
-        db.run(partial(commit_build, ns=ns, kind=kind, inputs=inputs), write=True, background=True, kind="publish")
+        _publish(db, ns, kind, inputs)
     return changed
+
+
+def _publish(db: Database, ns: str, kind: str, inputs: int) -> None:
+    db.run(partial(commit_build, ns=ns, kind=kind, inputs=inputs), write=True, background=True, kind="publish")
 
 
 def _unpublished(conn: sqlite3.Connection, ns: str, kind: str) -> bool:

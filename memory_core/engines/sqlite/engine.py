@@ -81,14 +81,14 @@ from memory_core.query import (
     RecallRequest,
     StoreReceipt,
 )
-from memory_core.retrieval.embedder import F32, Embedder, embedder_for, embedder_name
+from memory_core.retrieval.embedder import F32, Embedder, Encoded, embedder_for, embedder_name
 from memory_core.scoring import embed
 from memory_core.settings import get_settings
 
 from . import beliefs_store, log, log_checkpoint, log_ops, log_view, scoped, vectors
 from .belief_index import BeliefIndex
 from .blas import limit_blas
-from .connection import Database, SQLiteOptions, parse_url, tally
+from .connection import TX_BUDGET_S, Database, SQLiteOptions, held_s, parse_url, tally
 from .filters import compile_filter
 from .index import CandidateRows, ItemIndex
 from .pooled import PooledIndex
@@ -101,9 +101,27 @@ from .scoped import newest_per_scope, row_scopes, windowed
 from .scopes import build_scopes, counts, decode_cursor, encode_cursor, scope_rows
 from .search import hint_window
 from .token_cache import TokenCache
-from .writes import Prepared, delete_seqs, index_rows, insert, pending_texts, prepare
+from .writes import Prepared, delete_seqs, index_within, insert, insert_within, pending_texts, prepare
 
 __all__ = ["SQLiteEngine"]
+
+
+def _write_vectors(conn: sqlite3.Connection, model: str, seqs: Sequence[int], encoded: Encoded, start: int) -> int:
+    """Write the vectors of ``seqs[start:]`` one item at a time while the lock budget lasts; how many were consumed.
+
+    At most ``VECTORS_CHUNK`` and at least one, as ``writes.insert_within`` (items deleted since are skipped by
+    ``vectors.write``).
+    """
+    end = min(len(seqs), start + VECTORS_CHUNK)
+    at = start
+    while at < end:
+        one = Encoded(pooled=encoded.pooled[at : at + 1], tokens=encoded.tokens[at : at + 1])
+        vectors.write(conn, model, seqs[at : at + 1], one)
+        at += 1
+        tally()
+        if held_s() >= TX_BUDGET_S:
+            break
+    return at - start
 
 
 def _one(predicate: tuple[str, list[Any]]) -> tuple[Any, ...]:
@@ -116,12 +134,16 @@ _ITEM_CACHE = 4096
 """Parsed items kept per engine, by seq (items never change once stored)."""
 _DRAIN_BATCH = 1000
 _RECENT_READS = 64
-INDEX_CHUNK = 50
-"""Pending rows indexed per background transaction, their embeddings computed before it (memory-core choice:
-a few ms of FTS inserts, so a live write waiting behind one waits that long)."""
-VISIBLE_CHUNK = 20
-"""Items per write transaction of a ``visible`` batch (memory-core choice: 20 embedded passages insert with
-their FTS rows in a few ms, so a live write waiting behind one chunk waits that long)."""
+INDEX_CHUNK = 16
+"""Most pending rows indexed per background transaction, their embeddings computed before it; it commits sooner
+once it has held the lock ``connection.TX_BUDGET_S`` (memory-core choice: a live write waiting behind one waits
+about a millisecond)."""
+VISIBLE_CHUNK = 8
+"""Most items per write transaction of a ``visible`` batch, embedded before it; it commits sooner once it has
+held the lock ``connection.TX_BUDGET_S`` (memory-core choice, as ``INDEX_CHUNK``)."""
+VECTORS_CHUNK = 8
+"""Most items whose model vectors (~14 KB each) one background transaction of ``embed_backlog`` writes; it
+commits sooner once it has held the lock ``connection.TX_BUDGET_S`` (memory-core choice, as ``INDEX_CHUNK``)."""
 _FOLD_WAIT_S = 1.0
 """Longest a read waits for another thread of this engine that is indexing pending rows (*memory-core*: the
 reads of one pack run on several threads, and without waiting only the one that drained saw a turn just stored
@@ -256,10 +278,11 @@ class SQLiteEngine(MemoryEngine):
 
         An ``accepted`` write is the live turn's: one short transaction, no embedding, committed with
         ``synchronous = NORMAL`` (``connection``: durable once it returns unless the machine loses power).
-        A ``visible`` batch (ingestion) was embedded before the lock (``prepare``); it is written
-        ``VISIBLE_CHUNK`` items per background transaction, so a live write never waits behind a whole batch
-        (the contract lets a failed batch keep its earlier items), and older pending rows are then indexed with
-        their embeddings computed outside the lock (``drain_pending``).
+        A ``visible`` batch (ingestion) was embedded before the lock (``prepare``); it is written in background
+        transactions of at most ``VISIBLE_CHUNK`` items that commit once they have held the lock
+        ``connection.TX_BUDGET_S``, so a live write never waits behind a whole batch (the contract lets a failed
+        batch keep its earlier items), and older pending rows are then indexed with their embeddings computed
+        outside the lock (``drain_pending``).
         """
         if not visible:
 
@@ -269,15 +292,13 @@ class SQLiteEngine(MemoryEngine):
 
             return self._db.run(tx, write=True, relaxed=True, kind="live")
         receipts: list[StoreReceipt] = []
-        for start in range(0, len(rows), VISIBLE_CHUNK):
-            part = rows[start : start + VISIBLE_CHUNK]
-
-            def chunk_tx(conn: sqlite3.Connection, part: Sequence[Prepared] = part) -> Receipts:
-                at = now_us()
-                tally(len(part))
-                return [StoreReceipt(id=row.id, replayed=insert(conn, row, at) is None) for row in part]
-
-            receipts.extend(self._db.run(chunk_tx, write=True, background=True, kind="visible"))
+        while len(receipts) < len(rows):
+            part = rows[len(receipts) :]
+            seqs = self._db.run(
+                partial(insert_within, rows=part, cap=VISIBLE_CHUNK), write=True, background=True, kind="visible"
+            )
+            written = zip(part[: len(seqs)], seqs, strict=True)
+            receipts.extend(StoreReceipt(id=row.id, replayed=seq is None) for row, seq in written)
         self.drain_pending()
         self._db.sync()  # background work: durable once it returns (``connection``)
         return receipts
@@ -327,16 +348,18 @@ class SQLiteEngine(MemoryEngine):
             if not rows:
                 return total
             computed = [(seq, text, vec_blob(embed(text))) for seq, text in rows]
-            for start in range(0, len(computed), INDEX_CHUNK):
-                write = partial(index_rows, rows=computed[start : start + INDEX_CHUNK])
-                done = (
+            start = 0
+            while start < len(computed):
+                write = partial(index_within, rows=computed[start:], cap=INDEX_CHUNK)
+                step = (
                     self._db.run(write, write=True, background=True, kind="index")
                     if wait
                     else self._db.try_write(write, kind="index")
                 )
-                if done is None:
+                if step is None:
                     return total
-                total += done
+                start += step[0]
+                total += step[1]
             if len(rows) < _DRAIN_BATCH:
                 return total
 
@@ -361,8 +384,11 @@ class SQLiteEngine(MemoryEngine):
     def embed_backlog(self, limit: int | None = None, batch: int | None = None) -> int:
         """Encode stored items that have no vectors of the current model, ``batch`` at a time; how many were.
 
-        The model runs outside any transaction; each batch's vectors are written in one short write. This is
-        the workers' work (the ``embed_items`` job, ``workers.embedding``): never called on a write.
+        The model runs outside any transaction; each batch's vectors are written in background transactions
+        (``connection``: a live write goes first) of at most ``VECTORS_CHUNK`` items, each committing once it
+        has held the lock ``connection.TX_BUDGET_S``, and the call ends with one fsync of the log, holding no
+        lock. This is the workers' work (the ``embed_items`` job, ``workers.embedding``): never called on a
+        write.
 
         Args:
             limit: Most items to encode (None: until none waits).
@@ -378,12 +404,15 @@ class SQLiteEngine(MemoryEngine):
                 break
             encoded = model.encode([text for _, text in rows])
             seqs = [seq for seq, _ in rows]
-            self._db.run(
-                partial(vectors.write, model=model.name, seqs=seqs, encoded=encoded), write=True, kind="vectors"
-            )
+            start = 0
+            while start < len(seqs):
+                body = partial(_write_vectors, model=model.name, seqs=seqs, encoded=encoded, start=start)
+                start += self._db.run(body, write=True, background=True, kind="vectors")
             done += len(rows)
             if len(rows) < take:
                 break
+        if done:
+            self._db.sync()  # background work: durable once it returns (``connection``)
         return done
 
     # deletes ---------------------------------------------------------------------------------------------
