@@ -516,7 +516,10 @@ class Database:
 
     def _held(self, kind: str, seconds: float, items: int = 0) -> None:
         with self._stats_lock:
-            self.stats.holds.setdefault(kind, Holds()).add(seconds, items)
+            holds = self.stats.holds.get(kind)
+            if holds is None:
+                holds = self.stats.holds[kind] = Holds()
+            holds.add(seconds, items)
 
     def _behind(self, conn: sqlite3.Connection) -> int | None:
         """The background transactions committed so far (``meta.background_tx``; None before the schema exists)."""

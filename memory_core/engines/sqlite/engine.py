@@ -708,8 +708,19 @@ class SQLiteEngine(MemoryEngine):
         return self._db.run(partial(log_ops.move, ids=ids, tier=tier, reason=reason), write=True)
 
     def compact_log(self, upto: int) -> int:
-        """Compact the log's records up to ``upto`` into a checkpoint (``log_checkpoint``); how many went."""
-        return self._db.run(partial(log_checkpoint.compact, upto=upto), write=True, background=True, kind="compact")
+        """Compact the log's records up to ``upto`` into a checkpoint (``log_checkpoint``); how many went.
+
+        Background work in transactions of at most ``log_checkpoint.COMPACT_STEP`` records (``compact_step``),
+        ending with one fsync of the log, holding no lock.
+        """
+        total = 0
+        while step := self._db.run(
+            partial(log_checkpoint.compact_step, upto=upto), write=True, background=True, kind="compact"
+        ):
+            total += step
+        if total:
+            self._db.sync()
+        return total
 
     def _scopes(self, request: ConsolidateRequest) -> list[BuildScope]:
         return build_scopes(self._read(partial(scope_rows, request=request)))
