@@ -12,13 +12,16 @@ Writes come in two priorities:
 
 * **live** (``store_with(accepted)``, forget, erase, migrations): the writer holds the *gate* (an ``flock`` on
   ``<file>-gate``) shared from its first attempt to its commit;
-* **background** (builds, ingestion's ``visible`` batches, folding pending rows): before each ``BEGIN IMMEDIATE``
-  the writer takes the gate exclusively without waiting, and lets it go as soon as the transaction has begun.
-  When a live writer holds the gate, it stands back (``WriteStats.yields``) and tries again.
+* **background** (builds and their commits, ingestion's ``visible`` batches, folding pending rows, the
+  embedding job's vectors, log compaction): before each ``BEGIN IMMEDIATE`` the writer takes the gate
+  exclusively without waiting, and lets it go as soon as the transaction has begun. When a live writer holds the
+  gate, it stands back (``WriteStats.yields``) and tries again.
 
 So once a live writer waits, no background transaction can begin: it waits for at most the one background
-transaction already holding the lock (a build commits every ``beliefs_store.LOCK_BUDGET_S``), plus other live
-writes, each one short transaction. A background writer waits for the gate only as long as live writes keep
+transaction already holding the lock, plus other live writes, each one short transaction. Every background
+transaction's body commits once it has held the lock ``TX_BUDGET_S`` (checked after each item: ``held_s``) or
+at its kind's item cap, and counts its items (``tally``); ``WriteStats.holds`` records each transaction's hold
+and items per kind. A background writer waits for the gate only as long as live writes keep
 coming; the gate is released when a process dies (``flock`` locks belong to the open file). The gate only
 orders writers: SQLite's own locks keep them correct, so a gate file removed by the last process closing the
 database (as SQLite removes the WAL) while another opens it costs at most a moment's ordering.
