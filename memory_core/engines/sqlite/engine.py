@@ -101,7 +101,7 @@ from .scoped import newest_per_scope, row_scopes, windowed
 from .scopes import build_scopes, counts, decode_cursor, encode_cursor, scope_rows
 from .search import hint_window
 from .token_cache import TokenCache
-from .writes import Prepared, delete_seqs, index_within, insert, insert_within, pending_texts, prepare
+from .writes import Prepared, delete_seqs, index_within, insert, pending_texts, prepare
 
 __all__ = ["SQLiteEngine"]
 
@@ -109,7 +109,7 @@ __all__ = ["SQLiteEngine"]
 def _write_vectors(conn: sqlite3.Connection, model: str, seqs: Sequence[int], encoded: Encoded, start: int) -> int:
     """Write the vectors of ``seqs[start:]`` one item at a time while the lock budget lasts; how many were consumed.
 
-    At most ``VECTORS_CHUNK`` and at least one, as ``writes.insert_within`` (items deleted since are skipped by
+    At most ``VECTORS_CHUNK`` and at least one, as ``writes.index_within`` (items deleted since are skipped by
     ``vectors.write``).
     """
     end = min(len(seqs), start + VECTORS_CHUNK)
@@ -138,9 +138,10 @@ INDEX_CHUNK = 16
 """Most pending rows indexed per background transaction, their embeddings computed before it; it commits sooner
 once it has held the lock ``connection.TX_BUDGET_S`` (memory-core choice: a live write waiting behind one waits
 about a millisecond)."""
-VISIBLE_CHUNK = 8
-"""Most items per write transaction of a ``visible`` batch, embedded before it; it commits sooner once it has
-held the lock ``connection.TX_BUDGET_S`` (memory-core choice, as ``INDEX_CHUNK``)."""
+VISIBLE_CHUNK = 4
+"""Items per write transaction of a ``visible`` batch, embedded before it (memory-core choice: about a
+millisecond of inserts with their FTS rows; a fixed count, not the clock, so a batch of up to this many is one
+transaction whatever the machine's load)."""
 VECTORS_CHUNK = 8
 """Most items whose model vectors (~14 KB each) one background transaction of ``embed_backlog`` writes; it
 commits sooner once it has held the lock ``connection.TX_BUDGET_S`` (memory-core choice, as ``INDEX_CHUNK``)."""
@@ -278,11 +279,10 @@ class SQLiteEngine(MemoryEngine):
 
         An ``accepted`` write is the live turn's: one short transaction, no embedding, committed with
         ``synchronous = NORMAL`` (``connection``: durable once it returns unless the machine loses power).
-        A ``visible`` batch (ingestion) was embedded before the lock (``prepare``); it is written in background
-        transactions of at most ``VISIBLE_CHUNK`` items that commit once they have held the lock
-        ``connection.TX_BUDGET_S``, so a live write never waits behind a whole batch (the contract lets a failed
-        batch keep its earlier items), and older pending rows are then indexed with their embeddings computed
-        outside the lock (``drain_pending``).
+        A ``visible`` batch (ingestion) was embedded before the lock (``prepare``); it is written
+        ``VISIBLE_CHUNK`` items per background transaction, so a live write never waits behind a whole batch
+        (the contract lets a failed batch keep its earlier items), and older pending rows are then indexed with
+        their embeddings computed outside the lock (``drain_pending``).
         """
         if not visible:
 
@@ -292,13 +292,15 @@ class SQLiteEngine(MemoryEngine):
 
             return self._db.run(tx, write=True, relaxed=True, kind="live")
         receipts: list[StoreReceipt] = []
-        while len(receipts) < len(rows):
-            part = rows[len(receipts) :]
-            seqs = self._db.run(
-                partial(insert_within, rows=part, cap=VISIBLE_CHUNK), write=True, background=True, kind="visible"
-            )
-            written = zip(part[: len(seqs)], seqs, strict=True)
-            receipts.extend(StoreReceipt(id=row.id, replayed=seq is None) for row, seq in written)
+        for start in range(0, len(rows), VISIBLE_CHUNK):
+            part = rows[start : start + VISIBLE_CHUNK]
+
+            def chunk_tx(conn: sqlite3.Connection, part: Sequence[Prepared] = part) -> Receipts:
+                at = now_us()
+                tally(len(part))
+                return [StoreReceipt(id=row.id, replayed=insert(conn, row, at) is None) for row in part]
+
+            receipts.extend(self._db.run(chunk_tx, write=True, background=True, kind="visible"))
         self.drain_pending()
         self._db.sync()  # background work: durable once it returns (``connection``)
         return receipts

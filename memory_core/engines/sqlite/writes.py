@@ -32,7 +32,6 @@ __all__ = [
     "index_rows",
     "index_within",
     "insert",
-    "insert_within",
     "now_us",
     "pending_texts",
     "prepare",
@@ -131,27 +130,6 @@ def insert(conn: sqlite3.Connection, row: Prepared, at_us: int) -> int | None:
     return seq
 
 
-def insert_within(
-    conn: sqlite3.Connection, rows: Sequence[Prepared], cap: int, budget_s: float = TX_BUDGET_S
-) -> list[int | None]:
-    """Insert ``rows`` from the start while the transaction's lock budget lasts (``insert`` each).
-
-    Stops after the item during which the transaction had held the lock ``budget_s`` (``connection.held_s``), or
-    after ``cap`` items: at least one. Each is counted (``connection.tally``).
-
-    Returns:
-        ``insert``'s answer per item written, in order (the caller writes the rest in the next transaction).
-    """
-    out: list[int | None] = []
-    at = now_us()
-    for row in rows[:cap]:
-        out.append(insert(conn, row, at))
-        tally()
-        if held_s() >= budget_s:
-            break
-    return out
-
-
 def pending_texts(conn: sqlite3.Connection, limit: int) -> list[tuple[int, str]]:
     """Up to ``limit`` pending ``(seq, text)`` pairs, oldest first."""
     rows = conn.execute(
@@ -175,7 +153,10 @@ def index_rows(conn: sqlite3.Connection, rows: Iterable[tuple[int, str, bytes]])
 def index_within(
     conn: sqlite3.Connection, rows: Sequence[tuple[int, str, bytes]], cap: int, budget_s: float = TX_BUDGET_S
 ) -> tuple[int, int]:
-    """``index_rows`` from the start while the transaction's lock budget lasts (as ``insert_within``).
+    """``index_rows`` from the start while the transaction's lock budget lasts.
+
+    Stops after the row during which the transaction had held the lock ``budget_s`` (``connection.held_s``), or
+    after ``cap`` rows: at least one. Each is counted (``connection.tally``).
 
     Returns:
         ``(rows consumed, rows indexed)``: the caller indexes the rest in the next transaction.
