@@ -25,6 +25,7 @@ from pathlib import Path
 from memory_core import (
     ConsolidateRequest,
     Conversation,
+    Document,
     MemoryMeta,
     Namespace,
     ObservedActor,
@@ -183,6 +184,23 @@ def test_live_writes_never_checkpoint_or_sync_and_background_work_does(tmp_path:
         engine.consolidate(ConsolidateRequest(reach=Reach.subtree()))
         assert stats.syncs == 2  # the build (and the drain before it) end with one fsync of the log
         assert set(seen[20:]) == {connection.CHECKPOINT_BYTES}
+
+
+def test_a_checkpointed_log_is_checkpointed_again_only_once_it_grows_past_the_threshold(tmp_path: Path) -> None:
+    """The log's file keeps its size after a checkpoint unless ``journal_size_limit`` cuts it back: without it,
+    every background commit after the log first passed ``CHECKPOINT_BYTES`` checkpointed again."""
+    with SQLiteEngine(tmp_path / "memory.db") as engine:
+        stats = engine._db.stats
+        n = 0
+        while stats.checkpoints == 0:  # background writes until the log passes the threshold
+            engine.store_many([Document.of(f"page {n} " + f"line {n} of many words " * 4000, MemoryMeta())])
+            n += 1
+            assert n < 200
+        wal = engine._db._wal
+        for i in range(30):
+            engine.store_many([turn(i, BUILT, tag=" small")])
+        assert stats.checkpoints == 1 and stats.background > 30
+        assert wal.stat().st_size <= connection.CHECKPOINT_BYTES  # cut back when SQLite wrote it from the top
 
 
 def _spy(fn: Callable[[sqlite3.Connection, int], None], seen: list[int]) -> Callable[[sqlite3.Connection, int], None]:

@@ -30,7 +30,11 @@ database (as SQLite removes the WAL) while another opens it costs at most a mome
 again in every commit while readers keep it from finishing: a live write would pay for a build's pages (and a
 sync of the file). Connections run with ``wal_autocheckpoint = 0``; a background write checkpoints
 (``PASSIVE``, never waiting) after its commit once the log passes ``CHECKPOINT_BYTES``, a live write only past
-``LIVE_CHECKPOINT_BYTES`` (a host writing with nothing in the background still bounds its log).
+``LIVE_CHECKPOINT_BYTES`` (a host writing with nothing in the background still bounds its log). The log's file
+keeps its size when SQLite starts writing it from the top again after a checkpoint, so connections run with
+``journal_size_limit = CHECKPOINT_BYTES`` (sqlite.org/pragma.html#pragma_journal_size_limit): the file is cut
+back to it then, and only a log that grew past it again is checkpointed (without it, once the log had passed
+4 MB, every background commit checkpointed: 568 checkpoints in one bench phase against 516 build windows).
 
 **Durability** (``docs/live-turn.md``): a live ``accepted`` write (``relaxed``) and every background write commit
 with ``synchronous = NORMAL``: in WAL mode a commit survives the death of the process at once, and no fsync is
@@ -461,6 +465,7 @@ class Database:
             conn.execute("PRAGMA temp_store = MEMORY")
             conn.execute("PRAGMA cache_size = -32000")
             conn.execute("PRAGMA wal_autocheckpoint = 0")  # checkpoints are background work (``_checkpoint``)
+            conn.execute(f"PRAGMA journal_size_limit = {CHECKPOINT_BYTES}")  # the log's size says what is due
         except sqlite3.Error as exc:
             raise self._failed(exc) from None
         return conn
