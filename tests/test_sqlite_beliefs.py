@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
@@ -80,15 +81,15 @@ def writes(engine: SQLiteEngine, monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 
 def loads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The keys of the beliefs read back from the file from now on."""
+    """The keys of the beliefs read back from the file from now on (each state read, parsed or kept parsed)."""
     seen: list[str] = []
-    real = Belief.from_state.__func__  # type: ignore[attr-defined]
+    real = beliefs_store._parsed
 
-    def counting(cls: type[Belief], data: dict[str, Any]) -> Belief:
-        seen.append(data["key"])
-        return real(cls, data)  # type: ignore[no-any-return]
+    def counting(state: str) -> Belief:
+        seen.append(json.loads(state)["key"])
+        return real(state)
 
-    monkeypatch.setattr(Belief, "from_state", classmethod(counting))
+    monkeypatch.setattr(beliefs_store, "_parsed", counting)
     return seen
 
 

@@ -28,7 +28,7 @@ import json
 import sqlite3
 import time
 from collections.abc import Sequence
-from functools import partial
+from functools import lru_cache, partial
 from typing import Any, Final
 
 from memory_core.beliefs import (
@@ -111,6 +111,8 @@ STAGING: Final = (
 ``belief_staged`` the belief's new state (its build ``status``; ``restore``: it did not hold when staged, so the
 commit writes its ``restore``), ``belief_staged_evidence`` the evidence it gained. No read looks at them; the
 build's own later windows read them over the published rows (``_candidates``, ``_held``)."""
+PARSED_STATES: Final = 8192
+"""Distinct belief states ``_parsed`` keeps per process (a few MB; memory-core choice)."""
 _NEWEST: Final = "observed_at DESC, last_seq DESC, key DESC"
 """SQL order of a subject's members, newest first, as ``Belief.newness`` then key (NULL, undated, sorts
 lowest: sqlite.org/datatype3.html §4.1)."""
@@ -132,13 +134,32 @@ _Group = tuple[int, str, list[Statement]]
 
 
 # loading ------------------------------------------------------------------------------------------------
+@lru_cache(maxsize=PARSED_STATES)
+def _vec(text: str) -> bytes:
+    """The stored vector of a belief's text (``scoring.embed``), computed once per process per text.
+
+    A build computes its statements' before the write lock (``_statements``): a belief reads as one of them.
+    """
+    return vec_blob(embed(text))
+
+
+@lru_cache(maxsize=PARSED_STATES)
+def _parsed(state: str) -> Belief:
+    """The belief a stored state (JSON text) describes, parsed once per process per distinct state.
+
+    A ``Belief`` is immutable, so one parsed value serves every window that loads the same row unchanged
+    (issue 12: parsing the candidates' states was most of a build window's time under the write lock).
+    """
+    return Belief.from_state(json.loads(state))
+
+
 def _load(conn: sqlite3.Connection, ns: str, from_kind: str, where: str, values: Sequence[Any]) -> dict[int, Belief]:
     out: dict[int, Belief] = {}
     for chunk in chunks(values):
         cond = where.format(marks=placeholders(len(chunk)))
         sql = f"SELECT bid, state FROM beliefs WHERE ns = ? AND from_kind = ? AND {cond}"
         for bid, state in conn.execute(sql, (ns, from_kind, *chunk)):
-            out[int(bid)] = Belief.from_state(json.loads(state))
+            out[int(bid)] = _parsed(state)
     return out
 
 
@@ -174,7 +195,7 @@ def _candidates(conn: sqlite3.Connection, ns: str, from_kind: str, want: Lookup)
         for bid, state in conn.execute(
             f"SELECT bid, state FROM belief_staged WHERE bid IN ({placeholders(len(chunk))})", chunk
         ):
-            found[int(bid)] = Belief.from_state(json.loads(state))  # this build's (or a stopped one's) newer state
+            found[int(bid)] = _parsed(state)  # this build's (or a stopped one's) newer state
     return found
 
 
@@ -211,7 +232,7 @@ def _insert(
         (
             belief_id(ns_of_key(ns), from_kind, belief.key), ns, from_kind, belief.key, belief.subject,
             status, belief.text, belief.kind.value, belief.confidence, state, belief.meta.to_json(),
-            *meta_columns(belief.meta), belief.last_seq, at_us, vec_blob(embed(belief.text)), version,
+            *meta_columns(belief.meta), belief.last_seq, at_us, _vec(belief.text), version,
         ),
     )  # fmt: skip
     bid = int(cur.lastrowid or 0)
@@ -242,7 +263,7 @@ def _update(
     if new.text != old.text:  # a rebuild after its text's item was forgotten
         conn.execute(
             "UPDATE beliefs SET text = ?, learning_kind = ?, vec = ? WHERE bid = ?",
-            (new.text, new.kind.value, vec_blob(embed(new.text)), bid),
+            (new.text, new.kind.value, _vec(new.text), bid),
         )
         conn.execute("INSERT INTO beliefs_fts (beliefs_fts, rowid, text) VALUES ('delete', ?, ?)", (bid, old.text))
         conn.execute("INSERT INTO beliefs_fts (rowid, text) VALUES (?, ?)", (bid, new.text))
@@ -286,7 +307,7 @@ def _save(
             continue
         else:
             bid = int(row[0])
-            _update(conn, ns, from_kind, bid, Belief.from_state(json.loads(row[1])), belief, state, version)
+            _update(conn, ns, from_kind, bid, _parsed(row[1]), belief, state, version)
             if str(row[2]).startswith(PENDING):  # built by a build not committed yet: stays unpublished
                 conn.execute("UPDATE beliefs SET status = ? WHERE bid = ?", (PENDING + belief.status.value, bid))
             elif str(row[2]) in _NOT_HOLDING:
@@ -377,11 +398,12 @@ def _read_round(conn: sqlite3.Connection, ns: str, kind: str, chunk: int) -> tup
 
 
 def _statements(rows: Sequence[_Row]) -> list[_Group]:
-    """Parse and extract (pure, run outside the write lock)."""
+    """Parse and extract, and embed each statement's text for ``_vec`` (pure, run outside the write lock)."""
     sources = [SourceItem(seq=seq, id=item_id, item=parse_item(body)) for seq, item_id, body in rows]
     by_seq: dict[int, list[Statement]] = {}
     for st in extract(sources):
         by_seq.setdefault(st.seq, []).append(st)
+        _vec(st.text)  # a belief reads as one of its statements: its vector is ready before the lock
     return [(src.seq, src.id, by_seq.get(src.seq, [])) for src in sources]
 
 
@@ -551,8 +573,8 @@ def commit_build(conn: sqlite3.Connection, ns: str, kind: str, inputs: int) -> i
         )
         log.put(conn, str(hid), Tier.LONG, why)
     for bid, state, restore, old_state, status, hid in staged:
-        new = Belief.from_state(json.loads(state))
-        _update(conn, ns, kind, int(bid), Belief.from_state(json.loads(old_state)), new, str(state), version)
+        new = _parsed(state)
+        _update(conn, ns, kind, int(bid), _parsed(old_state), new, str(state), version)
         if str(status) in _NOT_HOLDING:
             if restore:  # it did not hold when the build wrote it again: rule 4
                 log.append(conn, RecordOp.RESTORE, str(hid), Held(MemoryStatus.LIVE, Tier.LONG), why)
@@ -587,7 +609,7 @@ def retract(conn: sqlite3.Connection, removed_ids: Sequence[str]) -> int:
             f"(SELECT bid FROM belief_evidence WHERE item_id IN ({placeholders(len(chunk))}))",
             chunk,
         ):
-            affected.setdefault((str(ns), str(from_kind)), {})[int(bid)] = Belief.from_state(json.loads(state))
+            affected.setdefault((str(ns), str(from_kind)), {})[int(bid)] = _parsed(state)
         conn.execute(f"DELETE FROM belief_evidence WHERE item_id IN ({placeholders(len(chunk))})", chunk)
         dropped = [
             int(r[0])
@@ -608,7 +630,7 @@ def retract(conn: sqlite3.Connection, removed_ids: Sequence[str]) -> int:
                 (ns, from_kind, subject, BeliefStatus.SUPERSEDED.value, *beliefs),
             ).fetchone()
             if row is not None:
-                others.append(Belief.from_state(json.loads(row[0])))
+                others.append(_parsed(row[0]))
         changed, gone = retract_beliefs(list(beliefs.values()), survivors, others)
         _delete(conn, ns, from_kind, gone)
         _save(conn, ns, from_kind, changed, now_us(), restore=False)
