@@ -18,6 +18,9 @@ At each size, in the same run:
   transaction (``WriteStats.behind_more_than_one``: SQLite's own commit order), full belief-index loads and
   refreshes during (b), the most rows one History/Team read ranked, the most candidates one rerank scored, and
   query encodes per ``pre_turn``;
+* the lock holds per kind of write transaction during (b), the host's and the worker's (``WriteStats.holds``:
+  p99 in the row, p50, max, count and the most items one transaction wrote in its note; the host's beside (a)):
+  what a host write can wait behind, and what its own transaction costs;
 * the cold start, in a new process: its RSS before opening the file, then the first ``pre_turn``'s time and the
   RSS after it;
 * the read-pool question: ``pre_turn`` wall and CPU time with its reads on one thread against the shared pool.
