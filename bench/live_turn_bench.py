@@ -18,6 +18,9 @@ At each size, in the same run:
   transaction (``WriteStats.behind_more_than_one``: SQLite's own commit order), full belief-index loads and
   refreshes during (b), the most rows one History/Team read ranked, the most candidates one rerank scored, and
   query encodes per ``pre_turn``;
+* the lock holds per kind of write transaction during (b), the host's and the worker's (``WriteStats.holds``:
+  p99 in the row, p50, max, count and the most items one transaction wrote in its note; the host's beside (a)):
+  what a host write can wait behind, and what its own transaction costs;
 * the cold start, in a new process: its RSS before opening the file, then the first ``pre_turn``'s time and the
   RSS after it;
 * the read-pool question: ``pre_turn`` wall and CPU time with its reads on one thread against the shared pool.
@@ -35,6 +38,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -90,27 +94,36 @@ def _passages() -> list[BrainDocument]:
 
 
 def _worker(db: str, started: str, stop: str) -> None:
-    """Ingest 100 passages under a new collection, then build every due scope; again until ``stop`` exists."""
+    """Ingest 100 passages under a new collection, then build every due scope; again until ``stop`` exists.
+
+    On its way out (``stop``, or SIGTERM mid-build) it writes its lock holds per kind (``WriteStats.holds``) as
+    JSON to ``<stop>.holds``.
+    """
     if (os.cpu_count() or 1) >= 2:
         os.sched_setaffinity(0, {1})
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # a transaction in flight rolls back
     docs = _passages()
     with SQLiteEngine(db) as engine:
-        brain = Brain(engine, LAYOUT)
-        i = 0
-        while not Path(stop).exists():
-            start = (i * 100) % max(1, len(docs) - 100)
-            brain.ingest_many(docs[start : start + 100], collection=f"worker-{i}")
-            Path(started).touch()
-            engine.consolidate(BUILD_ALL)
-            engine.embed_backlog(limit=WORKER_EMBEDS)
-            i += 1
+        try:
+            brain = Brain(engine, LAYOUT)
+            i = 0
+            while not Path(stop).exists():
+                start = (i * 100) % max(1, len(docs) - 100)
+                brain.ingest_many(docs[start : start + 100], collection=f"worker-{i}")
+                Path(started).touch()
+                engine.consolidate(BUILD_ALL)
+                engine.embed_backlog(limit=WORKER_EMBEDS)
+                i += 1
+        finally:
+            Path(f"{stop}.holds").write_text(json.dumps(engine._db.stats.hold_summary()), encoding="utf-8")
 
 
 @contextmanager
-def _running_worker(db: Path, tmp: Path) -> Iterator[Path]:
+def _running_worker(db: Path, tmp: Path, holds: dict[str, dict[str, float]]) -> Iterator[Path]:
+    """The worker process while the block runs; ``holds`` gets its lock holds per kind once it has stopped."""
     started, stop = tmp / "worker.started", tmp / "worker.stop"
-    stop.unlink(missing_ok=True)
-    started.unlink(missing_ok=True)
+    for path in (started, stop, Path(f"{stop}.holds")):
+        path.unlink(missing_ok=True)
     env = {**os.environ, "MEMORY_CORE_DATA_DIR": str(get_settings().data_dir)}
     proc = subprocess.Popen(
         [sys.executable, "-m", "bench.live_turn_bench", "--worker", str(db), str(started), str(stop)],
@@ -130,6 +143,8 @@ def _running_worker(db: Path, tmp: Path) -> Iterator[Path]:
         except subprocess.TimeoutExpired:  # mid-build (a big scope): its transactions are atomic, stop it
             proc.terminate()
             proc.wait(timeout=60)
+        if Path(f"{stop}.holds").exists():
+            holds.update(json.loads(Path(f"{stop}.holds").read_text(encoding="utf-8")))
 
 
 # the host ----------------------------------------------------------------------------------------------------
@@ -192,6 +207,7 @@ class Timed:
     writes: int
     over_one: int
     encodes: int
+    holds: dict[str, dict[str, float]]
 
 
 def _calls(engine: SQLiteEngine, agent: str, questions: list[str], calls: int, base: int) -> Timed:
@@ -199,6 +215,7 @@ def _calls(engine: SQLiteEngine, agent: str, questions: list[str], calls: int, b
     engine._queries = QueryEncodings(lambda: engine.embedder)  # every phase encodes its questions, as users' are new
     stats = engine._db.stats
     writes, over, encodes = stats.live, stats.behind_more_than_one, engine.query_encodes
+    stats.holds = {}  # this phase's lock holds only
     pre: list[float] = []
     post: list[float] = []
     for i in range(calls):
@@ -209,7 +226,29 @@ def _calls(engine: SQLiteEngine, agent: str, questions: list[str], calls: int, b
         start = time.perf_counter()
         memory.post_turn({"thread_id": "bench", "turn_index": turn + 1, "assistant_text": f"Noted, {i}."})
         post.append((time.perf_counter() - start) * 1000)
-    return Timed(pre, post, stats.live - writes, stats.behind_more_than_one - over, engine.query_encodes - encodes)
+    return Timed(
+        pre, post, stats.live - writes, stats.behind_more_than_one - over, engine.query_encodes - encodes,
+        stats.hold_summary(),
+    )  # fmt: skip
+
+
+def _hold_rows(setup: str, quiet: Timed, busy: Timed, worker: dict[str, dict[str, float]]) -> list[Row]:
+    """Lock holds per kind of write transaction during (b), the host's and the worker's (``WriteStats.holds``).
+
+    The host's own live write (kind ``live``) is compared with (a); ``live.wait`` is how long its live writes
+    waited for the lock; ``checkpoint`` runs after a commit, holding no lock.
+    """
+    rows: list[Row] = []
+    for who, holds in (("host", busy.holds), ("worker", worker)):
+        for kind, h in holds.items():
+            base = quiet.holds.get(kind) if who == "host" else None
+            rows.append(Row(
+                f"lock hold p99, {who} {kind}", setup, h["p99_ms"], "ms", base["p99_ms"] if base else None,
+                "(a) no worker" if base else "",
+                f"(b); p50 {h['p50_ms']:.2f} ms, max {h['max_ms']:.2f} ms, {int(h['count'])} tx, "
+                f"most items per tx {int(h['most_items'])}; load average {os.getloadavg()[0]:.1f}",
+            ))  # fmt: skip
+    return rows
 
 
 def _pool_rows(engine: SQLiteEngine, agent: str, questions: list[str], calls: int, setup: str) -> list[Row]:
@@ -281,7 +320,8 @@ def _rows_at(tmp: Path, base: Base, stored: int, calls: int, pinning: str, big: 
     quiet = _calls(engine, agent, questions, calls, 20_000)
     loads = engine._belief_index.stats
     full, refreshes = loads.full, loads.refreshes
-    with _running_worker(db, tmp):
+    worker_holds: dict[str, dict[str, float]] = {}
+    with _running_worker(db, tmp, worker_holds):
         busy = _calls(engine, agent, questions, calls, 40_000)
     rows_read = _section_rows(engine, agent)
     pool = _pool_rows(engine, agent, questions, max(3, calls // 3), setup)
@@ -305,7 +345,7 @@ def _rows_at(tmp: Path, base: Base, stored: int, calls: int, pinning: str, big: 
     rows.append(Row("host RSS after the first pre_turn", setup, cold["rss_after_mb"], "MB", cold["rss_before_mb"],
                     "before opening the file", "a new process"))  # fmt: skip
     rows.append(Row("cold start: first pre_turn", setup, cold["cold_ms"], "ms", note="a new process, file opened"))
-    return [*rows, *pool], quiet, busy
+    return [*rows, *_hold_rows(setup, quiet, busy, worker_holds), *pool], quiet, busy
 
 
 def _small_beside_big(before: Timed, during: Timed, first: int, big: int, pinning: str) -> Row:
