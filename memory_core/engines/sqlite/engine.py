@@ -451,11 +451,14 @@ class SQLiteEngine(MemoryEngine):
     def _ranked(
         self, conn: sqlite3.Connection, request: FetchRequest, want: int, snapshot: int
     ) -> list[tuple[int, float]]:
-        self._index.refresh(conn)
-        rows = self._index.candidates(conn, request.filter, snapshot, request.exclude_agent_id)
-        served = log_view.served_mask(conn, rows.keys, request.tiers, self._past)
-        if served is not None:  # not live, or in a tier the read does not name (``log_view``)
-            rows = rows.subset(served)
+        rows = self._index.candidates(
+            conn,
+            request.filter,
+            snapshot,
+            request.exclude_agent_id,
+            window=None if request.max_scopes is None else scoped.SCOPE_WINDOW,  # loads a big scope's newest only
+            served=lambda keys: log_view.served_mask(conn, keys, request.tiers, self._past),  # live, named tiers
+        )
         if request.max_scopes is not None and len(rows):
             rows = self._within_scopes(conn, rows, request, request.max_scopes)
         self.reads.ranked(request.filter, len(rows))
