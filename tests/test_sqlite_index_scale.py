@@ -168,3 +168,29 @@ def test_a_read_older_than_the_index_state_reads_a_private_copy(path: Path) -> N
     assert index.held() == before + BIG
     old.rollback()
     new.rollback()
+
+
+def test_a_team_read_loads_only_the_scopes_it_can_rank(tmp_path: Path) -> None:
+    """Of 20 agents, a ``max_scopes=8`` read loads the 8 it keeps (the query names one), and ranks as a full index."""
+    db = tmp_path / "memory.db"
+    with SQLiteEngine(db, synchronous="normal") as engine:
+        for a in range(20):
+            _say(engine, f"agent{a}", f"agent{a}", 0, 5)
+    request = FetchRequest(query="tomatoes agent3", filter=LAYOUT.conversations_filter(None), limit=50, max_scopes=8)
+    with SQLiteEngine(db) as cold:
+        lazy = [h.id for h in cold.fetch(request).hits]
+        assert cold._index.rows_read == 8 * 5
+        named = {h.meta.agent_id for h in cold.fetch(request).hits}
+        assert "agent3" in named  # the named scope, though written first
+        assert len(named) == 8
+    with SQLiteEngine(db) as warm:
+        _everything(warm, 20 * 5)
+        assert [h.id for h in warm.fetch(request).hits] == lazy
+    with SQLiteEngine(db) as cold:  # the newest 8 scopes hold nothing the read serves: the next ones are loaded
+        cold.fetch(FetchRequest(query="tomatoes", filter=LAYOUT.conversations_filter(None), max_scopes=8))
+        first = cold._index.held()
+        left_out = _team(exclude="agent19")
+        kept = {h.meta.agent_id for h in cold.fetch(left_out.model_copy(update={"limit": 50})).hits}
+        assert len(kept) == 8
+        assert "agent19" not in kept
+        assert cold._index.held() == first + 5  # one more scope: the ninth newest

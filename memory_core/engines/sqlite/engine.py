@@ -90,7 +90,7 @@ from .belief_index import BeliefIndex
 from .blas import limit_blas
 from .connection import Database, SQLiteOptions, parse_url
 from .filters import compile_filter
-from .index import CandidateRows, ItemIndex
+from .index import Bounded, CandidateRows, ItemIndex
 from .pooled import PooledIndex
 from .queries import QueryEncodings
 from .ranking import rank_items
@@ -456,7 +456,9 @@ class SQLiteEngine(MemoryEngine):
             request.filter,
             snapshot,
             request.exclude_agent_id,
-            window=None if request.max_scopes is None else scoped.SCOPE_WINDOW,  # loads a big scope's newest only
+            bounded=None
+            if request.max_scopes is None
+            else Bounded(request.query, request.max_scopes, scoped.SCOPE_WINDOW),  # loads only what it can rank
             served=lambda keys: log_view.served_mask(conn, keys, request.tiers, self._past),  # live, named tiers
         )
         if request.max_scopes is not None and len(rows):

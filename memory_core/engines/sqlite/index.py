@@ -46,6 +46,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
+from memory_core.engines.reference import scope_order
 from memory_core.meta import ItemKind, MetaFilter
 from memory_core.namespace import Namespace, Reach
 from memory_core.scoring import EMBED_DIM
@@ -54,7 +55,7 @@ from .filters import compile_filter
 from .rows import chunks, ns_of_key, placeholders
 from .search import FloatArray, IntArray
 
-__all__ = ["CandidateRows", "IndexView", "ItemIndex", "item_keys"]
+__all__ = ["Bounded", "CandidateRows", "IndexView", "ItemIndex", "item_keys"]
 
 _KINDS: Final = {k.value: i for i, k in enumerate(ItemKind.all())}
 _KIND_NAMES: Final = [k.value for k in ItemKind.all()]
@@ -218,6 +219,21 @@ class _Page:
 
 
 _PAGE_FIELDS: Final = ("seqs", "vectors", "when", "conf", "ns", "kind", "agent")
+
+
+@dataclass(frozen=True)
+class Bounded:
+    """A ``max_scopes`` read, as the index loads for it (``FetchRequest.max_scopes``, ``scoped``).
+
+    Attributes:
+        query: The fetch query (scopes it names come first: ``reference.scope_order``).
+        max_scopes: N: the read ranks at most N scopes (reference §1.3).
+        window: A scope's newest conversation turns it ranks (``scoped.SCOPE_WINDOW``).
+    """
+
+    query: str
+    max_scopes: int
+    window: int
 
 
 class ItemIndex:
@@ -521,7 +537,7 @@ class ItemIndex:
         snapshot: int,
         exclude_agent: str | None = None,
         *,
-        window: int | None = None,
+        bounded: Bounded | None = None,
         served: Callable[[IntArray], BoolArray | None] | None = None,
     ) -> CandidateRows:
         """The snapshot's indexed rows at or below ``snapshot`` that ``flt`` admits (index refreshed in it).
@@ -531,9 +547,11 @@ class ItemIndex:
             flt: The read's filter.
             snapshot: The highest seq the read sees.
             exclude_agent: Rows whose ``meta.agent_id`` is this are left out (``FetchRequest.exclude_agent_id``).
-            window: For a ``max_scopes`` read (``scoped.SCOPE_WINDOW``): a scope's conversations are needed only
-                as far back as its newest ``window`` served ones, so only those are loaded (widened until the
-                scope has ``window`` candidates or is held whole); None loads every admitted scope whole.
+            bounded: For a ``max_scopes`` read: only the scopes it can rank are loaded (in ``scope_order``, until
+                N of them have candidates), and of each its conversations only as far back as its newest
+                ``window`` candidates. The rows still hold every scope ``choose_scopes`` would keep over all
+                candidates, and each one's newest ``window``, so ranking them gives the same answer. None loads
+                every admitted scope whole.
             served: Which of the rows' seqs the read serves (``log_view.served_mask``; None: every one); the
                 rows it drops are left out.
         """
@@ -543,20 +561,59 @@ class ItemIndex:
         with self._lock:
             self._sync(conn, snap)
             if not self._at(snap):
-                return self._private(conn, flt, snapshot, exclude_agent, window, served)
+                return self._private(conn, flt, snapshot, exclude_agent, bounded, served)
             pids = self._scopes_of(flt)
-            self._ensure(conn, pids, window)
+            if bounded is None:
+                self._ensure(conn, pids, None)
+                order: list[tuple[int, IntArray]] = []
+            else:
+                order = self._order(conn, flt, pids, bounded.query)
+                self._ensure(conn, _pids(order[: bounded.max_scopes]), bounded.window)
+            taken = 0 if bounded is None else bounded.max_scopes
         while True:
             rows = _keep(self._held_rows(conn, flt, snapshot, exclude_agent), served)
-            if window is None:
+            if bounded is None:
                 return rows
             with self._lock:
                 if not self._at(snap):
-                    return self._private(conn, flt, snapshot, exclude_agent, window, served)
-                short = self._short(conn, rows, pids, window, exclude_agent)
-                if not short:
+                    return self._private(conn, flt, snapshot, exclude_agent, bounded, served)
+                short = self._short(conn, rows, pids, bounded.window, exclude_agent)
+                if short:
+                    self._widen(conn, short)
+                    continue
+                missing = bounded.max_scopes - self._with_rows(rows, order[:taken])
+                if missing <= 0 or taken >= len(order):
                     return rows
-                self._widen(conn, short)
+                self._ensure(conn, _pids(order[taken : taken + missing]), bounded.window)
+                taken += missing
+
+    def _order(
+        self, conn: sqlite3.Connection, flt: MetaFilter, pids: IntArray, query: str
+    ) -> list[tuple[int, IntArray]]:
+        """The namespaces of scopes ``pids``, as ``(code, their scope ids)`` in ``scope_order`` (under the lock).
+
+        A namespace's last write is its scopes' latest (``scopes.last_write``, read in the read's snapshot).
+        """
+        wanted = {int(p) for p in pids}
+        last: dict[int, int] = {}
+        for ns, kind, at in conn.execute("SELECT ns, kind, last_write FROM scopes"):
+            code = self._ns_codes.get(str(ns))
+            pid = None if code is None else self._pair_of.get((code, _KINDS.get(str(kind), -1)))
+            if pid in wanted and code is not None:
+                last[code] = max(last.get(code, 0), int(at or 0))
+        for pid in wanted:  # a scope the table does not list (none should): written last of all
+            last.setdefault(int(self._pair_ns[pid]), 0)
+        by_ns = {self._ns_of[code]: code for code in last}
+        ranked = scope_order(query, {ns: last[code] for ns, code in by_ns.items()}, flt.effective_reach())
+        codes = [by_ns[ns] for ns in ranked]
+        pair_ns = self._pair_ns[pids]
+        return [(code, pids[pair_ns == code]) for code in codes]
+
+    def _with_rows(self, rows: CandidateRows, order: list[tuple[int, IntArray]]) -> int:
+        """How many of the namespaces ``order`` lists hold at least one of ``rows`` (under the lock)."""
+        present = set(np.unique(rows.view.ns_code[rows.pos]).tolist())
+        present |= {self._ns_codes[ns] for ns in rows.extra_ns if ns in self._ns_codes}
+        return sum(1 for code, _ in order if code in present)
 
     def _at(self, snap: _Snapshot) -> bool:
         """Whether the held state is the one ``snap`` sees (scopes loaded in it stay exact)."""
@@ -568,12 +625,12 @@ class ItemIndex:
         flt: MetaFilter,
         snapshot: int,
         exclude_agent: str | None,
-        window: int | None,
+        bounded: Bounded | None,
         served: Callable[[IntArray], BoolArray | None] | None,
     ) -> CandidateRows:
         """A read whose snapshot is older than the held state: served from a copy loaded in its own snapshot."""
         self.private_reads += 1
-        return ItemIndex().candidates(conn, flt, snapshot, exclude_agent, window=window, served=served)
+        return ItemIndex().candidates(conn, flt, snapshot, exclude_agent, bounded=bounded, served=served)
 
     def _ensure(self, conn: sqlite3.Connection, pids: IntArray, window: int | None) -> None:
         """Load what a read of scopes ``pids`` needs and is not held (under the lock, ``_at`` the snapshot)."""
@@ -669,6 +726,11 @@ class ItemIndex:
             np.ones(len(seqs), dtype=bool), both(view.agent_code, page.agent),
         )  # fmt: skip
         return _rows(gathered, np.arange(len(seqs), dtype=np.int64), [], ns_keys)
+
+
+def _pids(order: list[tuple[int, IntArray]]) -> IntArray:
+    """The scope ids of the namespaces ``order`` lists."""
+    return np.concatenate([p for _, p in order]) if order else np.zeros(0, dtype=np.int64)
 
 
 def _keep(rows: CandidateRows, served: Callable[[IntArray], BoolArray | None] | None) -> CandidateRows:
