@@ -145,26 +145,26 @@ def _open(path: Path) -> sqlite3.Connection:
     return conn
 
 
-def test_a_read_older_than_the_index_state_reads_a_private_copy(path: Path) -> None:
+def test_a_read_older_than_the_index_state_loads_a_private_copy(path: Path) -> None:
     small = LAYOUT.conversations_filter("small")
     big = LAYOUT.conversations_filter("big")
     index = ItemIndex()
     old = _open(path)
+    old_top = int(old.execute("SELECT max(seq) FROM items").fetchone()[0])
     with SQLiteEngine(path) as engine:
         gone = _say(engine, "small", "small", SMALL, 1)
         _say(engine, "small", "small", SMALL + 1, 3)
         engine.forget(ForgetTarget(ids=gone))
     new = _open(path)
-    fresh = index.candidates(new, small, 10**9)
-    assert len(fresh) == SMALL + 3  # the new snapshot: 3 more, the forgotten one gone
+    new_top = int(new.execute("SELECT max(seq) FROM items").fetchone()[0])
+    assert len(index.candidates(new, small, new_top)) == SMALL + 3  # the new snapshot: 3 more, the forgotten one gone
     before = index.held()
-    stale = index.candidates(old, small, 10**9)
-    assert len(stale) == SMALL  # the old snapshot's own rows
-    stale_big = index.candidates(old, big, 10**9)
-    assert len(stale_big) == BIG
-    assert index.private_reads == 2
+    assert len(index.candidates(old, small, old_top)) == SMALL  # held: the shared rows up to its own top seq
+    assert index.private_reads == 0
+    assert len(index.candidates(old, big, old_top)) == BIG  # not held: loaded in the old snapshot, privately
+    assert index.private_reads == 1
     assert index.held() == before  # nothing loaded in the old snapshot went into the shared copy
-    assert len(index.candidates(new, big, 10**9)) == BIG
+    assert len(index.candidates(new, big, new_top)) == BIG
     assert index.held() == before + BIG
     old.rollback()
     new.rollback()

@@ -560,32 +560,34 @@ class ItemIndex:
         snap = _snapshot(conn)
         with self._lock:
             self._sync(conn, snap)
-            if not self._at(snap):
-                return self._private(conn, flt, snapshot, exclude_agent, bounded, served)
             pids = self._scopes_of(flt)
             if bounded is None:
-                self._ensure(conn, pids, None)
                 order: list[tuple[int, IntArray]] = []
+                loaded = self._ensure(conn, pids, None, snap)
             else:
                 order = self._order(conn, flt, pids, bounded.query)
-                self._ensure(conn, _pids(order[: bounded.max_scopes]), bounded.window)
-            taken = 0 if bounded is None else bounded.max_scopes
+                loaded = self._ensure(conn, _pids(order[: bounded.max_scopes]), bounded.window, snap)
+        if not loaded:
+            return self._private(conn, flt, snapshot, exclude_agent, bounded, served)
+        taken = 0 if bounded is None else bounded.max_scopes
         while True:
             rows = _keep(self._held_rows(conn, flt, snapshot, exclude_agent), served)
             if bounded is None:
                 return rows
             with self._lock:
-                if not self._at(snap):
-                    return self._private(conn, flt, snapshot, exclude_agent, bounded, served)
                 short = self._short(conn, rows, pids, bounded.window, exclude_agent)
                 if short:
-                    self._widen(conn, short)
-                    continue
-                missing = bounded.max_scopes - self._with_rows(rows, order[:taken])
-                if missing <= 0 or taken >= len(order):
-                    return rows
-                self._ensure(conn, _pids(order[taken : taken + missing]), bounded.window)
-                taken += missing
+                    loaded = self._at(snap)
+                    if loaded:
+                        self._widen(conn, short)
+                else:
+                    missing = bounded.max_scopes - self._with_rows(rows, order[:taken])
+                    if missing <= 0 or taken >= len(order):
+                        return rows
+                    loaded = self._ensure(conn, _pids(order[taken : taken + missing]), bounded.window, snap)
+                    taken += missing
+            if not loaded:
+                return self._private(conn, flt, snapshot, exclude_agent, bounded, served)
 
     def _order(
         self, conn: sqlite3.Connection, flt: MetaFilter, pids: IntArray, query: str
@@ -616,7 +618,7 @@ class ItemIndex:
         return sum(1 for code, _ in order if code in present)
 
     def _at(self, snap: _Snapshot) -> bool:
-        """Whether the held state is the one ``snap`` sees (scopes loaded in it stay exact)."""
+        """Whether the held state is the one ``snap`` sees (only then are scopes loaded in it: they stay exact)."""
         return (snap.instance, snap.bound, snap.deleted) == (self._instance, self.upto, self.deleted_upto)
 
     def _private(
@@ -632,8 +634,13 @@ class ItemIndex:
         self.private_reads += 1
         return ItemIndex().candidates(conn, flt, snapshot, exclude_agent, bounded=bounded, served=served)
 
-    def _ensure(self, conn: sqlite3.Connection, pids: IntArray, window: int | None) -> None:
-        """Load what a read of scopes ``pids`` needs and is not held (under the lock, ``_at`` the snapshot)."""
+    def _ensure(self, conn: sqlite3.Connection, pids: IntArray, window: int | None, snap: _Snapshot) -> bool:
+        """Load what a read of scopes ``pids`` needs and is not held (under the lock).
+
+        Returns:
+            False when something is missing and the held state is not the one ``snap`` sees (nothing loaded: the
+            read goes to a private copy); True otherwise.
+        """
         lo = self._pair_lo[pids]
         if window is None:
             whole, tails = pids[lo != _ALL], pids[:0]
@@ -641,8 +648,12 @@ class ItemIndex:
             conversation = self._pair_kind[pids] == _CONVERSATION
             whole = pids[~conversation & (lo != _ALL)]
             tails = pids[conversation & (lo == _UNLOADED)]
-        if len(whole) or len(tails):
-            self._load(conn, whole, tails, window or 0)
+        if not len(whole) and not len(tails):
+            return True  # all held: the view serves any snapshot (rows above it are filtered by seq)
+        if not self._at(snap):
+            return False
+        self._load(conn, whole, tails, window or 0)
+        return True
 
     def _short(
         self, conn: sqlite3.Connection, rows: CandidateRows, pids: IntArray, window: int, exclude_agent: str | None
