@@ -292,9 +292,15 @@ class ItemIndex:
             self._reset()
             self._instance = snap.instance
         if not self._synced:  # a first read: learn the scopes, load none of them
-            for ns, kind in conn.execute("SELECT ns, kind FROM scopes"):
-                if str(kind) in _KINDS:
-                    self._pair(self._code(str(ns)), _KINDS[str(kind)], _UNLOADED)
+            known = [
+                (self._code(str(ns)), _KINDS[str(k)])
+                for ns, k in conn.execute("SELECT ns, kind FROM scopes")
+                if k in _KINDS
+            ]
+            self._pair_of = {pair: pid for pid, pair in enumerate(known)}
+            self._pair_ns = np.array([code for code, _ in known], dtype=np.int32)
+            self._pair_kind = np.array([kind for _, kind in known], dtype=np.int8)
+            self._pair_lo = np.full(len(known), _UNLOADED, dtype=np.int64)
             self._deleted_total = int(conn.execute("SELECT count(*) FROM deleted").fetchone()[0])
             self.upto, self.deleted_upto, self._synced = snap.bound, snap.deleted, True
             return
