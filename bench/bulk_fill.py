@@ -8,7 +8,8 @@ thread and agent id, its turn indices moved past the seed's and its times moved 
 follow the seed in write order and in time as ``sqlite_bench._turns`` replicas do. Every table the engine
 writes for a ``visible`` turn gets its copy: ``items`` (reference vector included), ``bodies``, ``item_terms``
 and ``items_fts`` (the same terms), ``item_tags``, the ``put`` records of ``log``, and the scope's
-``last_write``. Only the bench uses it; its rows are never told apart from the engine's.
+``last_write``. The item JSON in ``bodies`` is the seed's as stored (a copy's hit shows the seed turn's meta),
+and no ``pending`` row is written (the copies are indexed, as ``visible`` turns are). Only the bench uses it.
 """
 
 from __future__ import annotations
