@@ -5,7 +5,9 @@ Run ``python -m bench.live_turn_bench`` (1k/10k/100k stored items, a few minutes
 one LoCoMo conversation replayed through ``AgentMemory`` with its beliefs built, and every item embedded by the
 ranking model (what ``make demo``'s worker does). Each size is a copy of it with filler turns up to the size
 (stored ``visible``, not yet built): LoCoMo replicated across other agents, except at the largest size, where the
-filler is **one big agent** of the replayed agent's layout. The fill times are printed.
+filler is **one big agent** of the replayed agent's layout. The fill times are printed. Filler above
+``BULK_ABOVE`` turns (the 1M size) is stored by ``bench.bulk_fill``: a 20k seed through the engine, the rest as
+copies of its rows in SQL (the note says so).
 
 At each size, in the same run:
 
@@ -22,7 +24,7 @@ At each size, in the same run:
   p99 in the row, p50, max, count and the most items one transaction wrote in its note; the host's beside (a)):
   what a host write can wait behind, and what its own transaction costs;
 * the cold start, in a new process: its RSS before opening the file, then the first ``pre_turn``'s time and the
-  RSS after it;
+  RSS after it, with the rows the item index then holds and their bytes (``docs/live-turn.md``, memory at scale);
 * the read-pool question: ``pre_turn`` wall and CPU time with its reads on one thread against the shared pool.
 
 Last, a **small agent beside a big one**: the replayed agent's ``pre_turn`` p99 at the largest size, while the big
@@ -49,6 +51,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.bulk_fill import SEED, bulk_fill
 from bench.common import Row, machine, percentile, print_table
 from bench.sqlite_bench import _fill, _locomo, _turns
 from memory_core import ConsolidateRequest, Namespace, Reach
@@ -84,6 +87,8 @@ QUICK = Sizes((1_000, 3_000), 30)
 STANDARD = Sizes((1_000, 10_000, 100_000), 150)
 FULL = Sizes((1_000, 10_000, 100_000, 1_000_000), 150)
 WORKER_EMBEDS = 256
+BULK_ABOVE = 100_000
+"""Filler above this many turns is stored by ``bulk_fill`` (a seed through the engine, copies in SQL)."""
 """Items the bench worker embeds after each build (a build job embeds up to ``EMBED_PER_JOB``)."""
 
 
@@ -290,7 +295,9 @@ def _cold(db: str, agent: str, question: str) -> None:
     with SQLiteEngine(db) as engine:
         AgentMemory(engine, LAYOUT, agent).pre_turn({"thread_id": "cold", "turn_index": 0, "user_text": question})
         cold_ms = (time.perf_counter() - start) * 1000
-        print(json.dumps({"rss_before_mb": before, "cold_ms": cold_ms, "rss_after_mb": _rss_mb()}), flush=True)
+        index = engine._index
+        out = {"rss_before_mb": before, "cold_ms": cold_ms, "rss_after_mb": _rss_mb()}
+        print(json.dumps({**out, "held_rows": index.held(), "index_mb": index.nbytes() / 1e6}), flush=True)
 
 
 def _cold_start(db: Path, agent: str, question: str) -> dict[str, float]:
@@ -312,7 +319,14 @@ def _rows_at(tmp: Path, base: Base, stored: int, calls: int, pinning: str, big: 
     turns, _ = _locomo()
     filler = max(0, stored - base.held)
     node = Namespace.agent("big") if big else None
-    _fill(engine, _turns(turns, filler, node=node, tag="big" if big else "fill"))
+    filling = _turns(turns, filler, node=node, tag="big" if big else "fill")
+    how = f"filler turns on a copy of the demo's data ({base.held:,} items)"
+    if filler > BULK_ABOVE:
+        bulk_fill(engine, db, filling, filler)
+        engine = SQLiteEngine(db)
+        how += f"; {min(SEED, filler):,} stored through the engine, the rest copied in SQL (bench.bulk_fill)"
+    else:
+        _fill(engine, filling)
     fill_s = time.perf_counter() - started
     setup = f"{stored:,} stored" + (" (one big agent)" if big and filler else "")
     print(f"  {setup}: filled in {fill_s:.1f} s", flush=True)
@@ -339,11 +353,10 @@ def _rows_at(tmp: Path, base: Base, stored: int, calls: int, pinning: str, big: 
         for name, a, b in (("pre_turn", quiet.pre, busy.pre), ("post_turn", quiet.post, busy.post))
         for q in (50, 99)
     ]
-    rows.append(
-        Row("fill", setup, fill_s, "s", note=f"filler turns on a copy of the demo's data ({base.held:,} items)")
-    )
+    rows.append(Row("fill", setup, fill_s, "s", note=how))
+    held = f"a new process; item index: {cold['held_rows']:,.0f} rows held, {cold['index_mb']:.1f} MB"
     rows.append(Row("host RSS after the first pre_turn", setup, cold["rss_after_mb"], "MB", cold["rss_before_mb"],
-                    "before opening the file", "a new process"))  # fmt: skip
+                    "before opening the file", held))  # fmt: skip
     rows.append(Row("cold start: first pre_turn", setup, cold["cold_ms"], "ms", note="a new process, file opened"))
     return [*rows, *_hold_rows(setup, quiet, busy, worker_holds), *pool], quiet, busy
 

@@ -90,7 +90,7 @@ from .belief_index import BeliefIndex
 from .blas import limit_blas
 from .connection import TX_BUDGET_S, Database, SQLiteOptions, held_s, parse_url, tally
 from .filters import compile_filter
-from .index import CandidateRows, ItemIndex
+from .index import Bounded, CandidateRows, ItemIndex
 from .pooled import PooledIndex
 from .queries import QueryEncodings
 from .ranking import rank_items
@@ -489,11 +489,16 @@ class SQLiteEngine(MemoryEngine):
     def _ranked(
         self, conn: sqlite3.Connection, request: FetchRequest, want: int, snapshot: int
     ) -> list[tuple[int, float]]:
-        self._index.refresh(conn)
-        rows = self._index.candidates(conn, request.filter, snapshot, request.exclude_agent_id)
-        served = log_view.served_mask(conn, rows.keys, request.tiers, self._past)
-        if served is not None:  # not live, or in a tier the read does not name (``log_view``)
-            rows = rows.subset(served)
+        rows = self._index.candidates(
+            conn,
+            request.filter,
+            snapshot,
+            request.exclude_agent_id,
+            bounded=None
+            if request.max_scopes is None
+            else Bounded(request.query, request.max_scopes, scoped.SCOPE_WINDOW),  # loads only what it can rank
+            served=lambda keys: log_view.served_mask(conn, keys, request.tiers, self._past),  # live, named tiers
+        )
         if request.max_scopes is not None and len(rows):
             rows = self._within_scopes(conn, rows, request, request.max_scopes)
         self.reads.ranked(request.filter, len(rows))
