@@ -4,7 +4,7 @@
 vector as a tie-breaker, recency and confidence). Its best ``RERANK_POOL`` are read with their stored token
 vectors (``vectors``), scored by MaxSim against the query's content tokens over the item alone and over the
 item with the turn before it, and ordered by ``retrieval.fusion.fuse`` (RRF of the three rankings, with
-recency, confidence and the speaker signal). Up to ``retrieval.dense.DENSE_POOL`` items nearest the query's
+recency, confidence, the speaker signal and the date signal: ``retrieval.dates``). Up to ``retrieval.dense.DENSE_POOL`` items nearest the query's
 pooled vector that the lexical head misses join it (``dense_candidates``, read from ``pooled.PooledIndex``),
 with no lexical rank and their own nomination rank. Items not yet embedded rank by the lexical stage alone.
 The rest of the ranking follows in lexical order.
@@ -21,6 +21,7 @@ from typing import Final
 
 import numpy as np
 
+from memory_core.retrieval.dates import named_dates
 from memory_core.retrieval.dense import DENSE_POOL
 from memory_core.retrieval.embedder import F32
 from memory_core.retrieval.fusion import envelope, fuse, names_speaker, query_words
@@ -157,7 +158,9 @@ def reorder(
     lexical = np.concatenate([np.arange(1, len(head) - len(extra) + 1), np.zeros(len(extra))]).astype(np.int64)
     nominated = np.zeros(len(seqs), dtype=np.int64)
     nominated[len(seqs) - len(extra) :] = np.arange(1, len(extra) + 1)
-    fused = fuse(lexical, own, window, embedded, weights(when, conf, now_us), spoken, nominated)
+    dates = named_dates(query)
+    dated = dates.covers(when) if dates else None
+    fused = fuse(lexical, own, window, embedded, weights(when, conf, now_us), spoken, nominated, dated)
     order_ = np.lexsort((np.arange(len(seqs)), -fused))
     scores = envelope(np.array([head[i][1] for i in order_]))
     floor = scores[-1] if len(scores) else 0.0
