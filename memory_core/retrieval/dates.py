@@ -96,7 +96,7 @@ class NamedDates:
 
 def named_dates(query: str) -> NamedDates:
     """The days and months ``query`` names (see the module docstring); empty when it names none."""
-    days: list[tuple[int, int]] = []
+    days: list[tuple[int, int, int]] = []
     for found in _DAY_MONTH_YEAR.finditer(query):
         days.append((int(found[3]), _month(found[2]), int(found[1])))
     for found in _MONTH_DAY_YEAR.finditer(query):

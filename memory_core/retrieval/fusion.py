@@ -126,10 +126,10 @@ def fuse(
 
     Returns:
         ``(LEXICAL_WEIGHT/(k + r_lex) + weight × (1/(k + r_own) + 1/(k + r_window)) + DENSE_WEIGHT/(k + r_dense))
-        × (1 + SPEAKER_BOOST if spoken) × (1 + DATE_BOOST if dated)``: weighted RRF of the four rankings (a candidate not in one gains
-        nothing from it), recency and confidence weighing the model's two views (the lexical stage's scores
-        hold them already), so with nothing embedded, nothing nominated and no speaker or date named the
-        lexical order is kept.
+        × (1 + SPEAKER_BOOST if spoken) × (1 + DATE_BOOST if dated)``: weighted RRF of the four rankings (a
+        candidate not in one gains nothing from it), recency and confidence weighing the model's two views (the
+        lexical stage's scores hold them already), so with nothing embedded, nothing nominated and no speaker or
+        date named the lexical order is kept.
     """
     r_own = ranks(maxsim(own), embedded)
     r_win = ranks(maxsim(window), embedded)

@@ -4,10 +4,10 @@
 vector as a tie-breaker, recency and confidence). Its best ``RERANK_POOL`` are read with their stored token
 vectors (``vectors``), scored by MaxSim against the query's content tokens over the item alone and over the
 item with the turn before it, and ordered by ``retrieval.fusion.fuse`` (RRF of the three rankings, with
-recency, confidence, the speaker signal and the date signal: ``retrieval.dates``). Up to ``retrieval.dense.DENSE_POOL`` items nearest the query's
-pooled vector that the lexical head misses join it (``dense_candidates``, read from ``pooled.PooledIndex``),
-with no lexical rank and their own nomination rank. Items not yet embedded rank by the lexical stage alone.
-The rest of the ranking follows in lexical order.
+recency, confidence, the speaker signal and the date signal of ``retrieval.dates``). Up to
+``retrieval.dense.DENSE_POOL`` items nearest the query's pooled vector that the lexical head misses join it
+(``dense_candidates``, read from ``pooled.PooledIndex``), with no lexical rank and their own nomination rank.
+Items not yet embedded rank by the lexical stage alone. The rest of the ranking follows in lexical order.
 
 Scores stay the lexical stage's absolute scores, carried along the fused order by ``fusion.envelope``, so a
 pack compares the hits of its sections on one scale (``recall.relevance``).
