@@ -37,8 +37,13 @@ from .vectors import Stored, load
 
 __all__ = ["RERANK_POOL", "dense_candidates", "reorder", "rerank"]
 
-RERANK_POOL: Final = 100
-"""Lexical candidates the late-interaction stage reorders."""
+RERANK_POOL: Final = 50
+"""Lexical candidates the late-interaction stage reorders. Deeper heads let the model's two views and the named
+speaker lift candidates that share little with the query over better lexical ones; in a pack, where each
+section reads one agent's copy of each utterance, that costs evidence. LoCoMo dev with the brain (all three
+conversations, date signal on; fetch@10 / pack): 35 → 77.3% / 77.6%, 50 → 78.0% / 78.1%, 70 → 78.1% / 77.4%,
+100 → 78.7% / 76.6%. At 50 the pack holds at least its fetch@10, on each conversation the pack gains
+(75.7 → 76.4, 75.1 → 76.4, 78.3 → 80.6) and half as many candidates are scored per fetch (``docs/retrieval.md``)."""
 _MIN_HEAD: Final = 2
 """Fewer candidates than this have nothing to reorder."""
 
