@@ -79,7 +79,8 @@ from .fusion import fuse
 from .log_engine import LogHooks
 from .model import Model
 from .options import PgOptions, parse_url
-from .rerank import RERANK_POOL, reorder
+from .pooled import PooledCache
+from .rerank import DENSE_POOL, RERANK_POOL, dense_nominations, reorder
 from .schema import MIGRATION_LOCK, SCHEMA, SCHEMA_VERSION, check_newer, ensure_vectors, migrate
 from .search import Features, Frequencies, candidates
 from .writes import delete_where, insert, prepare
@@ -121,6 +122,7 @@ class PostgresEngine(LogHooks, MemoryEngine):
             raise
         self.features = Features(trigram=trigram, vectors=vectors)
         self._frequencies = Frequencies()
+        self._pooled = PooledCache()
         self._closed = False
 
     @classmethod
@@ -276,8 +278,12 @@ class PostgresEngine(LogHooks, MemoryEngine):
         state = {row[0]: (row[2], row[3]) for row in parsed.values()}
         return log_view.annotate(hits, state, self._past)
 
-    def _scoped(self, conn: Conn, request: FetchRequest, where: Where, max_scopes: int) -> None:
-        """Narrow ``where`` to the at most ``max_scopes`` namespaces ``choose_scopes`` keeps (reference §1.3)."""
+    def _scoped(self, conn: Conn, request: FetchRequest, where: Where, max_scopes: int) -> list[str] | None:
+        """Narrow ``where`` to the at most ``max_scopes`` namespaces ``choose_scopes`` keeps (reference §1.3).
+
+        Returns:
+            The namespace keys kept, or None when every scope the filter admits is kept.
+        """
         kinds = [k.value for k in request.filter.kinds or ItemKind.all()]
         rows = conn.execute(
             f"SELECT s.ns, max(s.last_write) FROM {SCHEMA}.scopes s WHERE s.kind = ANY(%s::text[]) AND "
@@ -285,10 +291,11 @@ class PostgresEngine(LogHooks, MemoryEngine):
             [kinds, *where.params],
         ).fetchall()
         if len(rows) <= max_scopes:
-            return
+            return None
         last: dict[Namespace, int] = {ns_of_key(str(ns)): int(at or 0) for ns, at in rows}
-        kept = choose_scopes(request.query, last, request.filter.effective_reach(), max_scopes)
-        where.add("i.ns = ANY(%s::text[])", [ns_key(ns) for ns in kept])
+        kept = [ns_key(ns) for ns in choose_scopes(request.query, last, request.filter.effective_reach(), max_scopes)]
+        where.add("i.ns = ANY(%s::text[])", kept)
+        return kept
 
     def _fetch(self, request: FetchRequest) -> FetchPage:
         state = decode_cursor("f", request.cursor, ("o", "s"))
@@ -296,7 +303,8 @@ class PostgresEngine(LogHooks, MemoryEngine):
         # hint orders its own groups, so the lexical order is kept then, as on SQLite. The query is encoded
         # before a connection is taken (the model holds none).
         late = request.mode is FetchMode.HYBRID and request.refers_to is None
-        tokens = self.model.query_tokens(request.query) if late else None
+        tokens, pooled = self.model.query_vectors(request.query) if late else (None, None)
+        model = self.model.embedder.name
 
         def read(conn: Conn) -> FetchPage:
             offset = state["o"] if state else 0
@@ -307,16 +315,24 @@ class PostgresEngine(LogHooks, MemoryEngine):
             wants = [(f"{SCHEMA}.items", "seq", terms)]
             if ranks_beliefs:
                 wants.append((f"{SCHEMA}.beliefs", "bid", query_words(request.query)))
-            stats = self._frequencies.read(conn, wants)
+            # a hybrid read's statement also brings the pooled vectors written since this process last looked
+            refresh = self._pooled.refresh(model, len(pooled)) if pooled is not None else None
+            stats, fresh = self._frequencies.read_with(conn, wants, refresh)
+            if refresh is not None:
+                self._pooled.absorb(refresh, fresh)
             snapshot = state["s"] if state else int(stats[0][1])
             where = compile_filter(request.filter, "i")
             if request.exclude_agent_id is not None:  # before the scopes are chosen (``FetchRequest``)
                 where.add("i.agent_id IS DISTINCT FROM %s", request.exclude_agent_id)
             where.add(*_one(log_view.served(request.tiers, self._past)))  # live, in the tiers read (``log_view``)
-            if request.max_scopes is not None:
-                self._scoped(conn, request, where, request.max_scopes)
+            kept = self._scoped(conn, request, where, request.max_scopes) if request.max_scopes is not None else None
             want = offset + request.limit + 1
             depth = max(want, RERANK_POOL) if late else want
+            nominated: list[int] = []
+            if pooled is not None and tokens is not None and len(tokens):  # the dense source (``pooled``)
+                nominated = self._pooled.nearest(
+                    request.filter, kept, pooled, PooledCache.overfetch(RERANK_POOL + DENSE_POOL)
+                )
             signals = candidates(
                 conn,
                 table=f"{SCHEMA}.items",
@@ -332,14 +348,17 @@ class PostgresEngine(LogHooks, MemoryEngine):
                 extra_params=[snapshot] if state else [],
                 terms=terms,
                 stats=stats[0],
+                nominated=nominated,
             )
             now = now_us()
             ranked = fuse(signals, request.mode, now, depth)
             bodies: dict[int, tuple[str, str, str, str]] | None = None
             if tokens is not None and len(tokens) and len(ranked) > 1:
                 head = [seq for seq, _ in ranked[:RERANK_POOL]]
-                loaded = vectors.load(conn, head, self.model.embedder.name, tokens.shape[1])
-                ranked, bodies = reorder(ranked, loaded.stored, request.query, tokens, now), loaded.bodies
+                dense = dense_nominations(nominated, signals, head)
+                loaded = vectors.load(conn, head + dense, model, tokens.shape[1])
+                ranked = reorder(ranked, loaded.stored, request.query, tokens, now, dense)
+                bodies = loaded.bodies
             ranked = ranked[:want]
             page = ranked[offset : offset + request.limit]
             more = len(ranked) > offset + request.limit

@@ -30,7 +30,7 @@ class Model:
     def __init__(self, embedder: Embedder | None = None) -> None:
         self._embedder = embedder
         self._lock = threading.Lock()
-        self._queries: OrderedDict[str, F32] = OrderedDict()
+        self._queries: OrderedDict[str, tuple[F32, F32]] = OrderedDict()
 
     @property
     def embedder(self) -> Embedder:
@@ -49,14 +49,19 @@ class Model:
 
     def query_tokens(self, query: str) -> F32:
         """The query's content-token vectors ``(m, dims)``, encoded once per distinct query."""
+        return self.query_vectors(query)[0]
+
+    def query_vectors(self, query: str) -> tuple[F32, F32]:
+        """The query's ``(content-token vectors (m, dims), pooled vector (dims,))``, encoded once per distinct query."""
         with self._lock:
             held = self._queries.get(query)
             if held is not None:
                 self._queries.move_to_end(query)
                 return held
-        tokens = self.embedder.encode([query]).tokens[0]
+        encoded = self.embedder.encode([query])
+        pair = (encoded.tokens[0], encoded.pooled[0])
         with self._lock:
-            self._queries[query] = tokens
+            self._queries[query] = pair
             if len(self._queries) > QUERY_CACHE:
                 self._queries.popitem(last=False)
-        return tokens
+        return pair

@@ -42,6 +42,7 @@ from memory_core.scoring import embed
 
 from .filters import Where
 from .fusion import Signals
+from .pooled import Refresh
 
 __all__ = ["AVG_WORDS", "DF_CAP", "DF_TTL_S", "Features", "Frequencies", "bm25", "candidates", "pool_size"]
 
@@ -97,6 +98,16 @@ class Frequencies:
         cache lacks, or holds older than ``DF_TTL_S``, or counted before the table grew past ``DF_GROWTH`` times
         the rows this process last saw in it.
         """
+        return self.read_with(conn, wants)[0]
+
+    def read_with(
+        self, conn: Any, wants: Sequence[tuple[str, str, Sequence[str]]], more: Refresh | None = None
+    ) -> tuple[list[tuple[dict[str, float], float]], list[Any]]:
+        """``read``, with ``more``'s columns in the same statement (``pooled.PooledCache.refresh``).
+
+        Returns:
+            ``read``'s answer and ``more``'s column values (empty without ``more``).
+        """
         now = time.monotonic()
         parts: list[str] = []
         params: list[Any] = []
@@ -121,8 +132,14 @@ class Frequencies:
                     "FROM unnest(%s::text[]) WITH ORDINALITY AS u(word, o) ORDER BY o)"
                 )
                 params.append(lacking)
-        row = conn.execute("SELECT " + ", ".join(parts), params).fetchone()
+        source = ""
+        if more is not None:
+            parts.append(more.columns)
+            source = f" FROM {more.source}"
+            params.extend(more.params)
+        row = conn.execute("SELECT " + ", ".join(parts) + source, params).fetchone()
         values = list(row) if row else []
+        tail = values[len(values) - more.width :] if more is not None else []
         out: list[tuple[dict[str, float], float]] = []
         at = 0
         with self._lock:
@@ -139,7 +156,7 @@ class Frequencies:
                         self._df[(table, word)] = (float(df), total, now)
                         held[word] = float(df)
                 out.append((held, total))
-        return out
+        return out, tail
 
 
 def pool_size(want: int) -> int:
@@ -196,6 +213,7 @@ def candidates(
     extra_params: Sequence[Any] = (),
     terms: Sequence[str] | None = None,
     stats: tuple[dict[str, float], float] | None = None,
+    nominated: Sequence[int] = (),
 ) -> list[Signals]:
     """The candidates of one ranked read, with their signals (see the module docstring).
 
@@ -216,6 +234,8 @@ def candidates(
             stemmed, matched against the windowed ``wterms``); None: ``query_words`` (beliefs' plain words).
         stats: ``Frequencies.read``'s answer for this table and these words, when the caller read it already
             (one statement for the items and the beliefs of a fetch); None: read here.
+        nominated: Keys the pooled vector nominated (``pooled.PooledCache.nearest``): those the filter admits
+            join the candidates (``den``), so the caller learns which passed and their signals.
     """
     plain = query_words(query)
     words = plain if terms is None else list(terms)
@@ -256,6 +276,10 @@ def candidates(
         ctes.append(_vector_source(table, key, short + cond, pool, features.vectors))
         params.extend([*cond_params, [float(v) for v in qvec]])
         parts.append("SELECT k FROM vec")
+    if nominated:
+        ctes.append(f"den AS (SELECT i.{key} AS k FROM {table} i WHERE i.{key} = ANY(%s::bigint[]) AND {cond})")
+        params.extend([list(nominated), *cond_params])
+        parts.append("SELECT k FROM den")
     if not parts:
         return []
     trigram = "word_similarity(%s, i.words)" if features.trigram and plain else "0::float8"

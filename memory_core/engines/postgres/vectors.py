@@ -69,7 +69,7 @@ def write(conn: Conn, model: str, seqs: Sequence[int], encoded: Encoded) -> int:
         "FROM unnest(%s::bigint[], %s::bytea[], %s::bytea[]) AS u(seq, pooled, tokens) "
         f"JOIN {SCHEMA}.items i ON i.seq = u.seq ORDER BY i.seq "
         "ON CONFLICT (seq) DO UPDATE SET model = excluded.model, prev = excluded.prev, pooled = excluded.pooled, "
-        "tokens = excluded.tokens RETURNING seq",
+        "tokens = excluded.tokens, tx = pg_current_xact_id() RETURNING seq",
         (model, list(seqs), pooled, tokens),
     ).fetchall()
     return len(rows)
