@@ -73,8 +73,8 @@ from memory_core.retrieval.terms import query_terms
 from memory_core.settings import get_settings
 
 from . import beliefs, log_view, vectors
-from .driver import Conn, Driver
-from .filters import Where, compile_filter, reach_sql
+from .driver import Conn, Driver, pipelined
+from .filters import Where, admits_beliefs, compile_filter, reach_sql
 from .fusion import fuse
 from .log_engine import LogHooks
 from .model import Model
@@ -82,7 +82,7 @@ from .options import PgOptions, parse_url
 from .pooled import PooledCache
 from .rerank import DENSE_POOL, RERANK_POOL, dense_nominations, reorder
 from .schema import MIGRATION_LOCK, SCHEMA, SCHEMA_VERSION, check_newer, ensure_vectors, migrate
-from .search import Features, Frequencies, candidates
+from .search import Extra, Features, Frequencies, statement
 from .writes import delete_where, insert, prepare
 
 __all__ = ["PostgresEngine"]
@@ -278,30 +278,53 @@ class PostgresEngine(LogHooks, MemoryEngine):
         state = {row[0]: (row[2], row[3]) for row in parsed.values()}
         return log_view.annotate(hits, state, self._past)
 
-    def _scoped(self, conn: Conn, request: FetchRequest, where: Where, max_scopes: int) -> list[str] | None:
+    def _scopes_extra(self, request: FetchRequest, where: Where) -> Extra:
+        """The namespaces the filter's rows lie in, each with its newest write: columns of the first statement."""
+        kinds = [k.value for k in request.filter.kinds or ItemKind.all()]
+        return Extra(
+            "scope_rows.*",
+            f"(SELECT array_agg(g.ns ORDER BY g.ns), array_agg(g.at ORDER BY g.ns) FROM (SELECT s.ns, "
+            f"max(s.last_write) AS at FROM {SCHEMA}.scopes s WHERE s.kind = ANY(%s::text[]) AND EXISTS (SELECT 1 "
+            f"FROM {SCHEMA}.items i WHERE i.ns = s.ns AND {where.sql}) GROUP BY s.ns) g) AS scope_rows",
+            [kinds, *where.params],
+            2,
+        )
+
+    @staticmethod
+    def _scoped(request: FetchRequest, where: Where, found: Sequence[Any], max_scopes: int) -> list[str] | None:
         """Narrow ``where`` to the at most ``max_scopes`` namespaces ``choose_scopes`` keeps (reference §1.3).
+
+        Args:
+            request: The fetch.
+            where: Its compiled filter (narrowed here).
+            found: ``_scopes_extra``'s columns: the namespace keys and their newest writes.
+            max_scopes: The request's bound.
 
         Returns:
             The namespace keys kept, or None when every scope the filter admits is kept.
         """
-        kinds = [k.value for k in request.filter.kinds or ItemKind.all()]
-        rows = conn.execute(
-            f"SELECT s.ns, max(s.last_write) FROM {SCHEMA}.scopes s WHERE s.kind = ANY(%s::text[]) AND "
-            f"EXISTS (SELECT 1 FROM {SCHEMA}.items i WHERE i.ns = s.ns AND {where.sql}) GROUP BY s.ns",
-            [kinds, *where.params],
-        ).fetchall()
-        if len(rows) <= max_scopes:
+        names, times = found[0] or [], found[1] or []
+        if len(names) <= max_scopes:
             return None
-        last: dict[Namespace, int] = {ns_of_key(str(ns)): int(at or 0) for ns, at in rows}
+        last: dict[Namespace, int] = {ns_of_key(str(ns)): int(at or 0) for ns, at in zip(names, times, strict=True)}
         kept = [ns_key(ns) for ns in choose_scopes(request.query, last, request.filter.effective_reach(), max_scopes)]
         where.add("i.ns = ANY(%s::text[])", kept)
         return kept
 
     def _fetch(self, request: FetchRequest) -> FetchPage:
+        """A ranked page in three round trips at most (``tests/postgres/test_postgres_round_trips.py``).
+
+        1. One statement: the row counts, the document frequencies the cache lacks (items and beliefs), the
+           pooled vectors written since this process last looked (hybrid, ``pooled``) and the scopes a bounded
+           read chooses among.
+        2. One pipeline (``driver.pipelined``): the items' candidates (with the pooled vector's nominations) and
+           the beliefs' candidates with their hit columns.
+        3. The page's bodies: for a hybrid read with the head's token vectors (``vectors.load``).
+        """
         state = decode_cursor("f", request.cursor, ("o", "s"))
-        # hybrid: the lexical stage's best RERANK_POOL are reordered by late interaction (``rerank``); a time
-        # hint orders its own groups, so the lexical order is kept then, as on SQLite. The query is encoded
-        # before a connection is taken (the model holds none).
+        # hybrid: the lexical stage's best RERANK_POOL and the pooled vector's nominations are reordered by late
+        # interaction (``rerank``); a time hint orders its own groups, so the lexical order is kept then, as on
+        # SQLite. The query is encoded before a connection is taken (the model holds none).
         late = request.mode is FetchMode.HYBRID and request.refers_to is None
         tokens, pooled = self.model.query_vectors(request.query) if late else (None, None)
         model = self.model.embedder.name
@@ -309,23 +332,28 @@ class PostgresEngine(LogHooks, MemoryEngine):
         def read(conn: Conn) -> FetchPage:
             offset = state["o"] if state else 0
             terms = query_terms(request.query)
-            ranks_beliefs = bool(request.beliefs) and state is None
-            # one statement reads the row counts and the document frequencies the cache lacks, for the items
-            # and the beliefs; the items' count (their newest seq, at least 1) is the first page's snapshot
-            wants = [(f"{SCHEMA}.items", "seq", terms)]
-            if ranks_beliefs:
-                wants.append((f"{SCHEMA}.beliefs", "bid", query_words(request.query)))
-            # a hybrid read's statement also brings the pooled vectors written since this process last looked
-            refresh = self._pooled.refresh(model, len(pooled)) if pooled is not None else None
-            stats, fresh = self._frequencies.read_with(conn, wants, refresh)
-            if refresh is not None:
-                self._pooled.absorb(refresh, fresh)
-            snapshot = state["s"] if state else int(stats[0][1])
+            ranks_beliefs = bool(request.beliefs) and state is None and admits_beliefs(request.filter)
             where = compile_filter(request.filter, "i")
             if request.exclude_agent_id is not None:  # before the scopes are chosen (``FetchRequest``)
                 where.add("i.agent_id IS DISTINCT FROM %s", request.exclude_agent_id)
             where.add(*_one(log_view.served(request.tiers, self._past)))  # live, in the tiers read (``log_view``)
-            kept = self._scoped(conn, request, where, request.max_scopes) if request.max_scopes is not None else None
+            # one statement reads the row counts and the document frequencies the cache lacks, for the items
+            # and the beliefs (the items' count, their newest seq, is the first page's snapshot), with the
+            # pooled vectors this process lacks and the scopes a bounded read chooses among
+            wants = [(f"{SCHEMA}.items", "seq", terms)]
+            if ranks_beliefs:
+                wants.append((f"{SCHEMA}.beliefs", "bid", query_words(request.query)))
+            refresh = self._pooled.refresh(model, len(pooled)) if pooled is not None else None
+            more = [refresh.extra] if refresh is not None else []
+            if request.max_scopes is not None:
+                more.append(self._scopes_extra(request, where))
+            stats, extras = self._frequencies.read_with(conn, wants, more)
+            if refresh is not None:
+                self._pooled.absorb(refresh, extras[0])
+            kept = None
+            if request.max_scopes is not None:
+                kept = self._scoped(request, where, extras[-1], request.max_scopes)
+            snapshot = state["s"] if state else int(stats[0][1])
             want = offset + request.limit + 1
             depth = max(want, RERANK_POOL) if late else want
             nominated: list[int] = []
@@ -333,7 +361,7 @@ class PostgresEngine(LogHooks, MemoryEngine):
                 nominated = self._pooled.nearest(
                     request.filter, kept, pooled, PooledCache.overfetch(RERANK_POOL + DENSE_POOL)
                 )
-            signals = candidates(
+            plan = statement(
                 conn,
                 table=f"{SCHEMA}.items",
                 key="seq",
@@ -350,6 +378,25 @@ class PostgresEngine(LogHooks, MemoryEngine):
                 stats=stats[0],
                 nominated=nominated,
             )
+            ranking = (
+                beliefs.ranking(
+                    conn,
+                    request.filter,
+                    request.query,
+                    request.mode,
+                    request.beliefs,
+                    self.features,
+                    self._frequencies,
+                    log_view.served_beliefs(self._past),
+                    stats[1],
+                )
+                if ranks_beliefs
+                else None
+            )
+            batch = [p for p in (plan, ranking.plan if ranking is not None else None) if p is not None]
+            answers = pipelined(conn, [(p.sql, p.params) for p in batch])
+            rows = answers[0] if plan is not None else []
+            signals = plan.signals(rows) if plan is not None else []
             now = now_us()
             ranked = fuse(signals, request.mode, now, depth)
             bodies: dict[int, tuple[str, str, str, str]] | None = None
@@ -361,23 +408,13 @@ class PostgresEngine(LogHooks, MemoryEngine):
                 bodies = loaded.bodies
             ranked = ranked[:want]
             page = ranked[offset : offset + request.limit]
-            more = len(ranked) > offset + request.limit
+            more_hits = len(ranked) > offset + request.limit
             found: list[Hit] = []
-            if ranks_beliefs:
-                found = beliefs.rank(
-                    conn,
-                    request.filter,
-                    request.query,
-                    request.mode,
-                    request.beliefs,
-                    self.features,
-                    self._frequencies,
-                    log_view.served_beliefs(self._past),
-                    stats[1],
-                )
+            if ranking is not None and ranking.plan is not None:
+                found = ranking.hits(answers[-1])
             return FetchPage(
                 hits=tuple(self._hits(conn, page, bodies)),
-                next_cursor=encode_cursor("f", {"o": offset + len(page), "s": snapshot}) if more else None,
+                next_cursor=encode_cursor("f", {"o": offset + len(page), "s": snapshot}) if more_hits else None,
                 beliefs=tuple(found),
             )
 

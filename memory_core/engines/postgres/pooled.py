@@ -6,7 +6,7 @@ pgvector index over the model's vectors, so the nearest are found in the host, a
 matrix-vector product over the cached float32 rows (1,536 bytes per 384-dimension item).
 
 Keeping it current costs no round trip: ``refresh`` gives a few more columns of the statement that already opens
-every ranked read (``search.Frequencies.read``), and ``absorb`` takes its answer. Rows are found by the writing
+every ranked read (``search.Frequencies.read_with``), and ``absorb`` takes its answer. Rows are found by the writing
 transaction's id (``item_vectors.tx``, schema v5), with the belief build's watermark rule (``beliefs``): the
 statement's snapshot ``xmin`` is the next refresh's bound, so a row whose transaction commits after a
 later-numbered one is still read; rows of transactions already absorbed at or above the bound are left out by
@@ -23,7 +23,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Final
+from typing import Any, Final
 
 import numpy as np
 
@@ -32,6 +32,7 @@ from memory_core.meta import MetaFilter
 from memory_core.retrieval.dense import F32, IntArray, top
 
 from .schema import SCHEMA
+from .search import Extra
 
 __all__ = ["PooledCache", "Refresh"]
 
@@ -41,24 +42,17 @@ _SLACK: Final = 2
 
 @dataclass(frozen=True)
 class Refresh:
-    """Columns and a ``FROM`` item that read the rows a ``PooledCache`` lacks, for one statement.
+    """What a ``PooledCache`` adds to a ranked read's first statement, and the bound it read from.
 
     Attributes:
-        columns: Select-list text (the source's columns: instance, snapshot xmin, then arrays of the rows'
-            transaction ids, seqs, pooled vectors, namespaces and kinds; NULL arrays when none).
-        source: The ``FROM`` item (a sub-select aliased ``pooled_rows``).
-        params: The source's parameters, in order.
+        extra: The columns (instance, snapshot xmin, then arrays of the new rows' transaction ids, seqs, pooled
+            vectors, namespaces and kinds; NULL arrays when none) and their ``FROM`` item.
         model: The model read.
         dims: Its dimensions.
         after: The transaction-id bound read from (0: everything).
     """
 
-    width: ClassVar[int] = 7
-    """Columns ``columns`` names."""
-
-    columns: str
-    source: str
-    params: list[Any]
+    extra: Extra
     model: str
     dims: int
     after: int
@@ -106,7 +100,7 @@ class PooledCache:
             "AND v.model = %s AND NOT (v.tx::text::bigint = ANY(%s::bigint[])) AND length(v.pooled) = %s) "
             "AS pooled_rows"
         )
-        return Refresh("pooled_rows.*", source, [str(after), model, seen, 4 * dims], model, dims, after)
+        return Refresh(Extra("pooled_rows.*", source, [str(after), model, seen, 4 * dims], 7), model, dims, after)
 
     def absorb(self, refresh: Refresh, values: Sequence[Any]) -> None:
         """Take the columns ``refresh`` added (in order) from the statement's row."""

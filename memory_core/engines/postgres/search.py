@@ -42,9 +42,20 @@ from memory_core.scoring import embed
 
 from .filters import Where
 from .fusion import Signals
-from .pooled import Refresh
 
-__all__ = ["AVG_WORDS", "DF_CAP", "DF_TTL_S", "Features", "Frequencies", "bm25", "candidates", "pool_size"]
+__all__ = [
+    "AVG_WORDS",
+    "DF_CAP",
+    "DF_TTL_S",
+    "Candidates",
+    "Extra",
+    "Features",
+    "Frequencies",
+    "bm25",
+    "candidates",
+    "pool_size",
+    "statement",
+]
 
 DF_CAP: Final = 5_000
 """Most rows counted for one query word's document frequency; a word held by more is common (``COMMON_SHARE``
@@ -74,6 +85,26 @@ class Features:
     vectors: str
 
 
+@dataclass(frozen=True)
+class Extra:
+    """More columns for the statement that opens a ranked read (``Frequencies.read_with``), from a ``FROM`` item.
+
+    The source is a sub-select returning exactly one row (aggregates without ``GROUP BY``), so joining it keeps
+    the statement's one row.
+
+    Attributes:
+        columns: Select-list text naming the source's columns (``alias.*``).
+        source: The ``FROM`` item, aliased.
+        params: The source's parameters, in order.
+        width: How many columns ``columns`` names.
+    """
+
+    columns: str
+    source: str
+    params: list[Any]
+    width: int
+
+
 class Frequencies:
     """A per-process cache of document frequencies per table, thread-safe.
 
@@ -101,12 +132,12 @@ class Frequencies:
         return self.read_with(conn, wants)[0]
 
     def read_with(
-        self, conn: Any, wants: Sequence[tuple[str, str, Sequence[str]]], more: Refresh | None = None
-    ) -> tuple[list[tuple[dict[str, float], float]], list[Any]]:
-        """``read``, with ``more``'s columns in the same statement (``pooled.PooledCache.refresh``).
+        self, conn: Any, wants: Sequence[tuple[str, str, Sequence[str]]], more: Sequence[Extra] = ()
+    ) -> tuple[list[tuple[dict[str, float], float]], list[list[Any]]]:
+        """``read``, with ``more``'s columns in the same statement (the pooled vectors' refresh, the scopes).
 
         Returns:
-            ``read``'s answer and ``more``'s column values (empty without ``more``).
+            ``read``'s answer and, per ``Extra``, its column values.
         """
         now = time.monotonic()
         parts: list[str] = []
@@ -132,14 +163,18 @@ class Frequencies:
                     "FROM unnest(%s::text[]) WITH ORDINALITY AS u(word, o) ORDER BY o)"
                 )
                 params.append(lacking)
-        source = ""
-        if more is not None:
-            parts.append(more.columns)
-            source = f" FROM {more.source}"
-            params.extend(more.params)
+        parts.extend(extra.columns for extra in more)
+        source = (" FROM " + ", ".join(extra.source for extra in more)) if more else ""
+        params.extend(p for extra in more for p in extra.params)
         row = conn.execute("SELECT " + ", ".join(parts) + source, params).fetchone()
         values = list(row) if row else []
-        tail = values[len(values) - more.width :] if more is not None else []
+        width = sum(extra.width for extra in more)
+        tails: list[list[Any]] = []
+        at_extra = len(values) - width
+        for extra in more:
+            tails.append(values[at_extra : at_extra + extra.width])
+            at_extra += extra.width
+        values = values[: len(values) - width]
         out: list[tuple[dict[str, float], float]] = []
         at = 0
         with self._lock:
@@ -156,7 +191,7 @@ class Frequencies:
                         self._df[(table, word)] = (float(df), total, now)
                         held[word] = float(df)
                 out.append((held, total))
-        return out, tail
+        return out, tails
 
 
 def pool_size(want: int) -> int:
@@ -197,7 +232,36 @@ def _vector_source(table: str, key: str, cond: str, pool: int, vectors: str) -> 
     return f"vec AS (SELECT i.{key} AS k FROM {table} i WHERE {cond} ORDER BY {order}, i.{key} LIMIT {pool})"
 
 
-def candidates(
+@dataclass(frozen=True)
+class Candidates:
+    """One ranked read's candidate statement, and what turns its rows into ``Signals`` (``signals``).
+
+    Attributes:
+        sql: The statement: per candidate the eight signal columns, then the caller's ``columns``.
+        params: Its parameters.
+        df: The query words' document frequencies.
+        total: Rows in the table.
+        qvec: The query's reference vector.
+    """
+
+    sql: str
+    params: list[Any]
+    df: dict[str, float]
+    total: float
+    qvec: np.ndarray[Any, Any]
+
+    def signals(self, rows: Sequence[Sequence[Any]]) -> list[Signals]:
+        """The candidates' signals from the statement's rows (pure)."""
+        return _signals(rows, self.df, self.total, self.qvec)
+
+
+def candidates(conn: Any, **kw: Any) -> list[Signals]:
+    """Run ``statement`` (same arguments) and return the candidates' signals: one statement."""
+    plan = statement(conn, **kw)
+    return [] if plan is None else plan.signals(conn.execute(plan.sql, plan.params).fetchall())
+
+
+def statement(
     conn: Any,
     *,
     table: str,
@@ -214,8 +278,9 @@ def candidates(
     terms: Sequence[str] | None = None,
     stats: tuple[dict[str, float], float] | None = None,
     nominated: Sequence[int] = (),
-) -> list[Signals]:
-    """The candidates of one ranked read, with their signals (see the module docstring).
+    columns: str = "",
+) -> Candidates | None:
+    """The statement of one ranked read's candidates (see the module docstring); None when it has none.
 
     Args:
         conn: An open connection (the caller's transaction).
@@ -236,6 +301,7 @@ def candidates(
             (one statement for the items and the beliefs of a fetch); None: read here.
         nominated: Keys the pooled vector nominated (``pooled.PooledCache.nearest``): those the filter admits
             join the candidates (``den``), so the caller learns which passed and their signals.
+        columns: More select-list text over alias ``i`` (no parameters), after the signal columns.
     """
     plain = query_words(query)
     words = plain if terms is None else list(terms)
@@ -281,7 +347,7 @@ def candidates(
         params.extend([list(nominated), *cond_params])
         parts.append("SELECT k FROM den")
     if not parts:
-        return []
+        return None
     trigram = "word_similarity(%s, i.words)" if features.trigram and plain else "0::float8"
     hint_sql, hint_params = "false", []
     if refers_to is not None:
@@ -292,15 +358,14 @@ def candidates(
         f"SELECT i.{key}, ARRAY(SELECT u.lexeme || ' ' || coalesce(array_length(u.positions, 1), 1) "
         "FROM unnest(i.tsv) AS u WHERE u.lexeme = ANY(%s::text[])), "
         f"coalesce(array_length(string_to_array({length_of}, ' '), 1), 0), i.vec, {trigram}, "
-        f"coalesce(i.observed_at, {when}), coalesce(i.confidence, 0.5), {hint_sql} "
+        f"coalesce(i.observed_at, {when}), coalesce(i.confidence, 0.5), {hint_sql}{', ' + columns if columns else ''} "
         f"FROM {table} i WHERE i.{key} IN ({' UNION '.join(parts)})"
     )
     select_params: list[Any] = [words]
     if features.trigram and plain:
         select_params.append(" ".join(plain))
     select_params.extend(hint_params)
-    rows = conn.execute("WITH " + ", ".join(ctes) + " " + select, [*params, *select_params]).fetchall()
-    return _signals(rows, df, total, qvec)
+    return Candidates("WITH " + ", ".join(ctes) + " " + select, [*params, *select_params], df, total, qvec)
 
 
 def _signals(
