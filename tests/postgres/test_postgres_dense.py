@@ -18,6 +18,7 @@ import pytest
 from memory_core import Document, FetchRequest, MemoryMeta, MetaFilter, Namespace, Reach
 from memory_core.engines.postgres import PostgresEngine
 from memory_core.engines.postgres import engine as engine_module
+from memory_core.engines.postgres import pooled as pooled_module
 from memory_core.engines.postgres.fusion import Signals
 from memory_core.engines.postgres.pooled import PooledCache
 from memory_core.engines.postgres.rerank import RERANK_POOL, dense_nominations
@@ -149,3 +150,20 @@ def test_dense_nominations_follow_sqlites_rule() -> None:
     assert dense_nominations([9, 1, 2, 3, 4, 5], signals, head=[1], n=2) == [2]
     assert dense_nominations([9, 1, 2, 3, 4, 5], signals, head=[1], n=4) == [2, 4, 5]
     assert dense_nominations([], signals, head=[]) == []
+
+
+def test_a_large_backlog_fills_the_copy_over_several_reads_whole_transactions_each(
+    engine: PostgresEngine, pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    docs = [Document.of(f"note number {i}", MemoryMeta()) for i in range(120)]
+    engine.store_many(docs[:60])
+    engine.store_many(docs[60:])
+    assert engine.embed_backlog(batch=50) == 120  # three writing transactions: 50, 50 and 20 rows
+    monkeypatch.setattr(pooled_module, "TXS_PER_READ", 1)
+    cache = PooledCache()
+    with psycopg.connect(pg_url, autocommit=True) as reader:
+        sizes = []
+        for _ in range(4):
+            _refresh(reader, cache)
+            sizes.append(cache.size)
+    assert sizes == [50, 100, 120, 120]

@@ -45,10 +45,11 @@ class Counted:
         self.statements: list[str] = []
         self.trips: list[int] = []
         self.reads: list[bool] = []
+        self.runs: list[tuple[bool, int]] = []
 
     def read_trips(self) -> int:
         """Round trips of the reads (a write's ``BEGIN``/``COMMIT`` are the driver's, outside the trace)."""
-        return sum(t for t, r in zip(self.trips, self.reads, strict=True) if r)
+        return sum(trips for read, trips in self.runs if read)
 
 
 def _wire(trace: str) -> int:
@@ -82,7 +83,9 @@ def _count(engine: PostgresEngine, monkeypatch: pytest.MonkeyPatch) -> Counted:
                 finally:
                     conn.pgconn.untrace()
                     out.seek(0)
-                    counted.trips.append(_wire(out.read()))
+                    trips = _wire(out.read())
+                    counted.trips.append(trips)
+                    counted.runs.append((bool(kw.get("read")), trips))
 
         return run(spy, **kw)
 

@@ -11,11 +11,12 @@ an advisory lock (``schema``).
 * ``list``/``export`` page in write order with a keyset cursor on ``seq``; ``fetch`` pages a ranking frozen at
   the first page's newest ``seq`` (cursor: offset and snapshot).
 * Ranking: candidates and their signals from one SQL statement (``search``) over stemmed, windowed terms,
-  scored by ``fusion.fuse``; a hybrid fetch reorders the best ``RERANK_POOL`` by late interaction over the
-  stored token vectors (``rerank``, one more statement that also brings the page's bodies). The model never
-  runs on a write: ``embed_backlog`` encodes what waits, on the workers (``vectors``).
-* Reads run in autocommit (``driver``): a ``pre_turn`` is one write transaction and a few statements per
-  section (``tests/postgres/test_postgres_round_trips.py`` counts them).
+  scored by ``fusion.fuse``; a hybrid fetch adds the items nearest the query's pooled vector (``pooled``, a
+  host copy kept current by the read's first statement) and reorders the best ``RERANK_POOL`` with them by late
+  interaction over the stored token vectors (``rerank``, one more statement that also brings the page's
+  bodies). The model never runs on a write: ``embed_backlog`` encodes what waits, on the workers (``vectors``).
+* Reads run in autocommit (``driver``): a ranked read is at most three round trips (``_fetch``), a ``pre_turn``
+  one write transaction and those per section (``tests/postgres/test_postgres_round_trips.py`` counts them).
 * ``consolidate`` builds beliefs per scope incrementally (``beliefs``): one transaction and one advisory lock per
   scope, a watermark on transaction ids. Forget and erase retract the beliefs in the deleting transaction.
 * Every read compiles its reach into SQL (``filters``).
@@ -166,6 +167,7 @@ class PostgresEngine(LogHooks, MemoryEngine):
             {"pgvector": "pgvector HNSW", "cube": "cube GiST (no pgvector)"}.get(self.features.vectors, "vector scan"),
             "stemmed windowed terms",
             f"late interaction ({self.model.label}, vectors by the workers)",
+            "dense candidates (pooled vectors, host copy)",
         ]
         return EngineHealth(state=HealthState.OK, reason=", ".join(parts))
 

@@ -10,8 +10,10 @@ every ranked read (``search.Frequencies.read_with``), and ``absorb`` takes its a
 transaction's id (``item_vectors.tx``, schema v5), with the belief build's watermark rule (``beliefs``): the
 statement's snapshot ``xmin`` is the next refresh's bound, so a row whose transaction commits after a
 later-numbered one is still read; rows of transactions already absorbed at or above the bound are left out by
-id, so a long-running transaction elsewhere does not make every read move the same rows again. A changed
-``meta.instance`` (a recreated database) or model empties the copy.
+id, so a long-running transaction elsewhere does not make every read move the same rows again. One read takes
+whole transactions, at most ``TXS_PER_READ`` of them, so a new process's copy of a large store fills over its
+first reads (nominating among what it holds meanwhile). A changed ``meta.instance`` (a recreated database) or
+model empties the copy.
 
 Each row also keeps its namespace and kind, so ``nearest`` looks only at rows the fetch's reach and kinds admit
 (and the scopes a bounded section kept); the rest of the filter and the log's rule are applied by the database
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 import numpy as np
+import numpy.typing as npt
 
 from memory_core.engines.sqlite.rows import ns_of_key
 from memory_core.meta import MetaFilter
@@ -34,8 +37,13 @@ from memory_core.retrieval.dense import F32, IntArray, top
 from .schema import SCHEMA
 from .search import Extra
 
-__all__ = ["PooledCache", "Refresh"]
+__all__ = ["TXS_PER_READ", "PooledCache", "Refresh"]
 
+TXS_PER_READ: Final = 256
+"""Writing transactions one refresh reads at most (an embedding batch each: ``EMBED_BATCH`` rows), so a first read
+of a large store comes in parts across reads instead of one huge row."""
+_MASKS: Final = 256
+"""Reaches whose namespace masks are remembered (a new namespace makes a mask stale: it is rebuilt)."""
 _SLACK: Final = 2
 """Nominations sent to the database per one wanted: the filter's other fields and the log may drop some."""
 
@@ -77,6 +85,7 @@ class PooledCache:
         self._at: dict[int, int] = {}
         self._ns_codes: dict[str, int] = {}
         self._kind_codes: dict[str, int] = {}
+        self._masks: dict[tuple[str, bool, bool, tuple[str, ...] | None], npt.NDArray[np.bool_]] = {}
 
     @property
     def size(self) -> int:
@@ -93,14 +102,16 @@ class PooledCache:
         agg = ", ".join(
             f"array_agg({c} ORDER BY v.seq)" for c in ("v.tx::text::bigint", "v.seq", "v.pooled", "i.ns", "i.kind")
         )
-        source = (
+        source = (  # whole transactions, the first ``TXS_PER_READ`` of those not read yet
             f"(SELECT (SELECT value FROM {SCHEMA}.meta WHERE key = 'instance'), "
             f"pg_snapshot_xmin(pg_current_snapshot())::text::bigint, {agg} "
-            f"FROM {SCHEMA}.item_vectors v JOIN {SCHEMA}.items i ON i.seq = v.seq WHERE v.tx >= %s::text::xid8 "
-            "AND v.model = %s AND NOT (v.tx::text::bigint = ANY(%s::bigint[])) AND length(v.pooled) = %s) "
-            "AS pooled_rows"
+            f"FROM {SCHEMA}.item_vectors v JOIN {SCHEMA}.items i ON i.seq = v.seq WHERE v.model = %s "
+            "AND length(v.pooled) = %s AND v.tx = ANY(ARRAY(SELECT DISTINCT w.tx "
+            f"FROM {SCHEMA}.item_vectors w WHERE w.tx >= %s::text::xid8 AND w.model = %s "
+            f"AND NOT (w.tx::text::bigint = ANY(%s::bigint[])) ORDER BY w.tx LIMIT {TXS_PER_READ}))) AS pooled_rows"
         )
-        return Refresh(Extra("pooled_rows.*", source, [str(after), model, seen, 4 * dims], 7), model, dims, after)
+        params: list[Any] = [model, 4 * dims, str(after), model, seen]
+        return Refresh(Extra("pooled_rows.*", source, params, 7), model, dims, after)
 
     def absorb(self, refresh: Refresh, values: Sequence[Any]) -> None:
         """Take the columns ``refresh`` added (in order) from the statement's row."""
@@ -112,9 +123,11 @@ class PooledCache:
                     return
             if txs:
                 self._append([int(s) for s in seqs], [bytes(b) for b in blobs], list(nss), list(kinds))
-            self._xmin = max(self._xmin, int(xmin))
-            self._absorbed = {int(t) for t in txs or ()} | self._absorbed
-            self._absorbed = {t for t in self._absorbed if t >= self._xmin}
+            read = {int(t) for t in txs or ()}
+            self._absorbed |= read
+            if len(read) < TXS_PER_READ:  # every visible row past the bound is held: the snapshot's xmin is next
+                self._xmin = max(self._xmin, int(xmin))
+                self._absorbed = {t for t in self._absorbed if t >= self._xmin}
 
     def _code(self, codes: dict[str, int], value: str) -> int:
         code = codes.get(value)
@@ -157,15 +170,7 @@ class PooledCache:
             count = self._count
             if count == 0 or n <= 0 or query.shape != (self._dims,):
                 return []
-            reach = flt.effective_reach()
-            kept = None if scopes is None else set(scopes)
-            ns_ok = np.array(
-                [
-                    (kept is None or key in kept) and reach.admits(ns_of_key(key))
-                    for key in sorted(self._ns_codes, key=self._ns_codes.__getitem__)
-                ],
-                dtype=bool,
-            )
+            ns_ok = self._admitted(flt, scopes)
             kinds = None if not flt.kinds else {k.value for k in flt.kinds}
             kind_ok = np.array(
                 [kinds is None or k in kinds for k in sorted(self._kind_codes, key=self._kind_codes.__getitem__)],
@@ -180,6 +185,21 @@ class PooledCache:
         cos = (vectors @ q)[rows] if len(rows) * 8 >= count else vectors[rows] @ q
         best, _ = top(cos, n)
         return [int(s) for s in seqs[rows[best]]]
+
+    def _admitted(self, flt: MetaFilter, scopes: Sequence[str] | None) -> npt.NDArray[np.bool_]:
+        """Per namespace code, whether the reach (and the kept scopes) admit it; remembered per reach (locked)."""
+        reach = flt.effective_reach()
+        key = (str(reach.at), reach.inherit, reach.descendants, None if scopes is None else tuple(sorted(scopes)))
+        held = self._masks.get(key)
+        if held is not None and len(held) == len(self._ns_codes):
+            return held
+        kept = None if scopes is None else set(scopes)
+        names = sorted(self._ns_codes, key=self._ns_codes.__getitem__)
+        mask = np.array([(kept is None or n in kept) and reach.admits(ns_of_key(n)) for n in names], dtype=bool)
+        if len(self._masks) >= _MASKS:
+            self._masks.clear()
+        self._masks[key] = mask
+        return mask
 
     @staticmethod
     def overfetch(n: int) -> int:

@@ -310,7 +310,7 @@ def _v4(conn: Conn) -> None:
 _V5: Final = f"""
 ALTER TABLE {SCHEMA}.item_vectors ADD COLUMN tx xid8 NOT NULL DEFAULT pg_current_xact_id();
 --
-CREATE INDEX item_vectors_tx ON {SCHEMA}.item_vectors (tx)
+CREATE INDEX item_vectors_tx ON {SCHEMA}.item_vectors (tx, model)
 """
 
 

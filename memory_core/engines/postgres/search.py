@@ -4,8 +4,8 @@ The query's words are the table's: for items the project's terms (``retrieval.te
 stop-words dropped), matched against the windowed ``tsv`` (``schema`` v2); for beliefs the reference words.
 Their document frequencies come from ``Frequencies``, a per-process cache refreshed every ``DF_TTL_S``: the
 words it lacks are counted on the ``tsv`` GIN index (capped at ``DF_CAP`` rows per word) in the statement that
-also reads the tables' row counts, one statement for the items and the beliefs of a fetch (``read``). Then one
-``WITH`` statement:
+also reads the tables' row counts, one statement for the items and the beliefs of a fetch (``read``; with
+``read_with``, other parts of a read's first statement ride along: ``Extra``). Then one ``WITH`` statement:
 
 1. (the frequencies decide which words are informative, so the statement names them as a constant and the
    planner picks the GIN index for them);
@@ -17,12 +17,16 @@ also reads the tables' row counts, one statement for the items and the beliefs o
 3. ``vec`` (vector mode, and hybrid mode when the lexical pool cannot fill the page): the best ``pool`` rows by
    embedding distance: pgvector's HNSW index, or ``cube``'s GiST index (distance computed in C), or a cosine
    scan of the reach in SQL;
-4. for the union, what ``fusion.Signals`` needs: the query words each row holds (its lexemes intersected with
+4. ``den`` (hybrid): the rows the pooled vector nominated (``pooled.PooledCache.nearest``, in the host) that
+   the filter admits, so the caller learns which passed, with their signals;
+5. for the union, what ``fusion.Signals`` needs: the query words each row holds (its lexemes intersected with
    the query's), its length, its embedding, ``pg_trgm``'s ``word_similarity`` when installed, its time,
    confidence and hint flag.
 
-The lexical score (Okapi BM25, ``bm25``) and the cosine are computed here in Python over the
-candidates only. Every part filters by the request's reach and filter in SQL (``filters.compile_filter``).
+``statement`` builds it (a ``Candidates``: SQL, parameters and what turns its rows into signals), so a caller
+can send it with another (``driver.pipelined``); ``candidates`` runs it alone. The lexical score (Okapi BM25,
+``bm25``) and the cosine are computed here in Python over the candidates only. Every part filters by the
+request's reach and filter in SQL (``filters.compile_filter``).
 """
 
 from __future__ import annotations

@@ -5,8 +5,9 @@ embedder's ``model`` name, its pooled vector (float32 bytes) and its content-tok
 (``retrieval.late.quantise``: int8 with a scale per token) as ``bytea``, plus ``prev``, the turn before it in its
 thread when it was embedded, so the window view needs no extra lookup. Storing an item never writes here: an
 item waits, ranked lexically, until a worker embeds it (``unembedded`` → model → ``write``, the model run
-outside any transaction). A row of another model counts as not embedded. ``ON DELETE CASCADE`` drops an item's
-row with the item.
+outside any transaction). A row of another model counts as not embedded. ``tx`` (schema v5) is the writing
+transaction's id, which the hosts' copies of the pooled vectors read from (``pooled``). ``ON DELETE CASCADE``
+drops an item's row with the item.
 
 ``load`` reads, in one statement, what the rerank needs of its candidates *and* their stored JSON, so the hits
 of the page are built without another round trip; a candidate's previous turn's tokens come along unless that
