@@ -326,10 +326,11 @@ class PostgresEngine(LogHooks, MemoryEngine):
         state = decode_cursor("f", request.cursor, ("o", "s"))
         # hybrid: the lexical stage's best RERANK_POOL and the pooled vector's nominations are reordered by late
         # interaction (``rerank``); a time hint orders its own groups, so the lexical order is kept then, as on
-        # SQLite. The query is encoded before a connection is taken (the model holds none).
+        # SQLite. The query is encoded on the encoder thread while the first statement runs.
         late = request.mode is FetchMode.HYBRID and request.refers_to is None
-        tokens, pooled = self.model.query_vectors(request.query) if late else (None, None)
+        encoding = self.model.start(request.query) if late else None  # runs while the first statement does
         model = self.model.embedder.name
+        dims = self.model.embedder.dims
 
         def read(conn: Conn) -> FetchPage:
             offset = state["o"] if state else 0
@@ -345,7 +346,7 @@ class PostgresEngine(LogHooks, MemoryEngine):
             wants = [(f"{SCHEMA}.items", "seq", terms)]
             if ranks_beliefs:
                 wants.append((f"{SCHEMA}.beliefs", "bid", query_words(request.query)))
-            refresh = self._pooled.refresh(model, len(pooled)) if pooled is not None else None
+            refresh = self._pooled.refresh(model, dims) if encoding is not None else None
             more = [refresh.extra] if refresh is not None else []
             if request.max_scopes is not None:
                 more.append(self._scopes_extra(request, where))
@@ -358,6 +359,7 @@ class PostgresEngine(LogHooks, MemoryEngine):
             snapshot = state["s"] if state else int(stats[0][1])
             want = offset + request.limit + 1
             depth = max(want, RERANK_POOL) if late else want
+            tokens, pooled = encoding.result() if encoding is not None else (None, None)
             nominated: list[int] = []
             if pooled is not None and tokens is not None and len(tokens):  # the dense source (``pooled``)
                 nominated = self._pooled.nearest(
