@@ -329,8 +329,7 @@ class PostgresEngine(LogHooks, MemoryEngine):
         # SQLite. The query is encoded on the encoder thread while the first statement runs.
         late = request.mode is FetchMode.HYBRID and request.refers_to is None
         encoding = self.model.start(request.query) if late else None  # runs while the first statement does
-        model = self.model.embedder.name
-        dims = self.model.embedder.dims
+        model, dims = (self.model.embedder.name, self.model.embedder.dims) if late else ("", 0)
 
         def read(conn: Conn) -> FetchPage:
             offset = state["o"] if state else 0
