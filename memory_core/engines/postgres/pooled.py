@@ -39,9 +39,10 @@ from .search import Extra
 
 __all__ = ["TXS_PER_READ", "PooledCache", "Refresh"]
 
-TXS_PER_READ: Final = 256
-"""Writing transactions one refresh reads at most (an embedding batch each: ``EMBED_BATCH`` rows), so a first read
-of a large store comes in parts across reads instead of one huge row."""
+TXS_PER_READ: Final = 32
+"""Writing transactions one refresh reads at most (an embedding batch each, ``EMBED_BATCH``: 256 rows by default,
+so at most about 8,200 rows, 12.6 MB of 384-dimension vectors), so a new process's first reads of a large store
+take it in parts instead of one huge row (reads running at once may each take the same part)."""
 _MASKS: Final = 256
 """Reaches whose namespace masks are remembered (a new namespace makes a mask stale: it is rebuilt)."""
 _SLACK: Final = 2
