@@ -376,7 +376,7 @@ def _hit(hid: Any, text: Any, meta: Any, conf: Any, derived: Any) -> Hit:
 
 @dataclass(frozen=True)
 class Ranking:
-    """A belief ranking's one statement (``sql``, ``params``) and how its rows become hits (``hits``).
+    """A belief ranking's one statement (``plan``) and how its rows become hits (``hits``).
 
     Attributes:
         plan: The candidates' statement, each row also holding the belief's hit columns; None: no candidates.
@@ -389,7 +389,7 @@ class Ranking:
     limit: int
 
     def hits(self, rows: Sequence[Sequence[Any]]) -> list[Hit]:
-        """The best ``limit`` hits from the statement's rows (pure)."""
+        """The best ``limit`` hits from the statement's rows (recency measured from now)."""
         if self.plan is None:
             return []
         ranked = fuse(self.plan.signals(rows), self.mode, now_us(), self.limit)
