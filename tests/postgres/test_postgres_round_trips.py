@@ -109,8 +109,10 @@ def test_a_pre_turn_is_one_write_and_at_most_three_round_trips_per_section(
 ) -> None:
     memory = _memory(engine)
     counted = _count(engine, monkeypatch)
+    encodes = engine.model.query_encodes
     ctx = memory.pre_turn({"thread_id": "t", "turn_index": 1, "user_text": "Did I adopt a rescue dog?"})
     assert ctx.log_error is None and ctx.pack.markdown
+    assert engine.model.query_encodes == encodes + 1  # one encoding shared by the pack's sections
     statements = counted.statements
     item_fetches = sum(s.startswith("WITH lex AS (SELECT i.seq") for s in statements)
     assert item_fetches >= 3
