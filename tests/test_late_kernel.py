@@ -18,7 +18,7 @@ from memory_core.engines.sqlite.search import weights
 from memory_core.engines.sqlite.vectors import Stored
 from memory_core.retrieval.embedder import F32
 from memory_core.retrieval.fusion import envelope, fuse, names_speaker, query_words
-from memory_core.retrieval.late import Quantised, Tokens, dequantise, quantise, token_max
+from memory_core.retrieval.late import CHUNK, Quantised, Tokens, dequantise, quantise, token_max
 
 DIMS = 48
 
@@ -72,6 +72,16 @@ def test_token_max_equals_the_reference_on_random_texts(seed: int) -> None:
     assert got.shape == (len(texts), len(query)) and got.dtype == np.float32
     assert np.abs(got - want).max() < 1e-5
     assert np.array_equal(got == -1, want == -1)  # exactly the empty texts have no evidence
+
+
+def test_token_max_over_chunks_and_a_text_longer_than_a_chunk() -> None:
+    rng = np.random.default_rng(9)
+    query = _unit(rng, 5)
+    sizes = [CHUNK - 1, 2, CHUNK, 0, CHUNK + 40, 1, 1, CHUNK // 2, CHUNK // 2 + 1, 3 * CHUNK]
+    texts: list[Tokens] = [Quantised.parse(quantise(_unit(rng, n)), DIMS) if n else _unit(rng, 0) for n in sizes]
+    texts[4] = _unit(rng, CHUNK + 40)  # a float text wider than a chunk, between quantised ones
+    want = np.array([_reference_max(query, _floats(t)) for t in texts])
+    assert np.abs(token_max(query, texts) - want).max() < 1e-5
 
 
 def test_token_max_of_no_query_tokens_or_no_texts() -> None:

@@ -20,10 +20,14 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["Quantised", "Tokens", "dequantise", "maxsim", "quantise", "token_max"]
+__all__ = ["CHUNK", "Quantised", "Tokens", "dequantise", "maxsim", "quantise", "token_max"]
 
 F32 = npt.NDArray[np.float32]
 _SCALE: Final = np.dtype("<f4")
+CHUNK: Final = 128
+"""Token rows ``token_max`` casts and multiplies at a time: a chunk of 384-dimension rows (192 KB) stays in a
+core's L2 cache from the cast to the product. Stacking a rerank's ~3,200 rows (4.9 MB) first and multiplying
+them at once reads them back from memory: 2.3× the CPU time on the demo's data (0.67 against 1.5 ms)."""
 
 
 def quantise(tokens: F32) -> bytes:
@@ -91,10 +95,11 @@ def dequantise(blob: bytes, dims: int) -> F32:
 def token_max(query: F32, texts: Sequence[Tokens]) -> F32:
     """``(n, m)``: for each text and each of the ``m`` query tokens, its best cosine with the text's tokens.
 
-    One matrix product for all texts: their vectors are stacked in one pass (int8 values cast to float32 on the
-    way), multiplied by the query's, each product row scaled by its token's scale (``Quantised``; 1 for float
-    vectors), and each text's rows reduced by ``np.maximum.reduceat``. Equal to dequantising each text and
-    taking ``(tokens @ query.T).max(axis=0)`` up to float32 rounding (``x·(v·s)`` against ``(x·v)·s``).
+    The texts' vectors are stacked ``CHUNK`` token rows at a time into one float32 buffer (int8 values cast on
+    the way), each chunk multiplied by the query's vectors while it is in cache, each product row scaled by its
+    token's scale (``Quantised``; 1 for float vectors), and each text's rows reduced by
+    ``np.maximum.reduceat``. Equal to dequantising each text and taking ``(tokens @ query.T).max(axis=0)`` up to
+    float32 rounding (``x·(v·s)`` against ``(x·v)·s``).
 
     A text with no tokens gets -1 (no evidence) for every query token.
     """
@@ -102,20 +107,42 @@ def token_max(query: F32, texts: Sequence[Tokens]) -> F32:
     out = np.full((n, m), -1.0, dtype=np.float32)
     if m == 0 or n == 0:
         return out
-    sizes = np.fromiter((len(t) for t in texts), dtype=np.int64, count=n)
-    full = np.flatnonzero(sizes)
-    if not len(full):
+    values: list[npt.NDArray[np.int8] | F32] = []
+    scales: list[F32 | None] = []
+    counts: list[int] = []
+    full: list[int] = []
+    for i, text in enumerate(texts):  # one pass, no per-text helper calls: a rerank scores ~170 texts
+        v: npt.NDArray[np.int8] | F32
+        scale: F32 | None
+        if isinstance(text, Quantised):
+            v, scale = text.values, text.scales
+        else:
+            v, scale = text, None
+        if v.shape[0]:
+            values.append(v)
+            scales.append(scale)
+            counts.append(int(v.shape[0]))
+            full.append(i)
+    if not full:
         return out
-    chosen = [texts[i] for i in full.tolist()] if len(full) < n else list(texts)
-    stacked = np.concatenate([t.values if isinstance(t, Quantised) else t for t in chosen], dtype=np.float32)
-    sims = stacked @ np.asarray(query, dtype=np.float32).T  # (total tokens, m)
-    if any(isinstance(t, Quantised) for t in chosen):
-        scales = np.concatenate(
-            [t.scales if isinstance(t, Quantised) else np.ones(len(t), dtype=np.float32) for t in chosen]
-        )
-        sims *= scales[:, None]
+    width = max(CHUNK, max(counts))
+    buffer = np.empty((width, values[0].shape[1]), dtype=np.float32)
+    across = np.asarray(query, dtype=np.float32).T
+    sims = np.empty((sum(counts), m), dtype=np.float32)
+    i = at = 0
+    while i < len(values):  # whole texts per chunk, at most ``width`` rows
+        j, rows = i + 1, counts[i]
+        while j < len(values) and rows + counts[j] <= width:
+            rows += counts[j]
+            j += 1
+        np.concatenate(values[i:j], out=buffer[:rows], casting="safe")
+        np.matmul(buffer[:rows], across, out=sims[at : at + rows])
+        at, i = at + rows, j
+    if any(scale is not None for scale in scales):
+        ones = [np.ones(c, dtype=np.float32) if sc is None else sc for sc, c in zip(scales, counts, strict=True)]
+        sims *= np.concatenate(ones)[:, None]
     starts = np.zeros(len(full), dtype=np.int64)
-    np.cumsum(sizes[full][:-1], out=starts[1:])
+    np.cumsum(counts[:-1], out=starts[1:])
     out[full] = np.maximum.reduceat(sims, starts, axis=0)
     return out
 
