@@ -141,3 +141,23 @@ def test_a_pack_reads_its_candidates_vectors_once(engine: SQLiteEngine) -> None:
     read = engine._tokens.stats.read
     engine.fetch(request.model_copy(update={"query": "club paddled km"}))
     assert engine._tokens.stats.read == read and engine._tokens.stats.hits >= 6
+
+
+def test_a_row_not_embedded_is_kept_until_vectors_are_written(engine: SQLiteEngine) -> None:
+    engine.store_many([Document.of("Lake report 7: waiting for the model"), Document.of("Lake report 8: too")])
+    cache = TokenCache()
+    conn = _connect(engine)
+    seqs = _seqs(conn)
+    first = cache.load(conn, seqs, MODEL, DIMS)
+    waiting = [s for s in seqs if first[s].tokens is None]
+    assert len(waiting) == 2 and cache.stats.read == 8
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    again = cache.load(conn, seqs, MODEL, DIMS)
+    conn.set_trace_callback(None)
+    assert len(statements) == 1 and cache.stats.read == 8 and cache.stats.hits == 8  # no read for the waiting
+    assert all(again[s] is first[s] for s in waiting)
+    engine.embed_backlog()  # vectors written: the waiting rows are read again, now with their vectors
+    embedded = cache.load(conn, seqs, MODEL, DIMS)
+    assert cache.stats.read == 10 and all(isinstance(embedded[s].tokens, Quantised) for s in waiting)
+    conn.close()

@@ -6,15 +6,18 @@ next turn asks about the same conversation. What it reads of an item never chang
 a model (the vectors, the turn before it, the speaker, the time, the confidence), and seqs are never reused, so a
 row is kept by ``(seq, model)`` until the byte budget pushes it out (least recently used first). Rows are kept as
 stored (``late.Quantised``: int8 and a scale per token, 388 bytes a 384-dimension token, a quarter of float32),
-so a hit decodes nothing and the budget holds four times the rows. A row not yet embedded is read again next
-time (it may be embedded by then). A replaced file (``meta.instance``) empties the cache.
+so a hit decodes nothing and the budget holds four times the rows. A row not yet embedded (its fields, no
+vectors) is kept apart, at most ``BARE_ROWS``, while no vectors were written since (``item_vectors.n``, schema
+version 6, only grows): the host's own new turns wait for the embedding job and are candidates of every pack
+meanwhile. A replaced file (``meta.instance``) empties the cache.
 
 Deleted items: every delete appends its seqs to the ``deleted`` log (numbered ``n``, schema version 1), as the
-item index uses it (``index.ItemIndex.refresh``). Each call reads the instance and the log's last ``n`` in one
-statement; when the log grew, the kept rows of the newly deleted seqs are dropped (one indexed range read), so a
-hit needs no per-row check. A read whose snapshot is older than the newest log entry the cache has seen serves
-its hits (alive in the newer snapshot, so alive in its own: a candidate or the turn before one is older than the
-snapshot) but keeps none of the rows it reads from SQL, which a newer snapshot may have deleted.
+item index uses it (``index.ItemIndex.refresh``). Each call reads the instance, the log's last ``n`` and the
+vectors' last ``n`` in one statement; when the log grew, the kept rows of the newly deleted seqs are dropped
+(one indexed range read), so a hit needs no per-row check. A read whose snapshot is older than the newest log
+entry (or vectors) the cache has seen serves its hits (alive in the newer snapshot, so alive in its own: a
+candidate or the turn before one is older than the snapshot) but keeps none of the rows it reads from SQL,
+which a newer snapshot may have deleted (or embedded).
 
 ``stats`` counts the rows served from the cache and the rows read from SQL.
 """
@@ -30,13 +33,18 @@ from typing import Final
 
 from .vectors import Stored, load
 
-__all__ = ["TOKEN_CACHE_BYTES", "TokenCache", "TokenCacheStats"]
+__all__ = ["BARE_ROWS", "TOKEN_CACHE_BYTES", "TokenCache", "TokenCacheStats"]
 
 TOKEN_CACHE_BYTES: Final = 48 * 2**20
 """Stored token vectors kept per engine (about 12,000 conversation turns of ~10 content tokens of 388 bytes)."""
 _OVERHEAD: Final = 200
 """Bytes counted per kept row besides its vectors (the row object, the key)."""
-_STATE: Final = "SELECT (SELECT value FROM meta WHERE key = 'instance'), (SELECT coalesce(max(n), 0) FROM deleted)"
+BARE_ROWS: Final = 4096
+"""Rows not embedded yet kept (their fields only), least recently used dropped first."""
+_STATE: Final = (
+    "SELECT (SELECT value FROM meta WHERE key = 'instance'), (SELECT coalesce(max(n), 0) FROM deleted), "
+    "(SELECT coalesce(max(n), 0) FROM item_vectors)"
+)
 
 
 @dataclass
@@ -68,6 +76,9 @@ class TokenCache:
     def __init__(self, budget: int = TOKEN_CACHE_BYTES) -> None:
         self._budget = budget
         self._rows: OrderedDict[tuple[int, str], Stored] = OrderedDict()
+        self._bare: OrderedDict[tuple[int, str], Stored] = OrderedDict()
+        """Rows with no vectors of the model as of ``self._vectors`` (the last ``item_vectors.n``)."""
+        self._vectors = 0
         self._models: set[str] = set()
         self._bytes = 0
         self._instance = ""
@@ -86,6 +97,7 @@ class TokenCache:
                 return  # another read got there first
             for (seq,) in gone:
                 for model in self._models:
+                    self._bare.pop((int(seq), model), None)
                     row = self._rows.pop((int(seq), model), None)
                     if row is not None:
                         self._bytes -= _size(row)
@@ -94,30 +106,39 @@ class TokenCache:
 
     def load(self, conn: sqlite3.Connection, seqs: Sequence[int], model: str, dims: int) -> dict[int, Stored]:
         """``seq → Stored`` for the ``seqs`` that exist, as ``vectors.load`` (same arguments), cached."""
-        instance_value, deleted_value = conn.execute(_STATE).fetchone()
-        instance, deleted = str(instance_value), int(deleted_value)
+        instance_value, deleted_value, vectors_value = conn.execute(_STATE).fetchone()
+        instance, deleted, vectors = str(instance_value), int(deleted_value), int(vectors_value)
         with self._lock:
             if instance != self._instance:
                 self._rows.clear()
+                self._bare.clear()
                 self._models.clear()
                 self._bytes = 0
                 self._instance = instance
                 self._deleted = deleted
-            behind = deleted < self._deleted
+                self._vectors = vectors
+            if vectors > self._vectors:  # rows embedded since: any bare row may have vectors now
+                self._bare.clear()
+                self._vectors = vectors
+            behind = deleted < self._deleted or vectors < self._vectors
             ahead = deleted > self._deleted
         if ahead:
             self._forget_deleted(conn, instance, deleted)
         out: dict[int, Stored] = {}
         missing: list[int] = []
         with self._lock:
-            rows = self._rows
+            rows, bare = self._rows, self._bare
             for seq in seqs:
-                row = rows.get((seq, model))
-                if row is None:
-                    missing.append(seq)
-                else:
-                    rows.move_to_end((seq, model))
+                key = (seq, model)
+                row = rows.get(key)
+                if row is not None:
+                    rows.move_to_end(key)
                     out[seq] = row
+                elif (row := bare.get(key)) is not None:
+                    bare.move_to_end(key)
+                    out[seq] = row
+                else:
+                    missing.append(seq)
             self.stats.hits += len(out)
             self.stats.read += len(missing)
         if not missing:
@@ -127,14 +148,17 @@ class TokenCache:
         if behind:
             return out
         with self._lock:
-            if instance != self._instance or deleted != self._deleted:
-                return out  # the file was replaced, or a newer snapshot saw deletes since this one
+            if instance != self._instance or deleted != self._deleted or vectors != self._vectors:
+                return out  # the file was replaced, or a newer snapshot saw deletes or vectors since this one
             self._models.add(model)
             for seq, row in read.items():
-                if row.tokens is None or (seq, model) in self._rows:
-                    continue
-                self._rows[(seq, model)] = row
-                self._bytes += _size(row)
+                if row.tokens is None:
+                    self._bare[(seq, model)] = row
+                elif (seq, model) not in self._rows:
+                    self._rows[(seq, model)] = row
+                    self._bytes += _size(row)
+            while len(self._bare) > BARE_ROWS:
+                self._bare.popitem(last=False)
             while self._bytes > self._budget and self._rows:
                 _, dropped = self._rows.popitem(last=False)
                 self._bytes -= _size(dropped)
