@@ -19,8 +19,8 @@ power-loss durability for speed; ``?busy_timeout_ms=N``). The folder is created 
 * Forget and erase remove the beliefs derived only from the removed items, in the same transaction.
 * A hybrid ``fetch`` reorders the lexical stage's best by late interaction over the model's stored token
   vectors (``rerank``); the query is encoded once per process for each distinct query text, so the sections of
-  one pack share one encoding (``queries``: started before the lexical stage, on the encoder thread), and the
-  candidates' decoded token vectors are kept per process (``token_cache``). The model never runs on a write:
+  one pack share one encoding (``queries``: started at the fetch's entry, on the encoder thread), and the
+  candidates' token vectors are kept per process as stored, int8 (``token_cache``). The model never runs on a write:
   ``embed_backlog`` encodes what waits, in batches, on the workers (the ``embed_items`` job,
   ``workers.embedding``). A hybrid fetch also takes up to ``retrieval.dense.DENSE_POOL`` candidates nearest the
   query's pooled vector (``pooled``).
