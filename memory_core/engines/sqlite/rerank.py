@@ -25,7 +25,7 @@ from memory_core.retrieval.dates import named_dates
 from memory_core.retrieval.dense import DENSE_POOL
 from memory_core.retrieval.embedder import F32
 from memory_core.retrieval.fusion import envelope, fuse, names_speaker, query_words
-from memory_core.retrieval.late import token_max
+from memory_core.retrieval.late import Tokens, token_max
 from memory_core.retrieval.terms import query_terms
 from memory_core.scoring import VECTOR_THRESHOLD
 
@@ -46,6 +46,8 @@ conversations, date signal on; fetch@10 / pack): 35 → 77.3% / 77.6%, 50 → 78
 (75.7 → 76.4, 75.1 → 76.4, 78.3 → 80.6) and half as many candidates are scored per fetch (``docs/retrieval.md``)."""
 _MIN_HEAD: Final = 2
 """Fewer candidates than this have nothing to reorder."""
+_EMPTY: Final = np.zeros((0, 0), dtype=np.float32)
+"""The tokens of a text not embedded (by this model): ``late.token_max`` gives it -1."""
 
 
 def dense_candidates(
@@ -112,6 +114,12 @@ def rerank(
     return reorder(ranked, stored, query, query_tokens, now_us, extra)
 
 
+def _tokens(row: Stored | None, dims: int) -> Tokens:
+    """A stored row's token vectors; none for a row not embedded (by a model of ``dims`` dimensions)."""
+    held = None if row is None else row.tokens
+    return held if held is not None and held.shape[1] == dims else _EMPTY
+
+
 def reorder(
     ranked: Sequence[tuple[int, float]],
     stored: dict[int, Stored],
@@ -146,20 +154,22 @@ def reorder(
         tail = [(s, v) for s, v in tail if s not in taken]
     dims = query_tokens.shape[1]
     seqs = [s for s, _ in head]
-    empty = np.zeros((0, dims), dtype=np.float32)
-
-    def tokens(seq: int | None) -> F32:
-        row = stored.get(seq) if seq is not None else None
-        return empty if row is None or row.tokens is None or row.tokens.shape[1] != dims else row.tokens
-
-    own = token_max(query_tokens, [tokens(s) for s in seqs])
-    before = token_max(query_tokens, [tokens(stored[s].prev if s in stored else None) for s in seqs])
+    rows = [stored.get(s) for s in seqs]
+    prevs = [None if row is None else row.prev for row in rows]
+    # each text scored once: the candidates, then the turns before them that are not candidates themselves
+    at = {s: i for i, s in enumerate(seqs)}
+    earlier = list(dict.fromkeys(p for p in prevs if p is not None and p not in at))
+    at.update((p, len(seqs) + i) for i, p in enumerate(earlier))
+    texts = [_tokens(row, dims) for row in rows] + [_tokens(stored.get(p), dims) for p in earlier]
+    maxima = np.vstack([token_max(query_tokens, texts), np.full((1, len(query_tokens)), -1.0, np.float32)])
+    own = maxima[: len(seqs)]
+    before = maxima[[len(texts) if p is None else at[p] for p in prevs]]  # no turn before: the -1 row
     window = np.maximum(own, before)
-    embedded = np.array([len(tokens(s)) > 0 for s in seqs])
-    when = np.array([stored[s].when_us if s in stored else now_us for s in seqs], dtype=np.int64)
-    conf = np.array([stored[s].confidence if s in stored else 0.5 for s in seqs])
+    embedded = np.array([len(t) > 0 for t in texts[: len(seqs)]])
+    when = np.array([now_us if row is None else row.when_us for row in rows], dtype=np.int64)
+    conf = np.array([0.5 if row is None else row.confidence for row in rows])
     words = query_words(query)
-    spoken = np.array([s in stored and names_speaker(words, stored[s].speaker) for s in seqs])
+    spoken = np.array([row is not None and names_speaker(words, row.speaker) for row in rows])
     lexical = np.concatenate([np.arange(1, len(head) - len(extra) + 1), np.zeros(len(extra))]).astype(np.int64)
     nominated = np.zeros(len(seqs), dtype=np.int64)
     nominated[len(seqs) - len(extra) :] = np.arange(1, len(extra) + 1)
