@@ -30,7 +30,7 @@ and beliefs that fall below the pack's score or query-coverage bar (see ``releva
 
 Concurrency (``recall.pool``): the reads are submitted from the calling thread, never from inside a pool task,
 and the call waits for every future it started, so no read outlives it. An engine that ranks several fetches in
-one read (``FetchesTogether``: the SQLite engine's ``fetch_together``) gets a pack's fetch sections as one
+one read (``FetchTogether``: the SQLite engine's ``fetch_together``) gets a pack's fetch sections as one
 read, so what they share (the snapshot, the query words' counts) is read once (issue 12 "bounded sections");
 each section's hits are those ``fetch`` returns, and an error still skips only its own section.
 """
@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 from functools import partial
-from typing import Final, Protocol, runtime_checkable
+from typing import Final
 
 from memory_core.consolidation import BeliefsRequest
 from memory_core.engine import MemoryEngine
@@ -63,7 +63,7 @@ __all__ = [
     "LATEST_PAGE",
     "Answered",
     "Failed",
-    "FetchesTogether",
+    "FetchTogether",
     "Gathered",
     "Read",
     "belief_budget",
@@ -226,27 +226,20 @@ def _fetch_request(
     )
 
 
-@runtime_checkable
-class FetchesTogether(Protocol):
-    """An engine that ranks several fetches in one read (``SQLiteEngine.fetch_together``).
-
-    Each entry of the result is the request's page, or the error ``fetch`` would have raised for it alone.
-    """
-
-    def fetch_together(self, requests: Sequence[FetchRequest]) -> list[FetchPage | Exception]:
-        """One page or error per request, in order."""
-        ...
+FetchTogether = Callable[[Sequence[FetchRequest]], list[FetchPage | Exception]]
+"""An engine's ``fetch_together``: several fetches ranked in one read (``SQLiteEngine.fetch_together``); one page,
+or the error ``fetch`` would have raised for that request alone, per request, in order."""
 
 
 def _fetch_all(
-    engine: FetchesTogether,
+    fetch_together: FetchTogether,
     request: HolisticRecall,
     fetched: Sequence[tuple[ScopeSection, _Plan]],
     mode: FetchMode,
 ) -> list[Gathered]:
     """The fetch sections' reads in one engine call; an error fails only its own section (or every one)."""
     try:
-        pages = engine.fetch_together(
+        pages = fetch_together(
             [_fetch_request(request, s, plan.query, plan.want, plan.beliefs, mode) for s, plan in fetched]
         )
     except Exception as exc:  # an engine error never fails the pack (reference §4.1)
@@ -370,11 +363,12 @@ def gather(
     """
     plans = _plans(request, mode)
     fetched = [(s, p) for s, p in zip(request.sections, plans, strict=True) if p.step is _Step.FETCH]
-    together = mode is not None and len(fetched) > 1 and isinstance(engine, FetchesTogether)
+    fetch_together: FetchTogether | None = getattr(engine, "fetch_together", None)
+    together = mode is not None and len(fetched) > 1 and fetch_together is not None
     calls: list[Callable[[], Gathered | _Listed | list[Gathered]]] = []
     if together:
-        assert mode is not None and isinstance(engine, FetchesTogether)
-        calls.append(partial(_fetch_all, engine, request, fetched, mode))
+        assert mode is not None and fetch_together is not None
+        calls.append(partial(_fetch_all, fetch_together, request, fetched, mode))
     for section, plan in zip(request.sections, plans, strict=True):
         if not (together and plan.step is _Step.FETCH):
             calls.append(partial(_read, engine, request, section, plan, mode))
