@@ -5,7 +5,9 @@ Run ``python -m bench.live_turn_bench`` (1k/10k/100k stored items, a few minutes
 one LoCoMo conversation replayed through ``AgentMemory`` with its beliefs built, and every item embedded by the
 ranking model (what ``make demo``'s worker does). Each size is a copy of it with filler turns up to the size
 (stored ``visible``, not yet built): LoCoMo replicated across other agents, except at the largest size, where the
-filler is **one big agent** of the replayed agent's layout. The fill times are printed.
+filler is **one big agent** of the replayed agent's layout. The fill times are printed. Filler above
+``BULK_ABOVE`` turns (the 1M size) is stored by ``bench.bulk_fill``: a 20k seed through the engine, the rest as
+copies of its rows in SQL (the note says so).
 
 At each size, in the same run:
 
@@ -18,8 +20,11 @@ At each size, in the same run:
   transaction (``WriteStats.behind_more_than_one``: SQLite's own commit order), full belief-index loads and
   refreshes during (b), the most rows one History/Team read ranked, the most candidates one rerank scored, and
   query encodes per ``pre_turn``;
+* the lock holds per kind of write transaction during (b), the host's and the worker's (``WriteStats.holds``:
+  p99 in the row, p50, max, count and the most items one transaction wrote in its note; the host's beside (a)):
+  what a host write can wait behind, and what its own transaction costs;
 * the cold start, in a new process: its RSS before opening the file, then the first ``pre_turn``'s time and the
-  RSS after it;
+  RSS after it, with the rows the item index then holds and their bytes (``docs/live-turn.md``, memory at scale);
 * the read-pool question: ``pre_turn`` wall and CPU time with its reads on one thread against the shared pool.
 
 Last, a **small agent beside a big one**: the replayed agent's ``pre_turn`` p99 at the largest size, while the big
@@ -35,6 +40,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -45,6 +51,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.bulk_fill import SEED, bulk_fill
 from bench.common import Row, machine, percentile, print_table
 from bench.sqlite_bench import _fill, _locomo, _turns
 from memory_core import ConsolidateRequest, Namespace, Reach
@@ -80,6 +87,8 @@ QUICK = Sizes((1_000, 3_000), 30)
 STANDARD = Sizes((1_000, 10_000, 100_000), 150)
 FULL = Sizes((1_000, 10_000, 100_000, 1_000_000), 150)
 WORKER_EMBEDS = 256
+BULK_ABOVE = 100_000
+"""Filler above this many turns is stored by ``bulk_fill`` (a seed through the engine, copies in SQL)."""
 """Items the bench worker embeds after each build (a build job embeds up to ``EMBED_PER_JOB``)."""
 
 
@@ -90,27 +99,36 @@ def _passages() -> list[BrainDocument]:
 
 
 def _worker(db: str, started: str, stop: str) -> None:
-    """Ingest 100 passages under a new collection, then build every due scope; again until ``stop`` exists."""
+    """Ingest 100 passages under a new collection, then build every due scope; again until ``stop`` exists.
+
+    On its way out (``stop``, or SIGTERM mid-build) it writes its lock holds per kind (``WriteStats.holds``) as
+    JSON to ``<stop>.holds``.
+    """
     if (os.cpu_count() or 1) >= 2:
         os.sched_setaffinity(0, {1})
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # a transaction in flight rolls back
     docs = _passages()
     with SQLiteEngine(db) as engine:
-        brain = Brain(engine, LAYOUT)
-        i = 0
-        while not Path(stop).exists():
-            start = (i * 100) % max(1, len(docs) - 100)
-            brain.ingest_many(docs[start : start + 100], collection=f"worker-{i}")
-            Path(started).touch()
-            engine.consolidate(BUILD_ALL)
-            engine.embed_backlog(limit=WORKER_EMBEDS)
-            i += 1
+        try:
+            brain = Brain(engine, LAYOUT)
+            i = 0
+            while not Path(stop).exists():
+                start = (i * 100) % max(1, len(docs) - 100)
+                brain.ingest_many(docs[start : start + 100], collection=f"worker-{i}")
+                Path(started).touch()
+                engine.consolidate(BUILD_ALL)
+                engine.embed_backlog(limit=WORKER_EMBEDS)
+                i += 1
+        finally:
+            Path(f"{stop}.holds").write_text(json.dumps(engine._db.stats.hold_summary()), encoding="utf-8")
 
 
 @contextmanager
-def _running_worker(db: Path, tmp: Path) -> Iterator[Path]:
+def _running_worker(db: Path, tmp: Path, holds: dict[str, dict[str, float]]) -> Iterator[Path]:
+    """The worker process while the block runs; ``holds`` gets its lock holds per kind once it has stopped."""
     started, stop = tmp / "worker.started", tmp / "worker.stop"
-    stop.unlink(missing_ok=True)
-    started.unlink(missing_ok=True)
+    for path in (started, stop, Path(f"{stop}.holds")):
+        path.unlink(missing_ok=True)
     env = {**os.environ, "MEMORY_CORE_DATA_DIR": str(get_settings().data_dir)}
     proc = subprocess.Popen(
         [sys.executable, "-m", "bench.live_turn_bench", "--worker", str(db), str(started), str(stop)],
@@ -130,6 +148,8 @@ def _running_worker(db: Path, tmp: Path) -> Iterator[Path]:
         except subprocess.TimeoutExpired:  # mid-build (a big scope): its transactions are atomic, stop it
             proc.terminate()
             proc.wait(timeout=60)
+        if Path(f"{stop}.holds").exists():
+            holds.update(json.loads(Path(f"{stop}.holds").read_text(encoding="utf-8")))
 
 
 # the host ----------------------------------------------------------------------------------------------------
@@ -192,6 +212,7 @@ class Timed:
     writes: int
     over_one: int
     encodes: int
+    holds: dict[str, dict[str, float]]
 
 
 def _calls(engine: SQLiteEngine, agent: str, questions: list[str], calls: int, base: int) -> Timed:
@@ -199,6 +220,7 @@ def _calls(engine: SQLiteEngine, agent: str, questions: list[str], calls: int, b
     engine._queries = QueryEncodings(lambda: engine.embedder)  # every phase encodes its questions, as users' are new
     stats = engine._db.stats
     writes, over, encodes = stats.live, stats.behind_more_than_one, engine.query_encodes
+    stats.holds = {}  # this phase's lock holds only
     pre: list[float] = []
     post: list[float] = []
     for i in range(calls):
@@ -209,7 +231,29 @@ def _calls(engine: SQLiteEngine, agent: str, questions: list[str], calls: int, b
         start = time.perf_counter()
         memory.post_turn({"thread_id": "bench", "turn_index": turn + 1, "assistant_text": f"Noted, {i}."})
         post.append((time.perf_counter() - start) * 1000)
-    return Timed(pre, post, stats.live - writes, stats.behind_more_than_one - over, engine.query_encodes - encodes)
+    return Timed(
+        pre, post, stats.live - writes, stats.behind_more_than_one - over, engine.query_encodes - encodes,
+        stats.hold_summary(),
+    )  # fmt: skip
+
+
+def _hold_rows(setup: str, quiet: Timed, busy: Timed, worker: dict[str, dict[str, float]]) -> list[Row]:
+    """Lock holds per kind of write transaction during (b), the host's and the worker's (``WriteStats.holds``).
+
+    The host's own live write (kind ``live``) is compared with (a); ``live.wait`` is how long its live writes
+    waited for the lock; ``checkpoint`` runs after a commit, holding no lock.
+    """
+    rows: list[Row] = []
+    for who, holds in (("host", busy.holds), ("worker", worker)):
+        for kind, h in holds.items():
+            base = quiet.holds.get(kind) if who == "host" else None
+            rows.append(Row(
+                f"lock hold p99, {who} {kind}", setup, h["p99_ms"], "ms", base["p99_ms"] if base else None,
+                "(a) no worker" if base else "",
+                f"(b); p50 {h['p50_ms']:.2f} ms, max {h['max_ms']:.2f} ms, {int(h['count'])} tx, "
+                f"most items per tx {int(h['most_items'])}; load average {os.getloadavg()[0]:.1f}",
+            ))  # fmt: skip
+    return rows
 
 
 def _pool_rows(engine: SQLiteEngine, agent: str, questions: list[str], calls: int, setup: str) -> list[Row]:
@@ -251,7 +295,9 @@ def _cold(db: str, agent: str, question: str) -> None:
     with SQLiteEngine(db) as engine:
         AgentMemory(engine, LAYOUT, agent).pre_turn({"thread_id": "cold", "turn_index": 0, "user_text": question})
         cold_ms = (time.perf_counter() - start) * 1000
-        print(json.dumps({"rss_before_mb": before, "cold_ms": cold_ms, "rss_after_mb": _rss_mb()}), flush=True)
+        index = engine._index
+        out = {"rss_before_mb": before, "cold_ms": cold_ms, "rss_after_mb": _rss_mb()}
+        print(json.dumps({**out, "held_rows": index.held(), "index_mb": index.nbytes() / 1e6}), flush=True)
 
 
 def _cold_start(db: Path, agent: str, question: str) -> dict[str, float]:
@@ -273,7 +319,14 @@ def _rows_at(tmp: Path, base: Base, stored: int, calls: int, pinning: str, big: 
     turns, _ = _locomo()
     filler = max(0, stored - base.held)
     node = Namespace.agent("big") if big else None
-    _fill(engine, _turns(turns, filler, node=node, tag="big" if big else "fill"))
+    filling = _turns(turns, filler, node=node, tag="big" if big else "fill")
+    how = f"filler turns on a copy of the demo's data ({base.held:,} items)"
+    if filler > BULK_ABOVE:
+        bulk_fill(engine, db, filling, filler)
+        engine = SQLiteEngine(db)
+        how += f"; {min(SEED, filler):,} stored through the engine, the rest copied in SQL (bench.bulk_fill)"
+    else:
+        _fill(engine, filling)
     fill_s = time.perf_counter() - started
     setup = f"{stored:,} stored" + (" (one big agent)" if big and filler else "")
     print(f"  {setup}: filled in {fill_s:.1f} s", flush=True)
@@ -281,7 +334,8 @@ def _rows_at(tmp: Path, base: Base, stored: int, calls: int, pinning: str, big: 
     quiet = _calls(engine, agent, questions, calls, 20_000)
     loads = engine._belief_index.stats
     full, refreshes = loads.full, loads.refreshes
-    with _running_worker(db, tmp):
+    worker_holds: dict[str, dict[str, float]] = {}
+    with _running_worker(db, tmp, worker_holds):
         busy = _calls(engine, agent, questions, calls, 40_000)
     rows_read = _section_rows(engine, agent)
     pool = _pool_rows(engine, agent, questions, max(3, calls // 3), setup)
@@ -299,13 +353,12 @@ def _rows_at(tmp: Path, base: Base, stored: int, calls: int, pinning: str, big: 
         for name, a, b in (("pre_turn", quiet.pre, busy.pre), ("post_turn", quiet.post, busy.post))
         for q in (50, 99)
     ]
-    rows.append(
-        Row("fill", setup, fill_s, "s", note=f"filler turns on a copy of the demo's data ({base.held:,} items)")
-    )
+    rows.append(Row("fill", setup, fill_s, "s", note=how))
+    held = f"a new process; item index: {cold['held_rows']:,.0f} rows held, {cold['index_mb']:.1f} MB"
     rows.append(Row("host RSS after the first pre_turn", setup, cold["rss_after_mb"], "MB", cold["rss_before_mb"],
-                    "before opening the file", "a new process"))  # fmt: skip
+                    "before opening the file", held))  # fmt: skip
     rows.append(Row("cold start: first pre_turn", setup, cold["cold_ms"], "ms", note="a new process, file opened"))
-    return [*rows, *pool], quiet, busy
+    return [*rows, *_hold_rows(setup, quiet, busy, worker_holds), *pool], quiet, busy
 
 
 def _small_beside_big(before: Timed, during: Timed, first: int, big: int, pinning: str) -> Row:

@@ -1,4 +1,4 @@
-"""Control text (pure): chat-template tokens, and lines that instruct the model or claim roles and permissions.
+r"""Control text (pure): chat-template tokens, and lines that instruct the model or claim roles and permissions.
 
 Memory is fallible context, never instructions (seed 004: recalled memories "are labelled as such before model
 injection"). Two rules keep stored text from steering the model that reads a pack (issue 11 rule 8):
@@ -18,9 +18,10 @@ A third rule keeps stored text from steering the terminal or the reader (*memory
 their Unicode control pictures (NUL → ``␀``, ESC → ``␛``, so ``ESC [ 3 1 m`` renders as ``␛[31m`` and colours
 nothing), DEL as ``␡``, and replaces the C1 controls (U+0080-U+009F) and the bidirectional embeddings, overrides
 and isolates (U+202A-U+202E, U+2066-U+2069: the "Trojan Source" characters, CVE-2021-42574, Unicode TR #9 §2)
-with U+FFFD, character for character. Packs and ``context.md`` render through it (``recall.render``); stored text
-is never changed (what was said stays what was said; NUL alone is refused when an item is stored,
-``items.validate_item``).
+with U+FFFD, character for character. Packs and ``context.md`` render through it (``recall.render``), and the
+CLI's ``--json`` output through ``escape_control_chars_json`` (the same characters as ``\uXXXX`` escapes: the
+parsed value is unchanged and a terminal sees them as text). Stored text is never changed (what was said stays
+what was said; NUL alone is refused when an item is stored, ``items.validate_item``).
 
 The phrase lists are deliberately narrow (ordinary first-person statements such as "I work as an administrator
 at the hospital" or "I always take the train" are not control text); they follow the public prompt-injection
@@ -35,6 +36,7 @@ from typing import Final
 __all__ = [
     "BIDI_CONTROLS",
     "CONTROL_TOKEN",
+    "escape_control_chars_json",
     "has_control_token",
     "is_control_text",
     "neutralise",
@@ -94,6 +96,26 @@ def neutralise_control_chars(text: str) -> str:
     Same length; text without one is returned unchanged (one scan).
     """
     return text.translate(_SAFE_CHARS) if _UNSAFE_CHAR.search(text) is not None else text
+
+
+def escape_control_chars_json(text: str) -> str:
+    r"""JSON text with every character ``neutralise_control_chars`` would change written as a ``\uXXXX`` escape; pure.
+
+    ``json.dumps`` (``ensure_ascii=False``) and pydantic leave DEL, the C1 controls (U+0080-U+009F: ``\x9b`` is a
+    CSI to many terminals) and the bidirectional controls (``BIDI_CONTROLS``) in a string as raw characters, which
+    a terminal then interprets when ``--json`` output is shown. In valid JSON text such characters stand only
+    inside strings (tab, newline and carriage return, the only controls allowed between tokens, are left alone),
+    so escaping them there leaves the parsed value unchanged (RFC 8259 §7: any character may be escaped).
+
+    Args:
+        text: Valid JSON text.
+
+    Returns:
+        The same JSON value, with those characters escaped; ``text`` itself when it holds none (one scan).
+    """
+    if _UNSAFE_CHAR.search(text) is None:
+        return text
+    return _UNSAFE_CHAR.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)
 
 
 def neutralise(text: str) -> str:

@@ -4,14 +4,17 @@ character, terminal escape sequence and bidi override is stored as said and rend
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memory_core import Conversation, Document, DocumentBody, Role, Turn
-from memory_core.control import BIDI_CONTROLS, neutralise, neutralise_control_chars
+from memory_core.control import BIDI_CONTROLS, escape_control_chars_json, neutralise, neutralise_control_chars
 from memory_core.engine import MemoryEngine
 from memory_core.engines.reference import ReferenceEngine
 from memory_core.engines.sqlite.engine import SQLiteEngine
@@ -122,3 +125,25 @@ def test_hostile_text_is_stored_as_said_and_no_raw_control_leaves_a_pack_or_cont
     shown = pack.markdown + context.markdown
     assert "␛[31mred␛[0m" in shown and "invoice\ufffdtxt.exe" in shown
     assert "\x1b" not in shown and "\u202e" not in shown and "\x00" not in shown
+
+
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=_JSON_VALUES, indent=st.sampled_from([None, 2]))
+def test_json_escaping_keeps_the_value_and_leaves_no_raw_control(value: object, indent: int | None) -> None:
+    text = json.dumps(value, ensure_ascii=False, indent=indent)
+    escaped = escape_control_chars_json(text)
+    assert json.loads(escaped) == value
+    assert RAW.search(escaped) is None
+
+
+def test_json_escaping_writes_u_escapes_and_leaves_clean_text_as_it_is() -> None:
+    assert escape_control_chars_json('"a\x9bb\u202ec\x7f"') == '"a\\u009bb\\u202ec\\u007f"'
+    clean = json.dumps({"text": "Café ☕ line\nbreak"}, ensure_ascii=False, indent=2)
+    assert escape_control_chars_json(clean) is clean

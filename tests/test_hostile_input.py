@@ -144,7 +144,7 @@ def test_importance_refuses_nan_and_infinities_naming_the_field(value: float) ->
 def test_mcp_learn_refuses_a_non_finite_importance_and_stores_nothing(value: float) -> None:
     engine = ReferenceEngine()
     tools = McpTools(scoped_tools(engine, MemoryLayout("team:a")))
-    _refused("learning.importance", lambda: tools.call("memory.learn", {"text": "x", "key": "k", "importance": value}))
+    _refused("importance", lambda: tools.call("memory.learn", {"text": "x", "key": "k", "importance": value}))
     assert engine.list(ListRequest(limit=10)).items == ()
 
 

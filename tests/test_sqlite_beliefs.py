@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
@@ -70,7 +71,7 @@ def writes(engine: SQLiteEngine, monkeypatch: pytest.MonkeyPatch) -> list[int]:
     seen: list[int] = []
     run = engine._db.run
 
-    def counting(fn: Callable[[sqlite3.Connection], Any], *, write: bool = False, **how: bool) -> Any:
+    def counting(fn: Callable[[sqlite3.Connection], Any], *, write: bool = False, **how: Any) -> Any:
         if write:
             seen.append(1)
         return run(fn, write=write, **how)
@@ -80,15 +81,15 @@ def writes(engine: SQLiteEngine, monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 
 def loads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The keys of the beliefs read back from the file from now on."""
+    """The keys of the beliefs read back from the file from now on (each state read, parsed or kept parsed)."""
     seen: list[str] = []
-    real = Belief.from_state.__func__  # type: ignore[attr-defined]
+    real = beliefs_store._parsed
 
-    def counting(cls: type[Belief], data: dict[str, Any]) -> Belief:
-        seen.append(data["key"])
-        return real(cls, data)  # type: ignore[no-any-return]
+    def counting(state: str) -> Belief:
+        seen.append(json.loads(state)["key"])
+        return real(state)
 
-    monkeypatch.setattr(Belief, "from_state", classmethod(counting))
+    monkeypatch.setattr(beliefs_store, "_parsed", counting)
     return seen
 
 
@@ -368,9 +369,14 @@ def test_a_build_commits_whenever_it_has_held_the_lock_its_budget(
         store_all(steps, _many())
         locked = writes(steps, monkeypatch)
         beliefs_store.build_scope(steps._db, "agent:ann/", ItemKind.CONVERSATION.value, budget_s=0.0)
-        # one commit per batch when out of budget, then the build's own commit (its log records)
-        assert len(locked) == -(-120 // beliefs_store.MERGE_BATCH) + 1
-        assert _snapshot(steps) == expected
+        # one build transaction per batch when out of budget; a commit (its log records) whenever PUBLISH_MAX
+        # beliefs changed since the last, and at the end: each publishes at most that many plus one item's
+        holds = steps._db.stats.holds
+        assert holds["build"].count == -(-120 // beliefs_store.MERGE_BATCH) and holds["build"].most_items == 1
+        assert len(locked) == holds["build"].count + holds["publish"].count
+        assert holds["publish"].count >= 2
+        assert beliefs_store.PUBLISH_MAX <= holds["publish"].most_items < 2 * beliefs_store.PUBLISH_MAX
+        assert _snapshot(steps) == expected  # the same beliefs as one commit at the end
 
 
 def test_a_build_overtaken_between_its_read_and_its_write_gives_the_beliefs_of_one(

@@ -1,14 +1,18 @@
 """Live writes before background ones (issue 12): a host's ``accepted`` write never waits behind a worker's
-build for more than the one build transaction holding the lock when it arrived.
+build for more than the one build transaction holding the lock when it arrived, and every background
+transaction is small.
 
-The build runs in another process (this file run as a script) and re-takes the lock at once after each commit,
+The worker runs in another process (this file run as a script) and re-takes the lock at once after each commit,
 so only the gate lets a waiting host write in. Every background transaction increments ``meta.background_tx``
 in the transaction, and a live write reads it when it starts waiting and once it holds the lock: the count
-of build commits it waited behind comes from SQLite's own order of commits, never from a clock.
+of build commits it waited behind comes from SQLite's own order of commits, never from a clock. How much one
+background transaction does is counted in items (``WriteStats.holds``: items merged, stored, indexed, embedded,
+beliefs published), against each kind's cap.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import subprocess
@@ -21,6 +25,7 @@ from pathlib import Path
 from memory_core import (
     ConsolidateRequest,
     Conversation,
+    Document,
     MemoryMeta,
     Namespace,
     ObservedActor,
@@ -30,6 +35,7 @@ from memory_core import (
     WriteOptions,
 )
 from memory_core.engines.sqlite import SQLiteEngine, beliefs_store, connection
+from memory_core.engines.sqlite import engine as sqlite_engine
 from memory_core.engines.sqlite.rows import ns_key
 
 BUILT = "worker-scope"
@@ -100,6 +106,69 @@ def test_a_host_write_waits_for_at_most_one_build_transaction(tmp_path: Path) ->
     assert yields > 0  # the build stood back for waiting host writes
 
 
+def _mixed(db: str, started: str) -> None:
+    """The worker: a long build, an ingestion (``visible``), indexing pending rows, embedding, each re-taking the
+    lock at once; prints its lock holds per kind as JSON."""
+    with SQLiteEngine(db) as engine:
+        Path(started).touch()
+        beliefs_store.build_scope(engine._db, ns_key(Namespace.agent(BUILT)), "conversation", gap_s=0.0)
+        for start in range(0, 300, 100):
+            engine.store_many([turn(n, "ingested") for n in range(start, start + 100)])
+        for start in range(0, 200, 100):
+            engine.store_many_with([turn(n, "later") for n in range(start, start + 100)], WriteOptions.accepted())
+        engine.drain_pending()
+        engine.embed_backlog(batch=64)
+        print(json.dumps(engine._db.stats.hold_summary()))
+
+
+def test_every_background_transaction_is_small_and_a_host_write_waits_for_one_at_most(tmp_path: Path) -> None:
+    """Issue 12: builds, publishing, ingestion, indexing and embedding each write a bounded number of items per
+    transaction (``connection.TX_BUDGET_S`` stops most sooner), so a live write waits behind one small one."""
+    db = tmp_path / "memory.db"
+    with SQLiteEngine(db) as engine:
+        items = [turn(n, BUILT) for n in range(800)]
+        for i in range(0, len(items), 100):
+            engine.store_many(items[i : i + 100])
+    started = tmp_path / "started"
+    worker = subprocess.Popen(
+        [sys.executable, __file__, str(db), str(started), "mixed"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "MEMORY_CORE_EMBEDDER": "hash"},
+    )
+    with SQLiteEngine(db) as engine:
+        while not started.exists():
+            assert worker.poll() is None, worker.stderr.read() if worker.stderr else ""
+            time.sleep(0.005)
+        n = 0
+        while worker.poll() is None:
+            engine.store_with(turn(n, HOST, tag=" live"), WriteOptions.accepted())
+            n += 1
+            time.sleep(0.003)
+        stats = engine._db.stats
+    out, err = worker.communicate()
+    assert worker.returncode == 0, err
+    holds = json.loads(out.strip().splitlines()[-1])
+    caps = {
+        "build": beliefs_store.BUILD_TX_ITEMS,
+        "visible": sqlite_engine.VISIBLE_CHUNK,
+        "index": sqlite_engine.INDEX_CHUNK,
+        "vectors": sqlite_engine.VECTORS_CHUNK,
+    }
+    for kind, cap in caps.items():
+        assert 1 <= holds[kind]["most_items"] <= cap, (kind, holds[kind])
+    # every item was written, in transactions of at most the cap each
+    assert holds["visible"]["count"] >= 300 // sqlite_engine.VISIBLE_CHUNK
+    assert holds["index"]["count"] >= 200 // sqlite_engine.INDEX_CHUNK
+    assert holds["vectors"]["count"] >= 500 // sqlite_engine.VECTORS_CHUNK
+    assert holds["build"]["count"] >= 800 // beliefs_store.BUILD_TX_ITEMS
+    # a build publishes whenever PUBLISH_MAX beliefs changed: each commit applies at most that plus one item's
+    assert holds["publish"]["count"] >= 2 and holds["publish"]["most_items"] < 2 * beliefs_store.PUBLISH_MAX
+    assert n > 0 and stats.holds["live"].count == stats.live >= n and set(stats.holds) == {"live", "live.wait"}
+    assert stats.behind_most <= 1 and stats.behind_more_than_one == 0
+
+
 def test_live_writes_never_checkpoint_or_sync_and_background_work_does(tmp_path: Path) -> None:
     """A live write pays neither a checkpoint nor an fsync; a background unit of work ends with both as due."""
     with SQLiteEngine(tmp_path / "memory.db") as engine:
@@ -117,6 +186,23 @@ def test_live_writes_never_checkpoint_or_sync_and_background_work_does(tmp_path:
         assert set(seen[20:]) == {connection.CHECKPOINT_BYTES}
 
 
+def test_a_checkpointed_log_is_checkpointed_again_only_once_it_grows_past_the_threshold(tmp_path: Path) -> None:
+    """The log's file keeps its size after a checkpoint unless ``journal_size_limit`` cuts it back: without it,
+    every background commit after the log first passed ``CHECKPOINT_BYTES`` checkpointed again."""
+    with SQLiteEngine(tmp_path / "memory.db") as engine:
+        stats = engine._db.stats
+        n = 0
+        while stats.checkpoints == 0:  # background writes until the log passes the threshold
+            engine.store_many([Document.of(f"page {n} " + f"line {n} of many words " * 4000, MemoryMeta())])
+            n += 1
+            assert n < 200
+        wal = engine._db._wal
+        for i in range(30):
+            engine.store_many([turn(i, BUILT, tag=" small")])
+        assert stats.checkpoints == 1 and stats.background > 30
+        assert wal.stat().st_size <= connection.CHECKPOINT_BYTES  # cut back when SQLite wrote it from the top
+
+
 def _spy(fn: Callable[[sqlite3.Connection, int], None], seen: list[int]) -> Callable[[sqlite3.Connection, int], None]:
     def spy(conn: sqlite3.Connection, past: int) -> None:
         seen.append(past)
@@ -126,4 +212,7 @@ def _spy(fn: Callable[[sqlite3.Connection, int], None], seen: list[int]) -> Call
 
 
 if __name__ == "__main__":
-    _build(sys.argv[1], sys.argv[2])
+    if sys.argv[3:] == ["mixed"]:
+        _mixed(sys.argv[1], sys.argv[2])
+    else:
+        _build(sys.argv[1], sys.argv[2])

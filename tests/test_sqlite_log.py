@@ -235,8 +235,14 @@ def test_belief_in_another_namespace_keeps_its_tier(engine: SQLiteEngine) -> Non
     )
 
 
-def test_compacting_the_log_keeps_every_answer_after_the_checkpoint(engine: SQLiteEngine) -> None:
-    """Issue 19 item 7: records folded into a checkpoint change no ``as_of`` answer at or after it."""
+@pytest.mark.parametrize("step", [log_checkpoint.COMPACT_STEP, 1])
+def test_compacting_the_log_keeps_every_answer_after_the_checkpoint(
+    engine: SQLiteEngine, step: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 19 item 7: records folded into a checkpoint change no ``as_of`` answer at or after it; compacting
+    in steps (issue 12: one bounded background transaction each, never splitting a log transaction) gives the
+    same checkpoint."""
+    monkeypatch.setattr(log_checkpoint, "COMPACT_STEP", step)
     docs = [engine.store(Document.of(f"note number {n}", MemoryMeta())).id for n in range(6)]
     engine.retract(docs[:2], "wrong")
     engine.move([docs[2]], Tier.ARCHIVE, "old")
@@ -253,7 +259,10 @@ def test_compacting_the_log_keeps_every_answer_after_the_checkpoint(engine: SQLi
     last = engine.current_lsn()
     cut = 9
     before = {lsn: answers(lsn) for lsn in range(cut, last + 1)}
+    txns = {r.txn for r in engine.log(0, 100).records if r.lsn <= cut}
     assert engine.compact_log(cut) > 0
+    steps = engine._db.stats.holds["compact"]
+    assert steps.count == (1 if step > cut else len(txns)) + 1  # and the last finds nothing more
     assert {lsn: answers(lsn) for lsn in range(cut, last + 1)} == before
     assert engine.log(0, 100).records[0].lsn == cut + 1
     with pytest.raises(InvalidRequest) as err:

@@ -90,7 +90,7 @@ def test_a_pre_turn_reads_its_sections_in_one_transaction_with_one_belief_rankin
         assert seen[BEGIN] == 2, seen
         assert seen[BELIEF_VERSION] == 1  # beliefs ranked once per pack (only Learnings admits them)
         assert seen["SELECT coalesce(max(seq), 0) FROM items"] == 1  # the snapshot's bound, shared
-        assert sum(seen.values()) <= 80, sum(seen.values())  # a constant: 114-138 when each section read alone
+        assert sum(seen.values()) <= 95, sum(seen.values())  # a constant: 122-128 when each section read alone
 
 
 def test_statements_per_pre_turn_do_not_grow_with_the_store(engine: SQLiteEngine) -> None:

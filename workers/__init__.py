@@ -3,16 +3,12 @@
 | module | what it holds |
 | --- | --- |
 | ``kinds``, ``handlers`` | the table of job kinds, and what each kind's delivery does: add a kind here |
-| ``config`` | the Celery configuration as data, from settings (and why each item is set); Flower's argv |
-| ``celery_app`` | ``app`` with a task per kind: ``celery -A workers.celery_app worker|beat|flower`` |
+| ``config``, ``celery_app``, ``signals`` | the Celery configuration as data, the app (a task per kind), its signals |
 | ``execution`` | the process's ``Runtime`` (engine and stores, opened once per process) and one delivery's flow |
-| ``queue``, ``outbox`` | ``JobQueue``, the host side (``submit``; the stores' openers; ``requeue``); the outbox |
-| ``gate``, ``locks``, ``coordination`` | single flight: the gate's rules, leases, the Redis and SQLite stores |
-| ``dead_letters`` | jobs that will not run |
-| ``poison``, ``transport``, ``signals`` | malformed messages never crash a worker (consumer, transports, signals) |
-| ``monitor`` | the operator's view: job states, queue depths, broker probe |
-| ``tool_writes`` | the job flow as the sink of queued tool writes |
-| ``baseline`` | a plain Celery no-op app, the benchmarks' baseline |
+| ``queue`` | ``JobQueue``, the host side (``submit``, the outbox, ``requeue``, the tool-write sink) |
+| ``gate``, ``coordination`` | single flight: the gate's rules, the Redis and SQLite stores, leases |
+| ``dead_letters``, ``transport`` | jobs that will not run; malformed messages never stop a worker |
+| ``monitor``, ``embedding``, ``baseline`` | the operator's view; the embedding job; the benchmarks' no-op app |
 
 docs/jobs.md describes the flow, its guarantees and settings.
 """

@@ -1,10 +1,7 @@
 """The benchmarks' baseline: a Celery app configured as the job flow's, with one no-op task.
 
-``celery -A workers.baseline worker`` runs it. Configured alike (issue 13, "Must show"): the worker side takes
-``workers.config.celery_config`` (JSON, late acks, prefetch 1, task events, result backend, the guarded transport
-and consumer) and the producer side ``workers.config.host_config`` (the same task-sent events and serializer as
-``JobQueue``), so what ``bench/workers_bench.py`` measures beside it is the job flow's own cost: the kinds table,
-the coordination store's round trips, the gate, the engine call. Nothing else: no attempts, no marks, no engine.
+``celery -A workers.baseline worker`` runs it, configured alike (issue 13): ``celery_config`` for the worker,
+``host_config`` for the producer, so ``bench/workers_bench.py`` measures the flow's own cost beside it.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """The Celery app, built from settings: ``celery -A workers.celery_app worker|beat|flower``.
 
-``create_app(settings)`` configures the app (``workers.config.celery_config``), registers one task per row of
-the table of job kinds and per maintenance task, and connects the signal handlers (``workers.signals.connect``).
-Every task is the same thin shell over ``workers.execution.execute`` taking ``*args, **kwargs``, so a message of
-the wrong shape reaches the flow (and the dead letters) instead of failing inside Celery's call. A retry or a
-deferral raises Celery's ``Retry`` (same task id, a countdown) with ``max_retries=None`` (else Celery's default
-cap of 3 applies: the flow counts attempts itself); a dead-lettered job raises ``DeadLettered`` so Flower shows
-it failed.
+Every task is the same thin shell over ``workers.execution.execute`` taking ``*args, **kwargs`` (a message of the
+wrong shape reaches the flow and its dead letters); a retry or deferral is Celery's ``Retry`` with
+``max_retries=None`` (the flow counts attempts), a dead-lettered job raises ``DeadLettered`` (Flower: failed).
 """
 
 from __future__ import annotations
@@ -56,11 +52,7 @@ def _shell(doc: str) -> Callable[..., dict[str, Any] | None]:
 
 
 def create_app(settings: Settings, kinds: JobKinds = JOB_KINDS) -> Celery:
-    """A worker-side Celery app for ``settings`` with a task per job kind and maintenance task, signals connected.
-
-    Args:
-        settings: The settings.
-        kinds: The table of job kinds (``workers.kinds.JOB_KINDS``).
+    """A worker-side Celery app with a task per job kind and maintenance task, its signals connected.
 
     Raises:
         ConfigError: time settings that break ``workers.config.check_timeouts``.

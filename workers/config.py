@@ -1,8 +1,7 @@
-"""The Celery configuration as data: ``celery_config(settings)`` → a dict for ``app.conf.update``; Flower's argv.
+"""The Celery configuration as data (``celery_config(settings)`` → ``app.conf``), broker diagnosis, Flower's argv.
 
-Pure: settings in, a dict out, no I/O (``prepare`` creates the server-less folders). Each reliability item
-carries its reason beside it, citing reference ``celery-reliability.md`` (sections in brackets) and the Celery
-configuration reference; the table of them is docs/jobs.md ("Celery configuration, and why each item is set").
+Pure but for ``prepare`` (the server-less folders) and the broker probes. Reasons cite reference
+``celery-reliability.md`` [sections]; the table: docs/jobs.md ("Celery configuration, and why each item is set").
 """
 
 from __future__ import annotations
@@ -13,13 +12,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-import kombu.exceptions
 import redis
-from celery.exceptions import SoftTimeLimitExceeded
 
 from beat_schedule import ENTRIES
-from memory_core.errors import ConfigError, EngineUnavailable
+from memory_core.errors import ConfigError
 from memory_core.settings import Settings
+from workers.dead_letters import TRANSIENT
 from workers.kinds import JOB_KINDS, MAINTENANCE_QUEUE, JobKinds, queue_name
 
 __all__ = [
@@ -46,19 +44,6 @@ __all__ = [
     "result_backend_url",
     "var_paths",
 ]
-
-TRANSIENT: tuple[type[BaseException], ...] = (
-    EngineUnavailable,  # an engine, or a coordination store, that is away (both raise it)
-    SoftTimeLimitExceeded,  # a build's finished scopes are kept, so the retry resumes
-    kombu.exceptions.OperationalError,
-    kombu.exceptions.ConnectionError,
-    redis.RedisError,
-    OSError,  # ConnectionError, TimeoutError, a socket's errors
-)
-"""The one list of errors that say "try again later": a worker retries the job with backoff (up to
-``max_retries``, then dead-letters it); a host parks the job in the outbox. Anything else is the job's own fault:
-dead-lettered at once. A broker that refuses the configuration (``config_problem``) raises one of these too: the
-worker and beat refuse to start on it, and the host logs it once (issue 11 §4)."""
 
 SAFE_REDIS_TRANSPORT = "workers.transport:SafeRedisTransport"
 SAFE_FILESYSTEM_TRANSPORT = "workers.transport:SafeFilesystemTransport"
@@ -90,13 +75,8 @@ _AUTH_ERRORS: tuple[type[BaseException], ...] = (
     redis.exceptions.NoPermissionError,
 )
 _AUTH_REPLIES = ("WRONGPASS", "NOAUTH", "NOPERM", "invalid username-password pair", "Authentication required")
-"""Redis's replies to a wrong, missing or unpermitted login (kombu may carry them as text only)."""
-_DB_REPLIES = ("DB index is out of range", "invalid DB index")
-"""Redis's replies to a ``SELECT`` of a database number it does not have."""
-_OUTAGE_ERRORS = (ConnectionRefusedError, TimeoutError, socket.gaierror)
-"""Errors that say the server is away, not that it refused this configuration."""
-_AWAY_ERRORS = (ConnectionRefusedError, socket.gaierror)
-"""Errors that say nothing listens there at all (no plain-TCP PING is worth trying)."""
+_DB_REPLIES = ("DB index is out of range", "invalid DB index")  # a SELECT of a database the server lacks
+_AWAY_ERRORS = (ConnectionRefusedError, socket.gaierror)  # nothing listens there: no other protocol is tried
 
 
 def _chain(exc: BaseException) -> list[BaseException]:
@@ -111,11 +91,8 @@ def _chain(exc: BaseException) -> list[BaseException]:
 def config_problem(exc: BaseException) -> str | None:
     """Why ``exc`` (or an error it was raised from) says the Redis URL is wrong rather than the server away.
 
-    Authentication and permission errors (a wrong or missing password, a user without the rights) and TLS errors
-    (a certificate that does not verify) and a database number the server does not have are configuration
-    errors: retrying cannot fix them (issue 11 §4). A TLS-only server reached with ``redis://`` only resets the
-    connection, and a plain server reached with ``rediss://`` lets the handshake time out; ``broker_problem``
-    recognises both by asking the server in the other protocol.
+    Authentication, permission, TLS and database-number errors are configuration errors: retrying cannot fix them
+    (issue 11 §4).
 
     Returns:
         ``AuthenticationError: …``, ``TLS: …`` or ``DB: …``; None for anything else (an outage).
@@ -131,40 +108,28 @@ def config_problem(exc: BaseException) -> str | None:
     return None
 
 
-def speaks_tls(url: str, timeout_s: float) -> bool:
-    """True when the server of a ``redis://`` URL completes a TLS handshake (certificates not checked)."""
+def speaks(url: str, tls: bool, timeout_s: float) -> bool:
+    """True when ``url``'s server completes a TLS handshake (``tls``, unverified), or answers a plain ``PING``."""
     parts = urlsplit(url)
     context = ssl.create_default_context()
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE
-    try:
-        with (
-            socket.create_connection((parts.hostname or "localhost", parts.port or 6379), timeout_s) as raw,
-            context.wrap_socket(raw, server_hostname=parts.hostname),
-        ):
-            return True
-    except (OSError, ValueError):
-        return False
-
-
-def speaks_plain(url: str, timeout_s: float) -> bool:
-    """True when the server of a ``rediss://`` URL answers one plain-TCP ``PING`` (any Redis reply, even NOAUTH)."""
-    parts = urlsplit(url)
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
     try:
         with socket.create_connection((parts.hostname or "localhost", parts.port or 6379), timeout_s) as raw:
+            if tls:
+                context.wrap_socket(raw, server_hostname=parts.hostname).close()
+                return True
             raw.settimeout(timeout_s)
             raw.sendall(b"*1\r\n$4\r\nPING\r\n")
-            reply = raw.recv(64)
+            return raw.recv(64).startswith((b"+", b"-"))
     except (OSError, ValueError):
         return False
-    return reply.startswith((b"+", b"-"))
 
 
 def broker_problem(url: str, exc: BaseException, timeout_s: float) -> str | None:
     """``config_problem(exc)``, or whether the server speaks the other protocol than the URL's scheme says.
 
-    A ``redis://`` connection that was reset is tried with one TLS handshake; a ``rediss://`` connection that
-    failed or timed out (but was not refused) with one plain-TCP ``PING``: an answer means the scheme is wrong.
+    A TLS-only server reached with ``redis://`` only resets the connection, and a plain one reached with
+    ``rediss://`` lets the handshake time out: a failure that is no refusal is retried once in the other protocol.
 
     Args:
         url: The broker URL that failed.
@@ -178,15 +143,14 @@ def broker_problem(url: str, exc: BaseException, timeout_s: float) -> str | None
     if problem is not None:
         return problem
     scheme, chain = urlsplit(url).scheme.lower(), _chain(exc)
+    away = _AWAY_ERRORS + ((TimeoutError,) if scheme == "redis" else ())
+    if scheme not in ("redis", "rediss") or any(isinstance(error, away) for error in chain):
+        return None
+    if not speaks(url, scheme == "redis", timeout_s):
+        return None
     if scheme == "redis":
-        if any(isinstance(error, _OUTAGE_ERRORS) for error in chain):
-            return None
-        if speaks_tls(url, timeout_s):
-            return "TLS: the server speaks TLS only (use a rediss:// URL)"
-    if scheme == "rediss" and not any(isinstance(error, _AWAY_ERRORS) for error in chain):
-        if speaks_plain(url, timeout_s):
-            return "TLS: the server does not speak TLS (use a redis:// URL, or enable TLS on the server)"
-    return None
+        return "TLS: the server speaks TLS only (use a rediss:// URL)"
+    return "TLS: the server does not speak TLS (use a redis:// URL, or enable TLS on the server)"
 
 
 def var_paths(settings: Settings) -> dict[str, Path]:
@@ -210,14 +174,11 @@ def broker_url(settings: Settings) -> str:
 
 
 ATOMIC_FILE_BACKEND = "workers.transport.AtomicFilesystemBackend"
-"""The class that serves ``file://`` results (``transport.AtomicFilesystemBackend``: each result replaced whole)."""
+"""The class that serves ``file://`` results (each result replaced whole)."""
 
 
 def celery_result_backend(settings: Settings) -> str:
-    """``result_backend_url`` as Celery is given it: a ``file://`` folder through ``ATOMIC_FILE_BACKEND``.
-
-    Celery reads ``<class>+<url>`` as "this backend class at this URL" (``celery.app.backends.by_url``).
-    """
+    """``result_backend_url`` as Celery takes it: ``<class>+<url>`` (``by_url``) for a ``file://`` folder."""
     url = result_backend_url(settings)
     return f"{ATOMIC_FILE_BACKEND}+{url}" if url.startswith("file://") else url
 
@@ -225,8 +186,7 @@ def celery_result_backend(settings: Settings) -> str:
 def result_backend_url(settings: Settings) -> str:
     """The result backend: the configured one, the Redis broker's URL, or ``file://`` under ``var_dir``.
 
-    A ``rediss://`` broker URL without ``ssl_cert_reqs`` gets ``ssl_cert_reqs=required`` (Celery's Redis
-    backend refuses a ``rediss://`` URL without it).
+    A ``rediss://`` URL gets ``ssl_cert_reqs=required`` unless it says otherwise (Celery refuses it without).
     """
     if settings.result_backend:
         return settings.result_backend
@@ -258,47 +218,25 @@ def queue_for(settings: Settings, task_name: str, kinds: JobKinds = JOB_KINDS) -
 
 
 def resolve_queues(settings: Settings, spec: str | None) -> tuple[list[str], list[str]]:
-    """The queue names a worker consumes for ``--queues spec``, and the entries that match no queue.
+    """The queue names a worker consumes for ``--queues spec`` (logical or configured names), and unknown entries.
 
-    Each comma-separated entry is a configured queue name, taken as is, or a logical name (``beliefs``,
-    ``ingest``, ``maintenance`` → ``Settings.queue_<name>``); any other entry is kept (it may be another app's
-    queue) and returned too, so the caller can warn. None or blank: every configured queue.
-
-    Returns:
-        (names in order without duplicates, unknown entries).
+    An unknown entry is kept too (another app's queue), so the caller can warn; None or blank: every configured queue.
     """
     fields = dict.fromkeys(JOB_KINDS.queues().values())  # queue_beliefs, queue_ingest, queue_maintenance, …
     configured = {attr.removeprefix("queue_"): queue_name(settings, attr) for attr in fields}
     entries = [e.strip() for e in (spec or "").split(",") if e.strip()] or list(configured.values())
-    names: list[str] = []
-    unknown: list[str] = []
-    for entry in entries:
-        if entry in configured.values():
-            name = entry
-        elif entry in configured:
-            name = configured[entry]
-        else:
-            name = entry
-            unknown.append(entry)
-        if name not in names:
-            names.append(name)
-    return names, unknown
+    known = set(configured.values())
+    names = [configured.get(e, e) if e not in known else e for e in entries]
+    return list(dict.fromkeys(names)), [e for e in entries if e not in known and e not in configured]
 
 
 def max_countdown_s(settings: Settings) -> float:
-    """The longest countdown the flow puts on a message, seconds: a retry's backoff, or a deferral.
-
-    A ``busy`` deferral (another delivery of the job holds the scope) is capped here and simply defers again.
-    """
+    """The longest countdown the flow puts on a message, seconds (a retry's backoff, or a deferral: capped here)."""
     return max(settings.retry_backoff_max_s, settings.build_min_interval_s)
 
 
 def check_timeouts(settings: Settings) -> None:
-    """Refuse time settings that would run a job twice or never (docs/jobs.md, "Time settings are checked").
-
-    Rules [1.5-1.7]: soft limit < hard limit < visibility timeout; ``lock_ttl_s`` <= visibility timeout; and each
-    countdown the flow puts on a message (``max_countdown_s``) plus the hard limit below the visibility timeout,
-    or Redis hands a waiting message out again while its first delivery still runs (issue 11 §2).
+    """Refuse time settings that would run a job twice or never (docs/jobs.md, "Time settings are checked" [1.5-1.7]).
 
     Raises:
         ConfigError: naming the setting that breaks a rule.
@@ -320,11 +258,9 @@ def check_timeouts(settings: Settings) -> None:
 
 
 def restore_sweep(period_s: int) -> tuple[int, int]:
-    """The kombu ``(unacked_restore_interval, unacked_restore_throttle)`` for a sweep every ``period_s`` seconds.
+    """Kombu's ``(unacked_restore_interval, unacked_restore_throttle)`` for a sweep every ``period_s`` seconds.
 
-    kombu calls the restore every ``interval`` seconds and scans Redis on every ``throttle``-th call, so the
-    effective period is their product (kombu 5.7 ``transport/redis.py``; before kombu#2558 it was fixed at
-    about 100 s). 100 gives kombu's defaults (10, 10); 2 gives (1, 2).
+    The effective period is their product (kombu 5.7 ``transport/redis.py``): 100 gives kombu's (10, 10).
     """
     interval = max(1, period_s // 10)
     return interval, max(1, round(period_s / interval))
@@ -363,11 +299,7 @@ def _broker_options(settings: Settings, url: str) -> tuple[str | None, dict[str,
 
 
 def celery_config(settings: Settings, kinds: JobKinds = JOB_KINDS) -> dict[str, Any]:
-    """The worker-side Celery configuration (see the module table for why each item is set).
-
-    Args:
-        settings: The settings.
-        kinds: The table of job kinds the routes come from.
+    """The worker-side Celery configuration (docs/jobs.md says why each item is set); routes from ``kinds``.
 
     Raises:
         ConfigError: time settings that break ``check_timeouts``.
@@ -398,7 +330,7 @@ def celery_config(settings: Settings, kinds: JobKinds = JOB_KINDS) -> dict[str, 
         "task_soft_time_limit": settings.task_soft_time_limit_s,
         "worker_cancel_long_running_tasks_on_connection_loss": True,
         "worker_soft_shutdown_timeout": SOFT_SHUTDOWN_S,
-        "worker_consumer": "workers.poison:Consumer",
+        "worker_consumer": "workers.transport:Consumer",
         # connections [1.9, 1.18]
         "broker_connection_retry_on_startup": True,
         "broker_connection_retry": True,
@@ -434,12 +366,7 @@ def celery_config(settings: Settings, kinds: JobKinds = JOB_KINDS) -> dict[str, 
 def host_config(settings: Settings, kinds: JobKinds = JOB_KINDS) -> dict[str, Any]:
     """The producer-only configuration ``JobQueue`` publishes with.
 
-    Same broker and routing as the workers, but: no result backend (a submit never subscribes to a result
-    channel, so hosts leak no subscriptions, celery#6963), no publish retries, and socket timeouts of
-    ``publish_timeout_s`` with no reconnect loop (celery#4556: a publish can hang while Redis is unreachable).
-
-    Raises:
-        ConfigError: time settings that break ``check_timeouts``.
+    No result backend (celery#6963), no publish retries, ``publish_timeout_s`` sockets, no reconnect loop (celery#4556).
     """
     conf = celery_config(settings, kinds)
     conf["result_backend"] = None
@@ -455,11 +382,7 @@ def host_config(settings: Settings, kinds: JobKinds = JOB_KINDS) -> dict[str, An
 
 
 def beat_config(settings: Settings) -> dict[str, dict[str, Any]]:
-    """``beat_schedule`` from ``beat_schedule.ENTRIES``: every entry's period and its queue.
-
-    An entry's ``every`` is seconds or the name of a ``Settings`` field holding seconds. Each message expires
-    after one period, so ticks queued while no worker runs do not pile up.
-    """
+    """``beat_schedule`` from ``beat_schedule.ENTRIES``; a tick expires after one period, so none pile up."""
     out: dict[str, dict[str, Any]] = {}
     for name, entry in ENTRIES.items():
         every = entry["every"]
@@ -478,8 +401,7 @@ def prepare(settings: Settings) -> None:
     """Create the local folders: ``var_dir`` always (outbox, beat schedule), the server-less ones without Redis.
 
     Raises:
-        ConfigError: a folder cannot be created (``var_dir`` is a file, or not writable), naming
-            ``MEMORY_CORE_VAR_DIR``; otherwise a worker would stop later with Celery's "Unrecoverable error".
+        ConfigError: a folder cannot be created, naming ``MEMORY_CORE_VAR_DIR``.
     """
     paths = var_paths(settings)
     keys = ["var"]
@@ -501,11 +423,7 @@ DEFAULT_PASSWORD = "change-me"
 
 
 def flower_argv(settings: Settings, port: int | None = None, address: str = "127.0.0.1") -> list[str]:
-    """``celery`` arguments that start Flower with basic auth on ``address:port``.
-
-    Flower 2.x refuses its HTTP API without auth unless ``FLOWER_UNAUTHENTICATED_API`` is set (reference
-    ``celery-reliability.md`` §6.2), so ``--basic-auth`` is always passed (compared with ``hmac.compare_digest``
-    since Flower 2.0). Task arguments show the ``argsrepr`` ``JobQueue`` sets, escaped by Flower (#594/#650).
+    """``celery`` arguments that start Flower with basic auth on ``address:port`` (reference §6.2: always).
 
     Raises:
         ValueError: a blank user or password, or a ``:``/``,`` in the user (Flower splits on them).

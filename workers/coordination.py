@@ -1,58 +1,51 @@
-"""Coordination state shared by hosts and workers: pending marks, scope gates, per-job marks; two stores.
+"""Single flight on a coordination store shared by hosts and workers: pending marks, scope gates, per-job marks.
 
-``RedisCoordination`` (the default when the broker is Redis: one Lua script or pipeline per compound operation)
-and ``SqliteCoordination`` (a file under ``var_dir`` for the server-less setup, one machine only, each operation
-one ``BEGIN IMMEDIATE`` transaction through ``LocalDb``) keep one behaviour. The scope gate's rules are
-``workers.gate.RULES``; a store only runs one event atomically. Times are microseconds from the store's own
-clock (Redis ``TIME``), so a host's stamp and a worker's build start compare without clock skew. Every failure
-to reach a store raises ``EngineUnavailable`` (retryable), like an engine outage. What the marks mean, and why a
-dirty mark is cleared only by a pass that started after it and completed: ``workers.gate``.
-
-| state | operations | purpose |
-| --- | --- | --- |
-| pending mark per (engine, job) | ``claim_job``, ``clear_pending`` | triggers while a build is queued collapse |
-| scope gate: lock, dirty, built, later | ``gate_enter/extend/leave/abort`` | single flight, one follow-up |
-| per-job marks | ``claim_job``, ``begin_job``, ``mark_done``, … | one payload per id, attempts, twin drop |
-
-Redis keys (``P`` = ``Settings.redis_prefix``; ``{h}`` a hash tag so a scope's keys share a cluster slot):
-``P:pending:<key>``, ``P:gate:{h}:lock|dirty|built|later``, ``P:job:<id>:attempts|progress|done|payload``.
+Two stores keep one behaviour: ``RedisCoordination`` (when the broker is Redis: one script or pipeline per compound
+operation) and ``SqliteCoordination`` (``var_dir/coordination.db``, one machine, one ``BEGIN IMMEDIATE`` per
+operation). The gate's rules are ``workers.gate.RULES``; a store only runs one event atomically. Times are
+microseconds of the store's own clock; every failure to reach a store is ``EngineUnavailable`` (retryable).
+``single_flight`` runs a build under a scope's gate with a lease. The marks, keys and round trips: docs/jobs.md
+("The scope gate", "Cost per job"); sources: reference ``celery-reliability.md`` §2.4,
+https://redis.io/topics/distlock, Kleppmann 2016 (a lease is not a mutex: the builds are idempotent).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
+import os
+import secrets
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass
+import uuid
+import weakref
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, cast
+from types import TracebackType
+from typing import Any, Generic, TypeVar, cast
 
 import redis
 from redis.commands.core import Script
 
-from memory_core.errors import EngineUnavailable
-from workers.gate import (
-    LUA_INTERPRETER,
-    MARKS,
-    Event,
-    Mark,
-    abort_event,
-    enter_event,
-    extend_event,
-    leave_event,
-    step,
-)
+from memory_core._model import ContractModel
+from memory_core.consolidation import BuildScope
+from memory_core.engines import engine_identity
+from memory_core.errors import EngineUnavailable, InvalidRequest
+from workers.gate import LUA_INTERPRETER, MARKS, Event, Mark, abort_event, enter_event, extend_event, leave_event, step
 
 __all__ = [
     "BUSY_TIMEOUT_S",
     "JOB_MARKS",
+    "MAX_JOB_ID_CHARS",
     "Coordination",
     "Enter",
     "Entered",
+    "Flight",
     "Leave",
     "Left",
     "LocalDb",
@@ -60,27 +53,30 @@ __all__ = [
     "RedisCoordination",
     "SqliteCoordination",
     "Started",
+    "check_job_id",
+    "engine_key",
+    "job_digest",
+    "new_job_id",
+    "pending_key",
     "redis_client",
+    "scope_key",
+    "single_flight",
 ]
 
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 BUSY_TIMEOUT_S = 10.0
-"""How long a writer waits for another process's lock before ``EngineUnavailable``, seconds."""
+"""How long a SQLite writer waits for another process's lock before ``EngineUnavailable``, seconds."""
+JOB_MARKS = ("attempts", "progress", "done", "payload")
+"""The per-job marks (``P:job:<id>:<mark>``); ``forget_job`` drops them all."""
 
 
 class LocalDb:
-    """A SQLite file shared by the processes of one machine.
-
-    Args:
-        path: The database file (created with its folder).
-        name: What the store is, for error messages (``"outbox"``).
-        synchronous: SQLite's ``synchronous`` pragma (``FULL`` where a commit must survive power loss).
-    """
+    """A SQLite file shared by the processes of one machine (a connection per thread; ``synchronous`` as SQLite's)."""
 
     def __init__(self, path: Path, name: str, synchronous: str = "NORMAL") -> None:
-        self.path = path
-        self.name = name
-        self._synchronous = synchronous
+        self.path, self.name, self._synchronous = path, name, synchronous
         self._local = threading.local()
         path.parent.mkdir(parents=True, exist_ok=True)
 
@@ -115,34 +111,22 @@ class LocalDb:
         try:
             yield db
             db.execute("COMMIT")
-        except sqlite3.Error as exc:
+        except BaseException as exc:
             if db.in_transaction:
                 db.execute("ROLLBACK")
-            raise self._error(exc) from None
-        except BaseException:
-            if db.in_transaction:
-                db.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error):
+                raise self._error(exc) from None
             raise
 
-    def execute(self, sql: str, params: tuple[Any, ...] = ()) -> sqlite3.Cursor:
-        """One autocommitted statement.
+    def execute(self, sql: str, params: tuple[Any, ...] = (), *, script: bool = False) -> sqlite3.Cursor:
+        """One autocommitted statement (``script``: a schema script of several).
 
         Raises:
             EngineUnavailable: SQLite failed.
         """
         try:
-            return self.connection().execute(sql, params)
-        except sqlite3.Error as exc:
-            raise self._error(exc) from None
-
-    def script(self, sql: str) -> None:
-        """Run a schema script (``CREATE TABLE IF NOT EXISTS …``).
-
-        Raises:
-            EngineUnavailable: SQLite failed.
-        """
-        try:
-            self.connection().executescript(sql)
+            db = self.connection()
+            return db.executescript(sql) if script else db.execute(sql, params)
         except sqlite3.Error as exc:
             raise self._error(exc) from None
 
@@ -154,46 +138,28 @@ class LocalDb:
             self._local.db = None
 
 
-JOB_MARKS = ("attempts", "progress", "done", "payload")
-"""The per-job marks (``P:job:<id>:<mark>``); ``forget_job`` drops them all."""
-
-
 class Enter(StrEnum):
-    """What ``gate_enter`` decided for one trigger of a scope."""
+    """What ``gate_enter`` decided for one trigger of a scope (docs/jobs.md, "The scope gate")."""
 
-    ACQUIRED = "acquired"
-    """The caller holds the scope's lock and builds now."""
-    COALESCED = "coalesced"
-    """Another build is running; it runs once more after it (the follow-up)."""
-    COVERED = "covered"
-    """A build that started after this trigger is running or has finished, and no recorded trigger waits; nothing
-    to do."""
-    DEFERRED = "deferred"
-    """The scope's last pass started less than the minimum interval ago: the caller holds the follow-up slot and
-    comes back after ``Entered.wait_us``."""
-    BUSY = "busy"
-    """Another delivery of the caller's own job holds the lock and its lease is alive (the message came back while
-    its first delivery still runs: issue 11 §2): the caller comes back after ``Entered.wait_us`` (the lease left),
-    when the job is done, or the lock is free because that delivery died."""
+    ACQUIRED = "acquired"  # the caller holds the lock and builds now
+    COALESCED = "coalesced"  # a build is running (or a follow-up is held): it runs once more after it
+    COVERED = "covered"  # a pass that started after the trigger runs or ran, and no trigger waits
+    DEFERRED = "deferred"  # too soon after the last pass: the caller holds the follow-up, back after ``wait_us``
+    BUSY = "busy"  # another delivery of the caller's job holds the lock (issue 11 §2): back after ``wait_us``
 
 
 class Leave(StrEnum):
     """What ``gate_leave`` decided after a successful pass."""
 
-    RELEASED = "released"
-    """No trigger came in during the pass; the lock is released."""
-    AGAIN = "again"
-    """A trigger came in during the pass; the caller keeps the lock and builds once more."""
-    LOST = "lost"
-    """The lease ended and someone else holds (or may hold) the lock."""
-    DEFERRED = "deferred"
-    """A trigger came in during the pass, which started less than the minimum interval ago: the lock is released
-    and the caller holds the follow-up slot, to build again after ``Left.wait_us``."""
+    RELEASED = "released"  # no trigger came in during the pass
+    AGAIN = "again"  # a trigger came in: the caller keeps the lock and builds once more
+    LOST = "lost"  # the lease ended; someone else holds (or may hold) the lock
+    DEFERRED = "deferred"  # a trigger came in too soon: released, the caller holds the follow-up slot
 
 
 @dataclass(frozen=True)
 class Entered:
-    """The answer of ``gate_enter``: the decision, and for ``deferred`` the microseconds until the interval ends."""
+    """The answer of ``gate_enter``: the decision, and for ``deferred``/``busy`` the microseconds to wait."""
 
     enter: Enter
     wait_us: int = 0
@@ -201,7 +167,7 @@ class Entered:
 
 @dataclass(frozen=True)
 class Left:
-    """The answer of ``gate_leave``: the decision, and for ``deferred`` the microseconds until the interval ends."""
+    """The answer of ``gate_leave``: the decision, and for ``deferred`` the microseconds to wait."""
 
     leave: Leave
     wait_us: int = 0
@@ -209,13 +175,7 @@ class Left:
 
 @dataclass(frozen=True)
 class Started:
-    """The answer of ``begin_job``: what a delivery needs to know before it runs, read in one round trip.
-
-    Attributes:
-        done: The job finished already (this delivery is a twin: drop it).
-        attempts: The starts of the job counted so far, this one included.
-        progress: The units (scopes) of the job done by earlier deliveries.
-    """
+    """The answer of ``begin_job``: done already (a twin), starts counted (this one too), units done before."""
 
     done: bool
     attempts: int
@@ -224,89 +184,52 @@ class Started:
 
 @dataclass(frozen=True)
 class Pending:
-    """The answer of ``claim_job``.
-
-    Attributes:
-        job_id: The job that will serve the trigger (the caller's, or the one already pending).
-        stamp_us: When the trigger was stamped, store clock, microseconds.
-        fresh: True when the caller's job was recorded (it must be published), False when coalesced.
-    """
+    """The answer of ``claim_job``: the job serving the trigger, its stamp (µs), and whether it must be published."""
 
     job_id: str
     stamp_us: int
     fresh: bool
 
 
-class Coordination:
-    """Base of the coordination stores; the semantics every store keeps.
-
-    Args:
-        prefix: Namespace of every key (``Settings.redis_prefix``).
-        job_ttl_s: How long per-job marks live (attempts, progress, done), seconds; longer than any
-            redelivery can take (twice the visibility timeout).
-        keep_s: How long a scope's ``built`` and ``dirty`` marks live, seconds (the dirty mark guards the built
-            one, so it lives as long).
-    """
+class _Store:
+    """What both stores share: keys under ``prefix``, marks' lifetimes (s), the gate's events over ``run_gate``."""
 
     def __init__(self, prefix: str, job_ttl_s: int, keep_s: int) -> None:
-        self.prefix = prefix
-        self.job_ttl_s = job_ttl_s
-        self.keep_s = keep_s
+        self.prefix, self.job_ttl_s, self.keep_s = prefix, job_ttl_s, keep_s
 
-    # keys ----------------------------------------------------------------------------------------------
     def key(self, *parts: str) -> str:
         """``prefix:part:part…``."""
         return ":".join((self.prefix, *parts))
 
-    # pending marks (submit side) -----------------------------------------------------------------------
-    def now_us(self) -> int:
-        """The store's clock, microseconds since the epoch."""
-        raise NotImplementedError
-
-    def clear_pending(self, key: str, job_id: str) -> None:
-        """Drop the pending mark of ``key`` if it still names ``job_id`` (compare-and-delete)."""
-        raise NotImplementedError
-
     def claim_job(self, job_id: str, digest: str, pending: str | None, ttl_s: int) -> Pending | None:
-        """What a submit asks of the store, in one round trip: bind the id to its payload, and claim the pending mark.
-
-        A job id names one payload for as long as the job's marks are kept (``job_ttl_s``): a second submit under
-        the id with the same payload is a replay, one with another payload is refused (issue 11 §3). For a
-        coalescing job, the pending mark of ``pending`` is taken unless one is there already (its job serves the
-        trigger), and the trigger is stamped with the store's clock.
-
-        Args:
-            job_id: The job id.
-            digest: The payload's digest (``workers.locks.job_digest``).
-            pending: The pending key of a coalescing job (``workers.locks.pending_key``), or None.
-            ttl_s: The pending mark's lifetime, seconds.
+        """A submit's one round trip: bind the id to its payload digest (issue 11 §3), claim the pending mark.
 
         Returns:
-            None when the id names another payload (nothing is marked pending); else the ``Pending`` answer
-            (for a job that does not coalesce: this job, fresh, stamped 0).
+            None when the id names another payload; else who serves the trigger (a non-coalescing job: itself, stamp 0).
         """
         raise NotImplementedError
 
-    # scope gate (worker side): the rules are workers.gate's table; a store only runs one event atomically -------
+    def bind_later(self, job_id: str, digest: str) -> Callable[[], bool | None]:
+        """Send the bind of a fresh id (nothing can have bound it) now; the call returned reads it (True; None: failed).
+
+        Redis overlaps it with the publish that follows; a failed bind is logged (only a later replay check is lost).
+
+        Raises:
+            EngineUnavailable: the store is unreachable before anything was sent.
+        """
+        bound = self.claim_job(job_id, digest, None, 0) is not None
+        return lambda: bound
+
     def run_gate(self, scope: str, event: Event) -> tuple[str, int, int]:
-        """Run one gate event (``workers.gate``) on the scope's marks atomically, in one round trip.
-
-        Returns:
-            ``(answer, wait_us, now_us)``: the rule's answer and wait, and the store clock it ran at.
-        """
-        raise NotImplementedError
-
-    def gate_state(self, scope: str) -> dict[str, Mark]:
-        """The scope's marks now (absent ones left out), with their remaining lifetimes: for tests and operators."""
+        """Run one ``workers.gate`` event on the scope's marks atomically: ``(answer, wait_us, now_us)``."""
         raise NotImplementedError
 
     def gate_enter(
         self, scope: str, task_id: str, token: str, stamp_us: int | None, ttl_s: int, gap_us: int = 0
     ) -> Entered:
-        """Take the scope's lock, or coalesce into the running build, or find the trigger covered, or defer.
+        """Take the scope's lock, coalesce, find the trigger covered, defer, or wait out a twin (``RULES["enter"]``).
 
-        ``stamp_us`` None counts as new. A lock another delivery of ``task_id`` holds is ``busy`` while its lease
-        lives (``Enter.BUSY``). The rules: ``workers.gate.RULES["enter"]``.
+        ``stamp_us`` None counts as new.
         """
         answer, wait, _ = self.run_gate(scope, enter_event(task_id, token, stamp_us, ttl_s, self.keep_s, gap_us))
         return Entered(Enter(answer), wait)
@@ -316,82 +239,25 @@ class Coordination:
         return self.run_gate(scope, extend_event(token, ttl_s))[0] == "extended"
 
     def gate_leave(self, scope: str, token: str, ttl_s: int, gap_us: int = 0) -> Left:
-        """After a successful pass: record it as built, then release, or keep the lock for one more pass.
-
-        One more pass when a trigger came in meanwhile; when that pass would start within ``gap_us``, release and
-        hold the follow-up slot instead (``deferred``). The rules: ``workers.gate.RULES["leave"]``.
-        """
+        """After a successful pass: record it built, then release, pass again or defer (``RULES["leave"]``)."""
         answer, wait, _ = self.run_gate(scope, leave_event(token, ttl_s, self.keep_s, gap_us))
         return Left(Leave(answer), wait)
 
     def gate_abort(self, scope: str, token: str) -> None:
-        """After a failed pass: release if ``token`` owns the lock, raising the dirty mark to the pass's start.
-
-        The failed pass covered nothing, so the next trigger of the scope builds whatever it was for.
-        """
+        """After a failed pass: release, raising the dirty mark (the next trigger builds what this one was for)."""
         self.run_gate(scope, abort_event(token, self.keep_s))
 
-    # per-job marks -------------------------------------------------------------------------------------
-    def begin_job(self, job_id: str, pending: str | None) -> Started:
-        """A delivery's start, in one round trip: clear its pending mark, and read done, attempts and progress.
 
-        The pending mark of ``pending`` is dropped if it still names ``job_id`` (``clear_pending``); one more start
-        of the job (retries and redeliveries alike) is counted unless the job is done (a twin is no attempt); its
-        progress is read.
-        """
-        raise NotImplementedError
-
-    def attempts(self, job_id: str) -> int:
-        """How many starts of ``job_id`` were counted (0 when none)."""
-        raise NotImplementedError
-
-    def forgive_attempt(self, job_id: str) -> None:
-        """Take back the last counted start (a delivery that only deferred its build ran nothing)."""
-        raise NotImplementedError
-
-    def add_progress(self, job_id: str, unit: str) -> None:
-        """Record that ``unit`` (a scope) of ``job_id`` is done."""
-        raise NotImplementedError
-
-    def progress(self, job_id: str) -> frozenset[str]:
-        """The units of ``job_id`` done so far."""
-        raise NotImplementedError
-
-    def mark_done(self, job_id: str) -> None:
-        """Mark ``job_id`` finished (run or dead-lettered): a twin delivery is dropped."""
-        raise NotImplementedError
-
-    def is_done(self, job_id: str) -> bool:
-        """True when ``job_id`` finished already."""
-        raise NotImplementedError
-
-    def forget_job(self, job_id: str) -> None:
-        """Drop every per-job mark (before a dead letter is requeued under the same id)."""
-        raise NotImplementedError
-
-    def close(self) -> None:
-        """Release connections."""
-
-
-class SqliteCoordination(Coordination):
-    """The coordination store in a SQLite file (server-less setup; processes on one machine).
-
-    Each operation is one ``BEGIN IMMEDIATE`` transaction over a key/value table with expiry times.
-
-    Args:
-        path: The database file (created with its folder).
-        prefix, job_ttl_s, keep_s: As ``Coordination``.
-    """
+class SqliteCoordination(_Store):
+    """The coordination store in a SQLite file: a key/value table with expiry times, one transaction per operation."""
 
     def __init__(self, path: Path, prefix: str, job_ttl_s: int, keep_s: int) -> None:
         super().__init__(prefix, job_ttl_s, keep_s)
         self.path = path
         self._store = LocalDb(path, "coordination store")
+        self._tx = self._store.transaction
         with self._tx() as db:
             db.execute("CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value TEXT NOT NULL, expires REAL)")
-
-    def _tx(self) -> AbstractContextManager[sqlite3.Connection]:
-        return self._store.transaction()
 
     def now_us(self) -> int:
         """The machine's clock (one machine shares it), microseconds."""
@@ -400,19 +266,10 @@ class SqliteCoordination(Coordination):
     @staticmethod
     def _get(db: sqlite3.Connection, key: str) -> str | None:
         row = db.execute("SELECT value, expires FROM kv WHERE key = ?", (key,)).fetchone()
-        if row is None:
-            return None
-        if row[1] is not None and row[1] <= time.time():
+        if row is not None and row[1] is not None and row[1] <= time.time():
             db.execute("DELETE FROM kv WHERE key = ?", (key,))
             return None
-        return str(row[0])
-
-    @staticmethod
-    def _left_ms(db: sqlite3.Connection, key: str) -> int | None:
-        row = db.execute("SELECT expires FROM kv WHERE key = ?", (key,)).fetchone()
-        if row is None or row[0] is None:
-            return None
-        return max(0, int((row[0] - time.time()) * 1000))
+        return None if row is None else str(row[0])
 
     @staticmethod
     def _set(db: sqlite3.Connection, key: str, value: str, ttl_s: float | None) -> None:
@@ -420,88 +277,91 @@ class SqliteCoordination(Coordination):
         db.execute("INSERT OR REPLACE INTO kv (key, value, expires) VALUES (?, ?, ?)", (key, value, expires))
 
     @staticmethod
-    def _del(db: sqlite3.Connection, key: str) -> bool:
-        return db.execute("DELETE FROM kv WHERE key = ?", (key,)).rowcount > 0
+    def _del(db: sqlite3.Connection, key: str) -> None:
+        db.execute("DELETE FROM kv WHERE key = ?", (key,))
 
-    def clear_pending(self, key: str, job_id: str) -> None:
-        """See ``Coordination.clear_pending``."""
+    def _read(self, job_id: str, mark: str) -> str | None:
         with self._tx() as db:
-            self._clear(db, self.key("pending", key), job_id)
+            return self._get(db, self.key("job", job_id, mark))
 
-    def _clear(self, db: sqlite3.Connection, k: str, job_id: str) -> None:
+    def _clear(self, db: sqlite3.Connection, pending: str, job_id: str) -> None:
+        k = self.key("pending", pending)
         current = self._get(db, k)
         if current is not None and current.rsplit("|", 1)[0] == job_id:
             self._del(db, k)
 
+    def clear_pending(self, key: str, job_id: str) -> None:
+        """Drop the pending mark of ``key`` if it still names ``job_id`` (compare-and-delete)."""
+        with self._tx() as db:
+            self._clear(db, key, job_id)
+
     def claim_job(self, job_id: str, digest: str, pending: str | None, ttl_s: int) -> Pending | None:
-        """See ``Coordination.claim_job`` (one transaction)."""
-        bound, k = self.key("job", job_id, "payload"), None if pending is None else self.key("pending", pending)
+        """See ``_Store.claim_job`` (one transaction)."""
+        bound = self.key("job", job_id, "payload")
         with self._tx() as db:
             current = self._get(db, bound)
             if current is not None and current != digest:
                 return None
             if current is None:
                 self._set(db, bound, digest, self.job_ttl_s)
-            if k is None:
+            if pending is None:
                 return Pending(job_id, 0, fresh=True)
-            queued = self._get(db, k)
+            queued = self._get(db, self.key("pending", pending))
             if queued is not None:
                 other, stamp = queued.rsplit("|", 1)
                 return Pending(other, int(stamp), fresh=False)
             now = self.now_us()
-            self._set(db, k, f"{job_id}|{now}", ttl_s)
+            self._set(db, self.key("pending", pending), f"{job_id}|{now}", ttl_s)
             return Pending(job_id, now, fresh=True)
 
-    def _marks(self, scope: str) -> dict[str, str]:
-        return {mark: self.key("gate", scope, mark) for mark in MARKS}
-
-    def _load(self, db: sqlite3.Connection, keys: dict[str, str]) -> dict[str, Mark]:
+    def _load(self, db: sqlite3.Connection, scope: str) -> dict[str, Mark]:
         state: dict[str, Mark] = {}
-        for mark, key in keys.items():
+        for mark in MARKS:
+            key = self.key("gate", scope, mark)
             value = self._get(db, key)
             if value is not None:
-                state[mark] = Mark(value, self._left_ms(db, key))
+                row = db.execute("SELECT expires FROM kv WHERE key = ?", (key,)).fetchone()
+                left = None if row[0] is None else max(0, int((row[0] - time.time()) * 1000))
+                state[mark] = Mark(value, left)
         return state
 
     def run_gate(self, scope: str, event: Event) -> tuple[str, int, int]:
-        """See ``Coordination.run_gate``: load the marks, ``workers.gate.step``, save its writes (one transaction)."""
-        keys = self._marks(scope)
+        """See ``_Store.run_gate``: load the marks, ``workers.gate.step``, save its writes (one transaction)."""
         with self._tx() as db:
             now = self.now_us()
-            done = step(self._load(db, keys), event, now)
+            done = step(self._load(db, scope), event, now)
             for write in done.writes:
+                key = self.key("gate", scope, write.mark)
                 if write.value is None:
-                    self._del(db, keys[write.mark])
+                    self._del(db, key)
                 else:
-                    self._set(db, keys[write.mark], write.value, write.ttl_ms / 1000)
+                    self._set(db, key, write.value, write.ttl_ms / 1000)
         return done.answer, done.wait_us, now
 
     def gate_state(self, scope: str) -> dict[str, Mark]:
-        """See ``Coordination.gate_state``."""
+        """The scope's marks now with their remaining lifetimes (absent ones left out)."""
         with self._tx() as db:
-            return self._load(db, self._marks(scope))
+            return self._load(db, scope)
 
     def begin_job(self, job_id: str, pending: str | None) -> Started:
-        """See ``Coordination.begin_job`` (one transaction)."""
+        """A delivery's start in one round trip: clear its pending mark, count a start unless done, read progress."""
         with self._tx() as db:
             if pending is not None:
-                self._clear(db, self.key("pending", pending), job_id)
+                self._clear(db, pending, job_id)
             done = self._get(db, self.key("job", job_id, "done")) is not None
             progress = frozenset(json.loads(self._get(db, self.key("job", job_id, "progress")) or "[]"))
             k = self.key("job", job_id, "attempts")
-            count = int(self._get(db, k) or 0)
+            count = int(self._get(db, k) or 0) + (0 if done else 1)
             if not done:
-                count += 1
                 self._set(db, k, str(count), self.job_ttl_s)
             return Started(done, count, progress)
 
     def attempts(self, job_id: str) -> int:
-        """See ``Coordination.attempts``."""
-        with self._tx() as db:
-            return int(self._get(db, self.key("job", job_id, "attempts")) or 0)
+        """How many starts of ``job_id`` were counted (0 when none)."""
+        return int(self._read(job_id, "attempts") or 0)
 
     def forgive_attempt(self, job_id: str) -> None:
-        """See ``Coordination.forgive_attempt``."""
+        """Take back the last counted start (a delivery that only deferred its build ran nothing)."""
         k = self.key("job", job_id, "attempts")
         with self._tx() as db:
             count = int(self._get(db, k) or 0)
@@ -509,30 +369,27 @@ class SqliteCoordination(Coordination):
                 self._set(db, k, str(count - 1), self.job_ttl_s)
 
     def add_progress(self, job_id: str, unit: str) -> None:
-        """See ``Coordination.add_progress``."""
+        """Record that ``unit`` (a scope) of ``job_id`` is done."""
         k = self.key("job", job_id, "progress")
         with self._tx() as db:
-            units = set(json.loads(self._get(db, k) or "[]"))
-            units.add(unit)
+            units = set(json.loads(self._get(db, k) or "[]")) | {unit}
             self._set(db, k, json.dumps(sorted(units)), self.job_ttl_s)
 
     def progress(self, job_id: str) -> frozenset[str]:
-        """See ``Coordination.progress``."""
-        with self._tx() as db:
-            return frozenset(json.loads(self._get(db, self.key("job", job_id, "progress")) or "[]"))
+        """The units of ``job_id`` done so far."""
+        return frozenset(json.loads(self._read(job_id, "progress") or "[]"))
 
     def mark_done(self, job_id: str) -> None:
-        """See ``Coordination.mark_done``."""
+        """Mark ``job_id`` finished (run or dead-lettered): a twin delivery is dropped."""
         with self._tx() as db:
             self._set(db, self.key("job", job_id, "done"), "1", self.job_ttl_s)
 
     def is_done(self, job_id: str) -> bool:
-        """See ``Coordination.is_done``."""
-        with self._tx() as db:
-            return self._get(db, self.key("job", job_id, "done")) is not None
+        """True when ``job_id`` finished already."""
+        return self._read(job_id, "done") is not None
 
     def forget_job(self, job_id: str) -> None:
-        """See ``Coordination.forget_job``."""
+        """Drop every per-job mark (before a dead letter is requeued under the same id)."""
         with self._tx() as db:
             for part in JOB_MARKS:
                 self._del(db, self.key("job", job_id, part))
@@ -541,8 +398,6 @@ class SqliteCoordination(Coordination):
         """Close this thread's connection."""
         self._store.close()
 
-
-# Redis ------------------------------------------------------------------------------------------------------
 
 _CLAIM = """
 local cur = redis.call('GET', KEYS[1])
@@ -555,13 +410,11 @@ local now = t[1] .. string.rep('0', 6 - #t[2]) .. t[2]
 redis.call('SET', KEYS[1], ARGV[1] .. '|' .. now, 'PX', ARGV[2])
 return {ARGV[1], now, 1}
 """
-
 _CLEAR = """
 local cur = redis.call('GET', KEYS[1])
 if cur and string.match(cur, '^(.*)|%d+$') == ARGV[1] then redis.call('DEL', KEYS[1]) end
 return 0
 """
-
 _BIND = """
 local cur = redis.call('GET', KEYS[1])
 if not cur then
@@ -571,7 +424,6 @@ end
 if cur == ARGV[1] then return 1 end
 return 0
 """
-
 _FORGIVE = """
 local n = tonumber(redis.call('GET', KEYS[1]) or '0')
 if n > 0 then redis.call('DECR', KEYS[1]) end
@@ -582,10 +434,8 @@ return 0
 def redis_client(url: str, timeout_s: float, health_check_s: int) -> redis.Redis[str]:
     """A decoding Redis client with connect/read timeouts and health checks (redis-py#775, #1140).
 
-    No command is retried (``from_url`` leaves redis-py's connection retries at 0 without ``retry_on_timeout``),
-    so ``timeout_s`` bounds each call. A ``rediss://`` URL verifies the server's certificate unless its query
-    says otherwise (redis-py's ``ssl_cert_reqs="required"`` default, the rule ``config.result_backend_url``
-    writes into the Celery backend's URL). ``health_check_s`` 0: no extra PING before a command.
+    No command is retried, so ``timeout_s`` bounds each call; a ``rediss://`` URL verifies the server's certificate
+    unless its query says otherwise; ``health_check_s`` 0: no extra PING before a command.
     """
     return redis.Redis.from_url(
         url,
@@ -597,149 +447,354 @@ def redis_client(url: str, timeout_s: float, health_check_s: int) -> redis.Redis
     )
 
 
-class RedisCoordination(Coordination):
-    """The coordination store on Redis (see the module docstring).
-
-    Args:
-        client: A decoding ``redis.Redis`` (``redis_client``).
-        prefix, job_ttl_s, keep_s: As ``Coordination``.
-    """
+class RedisCoordination(_Store):
+    """The coordination store on Redis (``{h}`` hash tags keep a scope's keys in one cluster slot)."""
 
     def __init__(self, client: redis.Redis[str], prefix: str, job_ttl_s: int, keep_s: int) -> None:
         super().__init__(prefix, job_ttl_s, keep_s)
         self.client = client
-        self._clear: Script = client.register_script(_CLEAR)
         self._gate: Script = client.register_script(LUA_INTERPRETER)
         self._forgive: Script = client.register_script(_FORGIVE)
 
-    @contextmanager
-    def _reachable(self) -> Iterator[None]:
+    def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         try:
-            yield
+            return fn(*args, **kwargs)
         except redis.RedisError as exc:
             raise EngineUnavailable(f"coordination store (redis): {exc}") from None
 
+    def _pipeline(self, fill: Callable[[Any], object], transaction: bool = False) -> list[Any]:
+        def run() -> list[Any]:
+            pipe = self.client.pipeline(transaction=transaction)
+            fill(pipe)
+            return pipe.execute()
+
+        return cast(list[Any], self._call(run))
+
     def _gate_keys(self, scope: str) -> list[str]:
-        tag = "{" + scope + "}"
-        return [self.key("gate", tag, mark) for mark in MARKS]
+        return [self.key("gate", "{" + scope + "}", mark) for mark in MARKS]
 
     def now_us(self) -> int:
         """Redis ``TIME`` in microseconds."""
-        with self._reachable():
-            seconds, micros = cast(tuple[int, int], self.client.time())
-            return int(seconds) * 1_000_000 + int(micros)
+        seconds, micros = cast(tuple[int, int], self._call(self.client.time))
+        return int(seconds) * 1_000_000 + int(micros)
 
     def clear_pending(self, key: str, job_id: str) -> None:
-        """See ``Coordination.clear_pending``."""
-        with self._reachable():
-            self._clear(keys=[self.key("pending", key)], args=[job_id])
+        """See ``SqliteCoordination.clear_pending``."""
+        self._call(self.client.eval, _CLEAR, 1, self.key("pending", key), job_id)
 
     def claim_job(self, job_id: str, digest: str, pending: str | None, ttl_s: int) -> Pending | None:
-        """See ``Coordination.claim_job``: both scripts in one pipeline, one round trip (each key keeps its slot).
+        """See ``_Store.claim_job``: both scripts in one pipeline (``EVAL``: no ``SCRIPT EXISTS`` trip)."""
 
-        ``EVAL`` with the script's text, not ``EVALSHA``: a pipeline of ``EVALSHA`` would first ask ``SCRIPT
-        EXISTS`` (another round trip), and Redis caches a script it has compiled either way.
-        """
-        bound = self.key("job", job_id, "payload")
-        with self._reachable():
-            pipe = self.client.pipeline(transaction=False)
-            pipe.eval(_BIND, 1, bound, digest, self.job_ttl_s)
+        def fill(pipe: Any) -> None:
+            pipe.eval(_BIND, 1, self.key("job", job_id, "payload"), digest, self.job_ttl_s)
             if pending is not None:
                 pipe.eval(_CLAIM, 1, self.key("pending", pending), job_id, ttl_s * 1000)
-            got: list[Any] = pipe.execute()
-        claimed = Pending(job_id, 0, fresh=True) if pending is None else self._pending(got[1])
+
+        got = self._pipeline(fill)
+        claimed = Pending(job_id, 0, True)
+        if pending is not None:
+            claimed = Pending(str(got[1][0]), int(got[1][1]), bool(int(got[1][2])))
         if int(got[0]):
             return claimed
         if pending is not None and claimed.fresh:  # marked pending under an id that names another job: undo
             self.clear_pending(pending, job_id)
         return None
 
-    @staticmethod
-    def _pending(got: list[Any]) -> Pending:
-        return Pending(str(got[0]), int(got[1]), fresh=bool(int(got[2])))
+    def bind_later(self, job_id: str, digest: str) -> Callable[[], bool | None]:
+        """See ``_Store.bind_later``: the bind's ``EVAL`` is sent now, on a connection held until answered."""
+        pool = self.client.connection_pool
+        conn = self._call(pool.get_connection)
+        try:
+            conn.send_command("EVAL", _BIND, 1, self.key("job", job_id, "payload"), digest, self.job_ttl_s)
+        except BaseException as exc:
+            conn.disconnect()
+            pool.release(conn)
+            if isinstance(exc, redis.RedisError):
+                raise EngineUnavailable(f"coordination store (redis): {exc}") from None
+            raise
+
+        def answer() -> bool | None:
+            try:
+                return bool(int(conn.read_response()))
+            except Exception as exc:  # the job is published: only a later replay check of this id is lost
+                conn.disconnect()
+                log.warning("job %s: binding its id failed: %s", job_id, exc)
+                return None
+            finally:
+                pool.release(conn)
+
+        return answer
 
     def run_gate(self, scope: str, event: Event) -> tuple[str, int, int]:
-        """See ``Coordination.run_gate``: one ``EVALSHA`` of the generic interpreter (``workers.gate``)."""
+        """See ``_Store.run_gate``: one ``EVALSHA`` of the generic interpreter (``workers.gate``)."""
         name, args = event
-        with self._reachable():
-            got = cast(list[Any], self._gate(keys=self._gate_keys(scope), args=[name, json.dumps(args)]))
+        got = cast(list[Any], self._call(self._gate, keys=self._gate_keys(scope), args=[name, json.dumps(args)]))
         return str(got[0]), int(got[1]), int(got[2])
 
     def gate_state(self, scope: str) -> dict[str, Mark]:
-        """See ``Coordination.gate_state`` (one pipeline)."""
-        keys = self._gate_keys(scope)
-        with self._reachable():
-            pipe = self.client.pipeline(transaction=True)
-            for key in keys:
+        """See ``SqliteCoordination.gate_state`` (one pipeline)."""
+
+        def fill(pipe: Any) -> None:
+            for key in self._gate_keys(scope):
                 pipe.get(key)
                 pipe.pttl(key)
-            got: list[Any] = pipe.execute()
-        state: dict[str, Mark] = {}
-        for i, mark in enumerate(MARKS):
-            value, ttl = got[2 * i], int(got[2 * i + 1])
-            if value is not None:
-                state[mark] = Mark(str(value), ttl if ttl >= 0 else None)
-        return state
+
+        got = self._pipeline(fill, transaction=True)
+        pairs = zip(MARKS, got[0::2], got[1::2], strict=True)
+        return {mark: Mark(str(v), int(ttl) if int(ttl) >= 0 else None) for mark, v, ttl in pairs if v is not None}
 
     def begin_job(self, job_id: str, pending: str | None) -> Started:
-        """See ``Coordination.begin_job``: one pipeline (the job's keys keep their own slots)."""
-        done, attempts, progress = (self.key("job", job_id, part) for part in ("done", "attempts", "progress"))
-        with self._reachable():
-            pipe = self.client.pipeline(transaction=False)
+        """See ``SqliteCoordination.begin_job``: one pipeline (the job's keys keep their own slots)."""
+
+        def fill(pipe: Any) -> None:
             if pending is not None:
                 pipe.eval(_CLEAR, 1, self.key("pending", pending), job_id)
-            pipe.exists(done)
-            pipe.incr(attempts)
-            pipe.expire(attempts, self.job_ttl_s)
-            pipe.smembers(progress)
-            got: list[Any] = pipe.execute()
-        if pending is not None:
-            got = got[1:]
-        done_, count = bool(got[0]), int(got[1])
-        if done_:  # a twin is no attempt: the pipeline cannot branch, so take it back (the twin's path only)
+            pipe.exists(self.key("job", job_id, "done"))
+            pipe.incr(self.key("job", job_id, "attempts"))
+            pipe.expire(self.key("job", job_id, "attempts"), self.job_ttl_s)
+            pipe.smembers(self.key("job", job_id, "progress"))
+
+        got = self._pipeline(fill)[0 if pending is None else 1 :]
+        done, count = bool(got[0]), int(got[1])
+        if done:  # a twin is no attempt: the pipeline cannot branch, so take it back (the twin's path only)
             self.forgive_attempt(job_id)
             count -= 1
-        return Started(done_, count, frozenset(str(u) for u in got[3]))
+        return Started(done, count, frozenset(str(u) for u in got[3]))
 
     def attempts(self, job_id: str) -> int:
-        """See ``Coordination.attempts``."""
-        with self._reachable():
-            return int(self.client.get(self.key("job", job_id, "attempts")) or 0)
+        """See ``SqliteCoordination.attempts``."""
+        return int(self._call(self.client.get, self.key("job", job_id, "attempts")) or 0)
 
     def forgive_attempt(self, job_id: str) -> None:
-        """See ``Coordination.forgive_attempt``."""
-        with self._reachable():
-            self._forgive(keys=[self.key("job", job_id, "attempts")])
+        """See ``SqliteCoordination.forgive_attempt``."""
+        self._call(self._forgive, keys=[self.key("job", job_id, "attempts")])
 
     def add_progress(self, job_id: str, unit: str) -> None:
-        """See ``Coordination.add_progress``."""
+        """See ``SqliteCoordination.add_progress``."""
         key = self.key("job", job_id, "progress")
-        with self._reachable():
-            pipe = self.client.pipeline(transaction=True)
-            pipe.sadd(key, unit)
-            pipe.expire(key, self.job_ttl_s)
-            pipe.execute()
+        self._pipeline(lambda pipe: (pipe.sadd(key, unit), pipe.expire(key, self.job_ttl_s)), transaction=True)
 
     def progress(self, job_id: str) -> frozenset[str]:
-        """See ``Coordination.progress``."""
-        with self._reachable():
-            return frozenset(str(u) for u in self.client.smembers(self.key("job", job_id, "progress")))
+        """See ``SqliteCoordination.progress``."""
+        return frozenset(str(u) for u in self._call(self.client.smembers, self.key("job", job_id, "progress")))
 
     def mark_done(self, job_id: str) -> None:
-        """See ``Coordination.mark_done``."""
-        with self._reachable():
-            self.client.set(self.key("job", job_id, "done"), "1", ex=self.job_ttl_s)
+        """See ``SqliteCoordination.mark_done``."""
+        self._call(self.client.set, self.key("job", job_id, "done"), "1", ex=self.job_ttl_s)
 
     def is_done(self, job_id: str) -> bool:
-        """See ``Coordination.is_done``."""
-        with self._reachable():
-            return bool(self.client.exists(self.key("job", job_id, "done")))
+        """See ``SqliteCoordination.is_done``."""
+        return bool(self._call(self.client.exists, self.key("job", job_id, "done")))
 
     def forget_job(self, job_id: str) -> None:
-        """See ``Coordination.forget_job``."""
-        with self._reachable():
-            self.client.delete(*(self.key("job", job_id, part) for part in JOB_MARKS))
+        """See ``SqliteCoordination.forget_job``."""
+        self._call(self.client.delete, *(self.key("job", job_id, part) for part in JOB_MARKS))
 
     def close(self) -> None:
         """Close the client's connections."""
         self.client.close()
+
+
+MAX_JOB_ID_CHARS = 255
+"""Longest job id ``submit`` accepts: it is the Celery task id, a message header and part of Redis keys
+(``P:job:<id>:attempts``); a UUID is 36 characters."""
+
+
+def new_job_id() -> str:
+    """A fresh job id (a UUID4 string, the Celery task id)."""
+    return str(uuid.uuid4())
+
+
+def check_job_id(job_id: object) -> str:
+    """``job_id`` if it can name a job: a string of 1-``MAX_JOB_ID_CHARS`` characters, not blank, no control ones.
+
+    Raises:
+        InvalidRequest: ``field="job_id"`` otherwise (an int or an object would be published as a header id).
+    """
+    if not isinstance(job_id, str):
+        raise InvalidRequest(f"must be a string, not {type(job_id).__name__}", field="job_id")
+    if not job_id.strip():
+        raise InvalidRequest("must not be blank", field="job_id")
+    if len(job_id) > MAX_JOB_ID_CHARS:
+        raise InvalidRequest(f"must be at most {MAX_JOB_ID_CHARS} characters, got {len(job_id)}", field="job_id")
+    if any(ord(c) < 32 or ord(c) == 127 for c in job_id):
+        raise InvalidRequest("must not contain control characters", field="job_id")
+    return job_id
+
+
+Coordination = SqliteCoordination | RedisCoordination
+"""A coordination store: the server-less SQLite one, or Redis's (one behaviour, pinned by the same tests)."""
+
+
+# keys -----------------------------------------------------------------------------------------------------------
+def _hex(text: str, digits: int) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:digits]
+
+
+def engine_key(url: str) -> str:
+    """16 hex digits naming the store an engine URL names (``engines.engine_identity``: no password, one spelling)."""
+    return _hex(engine_identity(url), 16)
+
+
+def scope_key(engine: str, scope: BuildScope) -> str:
+    """16 hex digits naming (engine, namespace, kinds): the unit of single flight."""
+    return _hex(f"{engine}\x00{scope.namespace}\x00{','.join(sorted(k.value for k in scope.kinds))}", 16)
+
+
+def pending_key(engine: str, job: ContractModel, text: str | None = None) -> str:
+    """32 hex digits naming (engine, job JSON; ``text`` when serialised already): identical triggers share one job."""
+    return _hex(f"{engine}\x00{job.to_json() if text is None else text}", 32)
+
+
+def job_digest(task: str, job: ContractModel, text: str | None = None) -> str:
+    """32 hex digits naming (task, job JSON): the payload a job id is bound to (``_Store.claim_job``)."""
+    return _hex(f"{task}\x00{job.to_json() if text is None else text}", 32)
+
+
+# single flight ------------------------------------------------------------------------------------------------
+class Lease:
+    """One build's hold on its scope's lock, extended by the store's ``LeaseKeeper`` while the build runs.
+
+    Attributes:
+        lost: True once an extension found the lock owned by someone else (or expired).
+    """
+
+    def __init__(self, keeper: LeaseKeeper, scope: str, token: str, ttl_s: int) -> None:
+        self.keeper, self.scope, self.token, self.ttl_s = keeper, scope, token, ttl_s
+        self.due = 0.0
+        self.lost = False
+
+    def __enter__(self) -> Lease:
+        self.keeper.hold(self)
+        return self
+
+    def __exit__(self, *_: type[BaseException] | BaseException | TracebackType | None) -> None:
+        self.keeper.release(self)
+
+
+class LeaseKeeper:
+    """One daemon thread per store (and process) extending, every third of their TTL, the leases still held.
+
+    A lease released before its first third has passed costs no extension; an extension that finds the lock gone
+    marks the lease lost; one that cannot reach the store is tried again a third later.
+    """
+
+    def __init__(self, coordination: Coordination) -> None:
+        self._coordination = coordination
+        self._held: dict[int, Lease] = {}
+        self._pid = os.getpid()
+        self._wake = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def hold(self, lease: Lease) -> None:
+        """Keep ``lease`` alive from now until ``release``."""
+        if self._pid != os.getpid():  # a forked child: the parent's thread and lock are not ours
+            self.__init__(self._coordination)  # type: ignore[misc]
+        with self._wake:
+            lease.due = time.monotonic() + lease.ttl_s / 3
+            self._held[id(lease)] = lease
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="lease-keeper", daemon=True)
+                self._thread.start()
+            self._wake.notify()
+
+    def release(self, lease: Lease) -> None:
+        """Stop extending ``lease``."""
+        with self._wake:
+            self._held.pop(id(lease), None)
+
+    def _run(self) -> None:
+        while True:
+            with self._wake:
+                now = time.monotonic()
+                due = [lease for lease in self._held.values() if lease.due <= now]
+                if not due:
+                    wait = min((lease.due for lease in self._held.values()), default=now + 60.0) - now
+                    self._wake.wait(max(wait, 0.001))
+                    continue
+                for lease in due:
+                    lease.due = now + lease.ttl_s / 3
+            for lease in due:
+                try:
+                    kept = self._coordination.gate_extend(lease.scope, lease.token, lease.ttl_s)
+                except EngineUnavailable as exc:  # a blip: the lease still has 2/3 left
+                    log.warning("scope %s: lease extension failed: %s", lease.scope, exc)
+                    continue
+                if not kept:
+                    lease.lost = True
+                    log.warning("scope %s: lease lost while building", lease.scope)
+                    self.release(lease)
+
+
+_KEEPERS: weakref.WeakKeyDictionary[Coordination, LeaseKeeper] = weakref.WeakKeyDictionary()
+_KEEPERS_LOCK = threading.Lock()
+
+
+def keeper_of(coordination: Coordination) -> LeaseKeeper:
+    """The ``LeaseKeeper`` of a coordination store (made on first use; it goes with the store)."""
+    with _KEEPERS_LOCK:
+        if coordination not in _KEEPERS:
+            _KEEPERS[coordination] = LeaseKeeper(coordination)
+        return _KEEPERS[coordination]
+
+
+@dataclass
+class Flight(Generic[T]):
+    """What one trigger of one scope did.
+
+    The gate's decision, one result per pass built, whether the lease was lost, and the seconds after which the
+    caller must come back when a pass was deferred (its job holds the follow-up).
+    """
+
+    enter: Enter
+    results: list[T] = field(default_factory=list)
+    lost: bool = False
+    wait_s: float = 0.0
+
+    @property
+    def deferred(self) -> bool:
+        """True when this caller owes the scope a pass after ``wait_s``."""
+        return self.wait_s > 0 or self.enter in (Enter.DEFERRED, Enter.BUSY)
+
+
+def single_flight(
+    coordination: Coordination,
+    scope: str,
+    task_id: str,
+    stamp_us: int | None,
+    ttl_s: int,
+    build: Callable[[], T],
+    gap_s: float = 0.0,
+) -> Flight[T]:
+    """Run ``build`` under the scope's lock, passing again once per burst of triggers that came in meanwhile.
+
+    ``task_id`` is the job id (a lock another delivery of it holds is waited out, never shared); ``stamp_us`` the
+    trigger's stamp (None: always new); ``ttl_s`` the lease; ``gap_s`` the least seconds between two passes' starts.
+
+    Raises:
+        EngineUnavailable: the store is unreachable (retryable).
+        Exception: whatever ``build`` raises; the lock is released first, the dirty mark kept (and raised).
+    """
+    token = secrets.token_hex(8)
+    gap_us = int(gap_s * 1_000_000)
+    entered = coordination.gate_enter(scope, task_id, token, stamp_us, ttl_s, gap_us)
+    flight: Flight[T] = Flight(entered.enter, wait_s=entered.wait_us / 1_000_000)
+    if entered.enter is not Enter.ACQUIRED:
+        return flight
+    with Lease(keeper_of(coordination), scope, token, ttl_s) as lease:
+        try:
+            while True:
+                flight.results.append(build())
+                left = coordination.gate_leave(scope, token, ttl_s, gap_us)
+                if left.leave is not Leave.AGAIN:
+                    break
+        except BaseException:
+            try:
+                coordination.gate_abort(scope, token)
+            except EngineUnavailable as exc:  # the lease expires on its own
+                log.warning("scope %s: release after a failed build failed: %s", scope, exc)
+            raise
+    flight.lost = left.leave is Leave.LOST or lease.lost
+    if left.leave is Leave.DEFERRED:
+        flight.wait_s = max(left.wait_us / 1_000_000, 0.001)
+    return flight

@@ -1,17 +1,9 @@
-"""What a worker process holds (``Runtime``), and one delivery of one job through it, start to finish.
+"""A worker process's ``Runtime`` (engine and stores, opened once per process) and one delivery's flow.
 
-``runtime()`` is this process's ``Runtime`` (engine, runner, stores, a queue; each opened on first use), opened
-again in a forked pool child (``PerProcess``: a prefork worker forks its children after the main process may
-have opened a Redis client or a SQLite connection, which a child must not share). The tasks, the poison guards
-and the signal handlers all ask it; ``close_runtime()`` closes it (worker process shutdown; tests too).
-
-``execute`` runs one delivery through the flow of docs/jobs.md ("One delivery") and never raises: even opening
-the coordination store is inside it (a SQLite store locked by another process is transient, so the delivery is
-retried on Celery's own count). Attempts are counted in the coordination store across retries AND redeliveries
-(Redis has no delivery count, reference ``celery-reliability.md`` §1.2), so a job started more than
-``max_retries + 1`` times is dead-lettered unrun, which caps poison loops through ``task_reject_on_worker_lost``.
-Transient errors are ``workers.config.TRANSIENT``; a deferral (``workers.handlers.Deferred``) gives its attempt
-back, since nothing ran.
+``runtime()`` is this process's ``Runtime``, opened again in a forked pool child (``PerProcess``: a child must not
+share its parent's Redis client or SQLite connection). ``execute`` runs one delivery through the flow of
+docs/jobs.md ("One delivery") and never raises. Attempts are counted in the coordination store across retries and
+redeliveries (Redis has no delivery count, reference ``celery-reliability.md`` §1.2), which caps poison loops.
 """
 
 from __future__ import annotations
@@ -33,11 +25,10 @@ from memory_core.lifecycle.layout import MemoryLayout
 from memory_core.lifecycle.runner import BackgroundRunner
 from memory_core.settings import Settings, get_settings
 from workers.config import TRANSIENT, max_countdown_s
-from workers.coordination import Coordination
+from workers.coordination import Coordination, engine_key
 from workers.dead_letters import DeadLetter, DeadLetterStore, keep
 from workers.handlers import Deferred
 from workers.kinds import JOB_KINDS, JobKind, JobKinds
-from workers.locks import engine_key
 from workers.queue import JobQueue, open_coordination, open_dead_letters
 
 __all__ = [
@@ -73,13 +64,7 @@ def open_worker_engine(settings: Settings) -> MemoryEngine:
 
 
 class Runtime:
-    """What one worker process holds, opened on first use: engine, runner, coordination, dead letters, queue.
-
-    Args:
-        settings: The settings.
-        engine / coordination / letters / queue: Injected parts (tests); default opened from settings.
-        kinds: The table of job kinds deliveries are parsed and dispatched by.
-    """
+    """What one worker process holds, each opened on first use unless injected (tests): engine, stores, queue."""
 
     def __init__(
         self,
@@ -144,11 +129,7 @@ class Runtime:
 
 
 class PerProcess(Generic[T]):
-    """A lazily opened per-process value (thread-safe).
-
-    Args:
-        opener: Makes the value; called at most once per process (until ``reset``).
-    """
+    """A lazily opened per-process value (thread-safe): ``opener`` runs at most once per process until ``reset``."""
 
     def __init__(self, opener: Callable[[], T]) -> None:
         self._opener = opener
@@ -189,34 +170,19 @@ def close_runtime() -> None:
 
 
 class WrongEngine(Exception):
-    """A job stamped for another engine (``engine`` kwarg ≠ this worker's ``engine_key``): dead-lettered unrun.
-
-    Two deployments that share a Redis and its default queue names take each other's jobs; running one would
-    apply it to the wrong store.
-    """
+    """A job stamped for another engine (``engine`` kwarg ≠ this worker's ``engine_key``): dead-lettered unrun."""
 
 
 class DeadLettered(Exception):
-    """Raised by a task after its job was dead-lettered, so Flower and the result show a failure.
-
-    ``workers.signals`` ignores it (the letter is kept already).
-    """
+    """Raised by a task after its job was dead-lettered, so Flower shows a failure (``workers.signals`` skips it)."""
 
 
 @dataclass(frozen=True)
 class Delivery:
     """One message as the task saw it.
 
-    Attributes:
-        task: The task name.
-        job_id: The Celery task id (the job id ``submit`` returned).
-        args: Positional arguments (the job's JSON for the job tasks).
-        kwargs: Keyword arguments (``engine`` for jobs: the submitting host's ``engine_key``; ``triggered_us``
-            and ``pending`` for builds).
-        queue: The queue it came from, when known.
-        retries: Celery's retry count (a fallback when the coordination store cannot count).
-        progress: The units (scopes) earlier deliveries of the job finished, as the flow read them when the
-            delivery started (``Coordination.begin_job``); None when not read.
+    ``retries`` is Celery's count (a fallback when the store cannot count); ``progress`` the units (scopes) earlier
+    deliveries finished, as ``begin_job`` read them (None: not read).
     """
 
     task: str
@@ -266,8 +232,8 @@ def parse_job_delivery(d: Delivery, kind: JobKind, kinds: JobKinds = JOB_KINDS) 
     """The job a delivery of ``kind``'s task carries.
 
     Raises:
-        InvalidRequest: not exactly one argument, keyword arguments the kind does not take, a malformed job, a job
-            of another kind, a non-integer ``triggered_us`` or a non-string ``engine``.
+        InvalidRequest: not one argument, a keyword argument the kind does not take, a malformed job or one of
+            another kind, a non-integer ``triggered_us`` or a non-string ``engine``.
     """
     _check_kwargs(d, kind.kwargs)
     if len(d.args) != 1:
@@ -285,9 +251,7 @@ def parse_job_delivery(d: Delivery, kind: JobKind, kinds: JobKinds = JOB_KINDS) 
 
 
 def refuse_foreign(rt: Runtime, d: Delivery) -> None:
-    """Refuse a job submitted for another engine (its ``engine`` kwarg, the host's ``engine_key``).
-
-    A job without the kwarg (published before it existed, or by hand) runs: nothing says it is foreign.
+    """Refuse a job submitted for another engine (its ``engine`` kwarg); a job without one runs.
 
     Raises:
         WrongEngine: ``job for engine X reached a worker of engine Y``.
@@ -329,10 +293,7 @@ def _dead(rt: Runtime, d: Delivery, error: BaseException | str, attempts: int, m
 
 
 def execute(rt: Runtime, d: Delivery, rng: random.Random | None = None) -> Outcome:
-    """Run one delivery through the flow in the module docstring and say how it ended.
-
-    Never raises (except ``BaseException``s such as a hard time limit, which Celery handles).
-    """
+    """Run one delivery through the flow and say how it ended; never raises (but ``BaseException``s: Celery's)."""
     settings = rt.settings
     max_attempts = settings.max_retries + 1
     try:

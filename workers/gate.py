@@ -1,50 +1,16 @@
-"""The scope gate as one state machine, declared once as data: ``RULES``, and ``step`` (pure) that runs them.
+"""The scope gate as one state machine, declared once as data: ``RULES``, run by ``step`` (pure) and by Redis.
 
-A scope's gate is four marks, each a string with a time to live: ``lock`` (``token|task_id|started_us`` of the
-pass running now), ``dirty`` (the newest stamp of a trigger still waiting for a pass that starts after it),
-``built`` (the start of the newest completed pass) and ``later`` (the job id holding the one follow-up slot when a
-pass must wait out the scope's minimum interval ``gap_us``). A dirty mark is cleared only by a pass that started
-after it and completed, never when a pass starts: if that pass fails or its worker dies, the next trigger (the
-holder's own retry) still builds (issue 5, review item 1). The interval makes a burst of triggers give the pass
-that started first and at most one follow-up at its end, however fast a build is.
-
-An event (``enter``, ``leave``, ``abort``, ``extend``) with its arguments and the store's clock ``now``
-(microseconds) turns the marks into new marks and an answer (``acquired``, ``coalesced`` …, and a wait in
-microseconds).
-
-``RULES`` is the only place the rules are written. Per event, an ordered list of rules; the first rule whose
-guards all hold applies its effects and gives its answer. Both stores run this table and hold no rule of their
-own: ``SqliteCoordination`` loads the marks in one transaction, calls ``step`` and saves the writes;
-``RedisCoordination`` runs ``RULES_LUA`` (the table serialised) through one generic Lua interpreter
-(``LUA_INTERPRETER``) in one ``EVALSHA``, so each event is one round trip and atomic.
-``tests/workers/test_workers_gate.py`` checks that the two give the same answer and marks for every (state,
-event) pair.
-
-The table's little language (JSON arrays, the same in Python and Lua):
-
-| operand | value |
-| --- | --- |
-| ``["arg", name]`` | the event's argument (a string, or nil when not given) |
-| ``["now"]`` | the store's clock, microseconds, as a string |
-| ``["get", mark]`` | the mark's value (nil when absent) |
-| ``["field", mark, i]`` | part ``i`` of a ``head|middle|tail`` record (the middle may hold ``|``: a job id) |
-| ``["ttl", mark]`` | the mark's remaining lifetime, milliseconds (a number) |
-| ``["min", a, b]`` | the smaller of two numeric strings; the other when one is nil |
-| ``["join", a, b, c]`` | ``a|b|c`` (nil if any is nil) |
-| ``["int", n]`` | the number ``n`` |
-| ``["add"|"sub"|"mul"|"max", a, b]`` | arithmetic on numbers (nil if either is nil); only answers use it |
-
-Guards: ``["has", x]``, ``["no", x]``, ``["eq", a, b]`` (both present and equal), ``["ne", a, b]`` (not
-``eq``), ``["lt", a, b]`` and ``["ge", a, b]`` (numeric, false when either is nil), ``["pos", x]`` (numeric,
-> 0). Effects: ``["set", mark, value, ttl_ms]``, ``["raise", mark, value, ttl_ms]`` (set when the mark is absent
-or numerically smaller), ``["del", mark]``. Every operand reads the marks as they were before the event (the
-snapshot), so the order of a rule's effects never changes what they compute. Values written are strings
-(``check_rules``): a time is never formatted as a Lua number, so microsecond stamps stay exact (Lua numbers are
-doubles, exact to 2^53; stamps are ~1.8e15).
+A scope's gate is four marks (``lock`` = ``token|task_id|started_us``, ``dirty``, ``built``, ``later``); an event
+(``enter``, ``leave``, ``abort``, ``extend``) picks the first rule whose guards hold, applies its effects and
+answers. ``SqliteCoordination`` loads the marks, calls ``step`` and saves its writes in one transaction;
+``RedisCoordination`` runs the same table (``RULES_LUA``) through one generic interpreter (``LUA_INTERPRETER``) in
+one ``EVALSHA``. The marks' meaning and the table's little language (operands, guards, effects): docs/jobs.md
+("The scope gate"). Values written are strings, so microsecond stamps stay exact in Lua's doubles.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -63,7 +29,6 @@ __all__ = [
     "extend_event",
     "later_ms",
     "leave_event",
-    "lua_literal",
     "split_record",
     "step",
 ]
@@ -215,28 +180,9 @@ def check_rules(rules: Mapping[str, Sequence[Mapping[str, Any]]]) -> None:
 check_rules(RULES)
 
 
-def lua_literal(value: Any) -> str:
-    """``value`` (JSON-shaped: objects, arrays, strings, integers) as a Lua table constructor.
-
-    Strings keep letters, digits and ``_-|:. ``; any other character is written as a Lua decimal escape.
-
-    Raises:
-        ValueError: a value of another type.
-    """
-    if isinstance(value, dict):
-        return "{" + ",".join(f"[{lua_literal(k)}]={lua_literal(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, list):
-        return "{" + ",".join(lua_literal(v) for v in value) + "}"
-    if isinstance(value, bool) or not isinstance(value, str | int):
-        raise ValueError(f"not a table value: {value!r}")
-    if isinstance(value, int):
-        return str(value)
-    return '"' + "".join(c if c.isalnum() or c in "_-|:. " else f"\\{ord(c)}" for c in value) + '"'
-
-
-RULES_LUA = lua_literal(RULES)
-"""``RULES`` serialised as a Lua table constructor (the same shape as its JSON), embedded once in
-``LUA_INTERPRETER``'s text, so Redis caches it with the script (``EVALSHA``) and nothing is passed per call."""
+RULES_LUA = "cjson.decode([==[" + json.dumps(RULES, separators=(",", ":")) + "]==])"
+"""``RULES`` as the Lua expression that builds it, embedded once in ``LUA_INTERPRETER``'s text (Redis caches it with
+the script, ``EVALSHA``): a long-bracket string, which JSON never closes, so nothing is escaped."""
 
 
 # the Python interpreter (pure) -------------------------------------------------------------------------------
@@ -333,13 +279,7 @@ class _Eval:
 def step(
     state: Mapping[str, Mark], event: Event, now_us: int, rules: Mapping[str, Sequence[Mapping[str, Any]]] = RULES
 ) -> Step:
-    """Run one event on a gate's marks (pure: no clock, no store).
-
-    Args:
-        state: The marks present (absent marks are left out), with their remaining lifetimes.
-        event: ``(name, arguments)`` from ``enter_event`` … ``extend_event``.
-        now_us: The store's clock, microseconds.
-        rules: The table (``RULES``).
+    """Run one event (``enter_event`` …) on a gate's marks (those present, with lifetimes) at ``now_us``; pure.
 
     Returns:
         The ``Step``: answer, wait, the writes to save (deleting an absent mark is left out), the marks after.
@@ -367,11 +307,7 @@ def step(
 
 # events -------------------------------------------------------------------------------------------------------
 def later_ms(gap_us: int, ttl_s: int) -> int:
-    """How long a follow-up slot (``later``) lives: the interval plus one lease, milliseconds.
-
-    If the deferred job never comes back (its worker killed while holding the countdown message), the slot
-    frees itself like a dead holder's lock, and the next trigger builds.
-    """
+    """How long a follow-up slot (``later``) lives, ms: the interval plus one lease (a lost holder frees it so)."""
     return gap_us // 1000 + ttl_s * 1000
 
 

@@ -10,10 +10,12 @@ the same job still building), a transient error to be retried, anything else to 
 from __future__ import annotations
 
 import logging
+import uuid
+from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final, Literal
 
-from pydantic import StrictInt
+from pydantic import Field, StrictInt
 
 from memory_core._model import ContractModel
 from memory_core.consolidation import BuildScope, ConsolidateRequest
@@ -22,17 +24,22 @@ from memory_core.lifecycle import retention
 from memory_core.lifecycle.jobs import BuildBeliefs, IngestBrain, JobReport
 from memory_core.namespace import Namespace, Reach
 from memory_core.tools.jobs import ORDER_RETRY_S, ToolWrite, apply_tool_write
+from workers.coordination import MAX_JOB_ID_CHARS, Flight, scope_key, single_flight
+from workers.dead_letters import TRANSIENT, DeadLetter, keep
 from workers.embedding import EmbedItems, embed_once, waiting
-from workers.locks import Flight, scope_key, single_flight
 
 if TYPE_CHECKING:  # types only: workers.execution imports this module
     from workers.execution import Delivery, Runtime
 
 __all__ = [
+    "MAX_SCOPES_PER_JOB",
     "BuildReport",
+    "BuildScopes",
     "Deferred",
+    "batches",
     "ScopeReport",
     "run_build",
+    "run_build_scopes",
     "run_build_due",
     "run_drain",
     "run_embed",
@@ -75,6 +82,7 @@ class ScopeReport(ContractModel):
     outcome: str | None = None
     built: StrictInt | None = None
     lease_lost: bool | None = None
+    letter: str | None = None
 
     @classmethod
     def of(cls, scope: BuildScope, flight: Flight[JobReport]) -> ScopeReport:
@@ -102,6 +110,38 @@ class BuildReport(ContractModel):
     embedding: str | None = None
 
 
+MAX_SCOPES_PER_JOB: Final = 64
+"""Most requests one ``build_scopes`` message carries (``batches`` cuts more into several)."""
+
+
+class BuildScopes(ContractModel):
+    """Several builds in one message: each scope under its own single flight, a failing one dead-lettered alone.
+
+    ``run_build_due`` and ``run_ingest`` send several scopes as one (or a few) of these instead of a ``BuildBeliefs``
+    per scope: one publish, one begin and one done mark for the batch (docs/jobs.md, "Batches").
+    """
+
+    job: Literal["build_scopes"] = "build_scopes"
+    requests: tuple[ConsolidateRequest, ...] = Field(min_length=1, max_length=MAX_SCOPES_PER_JOB)
+
+    def name(self) -> str:
+        """``build_scopes``."""
+        return self.job
+
+    def describe(self) -> str:
+        """Flower's summary: ``build_scopes 2 (agent:alice, agent:bob)``."""
+        reaches = ", ".join(str(r.reach.at) for r in self.requests[:3]) + (", …" if len(self.requests) > 3 else "")
+        return f"build_scopes {len(self.requests)} ({reaches})"
+
+
+def batches(requests: list[ConsolidateRequest]) -> list[BuildScopes]:
+    """``requests`` as ``BuildScopes`` of at most ``MAX_SCOPES_PER_JOB`` each, in order (none for none)."""
+    return [
+        BuildScopes(requests=tuple(requests[i : i + MAX_SCOPES_PER_JOB]))
+        for i in range(0, len(requests), MAX_SCOPES_PER_JOB)
+    ]
+
+
 def run_build(rt: Runtime, d: Delivery, job: BuildBeliefs) -> dict[str, Any]:
     """One ``consolidate`` per scope under ``job.request``, each single flight, resuming after a retry.
 
@@ -113,18 +153,57 @@ def run_build(rt: Runtime, d: Delivery, job: BuildBeliefs) -> dict[str, Any]:
         Deferred: a scope must wait (its minimum interval, or another delivery of this job building it); the
             others are done and recorded.
     """
+    return _build(rt, d, job.name(), rt.engine.scopes(job.request), alone=False)
+
+
+def run_build_scopes(rt: Runtime, d: Delivery, job: BuildScopes) -> dict[str, Any]:
+    """``run_build`` over every scope of ``job.requests`` (each once), a scope that fails for good dead-lettered alone.
+
+    A scope whose build raises anything but a transient error gets its own dead letter, a ``build_beliefs`` job for
+    that scope alone (id ``<job id>:<scope key>``, requeued like any letter), is recorded as done, and the others
+    build; a transient error retries the message, which resumes after the scopes done.
+
+    Raises:
+        Deferred: as ``run_build``.
+    """
+    scopes = {scope_key(rt.engine_key, s): s for r in job.requests for s in rt.engine.scopes(r)}
+    return _build(rt, d, job.name(), scopes.values(), alone=True)
+
+
+def _dead_scope(rt: Runtime, d: Delivery, unit: str, scope: BuildScope, exc: Exception) -> ScopeReport:
+    letter_id = f"{d.job_id}:{unit}"
+    if len(letter_id) > MAX_JOB_ID_CHARS:
+        letter_id = f"scope-{unit}-{uuid.uuid4().hex}"
+    job = BuildBeliefs(request=scope.request())
+    engine = d.kwargs.get("engine")
+    letter = DeadLetter.of(
+        letter_id,
+        exc,
+        payload=job.to_dict(),
+        task="memory.build_beliefs",
+        queue=d.queue,
+        attempts=1,
+        message=f"scope {scope.namespace} of batch {d.job_id}: {exc}",
+        engine=engine if isinstance(engine, str) else None,
+    )
+    keep(lambda: rt.letters, letter, logging.ERROR)
+    kinds = tuple(k.value for k in scope.kinds)
+    return ScopeReport(namespace=str(scope.namespace), kinds=kinds, enter="acquired", outcome="dead", letter=letter.id)
+
+
+def _build(rt: Runtime, d: Delivery, name: str, scopes: Iterable[BuildScope], alone: bool) -> dict[str, Any]:
     stamp = d.kwargs.get("triggered_us")
     done_before = rt.coordination.progress(d.job_id) if d.progress is None else d.progress
-    scopes: list[ScopeReport] = []
+    reports: list[ScopeReport] = []
     waits: list[float] = []
     runner = rt.runner
     settings = rt.settings
     unrecorded: str | None = None
     try:
-        for scope in rt.engine.scopes(job.request):
+        for scope in scopes:
             unit = scope_key(rt.engine_key, scope)
             if unit in done_before:
-                scopes.append(ScopeReport(namespace=str(scope.namespace), enter="done_before"))
+                reports.append(ScopeReport(namespace=str(scope.namespace), enter="done_before"))
                 continue
             if unrecorded is not None:
                 rt.coordination.add_progress(d.job_id, unrecorded)
@@ -133,14 +212,24 @@ def run_build(rt: Runtime, d: Delivery, job: BuildBeliefs) -> dict[str, Any]:
             def one_pass(s: BuildScope = scope) -> JobReport:
                 return runner.run(BuildBeliefs(request=s.request()))
 
-            flight = single_flight(
-                rt.coordination, unit, d.job_id, stamp, settings.lock_ttl_s, one_pass, settings.build_min_interval_s
-            )
+            try:
+                flight = single_flight(
+                    rt.coordination, unit, d.job_id, stamp, settings.lock_ttl_s, one_pass, settings.build_min_interval_s
+                )
+            except TRANSIENT:
+                raise
+            except Exception as exc:
+                if not alone:
+                    raise
+                log.exception("job %s: scope %s failed; dead-lettered alone", d.job_id, scope.namespace)
+                unrecorded = unit
+                reports.append(_dead_scope(rt, d, unit, scope, exc))
+                continue
             if flight.deferred:
                 waits.append(flight.wait_s)
                 continue
             unrecorded = unit
-            scopes.append(ScopeReport.of(scope, flight))
+            reports.append(ScopeReport.of(scope, flight))
         embedding = submit_embedding(rt)  # the model runs in its own job (workers.embedding)
         if waits:
             raise Deferred(max(waits))
@@ -148,7 +237,7 @@ def run_build(rt: Runtime, d: Delivery, job: BuildBeliefs) -> dict[str, Any]:
         if unrecorded is not None:
             _record(rt, d.job_id, unrecorded)
         raise
-    return BuildReport(job=job.name(), scopes=tuple(scopes), embedding=embedding).to_dict()
+    return BuildReport(job=name, scopes=tuple(reports), embedding=embedding).to_dict()
 
 
 def _record(rt: Runtime, job_id: str, unit: str) -> None:
@@ -159,20 +248,26 @@ def _record(rt: Runtime, job_id: str, unit: str) -> None:
 
 
 def run_ingest(rt: Runtime, d: Delivery, job: IngestBrain) -> dict[str, Any]:
-    """``Brain.ingest_many`` through the runner; the batch's build jobs are submitted as follow-ups."""
+    """``Brain.ingest_many`` through the runner, then its builds: one ``build_beliefs``, or several as batches."""
     report = rt.runner.run(job)
-    follow_ups = [rt.queue.submit(j) for j in report.follow_ups]
+    jobs: list[ContractModel] = [j for j in report.follow_ups if not isinstance(j, BuildBeliefs)]
+    builds = [j for j in report.follow_ups if isinstance(j, BuildBeliefs)]
+    jobs += builds if len(builds) == 1 else batches([b.request for b in builds])
+    follow_ups = [rt.queue.submit(j) for j in jobs]
     embedding = submit_embedding(rt)
     return {"job": job.name(), "stored": len(report.stored), "follow_ups": follow_ups, "embedding": embedding}
 
 
 def run_build_due(rt: Runtime, d: Delivery) -> dict[str, Any]:
-    """Submit a ``BuildBeliefs`` for every scope under the reach (default: the layout) written since its build."""
+    """Submit the scopes under the reach (default: the layout) written since their build, as ``BuildScopes`` batches.
+
+    One message per ``MAX_SCOPES_PER_JOB`` due scopes, in the engine's order: ``{scopes, due, jobs}``.
+    """
     raw = d.kwargs.get("reach")
     reach = Reach.subtree(rt.layout.root) if raw is None else Reach.coerce(raw, "reach")
     scopes = rt.engine.scopes(ConsolidateRequest(reach=reach))
-    due = [s for s in scopes if s.due]
-    jobs = [rt.queue.submit(BuildBeliefs(request=s.request())) for s in due]
+    due = [s.request() for s in scopes if s.due]
+    jobs = [rt.queue.submit(batch) for batch in batches(due)]
     return {"scopes": len(scopes), "due": len(due), "jobs": jobs}
 
 

@@ -7,7 +7,6 @@ Flower's summary (``argsrepr``) and coalescing are derived from the rows. The ta
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -21,10 +20,13 @@ from memory_core.lifecycle.jobs import BuildBeliefs, IngestBrain
 from memory_core.namespace import Reach
 from memory_core.settings import Settings
 from memory_core.tools.jobs import ToolWrite
+from workers.coordination import MAX_JOB_ID_CHARS, check_job_id, new_job_id
 from workers.embedding import EmbedItems, describe_embed
 from workers.handlers import (
+    BuildScopes,
     run_build,
     run_build_due,
+    run_build_scopes,
     run_compact_log,
     run_drain,
     run_embed,
@@ -53,10 +55,6 @@ __all__ = [
 MAINTENANCE_QUEUE = "queue_maintenance"
 """The ``Settings`` field naming the maintenance queue (beat's ticks, and Celery's default queue)."""
 
-MAX_JOB_ID_CHARS = 255
-"""Longest job id ``submit`` accepts: it is the Celery task id, a message header and part of Redis keys
-(``P:job:<id>:attempts``); a UUID is 36 characters."""
-
 ENGINE_KWARG = "engine"
 """The keyword argument every job message carries: the submitting host's ``engine_key``."""
 COALESCE_KWARGS = frozenset({"triggered_us", "pending"})
@@ -66,28 +64,6 @@ JobHandler = Callable[["Runtime", "Delivery", Any], dict[str, Any]]
 """``handler(rt, delivery, job) -> result``."""
 TaskHandler = Callable[["Runtime", "Delivery"], dict[str, Any]]
 """``handler(rt, delivery) -> result`` (a maintenance task: no job)."""
-
-
-def new_job_id() -> str:
-    """A fresh job id (a UUID4 string, the Celery task id)."""
-    return str(uuid.uuid4())
-
-
-def check_job_id(job_id: object) -> str:
-    """``job_id`` if it can name a job: a string of 1-``MAX_JOB_ID_CHARS`` characters, not blank, no control ones.
-
-    Raises:
-        InvalidRequest: ``field="job_id"`` otherwise (an int or an object would be published as a header id).
-    """
-    if not isinstance(job_id, str):
-        raise InvalidRequest(f"must be a string, not {type(job_id).__name__}", field="job_id")
-    if not job_id.strip():
-        raise InvalidRequest("must not be blank", field="job_id")
-    if len(job_id) > MAX_JOB_ID_CHARS:
-        raise InvalidRequest(f"must be at most {MAX_JOB_ID_CHARS} characters, got {len(job_id)}", field="job_id")
-    if any(ord(c) < 32 or ord(c) == 127 for c in job_id):
-        raise InvalidRequest("must not contain control characters", field="job_id")
-    return job_id
 
 
 def describe_reach(reach: Reach) -> str:
@@ -284,6 +260,9 @@ JOB_KINDS = JobKinds(
         JobKind(IngestBrain, "memory.ingest_brain", "queue_ingest", run_ingest, _describe_ingest),
         JobKind(ToolWrite, "memory.tool_write", "queue_ingest", run_tool_write, ToolWrite.describe),
         JobKind(EmbedItems, "memory.embed_items", "queue_beliefs", run_embed, describe_embed, coalesce=True),
+        JobKind(
+            BuildScopes, "memory.build_scopes", "queue_beliefs", run_build_scopes, BuildScopes.describe, coalesce=True
+        ),
     )
 )
 """The job kinds of memory-core: one row per kind (see the module docstring to add one)."""

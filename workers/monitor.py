@@ -1,11 +1,8 @@
 """The operator's view of the job flow (``memory-core status``, ``demo``): job states, queue depths, running jobs.
 
-Reads the result backend, the broker's queues (Redis lists, or the server-less transport's message files) and,
-for running jobs, asks the workers over Celery's remote control. Every read is bounded: ``probe`` is one Redis
-``PING`` within ``timeout_s`` that says why the broker does not answer, and remote control publishes with the
-host's bounded settings (``workers.config.host_config``), so a blackholed broker costs ``status`` about one
-timeout. A ``read_only`` monitor creates nothing (not ``var_dir``, not the server-less folders) and asks the
-workers over the server-less transport only once one has bound its control exchange there (``PIDBOX_BINDING``).
+Every read is bounded (one Redis ``PING`` per probe; remote control with the host's bounded settings). A
+``read_only`` monitor creates nothing, and asks workers over the server-less transport only once one has bound its
+control exchange there (``PIDBOX_BINDING``).
 """
 
 from __future__ import annotations
@@ -32,7 +29,7 @@ from workers.config import (
     var_paths,
 )
 from workers.coordination import redis_client
-from workers.outbox import Outbox
+from workers.queue import Outbox
 
 __all__ = [
     "FINISHED",
@@ -58,13 +55,8 @@ _PRIORITY_SEP = "\x06\x16"
 class BrokerProbe:
     """Whether the broker answered one bounded probe, and why not.
 
-    Attributes:
-        url: The broker URL without credentials (``filesystem://`` for the server-less transport).
-        reachable: True when it answered within the timeout.
-        reason: Why not (``ConnectionError: … Connection refused``, ``TimeoutError: … timed out``), else None.
-        seconds: How long the probe took.
-        config_error: Why the URL is wrong, when the server answered but refused it (a wrong password, TLS
-            spoken on one side only): retrying cannot help (issue 11 §4); None for an outage or success.
+    ``url`` is without credentials; ``reason`` the error (``ConnectionError: …``); ``config_error`` why the URL is
+    wrong when the server answered but refused it (issue 11 §4: retrying cannot help), None for an outage or success.
     """
 
     url: str
@@ -91,9 +83,7 @@ def probe_broker(url: str, timeout_s: float) -> BrokerProbe:
 
 
 def require_broker(settings: Settings, timeout_s: float) -> None:
-    """Refuse a Redis broker URL the server answers but rejects (a worker, beat or ``status`` then exits 2).
-
-    An unreachable broker passes: that is an outage, which the worker and beat wait out.
+    """Refuse a Redis broker URL the server answers but rejects; an unreachable broker passes (an outage).
 
     Raises:
         ConfigError: ``broker redis://:***@host:port/0: AuthenticationError: …`` (the URL without its password).
@@ -131,13 +121,7 @@ class WaitReport:
 
 
 class JobMonitor:
-    """Read job states and queue depths for the configured broker and result backend.
-
-    Args:
-        settings: The settings (default: the process's).
-        read_only: Create no file or folder (``status``): ``var_dir`` and the server-less folders are left to
-            whoever sends or consumes first; otherwise they are made here (``workers.config.prepare``).
-    """
+    """Read job states and queue depths; ``read_only`` (``status``) creates no file or folder."""
 
     def __init__(self, settings: Settings | None = None, *, read_only: bool = False) -> None:
         self.settings = settings or get_settings()
@@ -173,13 +157,9 @@ class JobMonitor:
         poll_s: float = 0.25,
         on_progress: Callable[[int, int], None] | None = None,
     ) -> WaitReport:
-        """Wait until every job (and every follow-up a finished job names) has finished, or ``timeout_s``.
+        """Wait until every job (and every follow-up a finished job names) has finished, or ``timeout_s`` seconds.
 
-        Args:
-            ids: Job ids ``JobQueue.submit`` returned.
-            timeout_s: Give up after this many seconds (what is left is reported as pending).
-            poll_s: Seconds between polls.
-            on_progress: Called with (finished, known) after each poll.
+        ``on_progress(finished, known)`` is called after each poll (every ``poll_s`` seconds).
         """
         known: list[str] = list(dict.fromkeys(ids))
         finished: dict[str, JobState] = {}
@@ -207,14 +187,9 @@ class JobMonitor:
         return report
 
     def probe(self, timeout_s: float = 1.0) -> BrokerProbe:
-        """Ask the broker once, within ``timeout_s`` seconds (connect, TLS and reply); never raises.
+        """Ask the broker once within ``timeout_s`` seconds; never raises.
 
-        Args:
-            timeout_s: Bound on the probe, seconds.
-
-        Returns:
-            A ``BrokerProbe``; the server-less transport is reachable when its queue folder exists, or, for a
-            ``read_only`` monitor, when nothing is there yet (nothing was ever queued: every queue is empty).
+        The server-less transport is reachable when its queue folder exists, or (``read_only``) nothing is there.
         """
         url = broker_url(self.settings)
         start = time.monotonic()
@@ -240,11 +215,7 @@ class JobMonitor:
             return None
 
     def queue_depths(self, timeout_s: float = 2.0) -> dict[str, int]:
-        """Messages waiting per queue (``beliefs``, ``ingest``, ``maintenance``); -1 when unreadable.
-
-        Args:
-            timeout_s: Bound on each Redis connect and read, seconds.
-        """
+        """Messages waiting per queue; -1 when unreadable (each Redis call bounded by ``timeout_s``)."""
         names = (self.settings.queue_beliefs, self.settings.queue_ingest, self.settings.queue_maintenance)
         url = broker_url(self.settings)
         if is_redis_url(url):
@@ -265,11 +236,7 @@ class JobMonitor:
         return [queue, *(k for k in client.scan_iter(match=f"{queue}{_PRIORITY_SEP}*", count=100))]
 
     def active(self, timeout_s: float = 1.0) -> dict[str, list[dict[str, Any]]] | None:
-        """Running jobs per worker (Celery remote control); None when no worker answered.
-
-        A ``read_only`` monitor on the server-less transport asks nothing (None) until a worker has bound its
-        control exchange there: no worker ever ran, and asking would create the transport's folders.
-        """
+        """Running jobs per worker (remote control); None when no worker answered (``read_only``: or ever bound)."""
         if self.read_only and not is_redis_url(broker_url(self.settings)):
             if not (var_paths(self.settings)["broker_control"] / PIDBOX_BINDING).is_file():
                 return None

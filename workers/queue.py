@@ -1,17 +1,9 @@
-"""``JobQueue``: the host side of the job flow. ``submit(job)`` returns a job id at once and never raises an outage.
+"""The host side of the job flow: ``JobQueue.submit(job)`` returns a job id at once and never raises an outage.
 
-```
-submit(job) ─► [outbox not empty?] drain ─► coalescing kind: pending mark ─► publish (bounded) ─► id
-                                   broker or coordination unreachable ─► outbox (SQLite, var_dir) ──► same id
-```
-
-The job's kind (``workers.kinds``) names its task, queue and Flower summary; the task's argument is the job's
-JSON object, and every message carries ``engine`` (this host's ``engine_key``), a coalescing kind's also
-``triggered_us`` and ``pending``. The publish is bounded by ``publish_timeout_s`` (celery#4556); a failure parks
-the job and opens a circuit breaker (0.5 s doubling to 15 s) past which one submit probes while the others keep
-parking. ``send`` is ``submit`` saying what happened (``Submitted``); ``publish`` and ``requeue`` are the
-operator's path (publish now or raise, never parking). ``open_coordination`` and ``open_dead_letters`` open the
-stores from settings. The guarantees (outbox, breaker, one payload per id, coalescing): docs/jobs.md.
+A submit binds the id and claims a coalescing kind's pending mark in one round trip, then publishes (bounded by
+``publish_timeout_s``); an unreachable broker or store parks the job in the ``Outbox`` (SQLite, ``var_dir``)
+under the same id. ``publish`` and ``requeue`` are the operator's path (publish now or raise, never park). The
+guarantees (outbox, circuit breaker, one payload per id, coalescing): docs/jobs.md.
 """
 
 from __future__ import annotations
@@ -21,65 +13,82 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from celery import Celery
 
 from memory_core._model import ContractModel
+from memory_core.engine import MemoryEngine
 from memory_core.errors import EngineUnavailable, InvalidRequest
 from memory_core.safety.jobs import scrub_job
 from memory_core.settings import Settings, get_settings
+from memory_core.tools.jobs import ToolWrite
+from memory_core.tools.memory_tools import ToolScope
+from memory_core.tools.writes import ToolWrites
 from workers.config import TRANSIENT, broker_problem, host_config, prepare, queue_for, redact, redis_url_of, var_paths
-from workers.coordination import Coordination, RedisCoordination, SqliteCoordination, redis_client
+from workers.coordination import (
+    Coordination,
+    LocalDb,
+    RedisCoordination,
+    SqliteCoordination,
+    engine_key,
+    job_digest,
+    pending_key,
+    redis_client,
+)
 from workers.dead_letters import DeadLetter, DeadLetterStore, RedisDeadLetters, SqliteDeadLetters, quote_id
-from workers.kinds import JOB_KINDS, JobKinds, check_job_id, new_job_id
-from workers.locks import engine_key, job_digest, pending_key
-from workers.outbox import MAX_FAULTS, Outbox, OutboxEntry
+from workers.kinds import JOB_KINDS, JobKind, JobKinds, check_job_id, new_job_id
 
 __all__ = [
+    "MAX_FAULTS",
     "DrainReport",
     "JobQueue",
+    "Outbox",
+    "OutboxEntry",
+    "QueueSink",
     "Submitted",
     "open_coordination",
     "open_dead_letters",
+    "open_tool_writes",
     "requeue",
 ]
 
 log = logging.getLogger(__name__)
 
-_CIRCUIT_MIN_S = 0.5
-_CIRCUIT_MAX_S = 15.0
+_CIRCUIT_MIN_S, _CIRCUIT_MAX_S = 0.5, 15.0
 _DRAIN_ON_SUBMIT = 50
 """Rows a submit drains before publishing its own job (bounded so a long backlog cannot stall a turn)."""
 _PROBE_HOLD = 2.0
-"""While one submit probes a broker whose breaker window ended, the others park for this many publish
-timeouts (the probe's publish is bounded by one; the hold ends sooner when the probe succeeds or fails)."""
+"""While one submit probes a broker whose breaker window ended, the others park for this many publish timeouts."""
+MAX_FAULTS = 3
+"""Failed publishes not caused by the broker after which a parked row is dead-lettered."""
+
+
+def _redis(settings: Settings, timeout_s: float | None) -> Any:
+    url = redis_url_of(settings)
+    if url is None:
+        return None
+    return redis_client(url, timeout_s or settings.redis_socket_timeout_s, settings.redis_health_check_s)
 
 
 def open_coordination(settings: Settings, timeout_s: float | None = None) -> Coordination:
-    """The coordination store for these settings: the broker's Redis, else ``var_dir/coordination.db``.
-
-    Args:
-        settings: The settings.
-        timeout_s: Redis socket timeout, seconds (hosts pass ``publish_timeout_s``); default
-            ``redis_socket_timeout_s``.
-    """
+    """The coordination store: the broker's Redis (socket timeout ``timeout_s``), else ``var_dir/coordination.db``."""
     job_ttl_s = 2 * settings.visibility_timeout_s
-    keep_s = max(job_ttl_s, settings.result_expires_s)  # one rule for both stores
-    url = redis_url_of(settings)
-    if url is None:
+    keep_s = max(job_ttl_s, settings.result_expires_s)
+    client = _redis(settings, timeout_s)
+    if client is None:
         return SqliteCoordination(var_paths(settings)["coordination"], settings.redis_prefix, job_ttl_s, keep_s)
-    client = redis_client(url, timeout_s or settings.redis_socket_timeout_s, settings.redis_health_check_s)
     return RedisCoordination(client, settings.redis_prefix, job_ttl_s, keep_s)
 
 
 def open_dead_letters(settings: Settings, timeout_s: float | None = None) -> DeadLetterStore:
-    """The dead-letter store for these settings, beside the coordination store (``timeout_s`` as there)."""
-    url = redis_url_of(settings)
-    if url is None:
+    """The dead-letter store, beside the coordination store (``timeout_s`` as there)."""
+    client = _redis(settings, timeout_s)
+    if client is None:
         return SqliteDeadLetters(var_paths(settings)["coordination"], settings.dead_letter_max)
-    client = redis_client(url, timeout_s or settings.redis_socket_timeout_s, settings.redis_health_check_s)
     return RedisDeadLetters(client, settings.redis_prefix, settings.dead_letter_max)
 
 
@@ -87,22 +96,114 @@ def _error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def _letter_payload(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
+# the outbox -----------------------------------------------------------------------------------------------------
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS outbox (
+    id TEXT PRIMARY KEY, task TEXT NOT NULL, payload TEXT NOT NULL, created REAL NOT NULL,
+    tries INTEGER NOT NULL DEFAULT 0, faults INTEGER NOT NULL DEFAULT 0, last_error TEXT,
+    claimed_by TEXT, claimed_at REAL, delivered_at REAL
+);
+CREATE INDEX IF NOT EXISTS outbox_waiting ON outbox (delivered_at, created);
+"""
 
 
 @dataclass(frozen=True)
-class Submitted:
-    """What one ``send`` did.
+class OutboxEntry:
+    """One parked job: its id, task name, JSON text, when parked (epoch s), failed publishes and non-broker faults."""
 
-    Attributes:
-        id: The job id serving the job (this job's, or the queued identical build's when coalesced).
-        state: ``published`` (on the broker now), ``coalesced`` (an identical build is still queued: its id) or
-            ``parked`` (the broker is unreachable: in the local outbox, published later under ``id``).
+    id: str
+    task: str
+    payload: str
+    created: float
+    tries: int = 0
+    faults: int = 0
+
+
+class Outbox:
+    """The durable outbox: a SQLite file (``synchronous=FULL``) shared by the processes of one machine.
+
+    Delivery is claim → publish → mark: a claim stamps rows with the drainer's token in one ``BEGIN IMMEDIATE`` and
+    marking checks it, so two drainers never publish one row; a claim older than ``claim_ttl_s`` is abandoned (its
+    row is published again: a twin the workers drop).
     """
+
+    def __init__(self, path: Path, claim_ttl_s: float = 60.0) -> None:
+        self.path, self.claim_ttl_s = path, claim_ttl_s
+        self._store = LocalDb(path, "outbox", synchronous="FULL")
+        self._tx = self._store.transaction
+        self._store.execute(_SCHEMA, script=True)
+        with self._tx() as db:  # an outbox written before ``faults`` existed gets the column
+            if "faults" not in {row[1] for row in db.execute("PRAGMA table_info(outbox)")}:
+                db.execute("ALTER TABLE outbox ADD COLUMN faults INTEGER NOT NULL DEFAULT 0")
+
+    def _change(self, sql: str, params: tuple[Any, ...]) -> int:
+        with self._tx() as db:
+            return db.execute(sql, params).rowcount
+
+    def put(self, entry: OutboxEntry) -> None:
+        """Park a job durably; an id parked twice is kept once.
+
+        Raises:
+            InvalidRequest: ``field="job_id"``: the id is kept with another task or payload (issue 11 §3).
+            EngineUnavailable: the file cannot be written.
+        """
+        with self._tx() as db:
+            kept = db.execute("SELECT task, payload FROM outbox WHERE id = ?", (entry.id,)).fetchone()
+            if kept is not None and tuple(kept) != (entry.task, entry.payload):
+                raise InvalidRequest(f"job id {quote_id(entry.id)} names another job in the outbox", field="job_id")
+            db.execute(
+                "INSERT OR IGNORE INTO outbox (id, task, payload, created) VALUES (?, ?, ?, ?)",
+                (entry.id, entry.task, entry.payload, entry.created),
+            )
+
+    def claim(self, token: str, limit: int = 100) -> list[OutboxEntry]:
+        """Claim up to ``limit`` undelivered rows (oldest first) not claimed by a live drainer."""
+        now = time.time()
+        with self._tx() as db:
+            rows = db.execute(
+                "UPDATE outbox SET claimed_by = ?, claimed_at = ? WHERE id IN ("
+                " SELECT id FROM outbox WHERE delivered_at IS NULL AND (claimed_by IS NULL OR claimed_at < ?)"
+                " ORDER BY created LIMIT ?) RETURNING id, task, payload, created, tries, faults",
+                (token, now, now - self.claim_ttl_s, limit),
+            ).fetchall()
+        return sorted((OutboxEntry(*row) for row in rows), key=lambda e: e.created)
+
+    def delivered(self, entry_id: str, token: str) -> bool:
+        """Mark a claimed row delivered; False when the claim was lost (another drainer owns it now)."""
+        sql = "UPDATE outbox SET delivered_at = ?, claimed_by = NULL WHERE id = ? AND claimed_by = ?"
+        sql += " AND delivered_at IS NULL"
+        return self._change(sql, (time.time(), entry_id, token)) == 1
+
+    def release(self, entry_id: str, token: str, error: str, fault: bool = False) -> None:
+        """Give a claimed row back after a failed publish, counting the try (and the fault, when ``fault``)."""
+        self._change(
+            "UPDATE outbox SET claimed_by = NULL, claimed_at = NULL, tries = tries + 1, faults = faults + ?,"
+            " last_error = ? WHERE id = ? AND claimed_by = ?",
+            (int(fault), error[:500], entry_id, token),
+        )
+
+    def remove(self, entry_id: str, token: str) -> bool:
+        """Delete a claimed row (it was dead-lettered); False when the claim was lost."""
+        return self._change("DELETE FROM outbox WHERE id = ? AND claimed_by = ?", (entry_id, token)) == 1
+
+    def waiting(self) -> int:
+        """Rows not yet delivered."""
+        return int(self._store.execute("SELECT COUNT(*) FROM outbox WHERE delivered_at IS NULL").fetchone()[0])
+
+    def prune(self, older_than_s: float = 86400.0) -> int:
+        """Drop delivered rows older than ``older_than_s``; returns how many."""
+        sql = "DELETE FROM outbox WHERE delivered_at IS NOT NULL AND delivered_at < ?"
+        return self._change(sql, (time.time() - older_than_s,))
+
+    def close(self) -> None:
+        """Close this thread's connection."""
+        self._store.close()
+
+
+# the queue ------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Submitted:
+    """What one ``send`` did: the id serving the job, and ``published``, ``coalesced`` or ``parked``."""
 
     id: str
     state: str
@@ -110,7 +211,7 @@ class Submitted:
 
 @dataclass(frozen=True)
 class DrainReport:
-    """What one drain did: rows published, rows left for later, and the error that stopped it, if any."""
+    """What one drain did: rows published, rows left for later (-1: unknown), and the error that stopped it."""
 
     delivered: int
     left: int
@@ -118,18 +219,7 @@ class DrainReport:
 
 
 class JobQueue:
-    """Submit background jobs to the Celery workers (see the module docstring).
-
-    Args:
-        settings: The settings (default: the process's).
-        coordination: The store for pending marks (default: from settings, with ``publish_timeout_s``).
-        outbox: The outbox (default: ``var_dir/outbox.db``).
-        letters: Where unpublishable outbox rows go (default: the dead-letter store, opened when first needed,
-            with ``publish_timeout_s``).
-        kinds: The table of job kinds jobs are parsed, routed and described by (``workers.kinds``).
-
-    Thread-safe: a host may submit from several threads.
-    """
+    """Submit background jobs to the Celery workers (thread-safe); stores and ``kinds`` injectable (tests)."""
 
     def __init__(
         self,
@@ -148,24 +238,19 @@ class JobQueue:
         self.coordination = coordination or open_coordination(self.settings, self.settings.publish_timeout_s)
         self.outbox = outbox or Outbox(var_paths(self.settings)["outbox"])
         self.engine = engine_key(self.settings.engine)
+        self._queues = {kind.task: queue_for(self.settings, kind.task, kinds) for kind in kinds}
         self._letters = letters
         self._lock = threading.Lock()
-        self._closed_until = 0.0
-        self._circuit_s = 0.0
+        self._closed_until = self._circuit_s = 0.0
         self._trips = 0
         self._outbox_may_hold = True
         self._config_error: str | None = None  # logged once: a wrong password is no outage (issue 11 §4)
 
-    # public --------------------------------------------------------------------------------------------
     def submit(self, job: ContractModel | dict[str, Any] | str, *, job_id: str | None = None) -> str:
-        """Queue a job and return its id at once (never waits for a result).
-
-        Args:
-            job: A ``BuildBeliefs`` or ``IngestBrain``, as a model, a JSON object or JSON text.
-            job_id: The id to use (``requeue`` reuses a dead letter's); default a fresh UUID.
+        """Queue a job (a model, a JSON object or JSON text) under ``job_id`` (default a fresh UUID); its id at once.
 
         Returns:
-            The job id: this job's, or, for a ``BuildBeliefs`` identical to one still queued, that job's.
+            This job's id, or, for a coalescing job identical to one still queued, that job's.
 
         Raises:
             InvalidRequest: a malformed job, or a ``job_id`` that ``check_job_id`` refuses (nothing is queued).
@@ -174,12 +259,7 @@ class JobQueue:
         return self.send(job, job_id=job_id).id
 
     def send(self, job: ContractModel | dict[str, Any] | str, *, job_id: str | None = None) -> Submitted:
-        """``submit``, saying whether the job was published, coalesced or parked (see ``Submitted``).
-
-        Raises:
-            InvalidRequest: as ``submit``.
-            EngineUnavailable: as ``submit``.
-        """
+        """``submit``, saying whether the job was ``published``, ``coalesced`` or ``parked`` (same errors)."""
         parsed = self.kinds.parse(job)
         if self.settings.scrub:  # no secret reaches Redis, the outbox, Flower, results or dead letters
             parsed = scrub_job(parsed)
@@ -190,7 +270,7 @@ class JobQueue:
                 self.drain(limit=_DRAIN_ON_SUBMIT)
             if self._trips_now() == trips:  # the drain (or another thread) did not find the broker gone
                 try:
-                    served = self._publish(parsed, jid)
+                    served = self._publish(parsed, jid, fresh=job_id is None)
                 except TRANSIENT as exc:
                     self._trip(exc)
                 else:
@@ -200,13 +280,7 @@ class JobQueue:
         return Submitted(jid, "parked")
 
     def publish(self, job: ContractModel, job_id: str, *, engine: str | None = None) -> str:
-        """Publish ``job`` now under ``job_id`` for ``engine`` (an ``engine_key``; default this host's), or raise.
-
-        The operator's path (``dead-letters requeue``): nothing is parked, so a requeue while Redis is down fails
-        and the letter stays, instead of waiting in this machine's outbox.
-
-        Returns:
-            The job id serving it (``job_id``, or a queued identical build's).
+        """Publish ``job`` now under ``job_id`` for ``engine`` (default this host's), or raise; never parks.
 
         Raises:
             InvalidRequest: a ``job_id`` that ``check_job_id`` refuses.
@@ -220,11 +294,7 @@ class JobQueue:
             raise EngineUnavailable(f"broker: {_error_text(exc)}") from None
 
     def drain(self, limit: int = 1000) -> DrainReport:
-        """Publish parked jobs, oldest first, until the outbox is empty, ``limit`` rows, or a failure.
-
-        Never raises: a broker failure opens the breaker and leaves the rest parked; a row that fails for
-        another reason is counted, and dead-lettered at its ``MAX_FAULTS``-th failure.
-        """
+        """Publish parked jobs, oldest first, up to ``limit``; never raises (``MAX_FAULTS`` faults dead-letter one)."""
         token = uuid.uuid4().hex
         delivered = 0
         error: str | None = None
@@ -272,18 +342,25 @@ class JobQueue:
     def pending_ttl_s(self) -> int:
         """How long a queued build absorbs identical triggers: ``min(visibility timeout, build_due_interval_s)``.
 
-        Short on purpose: if a queued job is lost (a server-less worker killed, a Redis without persistence),
-        its mark expires within one beat period and the next build-due tick queues the scope again.
+        Short on purpose: a lost queued job's mark expires within one beat period, and the next tick queues it again.
         """
         return max(1, int(min(self.settings.visibility_timeout_s, self.settings.build_due_interval_s)))
 
-    # internals -----------------------------------------------------------------------------------------
-    def _publish(self, job: ContractModel, job_id: str, engine: str | None = None) -> str:
+    def _publish(self, job: ContractModel, job_id: str, engine: str | None = None, fresh: bool = False) -> str:
+        """Publish under ``job_id``; a ``fresh`` id of a kind that does not coalesce binds it beside the publish."""
         kind = self.kinds.of(job)
         stamp = engine or self.engine
-        kwargs: dict[str, Any] = {"engine": stamp}
-        key = pending_key(stamp, job) if kind.coalesce else None
-        pending = self.coordination.claim_job(job_id, job_digest(kind.task, job), key, self.pending_ttl_s)
+        text = job.to_json()  # one serialisation: the digest, the pending key and the message's argument
+        digest = job_digest(kind.task, job, text)
+        if fresh and not kind.coalesce:  # nothing can have bound a new id: the bind needs no answer first
+            answer = self.coordination.bind_later(job_id, digest)
+            try:
+                self._send(kind, job, job_id, text, {"engine": stamp})
+            finally:
+                answer()
+            return job_id
+        key = pending_key(stamp, job, text) if kind.coalesce else None
+        pending = self.coordination.claim_job(job_id, digest, key, self.pending_ttl_s)
         if pending is None:
             raise InvalidRequest(
                 f"job id {quote_id(job_id)} names another job (a job id names one payload while its record is kept)",
@@ -291,47 +368,46 @@ class JobQueue:
             )
         if not pending.fresh:
             return pending.job_id  # an identical job is still queued: it serves this trigger
+        kwargs: dict[str, Any] = {"engine": stamp}
         if key is not None:
             kwargs.update(triggered_us=pending.stamp_us, pending=key)
         try:
-            self.app.send_task(
-                kind.task,
-                args=(job.to_dict(),),
-                kwargs=kwargs,
-                task_id=job_id,
-                queue=queue_for(self.settings, kind.task, self.kinds),
-                argsrepr=kind.describe(job),
-                kwargsrepr="",
-                retry=False,
-            )
+            self._send(kind, job, job_id, text, kwargs)
         except BaseException:
             if key is not None:
                 self._quietly(self.coordination.clear_pending, key, job_id)
             raise
         return job_id
 
+    def _send(self, kind: JobKind, job: ContractModel, job_id: str, text: str, kwargs: dict[str, Any]) -> None:
+        self.app.send_task(
+            kind.task,
+            args=(json.loads(text),),
+            kwargs=kwargs,
+            task_id=job_id,
+            queue=self._queues.get(kind.task) or queue_for(self.settings, kind.task, self.kinds),
+            argsrepr=kind.describe(job),
+            kwargsrepr="",
+            retry=False,
+        )
+
     def _release(self, entries: list[OutboxEntry], token: str, error: str) -> None:
         for entry in entries:
             self._quietly(self.outbox.release, entry.id, token, error)
 
     def _fault(self, entry: OutboxEntry, token: str, exc: Exception) -> bool:
-        """Count a failure of ``entry`` that was not the broker's; at ``MAX_FAULTS``, dead-letter the row.
-
-        Returns:
-            False when the dead-letter store was unreachable for a broker reason (the breaker is open now).
-        """
+        """Count a non-broker failure of ``entry``; dead-letter it at ``MAX_FAULTS``. False: the breaker opened."""
         error = _error_text(exc)
-        faults = entry.faults + 1
-        if faults < MAX_FAULTS:
+        if entry.faults + 1 < MAX_FAULTS:
             self._quietly(self.outbox.release, entry.id, token, error, True)
             return True
+        try:
+            payload: Any = json.loads(entry.payload)
+        except ValueError:
+            payload = entry.payload
+        message = f"outbox: not publishable after {entry.faults + 1} tries: {exc}"
         letter = DeadLetter.of(
-            entry.id,
-            exc,
-            payload=_letter_payload(entry.payload),
-            task=entry.task,
-            attempts=entry.tries + 1,
-            message=f"outbox: not publishable after {faults} tries: {exc}",
+            entry.id, exc, payload=payload, task=entry.task, attempts=entry.tries + 1, message=message
         )
         try:
             self.letters.put(letter)
@@ -348,18 +424,12 @@ class JobQueue:
 
     def _park(self, job: ContractModel, job_id: str) -> None:
         kind = self.kinds.of(job)
-        entry = OutboxEntry(id=job_id, task=kind.task, payload=job.to_json(), created=time.time())
-        self.outbox.put(entry)
+        self.outbox.put(OutboxEntry(id=job_id, task=kind.task, payload=job.to_json(), created=time.time()))
         self._outbox_may_hold = True
         log.warning("broker unreachable: job %s (%s) parked in the outbox", job_id, kind.describe(job))
 
     def _may_publish(self) -> int | None:
-        """The breaker's trip count when this caller may try the broker, None while the breaker is open.
-
-        After a trip, the first caller past the window is the probe: the window is held for
-        ``_PROBE_HOLD`` publish timeouts more, so concurrent submits park instead of each waiting out the same
-        dead broker; the probe's success (``_reset``) or failure (``_trip``) ends the hold.
-        """
+        """The breaker's trip count when this caller may try the broker (a probe holds the window), else None."""
         with self._lock:
             now = time.monotonic()
             if now < self._closed_until:
@@ -381,8 +451,7 @@ class JobQueue:
         problem = known or broker_problem(str(self.settings.broker_url or ""), exc, self.settings.publish_timeout_s)
         if problem is None:
             log.warning("publish failed (%s); straight to the outbox for %.1fs", _error_text(exc), self._circuit_s)
-            return
-        if known is None:  # once, loudly: retrying cannot fix a configuration; the jobs wait in the outbox
+        elif known is None:  # once, loudly: retrying cannot fix a configuration; the jobs wait in the outbox
             self._config_error = problem
             log.critical(
                 "broker configuration error: %s refuses this configuration: %s; jobs are kept in the outbox "
@@ -393,11 +462,10 @@ class JobQueue:
 
     def _reset(self) -> None:
         with self._lock:
-            self._circuit_s = 0.0
-            self._closed_until = 0.0
+            self._circuit_s = self._closed_until = 0.0
 
     @staticmethod
-    def _quietly(fn: Any, *args: Any) -> Any:
+    def _quietly(fn: Callable[..., Any], *args: Any) -> Any:
         try:
             return fn(*args)
         except Exception as exc:
@@ -413,19 +481,10 @@ def requeue(
     store: DeadLetterStore | None = None,
     queue: JobQueue | None = None,
 ) -> str:
-    """Publish dead letter ``ref``'s job again under its id (attempts, progress and done marks cleared).
+    """Publish dead letter ``ref`` (its id, or a prefix only it has) again under its id, its marks cleared.
 
-    The letter is deleted *before* the publish (and put back if it fails): a job that fails again at once then
-    writes a new letter under the same id that stays. The job keeps the engine key it was submitted with (the
-    letter's ``engine``), so it neither bounces back as ``WrongEngine`` nor runs against the store of whatever
-    engine the operator's shell names.
-
-    Args:
-        settings: The settings.
-        ref: The letter's id, or a prefix of it that only one letter has.
-        engine: An engine URL to run the job against instead (its ``engine_key`` is stamped on the job).
-        store: The dead-letter store (tests); default opened from settings.
-        queue: The job queue (tests); default opened from settings.
+    The letter is deleted before the publish and put back if it fails; the job keeps its letter's engine key unless
+    ``engine`` (a URL) names another. ``store`` and ``queue`` are opened from settings unless given (tests).
 
     Returns:
         The job id serving it (the letter's, or a pending identical build's).
@@ -453,3 +512,23 @@ def requeue(
     finally:
         if queue is None:
             jobs.close()
+
+
+class QueueSink:
+    """``tools.writes.JobSink`` over a ``JobQueue``: a queued ``learn``/``forget`` is a ``tool_write`` job."""
+
+    def __init__(self, queue: JobQueue) -> None:
+        self.queue = queue
+
+    def submit(self, job: ToolWrite) -> str:
+        """``JobQueue.submit`` (scrubbed there when ``Settings.scrub``; published, or parked in the outbox)."""
+        return self.queue.submit(job)
+
+    def finished(self, job_id: str) -> bool:
+        """Whether the job was applied or dead-lettered (the store's done mark; raises when unreachable)."""
+        return self.queue.coordination.is_done(job_id)
+
+
+def open_tool_writes(engine: MemoryEngine, queue: JobQueue, scope: ToolScope | None = None) -> ToolWrites:
+    """``ToolWrites`` over ``engine`` whose queued requests are ``tool_write`` jobs of ``queue`` (scrubbed likewise)."""
+    return ToolWrites(engine, QueueSink(queue), scope, scrub=queue.settings.scrub)

@@ -1,20 +1,17 @@
-"""Guarded kombu transports, and the server-less setup under ``var_dir``.
+"""Malformed messages never stop a worker: guarded kombu transports and consumer, and their dead letters.
 
-``SafeRedisTransport`` and ``SafeFilesystemTransport`` are kombu's Redis and filesystem transports with one
-change: a queue entry that is not JSON, or not a message envelope, is dead-lettered and skipped instead of
-raising in the worker's event loop (see ``workers.poison``). ``workers.config`` selects them through Celery's
-``broker_transport`` for ``redis://``/``rediss://`` and for the server-less default.
-
-Server-less (no ``MEMORY_CORE_BROKER_URL``): kombu's ``filesystem://`` transport with its folders under
-``var_dir/broker/`` and Celery's ``file://`` result backend under ``var_dir/results/``. What it cannot do
-(reference ``celery-reliability.md`` §4.1): a message file is deleted when a worker fetches it, so a worker
-killed mid-job loses that job (no visibility timeout, no redelivery); one machine only (a shared folder);
-polling every 0.2 s; no priorities or TTLs. Use Redis for anything that must not lose a job.
+kombu decodes each queue entry inside the worker's event loop, where an entry that is not JSON (or nested too
+deep), or not a message envelope, stops the whole worker (kombu 5.7). The guarded transports check each entry
+(``envelope_problem``) and dead-letter bad ones; ``Consumer`` refuses envelopes that cannot become a task request;
+``workers.signals`` letters what Celery rejects. Limits of the server-less transport: docs/jobs.md.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
+import logging
 import os
 import uuid
 from collections.abc import Callable
@@ -24,19 +21,240 @@ from typing import Any
 
 import redis
 from celery.backends.filesystem import FilesystemBackend
+from celery.worker.consumer import Consumer as CeleryConsumer
 from kombu.exceptions import ChannelError
 from kombu.transport import filesystem
 from kombu.transport import redis as kombu_redis
 from kombu.utils import json as kombu_json
 
-from workers.poison import dead_letter_raw, envelope_problem
+from memory_core.errors import InvalidRequest
+from workers.dead_letters import DeadLetter, keep
+from workers.execution import runtime
+from workers.kinds import check_job_id
 
-__all__ = ["AtomicFilesystemBackend", "SafeFilesystemTransport", "SafeRedisTransport"]
+__all__ = [
+    "BODY_ENCODINGS",
+    "AtomicFilesystemBackend",
+    "Consumer",
+    "SafeFilesystemTransport",
+    "SafeRedisTransport",
+    "attempts_of",
+    "dead_letter",
+    "dead_letter_raw",
+    "envelope_problem",
+    "header_problem",
+    "letter_id",
+    "message_payload",
+    "refuse",
+]
 
+log = logging.getLogger(__name__)
+
+BODY_ENCODINGS = frozenset({"base64"})
+"""The ``body_encoding`` kombu's virtual channel decodes besides plain text (blank or ``utf-8``, any case)."""
+
+
+def letter_id(candidate: Any, kind: str) -> str:
+    """``candidate`` when it can name a job (``check_job_id``), else a unique ``<kind>-<32 hex digits>``.
+
+    A letter under an id ``check_job_id`` refuses could never be requeued; one under a fixed id would replace another.
+    """
+    try:
+        return check_job_id(candidate)
+    except InvalidRequest:
+        return f"{kind}-{uuid.uuid4().hex}"
+
+
+def attempts_of(job_id: str) -> int:
+    """How many times the flow started ``job_id`` (the coordination store's count); 0 if unknown or unreadable."""
+    try:
+        return runtime().coordination.attempts(job_id)
+    except Exception as exc:  # a letter is still written; the count is only unknown
+        log.warning("attempts of %s unknown: %s", job_id, exc)
+        return 0
+
+
+def dead_letter(letter: DeadLetter) -> None:
+    """Keep a dead letter in this process's ``Runtime`` store, logged as one warning line (``dead_letters.keep``)."""
+    keep(lambda: runtime().letters, letter)
+
+
+_UNREAD = object()
+
+
+def _decoded(message: Any) -> tuple[Any, Any]:
+    """A message's body (bytes as text) and its JSON value (``_UNREAD`` unless JSON that decodes)."""
+    body = getattr(message, "body", None)
+    if isinstance(body, bytes | bytearray):
+        body = bytes(body).decode("utf-8", errors="replace")
+    if getattr(message, "content_type", None) == "application/json" and isinstance(body, str):
+        try:
+            return body, json.loads(body)
+        except (ValueError, RecursionError):
+            pass
+    return body, _UNREAD
+
+
+def message_payload(message: Any) -> Any:
+    """A message's payload for its dead letter: the job JSON when the body is ``[[job], {…}, {…}]``."""
+    body, decoded = _decoded(message)
+    if decoded is _UNREAD:
+        return body
+    if isinstance(decoded, list) and decoded and isinstance(decoded[0], list) and len(decoded[0]) == 1:
+        return decoded[0][0]
+    return decoded
+
+
+def refuse(
+    message: Any,
+    exc: BaseException | str,
+    *,
+    message_text: str | None = None,
+    kind: str = "refused",
+    job_id: Any = None,
+    task: str | None = None,
+) -> DeadLetter:
+    """Dead-letter a kombu message that reached the worker but cannot become (or run as) a task request.
+
+    The letter's id is ``job_id`` or the ``id`` header (``letter_id``, ``kind`` its fallback prefix), its task
+    ``task`` or the ``task`` header, its message ``message_text`` (default ``not a task message: <exc>``).
+
+    Returns:
+        The letter written (or logged, when no store answers).
+    """
+    headers = getattr(message, "headers", None)
+    headers = headers if isinstance(headers, dict) else {}
+    info = getattr(message, "delivery_info", None)
+    queue = info.get("routing_key") if isinstance(info, dict) else None
+    jid = letter_id(job_id if isinstance(job_id, str) else headers.get("id"), kind)
+    if task is None and isinstance(headers.get("task"), str):
+        task = headers["task"]
+    decoded = _decoded(message)[1]  # a task message body: [args, {"engine": …}, embed]
+    kwargs = decoded[1] if isinstance(decoded, list) and len(decoded) > 1 and isinstance(decoded[1], dict) else {}
+    letter = DeadLetter.of_call(
+        jid,
+        exc,
+        [message_payload(message)],
+        {"engine": kwargs.get("engine")},
+        task=task,
+        queue=queue if isinstance(queue, str) else None,
+        attempts=attempts_of(jid),
+        message=message_text if message_text is not None else f"not a task message: {exc}",
+    )
+    dead_letter(letter)
+    return letter
+
+
+def envelope_problem(message: Any) -> str | None:
+    """Why a decoded queue entry is not a kombu message envelope (what kombu and Celery read unguarded), or None."""
+    if not isinstance(message, dict):
+        return f"the entry is a JSON {type(message).__name__}, not a message object"
+    props = message.get("properties")
+    if not isinstance(props, dict) or "delivery_tag" not in props:
+        return "no properties.delivery_tag"
+    if props.get("delivery_info") is not None and not isinstance(props.get("delivery_info"), dict):
+        return "properties.delivery_info is not an object"
+    headers = message.get("headers")
+    if headers is not None and not isinstance(headers, dict):
+        return "headers is not an object"
+    for field in ("content-type", "content-encoding"):
+        if message.get(field) is not None and not isinstance(message.get(field), str):
+            return f"{field} is not a string"
+    encoding = props.get("body_encoding")
+    if encoding and not (isinstance(encoding, str) and (encoding in BODY_ENCODINGS or encoding.lower() == "utf-8")):
+        return f"properties.body_encoding {encoding!r} is neither base64 nor utf-8"
+    body = message.get("body")
+    if body is not None and not isinstance(body, str):
+        return "body is not a string"
+    if body and encoding == "base64":
+        try:
+            base64.b64decode(body)
+        except (binascii.Error, ValueError):
+            return "body is not valid base64"
+    if isinstance(headers, dict) and "task" in headers and not isinstance(headers.get("id"), str):
+        return "a task message without a string headers.id"
+    return None
+
+
+def header_problem(headers: Any) -> str | None:
+    """Why a task message's headers would break the worker after Celery accepted them, or None.
+
+    Celery 5.7 copies ``timelimit`` unchecked and billiard converts it in the event loop, unguarded: ``"xx"`` stops
+    the worker (issue 5 audit). It must be absent, or ``[hard, soft]`` of non-negative numbers or nulls.
+    """
+    if not isinstance(headers, dict):
+        return None
+    limits = headers.get("timelimit")
+    if not limits:
+        return None
+    if not isinstance(limits, list | tuple) or len(limits) != 2:
+        return f"headers.timelimit {limits!r} is not [hard, soft]"
+    for value in limits:
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or value < 0):
+            return f"headers.timelimit {limits!r} is not [hard, soft] in seconds"
+    return None
+
+
+def dead_letter_raw(raw: Any, queue: str | None, reason: str) -> None:
+    """Dead-letter a queue entry that never reached Celery (kept as text when it is not JSON)."""
+    headers = raw.get("headers") if isinstance(raw, dict) else None
+    job_id = headers.get("id") if isinstance(headers, dict) else None
+    task = headers.get("task") if isinstance(headers, dict) and isinstance(headers.get("task"), str) else None
+    jid = letter_id(job_id, "raw")
+    letter = DeadLetter.of(
+        jid,
+        "MalformedMessage",
+        payload=raw,
+        task=task,
+        queue=queue,
+        attempts=attempts_of(jid) if jid == job_id else 0,
+        message=f"not a message: {reason}",
+    )
+    dead_letter(letter)
+
+
+class Consumer(CeleryConsumer):  # type: ignore[misc]
+    """Celery's consumer (``worker_consumer``); a message that cannot become a task request is dead-lettered and acked.
+
+    Celery 5.7's ``on_task_received`` catches only three errors, so anything else raised while a request is built (a
+    body of JSON ``null``, a ``timelimit`` of ``"xx"``) stops the worker, and every worker after it as the message is
+    restored (issue 5 audit); ``on_decode_error`` acks an undecodable body with no signal to hook. Broker connection
+    errors propagate: Celery reconnects and the message stays unacked for redelivery.
+    """
+
+    def create_task_handler(self, *args: Any, **kwargs: Any) -> Callable[[Any], Any]:
+        """Celery's ``on_task_received``, guarded (see the class docstring)."""
+        handle: Callable[[Any], Any] = super().create_task_handler(*args, **kwargs)
+        connection_errors: tuple[type[BaseException], ...] = tuple(self.connection_errors or ())
+
+        def on_task_received(message: Any) -> Any:
+            try:
+                problem = header_problem(getattr(message, "headers", None))
+                if problem is not None:  # would fail later, in the pool, beyond this guard
+                    refuse(message, "MalformedMessage", message_text=f"not a task message: {problem}")
+                    message.ack_log_error(log, connection_errors)
+                    return None
+                return handle(message)
+            except connection_errors:
+                raise
+            except Exception as exc:
+                log.debug("message refused, not a task request", exc_info=True)  # the letter logs the reason
+                refuse(message, exc)
+                if not getattr(message, "acknowledged", False):
+                    message.ack_log_error(log, connection_errors)
+                return None
+
+        return on_task_received
+
+    def on_decode_error(self, message: Any, exc: BaseException) -> None:
+        """Dead-letter an undecodable message, then log and ack it as Celery does."""
+        refuse(message, exc)
+        super().on_decode_error(message, exc)
+
+
+# transports ----------------------------------------------------------------------------------------------------
 _DECODE_ERRORS = (ValueError, RecursionError)
-"""What kombu's ``json.loads`` of a queue entry raises on a bad entry: ``JSONDecodeError`` and
-``UnicodeDecodeError`` (both ``ValueError``s), and ``RecursionError`` for JSON nested deeper than the decoder's
-recursion limit (an entry ``[[[…]]]`` 100,000 levels deep, issue 5 audit)."""
+"""What kombu's ``json.loads`` of a bad entry raises (``RecursionError``: nested deeper than the decoder's limit)."""
 
 
 def _raw_of(exc: BaseException) -> Any:
@@ -79,12 +297,9 @@ class _GuardedGet:
 
 class _SafeRedisChannel(_GuardedGet, kombu_redis.Channel):
     def _connparams(self, asynchronous: bool = False) -> Any:
-        # Celery 5.7's consumer, on a lost connection, calls connection.collect() (which drops the transport's
-        # client) and then connection.close(), whose channel close restores unacked messages through a new
-        # pool built from that client: AttributeError, which is not a connection error, so the worker dies
-        # ("Unrecoverable error: 'NoneType' object has no attribute 'hostname'", seen with a late-ack message
-        # in flight when Redis stopped). Raising a connection error lets Celery ignore it and reconnect; the
-        # message stays in Redis's unacked hash and the visibility sweep brings it back.
+        # Celery 5.7 drops the client (connection.collect()) and then restores unacked messages through it on
+        # close: an AttributeError killed the worker when Redis stopped. A connection error lets Celery reconnect;
+        # the message stays in Redis's unacked hash for the visibility sweep.
         if self.connection.client is None:
             raise redis.ConnectionError("the broker connection is closed")
         parent: Any = super()
@@ -112,13 +327,9 @@ _loads: Callable[[str], Any] = kombu_json.loads
 class _AtomicFiles:
     """Filesystem channel mixin: a queue entry appears whole, and exactly one consumer takes it.
 
-    kombu 5.7's ``_put`` opens ``<ms>_<uuid>.<queue>.msg`` and then writes it, and its ``_get`` takes any such
-    file without a lock: a consumer polling in between takes an empty or partial entry, which fails to decode
-    and would be dead-lettered, losing the job. Here an entry is written under a name ``_get`` skips (a leading
-    dot) and renamed into place (``rename`` is atomic within a folder, POSIX ``rename(2)``). ``_get`` renames
-    the entry into ``processed_folder`` (a sibling on the same filesystem) rather than ``shutil.move`` to the
-    system temp folder, which is a copy when that is another filesystem: of two consumers racing for one file,
-    one rename wins, the other finds it gone and moves on.
+    kombu 5.7 writes an entry in place and takes any entry unlocked, so a consumer could take a partial one (a lost
+    job). Here an entry is written under a hidden name and renamed into place, and taken by renaming it into
+    ``processed_folder`` (same filesystem): of two consumers racing for one file, one rename wins (POSIX ``rename(2)``).
     """
 
     data_folder_in: str
@@ -171,14 +382,10 @@ class SafeFilesystemTransport(_GuardedDelivery, filesystem.Transport):
 
 
 class AtomicFilesystemBackend(FilesystemBackend):  # type: ignore[misc]  # Celery ships no types
-    """Celery's ``file://`` result backend, each result file replaced whole.
+    """Celery's ``file://`` result backend, each result file replaced whole (``os.replace`` of a temporary file).
 
-    Celery 5's ``FilesystemBackend.set`` truncates the file and then writes it: a reader polling in between reads
-    an empty or partial result, and two writers of one task's result (its ``STARTED`` and ``SUCCESS`` states, or a
-    redelivered twin) interleave into a file that never decodes again (seen as ``JSONDecodeError: Extra data``
-    while ``make demo`` waited for its jobs). Here a result is written to a sibling temporary file and renamed
-    over the old one (``os.replace``, atomic within a folder: POSIX ``rename(2)``), so a reader sees the old
-    result or the new one, whole.
+    Celery 5 truncates then writes: a reader in between saw a partial result, and two writers of one task's result
+    interleaved into a file that never decoded again (``JSONDecodeError: Extra data`` during ``make demo``).
     """
 
     def set(self, key: Any, value: Any) -> None:  # noqa: D102 (Celery's KeyValueStoreBackend.set)

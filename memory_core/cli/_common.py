@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,8 +13,9 @@ from urllib.parse import urlsplit
 import typer
 from rich.console import Console
 from rich.markup import escape
+from typer.core import TyperCommand
 
-from memory_core.control import neutralise_control_chars
+from memory_core.control import escape_control_chars_json, neutralise_control_chars
 from memory_core.engine import MemoryEngine
 from memory_core.engines import open_host_engine
 from memory_core.errors import ConfigError, InvalidRequest, MemoryCoreError
@@ -24,8 +26,11 @@ from memory_core.timing import percentile
 __all__ = [
     "EngineOption",
     "JobTally",
+    "NEGATIVE_NUMBER",
     "RootOption",
+    "SignedArguments",
     "console",
+    "echo_json",
     "err_console",
     "fail",
     "latencies",
@@ -40,7 +45,9 @@ __all__ = [
     "not_blank",
     "open_engine_or_exit",
     "plural",
+    "renamed_field",
     "shown",
+    "signed_arguments",
 ]
 
 console = Console(highlight=False)
@@ -64,10 +71,106 @@ def shown(text: object) -> str:
     return neutralise_control_chars(str(text)).translate(LINE_MARKS)
 
 
+def echo_json(text: str) -> None:
+    r"""Print JSON text, with the control characters a terminal would interpret escaped (``--json`` output).
+
+    ``control.escape_control_chars_json``: DEL, C1 and bidirectional controls in stored text become ``\uXXXX``
+    escapes, so the parsed value is the one stored and the terminal shows them as text (*memory-core*, issue 17).
+    """
+    typer.echo(escape_control_chars_json(text))
+
+
 def fail(message: str, code: int = 2) -> typer.Exit:
     """Print ``message`` in red on standard error (one line, never wrapped) and return the ``typer.Exit`` to raise."""
     err_console.print(f"[bold red]{escape(message)}[/]", soft_wrap=True)
     return typer.Exit(code=code)
+
+
+NEGATIVE_NUMBER: Final = re.compile(r"-(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
+"""A token that is a negative number (``-1``, ``-0.5``, ``-1e3``): an argument's value, never an option's name."""
+
+
+def signed_arguments(args: Sequence[str], option_values: Mapping[str, int]) -> list[str]:
+    """``args`` with every argument that is a negative number moved behind ``--``, so it reaches the command; pure.
+
+    Click reads any token starting with ``-`` where an argument may stand as an option, so ``rollback -1`` would
+    exit 2 with ``No such option: -1`` before the command could check the value (a negative number never names
+    an option of ours). From the first such token on, the arguments go after ``--`` in their order, and the
+    options, with the values they take, stay before it; a token that is an option's value (``--since -1``) stays
+    where it is. Tokens already after a ``--`` are arguments and stay after it. Without a negative number
+    argument, ``args`` is returned as it was.
+
+    Args:
+        args: The command's tokens (after its name).
+        option_values: How many values each option name takes (``{"--why": 1, "-e": 1}``); flags are absent.
+    """
+
+    def values_after(token: str) -> int:
+        if token.startswith("--"):
+            return 0 if "=" in token else option_values.get(token, 0)
+        for at, char in enumerate(token[1:], start=1):  # a cluster of short options: -xe URL, -eURL
+            taken = option_values.get("-" + char, 0)
+            if taken:
+                return taken if at == len(token) - 1 else taken - 1
+        return 0
+
+    head: list[str] = []
+    moved: list[str] = []
+    i, n = 0, len(args)
+    while i < n:
+        token = args[i]
+        if token == "--":
+            if not moved:
+                return list(args)
+            moved.extend(args[i + 1 :])
+            break
+        if NEGATIVE_NUMBER.fullmatch(token) or not token.startswith("-") or token == "-":
+            if moved or NEGATIVE_NUMBER.fullmatch(token):
+                moved.append(token)
+            else:
+                head.append(token)
+            i += 1
+            continue
+        take = values_after(token)
+        head.extend(args[i : i + 1 + take])
+        i += 1 + take
+    return [*head, "--", *moved] if moved else list(args)
+
+
+class SignedArguments(TyperCommand):
+    """A command whose arguments may be negative numbers (``rollback -1``): they reach the command's own checks.
+
+    Click would refuse ``-1`` as an unknown option (exit 2, ``No such option: -1``) before the command could name
+    the field and say what is wrong (``invalid request: lsn: must be an LSN, an integer in 0..=…``). See
+    ``signed_arguments``. Text that starts with ``-`` and is no number is still read as an option; give it after
+    ``--`` (``memory-core facts set -- "-x is a flag"``).
+    """
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        """Move negative number arguments behind ``--`` (``signed_arguments``), then parse as Click does."""
+        values: dict[str, int] = {}
+        for param in self.params:
+            if param.param_type_name == "option" and not getattr(param, "is_flag", False):
+                if getattr(param, "count", False):
+                    continue
+                for name in param.opts:
+                    values[name] = max(param.nargs, 1)
+        return list(super().parse_args(ctx, signed_arguments(args, values)))
+
+
+@contextmanager
+def renamed_field(field: str, *library_fields: str) -> Iterator[None]:
+    """Re-raise an ``InvalidRequest`` naming one of ``library_fields`` as naming ``field``, the user's option.
+
+    The library names its own parameter (``rollback(to_lsn)``, ``as_of(lsn)``); the command's error names what
+    the user typed (``LSN``, ``--as-of``). Any other error passes unchanged.
+    """
+    try:
+        yield
+    except InvalidRequest as exc:
+        if exc.field in library_fields:
+            raise InvalidRequest(exc.reason, field=field) from None
+        raise
 
 
 def not_blank(option: str) -> Callable[[str | None], str | None]:

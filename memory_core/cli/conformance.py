@@ -22,7 +22,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from memory_core.cli import app
-from memory_core.cli._common import EngineOption, open_engine_or_exit
+from memory_core.cli._common import EngineOption, echo_json, open_engine_or_exit
 from memory_core.conformance import FaultResult, SuiteReport, run, run_faults
 from memory_core.engines import mask_url, open_engine
 from memory_core.settings import get_settings
@@ -91,7 +91,7 @@ def conformance(
         open_engine_or_exit(url, scrub=False).close()  # a bad URL exits 2 before any fault runs
         results = run_faults(lambda: open_engine(url))
         if as_json:
-            typer.echo(json.dumps({"engine": mask_url(url), "faults": [r.to_dict() for r in results]}, indent=2))
+            echo_json(json.dumps({"engine": mask_url(url), "faults": [r.to_dict() for r in results]}, indent=2))
         else:
             console.print(_faults_table(url, results))
         if not all(r.as_named for r in results):
@@ -100,7 +100,7 @@ def conformance(
     with open_engine_or_exit(url, scrub=False) as opened:  # the engine as it is (tests run it through the wrapper)
         report = run(opened)
     if as_json:
-        typer.echo(json.dumps(report.to_dict(), indent=2))
+        echo_json(json.dumps(report.to_dict(), indent=2))
     else:
         console.print(_suite_table(report))
     if not report.passed:

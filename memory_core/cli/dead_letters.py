@@ -31,7 +31,7 @@ from rich.markup import escape
 
 from memory_core.cli import app
 from memory_core.cli._celery import BrokerOption, use_options
-from memory_core.cli._common import console, fail
+from memory_core.cli._common import console, echo_json, fail
 from memory_core.errors import EngineUnavailable, InvalidRequest, NotFound
 from memory_core.settings import get_settings
 
@@ -128,7 +128,7 @@ def show(
         raise fail(str(exc), code=1) from None
     except EngineUnavailable as exc:
         raise fail(str(exc)) from None
-    typer.echo(json.dumps(letter.to_dict(), indent=2, ensure_ascii=False))
+    echo_json(json.dumps(letter.to_dict(), indent=2, ensure_ascii=False))
 
 
 @dead_letters_app.command("requeue")

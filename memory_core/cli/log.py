@@ -4,7 +4,9 @@ They work on any engine whose descriptor declares ``log`` (``docs/log-model.md``
 ``Unsupported`` exits 1. ``log`` and ``history`` only read (a ``sqlite://`` URL naming no file exits 2 rather than
 creating one); ``retract`` and ``rollback`` write one log transaction each and print its records. Bad input (a
 negative LSN, an LSN past the last record for ``rollback`` or ``--as-of``, a future ``--as-of`` time, a blank
-reason) is ``InvalidRequest`` naming the field: exit 2, nothing written. ``log --since`` past the last record is an
+reason) is ``InvalidRequest`` naming the field the user gave (``lsn`` for ``rollback``'s LSN, ``as_of`` for
+``--as-of``, ``since``, ``limit``, ``reason``): exit 2, nothing written; a negative LSN reaches that check
+(``SignedArguments``) rather than being read as an option. ``log --since`` past the last record is an
 empty page, not an error. ``retract`` names the ids no memory has (exit 1 when it is all of them).
 ``lsn_for`` turns ``recall --as-of``'s value (an LSN, or an ISO-8601 time) into an LSN.
 """
@@ -18,7 +20,7 @@ from typing import Annotated
 import typer
 
 from memory_core.cli import app
-from memory_core.cli._common import EngineOption, engine_session, fail, shown
+from memory_core.cli._common import EngineOption, SignedArguments, echo_json, engine_session, fail, renamed_field, shown
 from memory_core.engine import MemoryEngine
 from memory_core.errors import InvalidRequest
 from memory_core.memory_log import LogChange, LogRecord
@@ -47,7 +49,7 @@ def render_records(records: Sequence[LogRecord]) -> str:
 
 def _change(change: LogChange, as_json: bool) -> None:
     if as_json:
-        typer.echo(change.to_json())
+        echo_json(change.to_json())
         return
     if change.txn is None:
         typer.echo("nothing changed")
@@ -112,14 +114,14 @@ def log(
         page = memory_engine.log(since, limit)
         last = memory_engine.current_lsn()
     if as_json:
-        typer.echo(page.to_json())
+        echo_json(page.to_json())
         return
     typer.echo(render_records(page.records) or f"no records after LSN {since} (last: {last})")
     if page.next_since is not None:
         typer.echo(f"more: --since {page.next_since}")
 
 
-@app.command()
+@app.command(cls=SignedArguments)
 def history(
     item_id: Annotated[str, typer.Argument(metavar="ID", help="A memory's id.")],
     engine: EngineOption = None,
@@ -129,7 +131,7 @@ def history(
     with engine_session(engine, read_only=True) as memory_engine:
         records = memory_engine.history(item_id)
     if as_json:
-        typer.echo("[" + ", ".join(r.to_json() for r in records) + "]")
+        echo_json("[" + ", ".join(r.to_json() for r in records) + "]")
         return
     if not records:
         typer.echo(f"no records about {shown(item_id)}")
@@ -139,7 +141,7 @@ def history(
     typer.echo(f"now: {last.status.value}/{last.tier.value}" if last.status and last.tier else "now: content removed")
 
 
-@app.command()
+@app.command(cls=SignedArguments)
 def retract(
     ids: Annotated[list[str], typer.Argument(metavar="ID...", help="Memories that were wrong.")],
     why: WhyOption,
@@ -161,14 +163,17 @@ def retract(
         typer.echo(message + " (left out)", err=True)
 
 
-@app.command()
+@app.command(cls=SignedArguments)
 def rollback(
     lsn: Annotated[int, typer.Argument(metavar="LSN", help="The LSN whose state to bring back.")],
     why: WhyOption,
     engine: EngineOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Bring the state back to LSN with compensating records (nothing erased; roll back a rollback the same way)."""
-    with engine_session(engine) as memory_engine:
+    """Bring the state back to LSN with compensating records (nothing erased; roll back a rollback the same way).
+
+    A negative LSN or one past the last record exits 2 naming ``lsn`` (the library's ``to_lsn``).
+    """
+    with engine_session(engine) as memory_engine, renamed_field("lsn", "to_lsn"):
         change = memory_engine.rollback(lsn, why)
     _change(change, as_json)

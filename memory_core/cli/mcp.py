@@ -4,7 +4,7 @@ The five ``memory.*`` tools run through ``MemoryTools`` for one scope fixed here
 ``MEMORY_CORE_LAYOUT_ROOT``) and, optionally, ``--agent`` (learnings then land at the agent's node). Reads and
 forgets admit that root's subtree only; the client cannot widen it. With ``--queue-writes``, ``memory.learn`` and
 ``memory.forget`` never fail the caller: when the engine does not answer they become ``tool_write`` jobs on the
-host's job queue (``workers.tool_writes``; the broker, or the outbox while it is down) and answer "queued".
+host's job queue (``workers.queue.open_tool_writes``; the broker, or the outbox while it is down) and answer "queued".
 
 Over HTTP (``/mcp`` at ``--host``:``--port``) a bearer token is read from ``MEMORY_CORE_MCP_TOKEN`` (never from
 the command line, where other users see it); without one, only a loopback address is served. On stdio nothing
@@ -82,7 +82,7 @@ def mcp(
         writes = None
         if queue_writes:
             from memory_core.cli._jobs import open_queue
-            from workers.tool_writes import open_tool_writes
+            from workers.queue import open_tool_writes
 
             writes = open_tool_writes(memory_engine, open_queue(), tools.scope)
         server = build_server(McpTools(tools, writes))

@@ -24,13 +24,16 @@ from memory_core.cli import app
 from memory_core.cli._common import (
     EngineOption,
     RootOption,
+    SignedArguments,
     check_agent_id,
     console,
+    echo_json,
     engine_session,
     err_console,
     fail,
     layout_for,
     plural,
+    renamed_field,
 )
 from memory_core.cli.log import lsn_for
 from memory_core.lifecycle.agent import AgentMemory
@@ -94,7 +97,7 @@ def _check_output_file(path: Path) -> None:
         raise fail(f"--output: {parent} is not a folder")
 
 
-@app.command()
+@app.command(cls=SignedArguments)
 def recall(
     query: Annotated[str, typer.Argument(help="What the user just said (blank: the latest of everything).")],
     agent: Annotated[
@@ -127,14 +130,15 @@ def recall(
     layout = layout_for(root)
     with engine_session(engine, read_only=True) as memory_engine:
         if as_of is not None:  # a read-only view of the past (seed 002); bad values: InvalidRequest, exit 2
-            memory_engine = memory_engine.as_of(lsn_for(memory_engine, as_of))
+            with renamed_field("as_of", "lsn"):  # name the option given, not as_of's parameter
+                memory_engine = memory_engine.as_of(lsn_for(memory_engine, as_of))
         policy = RecallPolicy.from_settings()
         if budget is not None:
             policy = policy.model_copy(update={"budget_tokens": budget})
         pack = AgentMemory(memory_engine, layout, agent).with_policy(policy).recall(query)
         pack_budget = policy.budget_tokens
     if as_json:
-        typer.echo(pack.model_dump_json(indent=2))
+        echo_json(pack.model_dump_json(indent=2))
         _refuse_unreadable(pack, "recall")
         return
     _refuse_unreadable(pack, "recall")

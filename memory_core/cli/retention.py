@@ -15,7 +15,7 @@ import typer
 from rich.markup import escape
 
 from memory_core.cli import app
-from memory_core.cli._common import EngineOption, RootOption, console, engine_session, layout_for
+from memory_core.cli._common import EngineOption, RootOption, console, echo_json, engine_session, layout_for
 from memory_core.lifecycle import retention as rules
 
 __all__ = ["retention"]
@@ -34,7 +34,7 @@ def retention(
         planned = rules.plan(memory_engine, layout.root, datetime.now(UTC).replace(microsecond=0))
         result = planned if dry_run else rules.apply(memory_engine, planned)
     if as_json:
-        typer.echo(json.dumps({**result.to_dict(), "dry_run": dry_run}))
+        echo_json(json.dumps({**result.to_dict(), "dry_run": dry_run}))
         return
     for line in result.describe(dry_run):
         console.print(escape(line), soft_wrap=True)

@@ -32,6 +32,7 @@ from memory_core.cli._common import (
     EngineOption,
     RootOption,
     console,
+    echo_json,
     engine_session,
     fail,
     layout_for,
@@ -180,7 +181,7 @@ def _no_database(path: Path, as_json: bool) -> NoReturn:
     """Show the jobs, then exit 2 saying no database is at ``path`` (``_common.no_database``)."""
     jobs = _jobs_view(get_settings())
     if as_json:
-        typer.echo(json.dumps({"engine": None, "error": no_database(path), "jobs": jobs}, indent=2, default=str))
+        echo_json(json.dumps({"engine": None, "error": no_database(path), "jobs": jobs}, indent=2, default=str))
     else:
         console.print(escape(_jobs_line(jobs)), soft_wrap=True)
     raise fail(no_database(path))
@@ -224,7 +225,7 @@ def status(
             "scopes": [s.to_dict() for s in listed],
             "jobs": jobs,
         }
-        typer.echo(json.dumps(out, indent=2, default=str))
+        echo_json(json.dumps(out, indent=2, default=str))
         _exit_on_config_error(jobs)
         return
     console.print(

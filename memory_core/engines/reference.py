@@ -76,7 +76,7 @@ from memory_core.query import (
 )
 from memory_core.scoring import cosine, embed, keyword_score, mode_score, tokenize
 
-__all__ = ["ReferenceEngine", "choose_scopes", "first_sentence", "names_scope"]
+__all__ = ["ReferenceEngine", "choose_scopes", "first_sentence", "names_scope", "scope_order"]
 
 _STATEMENT_MAX = 240
 """Longest distilled statement, in characters (reference §3)."""
@@ -134,9 +134,16 @@ def choose_scopes(query: str, last_write: Mapping[Namespace, int], reach: Reach,
     """
     if len(last_write) <= max_scopes:
         return set(last_write)
+    return set(scope_order(query, last_write, reach)[:max_scopes])
+
+
+def scope_order(query: str, last_write: Mapping[Namespace, int], reach: Reach) -> list[Namespace]:
+    """Every scope of ``last_write`` in the order ``choose_scopes`` keeps them (it keeps the first N); pure.
+
+    The scopes the query names (``names_scope``) first, then the most recently written, ties by namespace.
+    """
     words = set(tokenize(query))
-    ranked = sorted(last_write, key=lambda ns: (not names_scope(words, ns, reach.at), -last_write[ns], str(ns)))
-    return set(ranked[:max_scopes])
+    return sorted(last_write, key=lambda ns: (not names_scope(words, ns, reach.at), -last_write[ns], str(ns)))
 
 
 def _scoped(rows: Iterable[tuple[str, AnyItem]], query: str, flt: MetaFilter, max_scopes: int) -> list[str]:

@@ -195,8 +195,11 @@ class FactStore:
         tags: Sequence[str] = (),
         confidence: float = 0.8,
         source: SourceKind = SourceKind.AGENT,
+        agent_id: str | None = None,
     ) -> FactReceipt:
         """Store a fact (see the module docstring for keys, dedupe and order).
+
+        ``agent_id`` is the agent that stated it (``meta.agent_id``, reference §6.4), or None.
 
         Raises:
             InvalidRequest: a bad ``text``, ``key`` or ``importance``, or an ``at`` that is naive or more than
@@ -213,6 +216,7 @@ class FactStore:
             confidence=confidence,
             tags=tags,
             source=source,
+            agent_id=agent_id,
         )
         return self.apply(item)
 

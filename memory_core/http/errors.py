@@ -16,12 +16,14 @@ message tells the caller what to fix). From 500 up it is the variant and a fixed
 an engine's message names its address (``postgresql://user:***@host:port/db: …``) and the driver's text, which
 are the operator's business, so the detail is logged here and never sent (OWASP ASVS v4 §7.4.1: "a generic
 message is shown when an unexpected or security sensitive error occurs"). ``public_pack`` and ``public_log_error``
-apply the same rule to the engine errors a pack or ``pre_turn`` reports instead of raising.
+apply the same rule to the engine errors a pack or ``pre_turn`` reports instead of raising, and ``public_job_error``
+to a failed job's error (``GET /v1/jobs/{job_id}``): its category and a fixed message, never the worker's text.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from starlette.responses import JSONResponse
@@ -35,16 +37,19 @@ from memory_core.errors import (
     Unauthorized,
     Unsupported,
 )
+from memory_core.public_errors import INTERNAL_MESSAGE, UNAVAILABLE_MESSAGE, UNSUPPORTED_MESSAGE, variant
 from memory_core.recall.pack import EMPTY_REASON
 from memory_core.recall.types import ContextPack
 
 __all__ = [
     "GENERIC_MESSAGES",
+    "JOB_ERRORS",
     "BodyTooLarge",
     "OutOfScope",
     "UnsupportedMediaType",
     "error_body",
     "error_response",
+    "public_job_error",
     "public_log_error",
     "public_pack",
     "public_reason",
@@ -90,14 +95,9 @@ def status_for(exc: BaseException) -> int:
     return 500
 
 
-GENERIC_MESSAGES: dict[int, str] = {
-    501: "not supported by this server's engine",
-    503: "the engine is unavailable; retry later",
-}
-"""The message sent for a status from 500 up; any other such status says ``INTERNAL_MESSAGE``."""
-
-INTERNAL_MESSAGE = "internal error (see the server's log)"
-"""The message of a 500."""
+GENERIC_MESSAGES: dict[int, str] = {501: UNSUPPORTED_MESSAGE, 503: UNAVAILABLE_MESSAGE}
+"""The message sent for a status from 500 up; any other such status says ``INTERNAL_MESSAGE`` (the messages are
+``public_errors``', which the MCP server sends too)."""
 
 UNAVAILABLE_REASON = "unavailable (see the server's log)"
 """The reason a pack's failed section reports over HTTP (``public_reason``)."""
@@ -112,8 +112,7 @@ def error_body(exc: BaseException, status: int) -> dict[str, Any]:
     """
     if status < 500 and isinstance(exc, MemoryCoreError):
         return exc.to_dict()
-    variant = type(exc).__name__ if isinstance(exc, MemoryCoreError) else "EngineError"
-    return {"error": variant, "message": GENERIC_MESSAGES.get(status, INTERNAL_MESSAGE)}
+    return {"error": variant(exc), "message": GENERIC_MESSAGES.get(status, INTERNAL_MESSAGE)}
 
 
 def error_response(exc: BaseException) -> JSONResponse:
@@ -158,3 +157,37 @@ def public_log_error(log_error: str | None) -> str | None:
         return None
     log.warning("pre_turn: the turn was not logged: %s", log_error)
     return "the turn was not logged (see the server's log)"
+
+
+_SEE_LOG = " (see the server's log)"
+JOB_ERRORS: dict[str, str] = {
+    "InvalidRequest": "the job was refused as malformed and dead-lettered" + _SEE_LOG,
+    "EngineUnavailable": "the engine did not answer through every retry; the job was dead-lettered" + _SEE_LOG,
+    "GaveUp": "the job's runs were lost (killed or timed out) too many times; it was dead-lettered" + _SEE_LOG,
+    "WrongEngine": "the job reached a worker of another engine, was not run and was dead-lettered" + _SEE_LOG,
+}
+"""The categories of a failed job a client is told, each with its fixed message: the dead letter's ``error``
+(``workers.dead_letters.DeadLetter``) for the failures a worker expects. Any other category is ``EngineError``
+with ``JOB_FAILED_MESSAGE``."""
+
+JOB_FAILED_MESSAGE = "the job failed" + _SEE_LOG
+"""The message of a failed job whose category is not in ``JOB_ERRORS``."""
+
+_CATEGORY = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+
+
+def public_job_error(error: str | None) -> tuple[str, str] | None:
+    """A failed job's ``(category, message)`` as sent over HTTP, from the worker's error text; pure.
+
+    The text is the result backend's: ``"<category>: <detail>"`` for a dead-lettered job (``workers.celery_app``
+    raises ``DeadLettered`` with the letter's ``error`` and ``message``), where the detail may name the engine's
+    (masked) address, a driver's message or the payload. Only the category is kept, and only when it is one of
+    ``JOB_ERRORS``; anything else reads ``("EngineError", JOB_FAILED_MESSAGE)``. None stays None.
+    """
+    if error is None:
+        return None
+    head = error.partition(":")[0].strip()
+    category = head if _CATEGORY.fullmatch(head) else ""
+    if category in JOB_ERRORS:
+        return category, JOB_ERRORS[category]
+    return "EngineError", JOB_FAILED_MESSAGE

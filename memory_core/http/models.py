@@ -113,15 +113,20 @@ class JobAccepted(ContractModel):
 
 
 class JobStatus(ContractModel):
-    """``{id, state, follow_ups, error?}``: a job's Celery state; ``id`` and ``follow_ups`` are handles (``http.jobs``).
+    """``{id, state, follow_ups, error?, message?}``: a job's Celery state.
 
-    ``PENDING``: queued, parked in the outbox, or its result expired (``result_expires_s``).
+    ``id`` and ``follow_ups`` are handles (``http.jobs``). ``PENDING``: queued, parked in the outbox, or its result
+    expired (``result_expires_s``). A ``FAILURE`` carries ``error``, the failure's category (``InvalidRequest``,
+    ``EngineUnavailable``, ``GaveUp``, ``WrongEngine``, else ``EngineError``), and ``message``, a fixed sentence
+    for it (``errors.public_job_error``); the worker's own text, which may name the engine's address, stays in
+    the server's log and the dead letters.
     """
 
     id: str
     state: str
     follow_ups: tuple[str, ...] = ()
     error: str | None = None
+    message: str | None = None
 
 
 class Liveness(ContractModel):

@@ -11,6 +11,7 @@ places its job at the root.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
@@ -21,7 +22,7 @@ from memory_core.engine import MemoryEngine
 from memory_core.errors import InvalidRequest
 from memory_core.host.prefetch import PrefetchLimits, PrefetchMemory
 from memory_core.host.tools import tool_scope
-from memory_core.http.errors import OutOfScope, public_log_error, public_pack
+from memory_core.http.errors import OutOfScope, public_job_error, public_log_error, public_pack
 from memory_core.http.jobs import JobHandles
 from memory_core.http.metrics import Metrics
 from memory_core.http.models import (
@@ -43,6 +44,8 @@ from memory_core.tools import ToolWrite, ToolWrites
 from memory_core.tools.writes import Ack
 
 __all__ = ["MAX_HANDLE_CHARS", "JobSink", "JobStates", "MemoryService", "Scope"]
+
+log = logging.getLogger(__name__)
 
 MAX_HANDLE_CHARS = 300
 """The longest job handle ``GET /v1/jobs/{job_id}`` looks at (a task id of at most 255 characters, ``.``, a tag)."""
@@ -314,6 +317,8 @@ class MemoryService:
 
         The handle is checked before anything is read, so another root's job and an unknown one get one answer.
         ``PENDING`` means queued (or parked, or its result expired); follow-ups come back as handles of the root.
+        A failed job's error is its category and a fixed message (``errors.public_job_error``); the worker's text
+        is logged here, never sent.
 
         Raises:
             InvalidRequest: ``field="job_id"``: longer than ``MAX_HANDLE_CHARS`` or holding control characters.
@@ -322,9 +327,15 @@ class MemoryService:
         if len(job_id) > MAX_HANDLE_CHARS or any(ord(c) < 32 or ord(c) == 127 for c in job_id):
             raise InvalidRequest(f"at most {MAX_HANDLE_CHARS} characters, no control ones", field="job_id")
         root = scope.layout.root
-        state = self._monitor.get().state(self.handles.task_id(root, job_id))
+        task_id = self.handles.task_id(root, job_id)
+        state = self._monitor.get().state(task_id)
         follow_ups = tuple(self.handles.issue(root, str(f)) for f in state.follow_ups)
-        return JobStatus(id=job_id, state=state.state, follow_ups=follow_ups, error=state.error)
+        failure = public_job_error(state.error)
+        if failure is None:
+            return JobStatus(id=job_id, state=state.state, follow_ups=follow_ups)
+        log.warning("job %s (%s): %s", task_id, state.state, state.error)  # the detail stays here
+        error, message = failure
+        return JobStatus(id=job_id, state=state.state, follow_ups=follow_ups, error=error, message=message)
 
     def health(self) -> Health:
         """The engine's id and health."""

@@ -1,7 +1,10 @@
 """The MCP server over ``McpTools`` with the official ``mcp`` SDK: stdio, or streamable HTTP.
 
 Tool calls run on a worker thread (the engine is synchronous). A refused call is an MCP tool error
-(``isError``) whose text is the library's error (``invalid request: limit: …``); nothing else is sent. Over HTTP a
+(``isError``) of one line: the library's error when the caller's request is at fault (``invalid request: limit:
+…``, naming the argument), else a fixed message (``unavailable: the engine is unavailable; retry later``,
+``internal error (see the server's log)``) with the detail in the server's log (``public_errors``): no engine
+address, driver text or traceback reaches the client. Over HTTP a
 bearer token (``MEMORY_CORE_MCP_TOKEN``) is required when set, compared in constant time; ``memory-core mcp``
 refuses a non-loopback address without one, and without one the SDK's DNS-rebinding protection admits only
 loopback ``Host`` and ``Origin`` headers (a web page that rebinds its name to 127.0.0.1 is refused). Request bodies
@@ -13,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import hmac
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -29,9 +33,13 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 import memory_core
+from memory_core.errors import EngineUnavailable, Unsupported
 from memory_core.mcp_server.tools import McpTools
+from memory_core.public_errors import is_callers, public_text
 
-__all__ = ["LOOPBACK_ONLY", "MAX_BODY_BYTES", "build_server", "http_app", "run_stdio"]
+__all__ = ["LOOPBACK_ONLY", "MAX_BODY_BYTES", "build_server", "http_app", "run_stdio", "tool_error"]
+
+log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 1 << 20
 """The largest MCP request body over HTTP, bytes (the SDK answers 413 past it)."""
@@ -62,11 +70,29 @@ def build_server(tools: McpTools) -> Server[Any, Any]:
 
     # McpTools and MemoryTools check the arguments (one refusal path: the library's InvalidRequest naming the field)
     @server.call_tool(validate_input=False)  # type: ignore[untyped-decorator]
-    async def call_tool(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        result: dict[str, Any] = await anyio.to_thread.run_sync(tools.call, name, arguments)
+    async def call_tool(name: str, arguments: dict[str, Any]) -> dict[str, Any] | types.CallToolResult:
+        try:
+            result: dict[str, Any] = await anyio.to_thread.run_sync(tools.call, name, arguments)
+        except Exception as exc:  # the SDK would send str(exc): an engine's address, a bug's text
+            return tool_error(exc)
         return result
 
     return server
+
+
+def tool_error(exc: Exception) -> types.CallToolResult:
+    """The MCP tool error (``isError``) a failed call answers: one line, ``public_errors.public_text``.
+
+    A caller's error (``invalid request: limit: must be at most 100``) is sent as it is; any other is sent as a
+    fixed message and logged here with its detail (a warning for an engine that is down or an operation it does
+    not offer, an error with the traceback for anything else: as the HTTP API logs a 503/501 and a 500).
+    """
+    if not is_callers(exc):
+        if isinstance(exc, (EngineUnavailable, Unsupported)):
+            log.warning("tool call failed: %s", exc)
+        else:
+            log.error("tool call failed: %s", exc, exc_info=exc)
+    return types.CallToolResult(content=[types.TextContent(type="text", text=public_text(exc))], isError=True)
 
 
 async def _serve_stdio(server: Server[Any, Any]) -> None:

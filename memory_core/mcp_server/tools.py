@@ -34,7 +34,7 @@ from memory_core.tools import MAX_LIMIT, MemoryTools, ToolWrites
 from memory_core.tools.jsonschema import check
 from memory_core.tools.writes import Ack
 
-__all__ = ["MCP_MAX_LIMIT", "McpTool", "McpTools"]
+__all__ = ["MCP_MAX_LIMIT", "McpTool", "McpTools", "learn_argument_error"]
 
 MCP_MAX_LIMIT: Final = 100
 """The largest ``limit`` or id count an MCP call may give (reference §6.4 ``MEMORY_MAX_LIMIT``)."""
@@ -194,9 +194,12 @@ class McpTools:
             for fact_field in ("key", "importance"):  # a fact's only (seed 004); absent stays absent
                 if (value := args.pop(fact_field, None)) is not None:
                     learning[fact_field] = value
-            if self.writes is not None:
-                return self._learn({k: v for k, v in learning.items() if v is not None}, args)
-            return self.tools.call("memory_store", {"learning": learning, **args})
+            try:
+                if self.writes is not None:
+                    return self._learn({k: v for k, v in learning.items() if v is not None}, args)
+                return self.tools.call("memory_store", {"learning": learning, **args})
+            except InvalidRequest as exc:  # name the argument the client gave, not MemoryTools' nesting of it
+                raise learn_argument_error(exc) from None
         if name == "memory.forget":
             ids = args.get("ids")
             if isinstance(ids, list) and len(ids) > MCP_MAX_LIMIT:
@@ -232,6 +235,22 @@ class McpTools:
         if ack.state == "queued":
             return {"forgotten": 0, "skipped": 0, **_queued(ack)}
         return {"forgotten": ack.forgotten, "skipped": max(len(set(ids)) - ack.forgotten, 0)}
+
+
+_LEARN_ARGUMENTS: Final = {"learning.learning_kind": "kind"}
+"""``memory_store``'s field names that ``memory.learn`` gives another name (the rest drop ``learning.``)."""
+
+
+def learn_argument_error(exc: InvalidRequest) -> InvalidRequest:
+    """``exc`` naming ``memory.learn``'s argument rather than ``memory_store``'s field; pure.
+
+    ``learning.importance`` → ``importance``, ``learning.learning_kind`` → ``kind``; any other field unchanged.
+    """
+    field = exc.field
+    if field is None or not field.startswith("learning."):
+        return exc
+    renamed = _LEARN_ARGUMENTS.get(field) or field.removeprefix("learning.")
+    return InvalidRequest(exc.reason, field=renamed)
 
 
 def _queued(ack: Ack) -> dict[str, Any]:

@@ -5,7 +5,7 @@ right after sees it, on SQLite too, where ``accepted`` would leave the indexing 
 ``forget`` removes at once. When the engine does not answer (any error but a bad request), the request, already
 scrubbed, is submitted as a ``ToolWrite`` job (``tools.jobs``) and acknowledged "queued; not yet saved" /
 "queued; not yet removed". The job flow keeps it durable: on the broker, or in the host's outbox
-(``workers.outbox``) while the broker is down; a worker applies it, retries it, and dead-letters it with its
+(``workers.queue.Outbox``) while the broker is down; a worker applies it, retries it, and dead-letters it with its
 reason when it cannot run. There is no second outbox.
 
 Requests for one place are applied in the order they were made: while a queued request of the place has not
@@ -42,7 +42,7 @@ QUEUED_REMOVE: Final = "queued; not yet removed"
 
 
 class JobSink(Protocol):
-    """Where queued requests go: the job flow (``workers.tool_writes.QueueSink`` over a ``JobQueue``)."""
+    """Where queued requests go: the job flow (``workers.queue.QueueSink`` over a ``JobQueue``)."""
 
     def submit(self, job: ToolWrite) -> str:
         """Submit ``job`` durably (published, or parked in the outbox); its job id.

@@ -7,12 +7,15 @@ belongs to bench/, not to tests).
 from __future__ import annotations
 
 import math
+import sqlite3
 from pathlib import Path
 
 import pytest
 
-from bench import live_turn_bench, locomo_bench, sqlite_bench
+from bench import bulk_fill, live_turn_bench, locomo_bench, sqlite_bench
 from bench.common import Row, print_table
+from memory_core import FetchMode, FetchRequest, MetaFilter, Namespace, Reach
+from memory_core.engines.sqlite import SQLiteEngine
 from memory_core.settings import get_settings
 
 TINY = sqlite_bench.Sizes(
@@ -100,6 +103,39 @@ def test_the_live_turn_rows_have_the_tables_shape_and_count_what_the_worker_did(
     assert "query encodes per pre_turn 1.00" in rows[1].note  # each pre_turn's question encoded once
     assert rows[6].baseline_name == "before opening the file" and rows[6].value >= rows[6].baseline  # type: ignore[operator]
     assert rows[-1].baseline_name == "before the big agent ((a) at 20)"
+
+
+def test_the_bulk_fill_stores_copies_the_engine_reads_like_its_own(
+    tiny_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The 1M size's filler: a seed through the engine, the rest copied in SQL into every table a turn writes."""
+    monkeypatch.setattr(bulk_fill, "SEED", 10)
+    turns, _ = sqlite_bench._locomo()
+    db = tmp_path / "bulk.db"
+    big = Namespace.agent("big")
+    seeded = bulk_fill.bulk_fill(SQLiteEngine(db), db, sqlite_bench._turns(turns, 35, node=big, tag="big"), 35)
+    assert seeded == 10
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        conn.execute("INSERT INTO items_fts (items_fts, rank) VALUES ('integrity-check', 1)")
+        counts = [conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("items", "bodies", "item_terms")]
+        assert counts == [35, 35, 35]
+        assert conn.execute(
+            "SELECT count(DISTINCT id), count(DISTINCT thread_id || turn_first) FROM items"
+        ).fetchone() == (35, 35)
+        assert conn.execute("SELECT count(*) FROM log WHERE op = 'put'").fetchone()[0] == 35
+        assert conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'items'").fetchone()[0] == 35
+        when = [r[0] for r in conn.execute("SELECT observed_at FROM items ORDER BY seq")]
+        assert when[10] > max(when[:10]) and when[20] > max(when[10:20])  # each copy follows the one before in time
+        first = conn.execute("SELECT text FROM bodies WHERE seq = 1").fetchone()[0]
+        same = conn.execute("SELECT count(*) FROM bodies WHERE text = ?", (first,)).fetchone()[0]
+    assert same >= 4  # the seed's first turn and its three copies
+    with SQLiteEngine(db) as engine:
+        assert engine.stats()["items"] == 35
+        request = FetchRequest(
+            query=first, mode=FetchMode.KEYWORD, filter=MetaFilter(reach=Reach.subtree(big)), limit=50
+        )
+        assert len({h.id for h in engine.fetch(request).hits if h.text == first}) == same  # indexed like the seed
 
 
 def test_the_log_rows_pair_each_figure_with_its_baseline(tiny_data: Path) -> None:

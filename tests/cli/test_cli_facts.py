@@ -15,6 +15,9 @@ from memory_core.facts.model import MAX_FACT_CHARS, MAX_KEY_CHARS
 from memory_core.items import Role, Turn
 from memory_core.lifecycle.agent import turn_item
 from memory_core.lifecycle.layout import MemoryLayout
+from memory_core.meta import MetaFilter
+from memory_core.namespace import Reach
+from memory_core.query import ListRequest
 from memory_core.settings import get_settings
 
 runner = CliRunner()
@@ -107,3 +110,66 @@ def test_retention_dry_run_says_what_would_go_and_changes_nothing(facts_env: dic
 
 def test_retention_dry_run_on_a_missing_database_exits_2(facts_env: dict[str, str]) -> None:
     assert invoke(facts_env, "retention", "--dry-run").exit_code == 2
+
+
+def test_agent_lists_sets_and_forgets_the_facts_at_an_agents_node(facts_env: dict[str, str], tmp_path: Path) -> None:
+    from memory_core.host.tools import scoped_tools
+    from memory_core.mcp_server import McpTools
+
+    path = tmp_path / "memory.db"
+    with SQLiteEngine(path) as engine:  # what an agent-scoped MCP server (memory-core mcp --agent bot) stores
+        tools = McpTools(scoped_tools(engine, MemoryLayout("team:acme"), "bot"))
+        tools.call("memory.learn", {"text": "The deploy window is Tuesday", "key": "ops.window"})
+    assert listed(facts_env) == []  # the root's learnings hold none of them
+    result = invoke(facts_env, "facts", "list", "--agent", "bot", "--json")
+    assert result.exit_code == 0, result.output
+    assert [(r["text"], r.get("key")) for r in json.loads(result.stdout)] == [
+        ("The deploy window is Tuesday", "ops.window")
+    ]
+    assert "ops.window = The deploy window is Tuesday" in invoke(facts_env, "facts", "list", "-a", "bot").stdout
+    assert "(no facts)" in invoke(facts_env, "facts", "list", "--agent", "other").stdout
+
+    moved = invoke(facts_env, "facts", "set", "The deploy window is Friday", "-k", "ops.window", "--agent", "bot")
+    assert moved.exit_code == 0, moved.output
+    [row] = json.loads(invoke(facts_env, "facts", "list", "--agent", "bot", "--json").stdout)
+    assert row["text"] == "The deploy window is Friday"
+    with SQLiteEngine(path) as engine:
+        node = Reach.exact(MemoryLayout("team:acme").conversations("bot"))
+        [hit] = engine.list(ListRequest(filter=MetaFilter(reach=node), limit=10)).items
+        assert hit.meta.agent_id == "bot"
+    assert listed(facts_env) == []
+
+    forgot = invoke(facts_env, "facts", "forget", "ops.window", "--agent", "bot")
+    assert forgot.exit_code == 0 and forgot.stdout.strip() == "forgot 2 facts"
+    assert json.loads(invoke(facts_env, "facts", "list", "--agent", "bot", "--json").stdout) == []
+
+
+@pytest.mark.parametrize("agent", ["", "  ", "--bot"])
+def test_a_blank_or_reserved_agent_exits_2_naming_it(facts_env: dict[str, str], agent: str) -> None:
+    result = invoke(facts_env, "facts", "list", f"--agent={agent}")
+    assert result.exit_code == 2, result.output
+    assert "--agent" in result.stderr and "Traceback" not in result.output
+
+
+def test_json_output_escapes_c1_and_bidi_controls_and_parses_to_the_stored_text(facts_env: dict[str, str]) -> None:
+    text = "Prefers \u202eaet\u202c and \x9b31mred\x85 tea\x7f"
+    assert invoke(facts_env, "facts", "set", text, "--key", "drink\u00e9").exit_code == 0
+    result = invoke(facts_env, "facts", "list", "--json")
+    assert result.exit_code == 0, result.output
+    assert not any(c in result.stdout for c in "\u202e\u202c\x9b\x85\x7f")
+    assert "\\u202e" in result.stdout and "\\u009b" in result.stdout
+    assert "drink\u00e9" in result.stdout  # other text stays as it is (ensure_ascii=False)
+    [row] = json.loads(result.stdout)
+    assert row["text"] == text
+    shown = invoke(facts_env, "facts", "list").stdout  # the text output neutralises them as before
+    assert not any(c in shown for c in "\u202e\u202c\x9b\x85\x7f")
+
+
+def test_a_negative_number_is_an_argument_and_text_starting_with_a_dash_follows_double_dash(
+    facts_env: dict[str, str],
+) -> None:
+    assert invoke(facts_env, "facts", "set", "-40", "--key", "freezer.celsius").exit_code == 0
+    assert invoke(facts_env, "facts", "set", "--", "-x marks the spot").exit_code == 0
+    assert [r["text"] for r in listed(facts_env)] == ["-40", "-x marks the spot"]
+    refused = invoke(facts_env, "facts", "set", "-x marks the spot")
+    assert refused.exit_code == 2 and "No such option" in refused.stderr

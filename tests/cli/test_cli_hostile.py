@@ -76,7 +76,7 @@ def test_a_replay_file_with_nul_on_line_7_stores_nothing(env: dict[str, str], tm
     [
         (("log", "--since", "99999999999999999999"), "since"),
         (("log", "--since", str(2**63)), "since"),
-        (("rollback", "99999999999999999999", "--why", "x"), "to_lsn"),
+        (("rollback", "99999999999999999999", "--why", "x"), "lsn"),  # the argument LSN (the library: to_lsn)
     ],
 )
 def test_an_lsn_past_2_63_is_refused_naming_the_field(
@@ -84,7 +84,7 @@ def test_an_lsn_past_2_63_is_refused_naming_the_field(
 ) -> None:
     assert invoke(facts_env, "facts", "set", "Likes tea").exit_code == 0
     result = invoke(facts_env, *args)
-    assert result.exit_code == 2 and f"{field}: must be an LSN" in result.output, result.output
+    assert result.exit_code == 2 and f"invalid request: {field}: must be an LSN" in result.output, result.output
 
 
 @pytest.mark.parametrize("days", ["1000000", "1e9", "inf", "nan", "0"])

@@ -81,13 +81,21 @@ def test_the_scenario_through_the_cli(store: tuple[str, str, str]) -> None:
 @pytest.mark.parametrize(
     ("args", "field"),
     [
-        (("rollback", "--why", "x", "--", "-1"), "to_lsn"),
-        (("rollback", "999", "--why", "x"), "to_lsn"),
+        (("rollback", "--why", "x", "--", "-1"), "lsn"),
+        (("rollback", "-1", "--why", "x"), "lsn"),  # a negative LSN reaches the check: not "No such option: -1"
+        (("rollback", "--why", "x", "-1"), "lsn"),
+        (("rollback", "-1e3", "--why", "x"), "LSN"),  # no integer: Click's own refusal names the argument
+        (("rollback", "999", "--why", "x"), "lsn"),
+        (("rollback", str(2**70), "--why", "x"), "lsn"),
         (("retract", "abc", "--why", " "), "reason"),
         (("recall", "Ana", "--as-of", "last tuesday"), "as_of"),
-        (("recall", "Ana", "--as-of", "999"), "lsn"),
+        (("recall", "Ana", "--as-of", "-1"), "as_of"),
+        (("recall", "Ana", "--as-of", "999"), "as_of"),  # the option given, not as_of's parameter lsn
+        (("recall", "Ana", "--as-of", str(10**30)), "as_of"),
         (("recall", "Ana", "--as-of", "2099-01-01T00:00:00Z"), "as_of"),
         (("log", "--limit", "0"), "limit"),
+        (("log", "--limit", "-5"), "limit"),
+        (("log", "--since", "-1"), "since"),
     ],
 )
 def test_bad_input_exits_2_naming_the_field_and_writes_nothing(
@@ -97,7 +105,8 @@ def test_bad_input_exits_2_naming_the_field_and_writes_nothing(
     before = _lsn(url)
     result = invoke(url, *args)
     assert result.exit_code == 2, result.output
-    assert f"{field}:" in result.stderr and "Traceback" not in result.stderr
+    assert f"invalid request: {field}:" in result.stderr or f"'{field}'" in result.stderr, result.stderr
+    assert "No such option" not in result.stderr and "Traceback" not in result.stderr
     assert _lsn(url) == before
 
 
@@ -135,3 +144,17 @@ def test_an_as_of_time_names_the_last_lsn_by_then_and_refuses_the_future(store: 
         with pytest.raises(InvalidRequest) as err:
             lsn_for(engine, "2026-01-02T00:00:00", now=datetime(2026, 1, 1, tzinfo=UTC))
         assert err.value.field == "as_of"
+
+
+def test_json_output_escapes_the_control_characters_a_terminal_would_interpret(store: tuple[str, str, str]) -> None:
+    url, turn, _ = store
+    reason = "csi \x9b31m, rlo \u202eevil\u202c, del \x7f, nel \x85, lri \u2066"
+    assert invoke(url, "retract", turn, "--why", reason).exit_code == 0
+    for args in (("log", "--json"), ("history", turn, "--json")):
+        result = invoke(url, *args)
+        assert result.exit_code == 0, result.output
+        assert not any(c in result.stdout for c in "\x9b\u202e\u202c\x7f\x85\u2066"), args
+        assert "\\u009b31m" in result.stdout and "\\u202e" in result.stdout
+        parsed = json.loads(result.stdout)
+        records = parsed["records"] if isinstance(parsed, dict) else parsed
+        assert reason in [r.get("reason") for r in records]  # the same value, parsed back

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-import workers.poison
+import workers.transport
 from memory_core.cli import load_commands
 from memory_core.settings import Settings, get_settings
 from workers.dead_letters import DeadLetter, DeadLetterStore
@@ -45,7 +45,8 @@ def letters(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Iterator[De
         get_settings.cache_clear()
         close_runtime()
         try:
-            workers.poison.dead_letter_raw("not json at all", "ingest", "not JSON (JSONDecodeError: Expecting value)")
+            reason = "not JSON (JSONDecodeError: Expecting value)"
+            workers.transport.dead_letter_raw("not json at all", "ingest", reason)
         finally:
             close_runtime()
     get_settings.cache_clear()
@@ -132,7 +133,7 @@ def test_a_poison_message_whose_id_has_a_control_character_is_kept_under_an_id_r
     get_settings.cache_clear()
     close_runtime()
     try:
-        letter = workers.poison.refuse(_Poison(), "MalformedMessage", message_text="not a task message: timelimit")
+        letter = workers.transport.refuse(_Poison(), "MalformedMessage", message_text="not a task message: timelimit")
     finally:
         close_runtime()
     assert letter.id.startswith("refused-") and letter.payload["job"] == "ingest_brain"

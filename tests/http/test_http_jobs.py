@@ -194,3 +194,45 @@ def test_serve_refuses_a_short_job_key_without_showing_it(tmp_path: Path) -> Non
     assert result.exit_code == 2
     assert "MEMORY_CORE_HTTP_JOB_KEY" in result.stderr and "too-short-a-key" not in result.output
     assert not (tmp_path / "memory.db").exists()  # refused before the engine was opened
+
+
+ADDRESS = "postgresql://mc:***@db.internal:5432/memory"
+
+
+@pytest.mark.parametrize(
+    ("worker_text", "error"),
+    [
+        (f"EngineUnavailable: {ADDRESS}: connection refused", "EngineUnavailable"),
+        ("InvalidRequest: documents.0.text: at most 200000 characters", "InvalidRequest"),
+        ("GaveUp: started 5 times, more than 4: earlier runs were lost (killed or timed out)", "GaveUp"),
+        (f"WrongEngine: job for engine {ADDRESS} reached a worker of engine sqlite:///srv/m.db", "WrongEngine"),
+        (f"OperationalError: {ADDRESS}: relation items does not exist", "EngineError"),
+        (f"{ADDRESS}: server closed the connection unexpectedly", "EngineError"),
+        ("TimeLimitExceeded(600,)", "EngineError"),
+    ],
+)
+def test_a_failed_jobs_error_is_its_category_and_a_fixed_message_and_the_detail_is_logged(
+    worker_text: str, error: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    monitor = Monitor()
+    api = make(monitor)
+    handle = ingest(api, TOKEN_A)
+    task_id = handle.rpartition(".")[0]
+    monitor.states[task_id] = State(task_id, "FAILURE", error=worker_text)
+    with caplog.at_level("WARNING", logger="memory_core.http.service"):
+        seen = api.call("GET", f"/v1/jobs/{handle}", TOKEN_A)
+    assert seen.status_code == 200, seen.text
+    body = seen.json()
+    assert body["state"] == "FAILURE" and body["error"] == error
+    assert body["message"] and "server's log" in body["message"]
+    for leak in ("postgresql", "db.internal", "5432", "sqlite:", "/srv/", "documents.0", "Limit"):
+        assert leak not in seen.text
+    assert worker_text in caplog.text  # the operator keeps the detail
+
+
+def test_a_job_that_did_not_fail_has_no_error() -> None:
+    monitor = Monitor()
+    api = make(monitor)
+    handle = ingest(api, TOKEN_A)
+    body = api.call("GET", f"/v1/jobs/{handle}", TOKEN_A).json()
+    assert body["state"] == "PENDING" and "error" not in body and "message" not in body

@@ -91,11 +91,11 @@ def test_with_the_engine_down_learn_and_forget_answer_queued_and_a_worker_applie
 @pytest.mark.parametrize(
     ("args", "field"),
     [
-        ({"text": "x", "kind": "preference", "key": "drink"}, "learning.key"),
-        ({"text": "x", "importance": 2}, "learning.importance"),
-        ({"text": "x", "confidence": "high"}, "learning.confidence"),
-        ({"text": "x", "kind": "gossip"}, "learning.learning_kind"),
-        ({"text": "Mara\x00lives"}, "learning.text"),
+        ({"text": "x", "kind": "preference", "key": "drink"}, "key"),
+        ({"text": "x", "importance": 2}, "importance"),
+        ({"text": "x", "confidence": "high"}, "confidence"),
+        ({"text": "x", "kind": "gossip"}, "kind"),
+        ({"text": "Mara\x00lives"}, "text"),
     ],
 )
 def test_bad_arguments_are_refused_by_name_and_nothing_is_queued(

@@ -232,7 +232,7 @@ def test_two_spellings_of_one_database_have_one_identity_without_the_password() 
     assert parse_url("postgresql://mem@db.example.com:5433/memory").identity != identity
     assert parse_url("postgresql://mem@db.example.com/other").identity != parse_url(spellings[2]).identity
     from memory_core.engines import engine_identity
-    from workers.locks import engine_key
+    from workers.coordination import engine_key
 
     assert {engine_key(url) for url in spellings} == {engine_key(spellings[0])}  # a worker takes the host's jobs
     assert engine_identity(spellings[0]) == identity

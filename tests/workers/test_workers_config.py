@@ -81,7 +81,7 @@ def test_events_results_and_redis_sockets_are_configured() -> None:
     assert options["health_check_interval"] == 25 and options["socket_keepalive"]
     assert conf["redis_socket_timeout"] == 7.0
     assert conf["broker_transport"] == "workers.transport:SafeRedisTransport"
-    assert conf["worker_consumer"] == "workers.poison:Consumer"
+    assert conf["worker_consumer"] == "workers.transport:Consumer"
 
 
 def test_a_tls_broker_verifies_certificates_for_the_broker_and_the_result_backend() -> None:
@@ -103,6 +103,7 @@ def test_tasks_route_to_their_queues() -> None:
         "memory.drain_outbox": {"queue": "m"},
         "memory.retention": {"queue": "m"},
         "memory.embed_items": {"queue": "b"},
+        "memory.build_scopes": {"queue": "b"},
         "memory.embed_due": {"queue": "m"},
         "memory.compact_log": {"queue": "m"},
     }

@@ -22,10 +22,13 @@ from workers.coordination import (
     Pending,
     RedisCoordination,
     SqliteCoordination,
+    engine_key,
+    pending_key,
     redis_client,
+    scope_key,
+    single_flight,
 )
 from workers.gate import split_record
-from workers.locks import engine_key, pending_key, scope_key, single_flight
 
 
 @pytest.fixture(params=["sqlite", "redis"])

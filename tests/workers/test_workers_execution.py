@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from memory_core._model import ContractModel
 from memory_core.consolidation import BuildScope, ConsolidateReceipt, ConsolidateRequest
 from memory_core.engines.reference import ReferenceEngine
 from memory_core.errors import EngineUnavailable
@@ -17,11 +18,11 @@ from memory_core.lifecycle.jobs import BuildBeliefs, IngestBrain, parse_job
 from memory_core.meta import ItemKind
 from memory_core.namespace import Namespace, Reach
 from memory_core.settings import Settings
-from workers.coordination import SqliteCoordination, Started
+from workers.coordination import SqliteCoordination, Started, scope_key
 from workers.dead_letters import SqliteDeadLetters
 from workers.execution import Delivery, Runtime, Verdict, backoff_s, execute
-from workers.handlers import BuildReport
-from workers.locks import scope_key
+from workers.handlers import BuildReport, BuildScopes
+from workers.kinds import JOB_KINDS
 from workers.queue import DrainReport
 
 
@@ -33,7 +34,7 @@ class FakeQueue:
     drained: list[int] = field(default_factory=list)
 
     def submit(self, job: Any, *, job_id: str | None = None) -> str:
-        self.submitted.append(parse_job(job))
+        self.submitted.append(job if isinstance(job, ContractModel) else parse_job(job))
         return f"follow-{len(self.submitted)}"
 
     def drain(self, limit: int = 1000) -> DrainReport:
@@ -198,7 +199,18 @@ def test_ingest_stores_and_submits_the_batch_follow_ups(rt: Runtime) -> None:
     assert isinstance(queue.submitted[0], BuildBeliefs)
 
 
-def test_build_due_submits_one_build_per_scope_written_since_its_last_build(rt: Runtime) -> None:
+def test_an_ingest_touching_several_scopes_submits_their_builds_as_one_batch(rt: Runtime) -> None:
+    sources = ("notion", "drive")
+    docs = tuple(BrainDocument.new(source, f"{source} keeps the queues.", title=source) for source in sources)
+    out = execute(rt, Delivery("memory.ingest_brain", "j7", (IngestBrain(documents=docs).to_dict(),)))
+    assert out.verdict is Verdict.DONE and out.result is not None and out.result["stored"] == 2
+    queue = rt.queue
+    assert isinstance(queue, FakeQueue) and out.result["follow_ups"] == ["follow-1"]
+    batch = queue.submitted[0]
+    assert isinstance(batch, BuildScopes) and len(batch.requests) == 2
+
+
+def test_build_due_submits_the_scopes_written_since_their_last_build_as_one_batch(rt: Runtime) -> None:
     from datetime import UTC, datetime
 
     t0, t1 = datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 2, tzinfo=UTC)
@@ -214,10 +226,73 @@ def test_build_due_submits_one_build_per_scope_written_since_its_last_build(rt: 
 
     rt._engine = Marked()
     out = execute(rt, Delivery("memory.build_due", "j5"))
-    assert out.verdict is Verdict.DONE and out.result == {"scopes": 3, "due": 2, "jobs": ["follow-1", "follow-2"]}
+    assert out.verdict is Verdict.DONE and out.result == {"scopes": 3, "due": 2, "jobs": ["follow-1"]}
     queue = rt.queue
-    assert isinstance(queue, FakeQueue)
-    assert [str(j.request.reach.at) for j in queue.submitted] == ["agent:due", "agent:never"]
+    assert isinstance(queue, FakeQueue) and len(queue.submitted) == 1
+    batch = queue.submitted[0]
+    assert isinstance(batch, BuildScopes)
+    assert [str(r.reach.at) for r in batch.requests] == ["agent:due", "agent:never"]
+
+
+class BrokenEngine(FlakyEngine):
+    """``broken`` scopes raise a ``ValueError`` (the job's own fault, never transient) on every build."""
+
+    def __init__(self, broken: set[str], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.broken = broken
+
+    def _consolidate(self, request: ConsolidateRequest) -> ConsolidateReceipt:
+        if str(request.reach.at) in self.broken:
+            self.calls.append(str(request.reach.at))
+            raise ValueError(f"{request.reach.at} cannot be built")
+        return super()._consolidate(request)
+
+
+def batch_delivery(rt: Runtime, job_id: str, *agents: str) -> Delivery:
+    kinds = (ItemKind.CONVERSATION,)
+    job = BuildScopes(requests=tuple(ConsolidateRequest(reach=Reach.exact(f"agent:{a}"), kinds=kinds) for a in agents))
+    return Delivery("memory.build_scopes", job_id, (job.to_dict(),), {"engine": rt.engine_key})
+
+
+def test_a_batch_builds_each_scope_under_its_own_gate_and_dead_letters_a_failing_one_alone(rt: Runtime) -> None:
+    engine = BrokenEngine({"agent:b"})
+    rt._engine = engine
+    for agent in "abc":
+        converse(engine, agent, f"I am {agent}.")
+    kinds = (ItemKind.CONVERSATION,)
+    scopes = {a: engine.scopes(ConsolidateRequest(reach=Reach.exact(f"agent:{a}"), kinds=kinds))[0] for a in "abc"}
+    units = {a: scope_key(rt.engine_key, scope) for a, scope in scopes.items()}
+    out = execute(rt, batch_delivery(rt, "batch-1", "a", "b", "c", "a"))  # a scope named twice builds once
+    assert out.verdict is Verdict.DONE and out.result is not None
+    assert engine.calls == ["agent:a", "agent:b", "agent:c"]
+    lines = {s["namespace"]: s for s in out.result["scopes"]}
+    assert [s["namespace"] for s in out.result["scopes"]] == ["agent:a", "agent:b", "agent:c"]
+    assert lines["agent:a"]["passes"] == lines["agent:c"]["passes"] == 1 and lines["agent:b"]["outcome"] == "dead"
+    for agent in "ac":  # each built scope went through its own gate: its lock released, its pass recorded
+        state = rt.coordination.gate_state(units[agent])
+        assert "built" in state and "lock" not in state
+    assert "built" not in rt.coordination.gate_state(units["b"])  # the failed pass covered nothing
+    letters = rt.letters.list()
+    assert [letter.id for letter in letters] == [f"batch-1:{units['b']}"] == [lines["agent:b"]["letter"]]
+    letter = letters[0]
+    assert (letter.task, letter.error, letter.engine) == ("memory.build_beliefs", "ValueError", rt.engine_key)
+    requeued = JOB_KINDS.parse(letter.payload)  # the letter is a one-scope build, requeued like any other
+    assert isinstance(requeued, BuildBeliefs) and str(requeued.request.reach.at) == "agent:b"
+    assert rt.coordination.is_done("batch-1")
+
+
+def test_a_transient_failure_in_a_batch_retries_it_and_the_retry_builds_only_what_is_left(rt: Runtime) -> None:
+    engine = BrokenEngine(set(), fail_at={"agent:b"})
+    rt._engine = engine
+    for agent in "abc":
+        converse(engine, agent, f"I am {agent}.")
+    first = execute(rt, batch_delivery(rt, "batch-2", "a", "b", "c"), random.Random(0))
+    assert first.verdict is Verdict.RETRY and engine.calls == ["agent:a", "agent:b"]
+    second = execute(rt, batch_delivery(rt, "batch-2", "a", "b", "c"), random.Random(0))
+    assert second.verdict is Verdict.DONE and second.result is not None
+    assert engine.calls == ["agent:a", "agent:b", "agent:b", "agent:c"]  # agent:a is not built again
+    assert [s["enter"] for s in second.result["scopes"]] == ["done_before", "acquired", "acquired"]
+    assert rt.letters.list() == []
 
 
 def test_drain_outbox_drains_the_local_outbox(rt: Runtime) -> None:
@@ -293,7 +368,7 @@ def _published(tmp_path: Path) -> list[tuple[list[Any], dict[str, Any]]]:
 def test_a_job_for_another_engine_is_dead_lettered_unrun_and_requeue_keeps_its_engine(
     rt: Runtime, tmp_path: Path
 ) -> None:
-    from workers.locks import engine_key
+    from workers.coordination import engine_key
     from workers.queue import JobQueue, requeue
 
     engine = rt.engine

@@ -261,11 +261,10 @@ def test_both_stores_give_the_pure_steps_outcome_for_every_state_and_event(store
     assert pairs == 72 * 24
 
 
-def test_the_table_reaches_lua_as_a_constructor_with_odd_characters_escaped() -> None:
-    from workers.gate import RULES_LUA, lua_literal
+def test_the_table_reaches_lua_as_the_json_of_the_python_table() -> None:
+    import json
 
-    assert lua_literal({"when": [["eq", "a|b", 7]]}) == '{["when"]={{"eq","a|b",7}}}'
-    assert lua_literal('say "hi"\n') == '"say \\34hi\\34\\10"'
-    with pytest.raises(ValueError):
-        lua_literal(1.5)
-    assert RULES_LUA.startswith('{["enter"]={') and RULES_LUA.count('["when"]') == sum(len(r) for r in RULES.values())
+    from workers.gate import LUA_INTERPRETER, RULES_LUA
+
+    assert RULES_LUA.startswith("cjson.decode([==[") and RULES_LUA.endswith("]==])") and RULES_LUA in LUA_INTERPRETER
+    assert json.loads(RULES_LUA.removeprefix("cjson.decode([==[").removesuffix("]==])")) == RULES

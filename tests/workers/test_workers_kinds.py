@@ -22,11 +22,10 @@ from memory_core.namespace import Reach
 from memory_core.settings import Settings
 from workers.celery_app import create_app
 from workers.config import celery_config, queue_for
-from workers.coordination import SqliteCoordination
+from workers.coordination import SqliteCoordination, engine_key
 from workers.dead_letters import SqliteDeadLetters
 from workers.execution import Delivery, Runtime, Verdict, execute
 from workers.kinds import JOB_KINDS, JobKind
-from workers.locks import engine_key
 from workers.queue import JobQueue
 
 

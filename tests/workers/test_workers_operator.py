@@ -15,8 +15,7 @@ from memory_core.errors import ConfigError
 from memory_core.settings import Settings
 from workers.dead_letters import DeadLetter, SqliteDeadLetters
 from workers.monitor import JobMonitor, redact
-from workers.outbox import OutboxEntry
-from workers.queue import JobQueue
+from workers.queue import JobQueue, OutboxEntry
 
 
 @pytest.fixture

@@ -19,10 +19,9 @@ from memory_core.lifecycle.documents import BrainDocument
 from memory_core.lifecycle.jobs import BuildBeliefs, IngestBrain
 from memory_core.namespace import Reach
 from memory_core.settings import Settings
+from workers.coordination import engine_key
 from workers.kinds import JOB_KINDS
-from workers.locks import engine_key
-from workers.outbox import OutboxEntry
-from workers.queue import JobQueue
+from workers.queue import JobQueue, OutboxEntry
 
 ALICE = BuildBeliefs(request={"reach": Reach.exact("agent:alice").to_dict(), "kinds": ["conversation"]})
 DOC = IngestBrain(documents=(BrainDocument.new("notion", "Queues live in Redis.", title="Queues"),))
@@ -198,9 +197,9 @@ def test_a_backlog_and_a_hung_broker_cost_one_publish_per_breaker_window(
     tried: list[str] = []
     publish = queue._publish
 
-    def counted(job: Any, job_id: str) -> str:
+    def counted(job: Any, job_id: str, **kwargs: Any) -> str:
         tried.append(job_id)
-        return publish(job, job_id)
+        return publish(job, job_id, **kwargs)
 
     monkeypatch.setattr(queue, "_publish", counted)
     job_id = queue.submit(DOC)
@@ -220,9 +219,9 @@ def test_after_the_window_one_submit_probes_a_hung_broker_while_the_others_park(
     tried: list[str] = []
     publish = queue._publish
 
-    def counted(job: Any, job_id: str) -> str:
+    def counted(job: Any, job_id: str, **kwargs: Any) -> str:
         tried.append(job_id)
-        return publish(job, job_id)
+        return publish(job, job_id, **kwargs)
 
     monkeypatch.setattr(queue, "_publish", counted)
     queue.submit(DOC)  # times out and opens the breaker for 0.5 s
@@ -249,8 +248,7 @@ BAD_ROW = '{"job": "ingest_brain", "documents": []}'  # JSON, but never a job: d
 
 
 def test_a_row_that_can_never_be_published_is_dead_lettered_after_a_few_tries(tmp_path: Path) -> None:
-    from workers.outbox import MAX_FAULTS
-    from workers.queue import open_dead_letters
+    from workers.queue import MAX_FAULTS, open_dead_letters
 
     settings = Settings(_env_file=None, var_dir=tmp_path / "var")
     queue = JobQueue(settings)
@@ -280,7 +278,7 @@ def test_a_row_that_can_never_be_published_is_dead_lettered_after_a_few_tries(tm
 
 
 def test_broker_errors_keep_rows_parked_however_often_they_fail(tmp_path: Path) -> None:
-    from workers.outbox import MAX_FAULTS
+    from workers.queue import MAX_FAULTS
 
     settings = Settings(_env_file=None, broker_url="redis://127.0.0.1:1/0", var_dir=tmp_path, publish_timeout_s=0.3)
     queue = JobQueue(settings)

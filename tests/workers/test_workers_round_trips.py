@@ -20,10 +20,9 @@ from test_workers_queue import ALICE, DOC
 
 from memory_core.namespace import Reach
 from memory_core.settings import Settings
-from workers.coordination import RedisCoordination
+from workers.coordination import RedisCoordination, pending_key
 from workers.dead_letters import SqliteDeadLetters
 from workers.execution import Runtime, Verdict, execute
-from workers.locks import pending_key
 from workers.queue import JobQueue
 
 

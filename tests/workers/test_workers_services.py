@@ -79,7 +79,7 @@ def test_beat_builds_scopes_written_since_their_last_build_and_drains_the_outbox
     mem.pre_turn({"thread_id": "t", "turn_index": 1, "user_text": "I moved to Porto last spring."})
     queue = JobQueue(flow.settings(**queues, **timing))
     parked = IngestBrain(documents=(BrainDocument.new("beat", "Parked by a host during an outage.", title="parked"),))
-    from workers.outbox import OutboxEntry
+    from workers.queue import OutboxEntry
 
     queue.outbox.put(
         OutboxEntry(id="parked-for-beat", task="memory.ingest_brain", payload=parked.to_json(), created=0.0)

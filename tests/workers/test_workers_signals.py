@@ -18,9 +18,9 @@ from memory_core.errors import NotFound
 from memory_core.settings import get_settings
 from workers.dead_letters import DeadLetterStore
 from workers.execution import DeadLettered, close_runtime, runtime
-from workers.poison import message_payload
 from workers.queue import open_dead_letters
 from workers.signals import connect, failed, rejected, unknown_task
+from workers.transport import message_payload
 
 
 @pytest.fixture
@@ -121,7 +121,7 @@ def test_what_celery_repeats_about_a_dead_letter_is_dropped_and_unexpected_trace
         consumer.error(UNKNOWN_TASK_ERROR, unknown[1], "b'[]' (3b)", {"id": "u1"}, {}, exc_info=unknown)
         boom = _raised(RuntimeError("boom"))
         trace.error("Task %s raised unexpected: %r", "memory.ingest_brain[j2]", boom[1], exc_info=boom)
-    kept = [r for r in caplog.records if r.name != "workers.poison"]
+    kept = [r for r in caplog.records if r.name != "workers.transport"]
     assert [r.getMessage() for r in kept] == ["Task memory.ingest_brain[j2] raised unexpected: RuntimeError('boom')"]
     assert kept[0].exc_info is not None and "Traceback" in caplog.text  # an unexpected error keeps its traceback
 

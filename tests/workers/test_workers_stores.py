@@ -15,8 +15,8 @@ import pytest
 from memory_core.errors import InvalidRequest, NotFound
 from workers.coordination import redis_client
 from workers.dead_letters import MAX_PAYLOAD_CHARS, DeadLetter, DeadLetterStore, RedisDeadLetters, SqliteDeadLetters
-from workers.outbox import Outbox, OutboxEntry
-from workers.poison import envelope_problem
+from workers.queue import Outbox, OutboxEntry
+from workers.transport import envelope_problem
 
 
 @pytest.fixture(params=["sqlite", "redis"])
@@ -116,7 +116,7 @@ def test_a_letter_keeps_the_engine_its_job_was_submitted_for(letters: DeadLetter
 
 
 def test_letters_for_messages_without_an_id_never_replace_each_other() -> None:
-    from workers.poison import letter_id
+    from workers.transport import letter_id
 
     made = {letter_id(None, "raw"), letter_id(None, "raw"), letter_id(5, "raw"), letter_id("  ", "raw")}
     assert len(made) == 4 and all(i.startswith("raw-") for i in made)
@@ -125,7 +125,7 @@ def test_letters_for_messages_without_an_id_never_replace_each_other() -> None:
 
 def test_a_letter_id_follows_the_job_id_rule_so_the_letter_can_be_requeued() -> None:
     from workers.kinds import MAX_JOB_ID_CHARS, check_job_id
-    from workers.poison import letter_id
+    from workers.transport import letter_id
 
     for bad in ("job\x07bell", "tab\tid", "del\x7f", "x" * (MAX_JOB_ID_CHARS + 1)):
         made = letter_id(bad, "raw")

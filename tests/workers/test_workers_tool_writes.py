@@ -30,8 +30,7 @@ from workers.coordination import SqliteCoordination
 from workers.dead_letters import SqliteDeadLetters
 from workers.execution import Delivery, Runtime, Verdict, execute
 from workers.kinds import JOB_KINDS
-from workers.queue import JobQueue, open_coordination
-from workers.tool_writes import QueueSink, open_tool_writes
+from workers.queue import JobQueue, QueueSink, open_coordination, open_tool_writes
 
 AWS = "AKIAIOSFODNN7EXAMPLE"
 TASK = "memory.tool_write"

@@ -28,7 +28,7 @@ import json
 import sqlite3
 import time
 from collections.abc import Sequence
-from functools import partial
+from functools import lru_cache, partial
 from typing import Any, Final
 
 from memory_core.beliefs import (
@@ -54,12 +54,14 @@ from memory_core.scoring import embed
 
 from . import log
 from .belief_index import bump_version, evidence_of, rank
-from .connection import Database
+from .connection import TX_BUDGET_S, Database, held_s, tally
 from .filters import reach_sql
 from .rows import META_COLUMN_NAMES, chunks, meta_columns, now_us, ns_of_key, placeholders, vec_blob
 
 __all__ = [
     "BUILD_CHUNK",
+    "BUILD_TX_ITEMS",
+    "PUBLISH_MAX",
     "STAGING",
     "LOCK_BUDGET_S",
     "LOCK_GAP_S",
@@ -74,12 +76,18 @@ __all__ = [
 
 BUILD_CHUNK: Final = 500
 """Most items one round reads and extracts (outside the write lock)."""
-MERGE_BATCH: Final = 10
+MERGE_BATCH: Final = 1
 """Items merged and saved between two looks at the clock inside a build transaction."""
-LOCK_BUDGET_S: Final = 0.01
+LOCK_BUDGET_S: Final = TX_BUDGET_S
 """A build transaction commits once it has held the write lock this long, seconds (memory-core choice: a live
 ``store_with(accepted)`` waits for at most one build transaction; a build commits without an fsync under the
 lock (``connection``: background writes), so a commit costs little and transactions can be short)."""
+BUILD_TX_ITEMS: Final = 32
+"""Most items one build transaction merges, whatever the clock says (``connection.Holds.most_items``)."""
+PUBLISH_MAX: Final = 32
+"""A build commits (``commit_build``) once it has changed this many beliefs since its last commit, so a commit's
+transaction applies at most this many plus one item's (memory-core choice: a commit costs an ``UPDATE`` and a log
+record per belief, and a big scope's build changes thousands)."""
 LOCK_GAP_S: Final = 0.002
 """Pause between two write transactions of a build, seconds. A live write does not need it (a build is a
 background write and stands back while a live write waits: ``connection``); it lets other background writers
@@ -103,6 +111,8 @@ STAGING: Final = (
 ``belief_staged`` the belief's new state (its build ``status``; ``restore``: it did not hold when staged, so the
 commit writes its ``restore``), ``belief_staged_evidence`` the evidence it gained. No read looks at them; the
 build's own later windows read them over the published rows (``_candidates``, ``_held``)."""
+PARSED_STATES: Final = 8192
+"""Distinct belief states ``_parsed`` keeps per process (a few MB; memory-core choice)."""
 _NEWEST: Final = "observed_at DESC, last_seq DESC, key DESC"
 """SQL order of a subject's members, newest first, as ``Belief.newness`` then key (NULL, undated, sorts
 lowest: sqlite.org/datatype3.html §4.1)."""
@@ -124,13 +134,32 @@ _Group = tuple[int, str, list[Statement]]
 
 
 # loading ------------------------------------------------------------------------------------------------
+@lru_cache(maxsize=PARSED_STATES)
+def _vec(text: str) -> bytes:
+    """The stored vector of a belief's text (``scoring.embed``), computed once per process per text.
+
+    A build computes its statements' before the write lock (``_statements``): a belief reads as one of them.
+    """
+    return vec_blob(embed(text))
+
+
+@lru_cache(maxsize=PARSED_STATES)
+def _parsed(state: str) -> Belief:
+    """The belief a stored state (JSON text) describes, parsed once per process per distinct state.
+
+    A ``Belief`` is immutable, so one parsed value serves every window that loads the same row unchanged
+    (issue 12: parsing the candidates' states was most of a build window's time under the write lock).
+    """
+    return Belief.from_state(json.loads(state))
+
+
 def _load(conn: sqlite3.Connection, ns: str, from_kind: str, where: str, values: Sequence[Any]) -> dict[int, Belief]:
     out: dict[int, Belief] = {}
     for chunk in chunks(values):
         cond = where.format(marks=placeholders(len(chunk)))
         sql = f"SELECT bid, state FROM beliefs WHERE ns = ? AND from_kind = ? AND {cond}"
         for bid, state in conn.execute(sql, (ns, from_kind, *chunk)):
-            out[int(bid)] = Belief.from_state(json.loads(state))
+            out[int(bid)] = _parsed(state)
     return out
 
 
@@ -166,7 +195,7 @@ def _candidates(conn: sqlite3.Connection, ns: str, from_kind: str, want: Lookup)
         for bid, state in conn.execute(
             f"SELECT bid, state FROM belief_staged WHERE bid IN ({placeholders(len(chunk))})", chunk
         ):
-            found[int(bid)] = Belief.from_state(json.loads(state))  # this build's (or a stopped one's) newer state
+            found[int(bid)] = _parsed(state)  # this build's (or a stopped one's) newer state
     return found
 
 
@@ -203,7 +232,7 @@ def _insert(
         (
             belief_id(ns_of_key(ns), from_kind, belief.key), ns, from_kind, belief.key, belief.subject,
             status, belief.text, belief.kind.value, belief.confidence, state, belief.meta.to_json(),
-            *meta_columns(belief.meta), belief.last_seq, at_us, vec_blob(embed(belief.text)), version,
+            *meta_columns(belief.meta), belief.last_seq, at_us, _vec(belief.text), version,
         ),
     )  # fmt: skip
     bid = int(cur.lastrowid or 0)
@@ -234,7 +263,7 @@ def _update(
     if new.text != old.text:  # a rebuild after its text's item was forgotten
         conn.execute(
             "UPDATE beliefs SET text = ?, learning_kind = ?, vec = ? WHERE bid = ?",
-            (new.text, new.kind.value, vec_blob(embed(new.text)), bid),
+            (new.text, new.kind.value, _vec(new.text), bid),
         )
         conn.execute("INSERT INTO beliefs_fts (beliefs_fts, rowid, text) VALUES ('delete', ?, ?)", (bid, old.text))
         conn.execute("INSERT INTO beliefs_fts (rowid, text) VALUES (?, ?)", (bid, new.text))
@@ -278,7 +307,7 @@ def _save(
             continue
         else:
             bid = int(row[0])
-            _update(conn, ns, from_kind, bid, Belief.from_state(json.loads(row[1])), belief, state, version)
+            _update(conn, ns, from_kind, bid, _parsed(row[1]), belief, state, version)
             if str(row[2]).startswith(PENDING):  # built by a build not committed yet: stays unpublished
                 conn.execute("UPDATE beliefs SET status = ? WHERE bid = ?", (PENDING + belief.status.value, bid))
             elif str(row[2]) in _NOT_HOLDING:
@@ -369,22 +398,30 @@ def _read_round(conn: sqlite3.Connection, ns: str, kind: str, chunk: int) -> tup
 
 
 def _statements(rows: Sequence[_Row]) -> list[_Group]:
-    """Parse and extract (pure, run outside the write lock)."""
+    """Parse and extract, and embed each statement's text for ``_vec`` (pure, run outside the write lock)."""
     sources = [SourceItem(seq=seq, id=item_id, item=parse_item(body)) for seq, item_id, body in rows]
     by_seq: dict[int, list[Statement]] = {}
     for st in extract(sources):
         by_seq.setdefault(st.seq, []).append(st)
+        _vec(st.text)  # a belief reads as one of its statements: its vector is ready before the lock
     return [(src.seq, src.id, by_seq.get(src.seq, [])) for src in sources]
 
 
 def _write_round(
-    conn: sqlite3.Connection, ns: str, kind: str, mark: int, groups: Sequence[_Group], budget_s: float
+    conn: sqlite3.Connection,
+    ns: str,
+    kind: str,
+    mark: int,
+    groups: Sequence[_Group],
+    budget_s: float,
+    room: int = PUBLISH_MAX,
 ) -> tuple[set[str], int] | None:
     """Merge ``groups`` from the start while the lock budget lasts; ``(changed ids, items done)``.
 
-    None when the watermark is no longer ``mark`` (another build got there first).
+    Stops after the batch during which the transaction had held the lock ``budget_s``, after ``BUILD_TX_ITEMS``
+    items, or once ``room`` beliefs have changed (the build then commits them: ``PUBLISH_MAX``); at least one
+    batch. None when the watermark is no longer ``mark`` (another build got there first).
     """
-    started = time.monotonic()
     row = conn.execute("SELECT built_seq FROM scopes WHERE ns = ? AND kind = ?", (ns, kind)).fetchone()
     if row is None or int(row[0]) != mark:
         return None
@@ -419,7 +456,8 @@ def _write_round(
             "WHERE ns = ? AND kind = ?",
             (last, last, now_us(), ns, kind),
         )
-        if time.monotonic() - started >= budget_s:
+        tally(len(batch))
+        if held_s() >= budget_s or done >= BUILD_TX_ITEMS or len(changed) >= room:
             break
     return changed, done
 
@@ -443,14 +481,17 @@ def build_scope(
         budget_s: A write transaction commits once it has held the lock this long, seconds.
         gap_s: Pause between two write transactions of one round, seconds (``LOCK_GAP_S``).
 
-    The beliefs it creates are published together at its end by ``commit_build``: one log transaction of their
-    ``put`` records, naming the LSN its inputs were written by; a build that stops midway publishes none (the
-    next build of the scope that changes a belief publishes them).
+    The beliefs it creates are published by ``commit_build``: one log transaction of their ``put`` records,
+    naming the LSN its inputs were written by, at its end or whenever it has changed ``PUBLISH_MAX`` beliefs
+    since its last commit (so every commit's transaction is bounded; what a commit publishes is everything built
+    from the scope's items up to the watermark). A build that stops midway publishes none of what it changed
+    since its last commit (the next build of the scope that changes a belief publishes them).
 
     Raises:
         EngineUnavailable: the file stayed locked (``Database.run``).
     """
     changed: set[str] = set()
+    unpublished: set[str] = set()
     inputs = 0
     while True:
         mark, rows, more, lsn = db.run(partial(_read_round, ns=ns, kind=kind, chunk=chunk))
@@ -460,23 +501,34 @@ def build_scope(
         groups = _statements(rows)
         done = 0
         while done < len(groups):
-            step = partial(_write_round, ns=ns, kind=kind, mark=mark, groups=groups[done:], budget_s=budget_s)
-            result = db.run(step, write=True, background=True)
+            room = max(1, PUBLISH_MAX - len(unpublished))
+            step = partial(
+                _write_round, ns=ns, kind=kind, mark=mark, groups=groups[done:], budget_s=budget_s, room=room
+            )
+            result = db.run(step, write=True, background=True, kind="build")
             if result is None:
                 break  # another build moved the watermark: read again from it
             ids, n = result
             changed |= ids
+            unpublished |= ids
             done += n
             mark = groups[done - 1][0]
+            if len(unpublished) >= PUBLISH_MAX:
+                _publish(db, ns, kind, inputs)
+                unpublished.clear()
             if done < len(groups):
                 time.sleep(gap_s)  # let a waiting writer in before taking the lock again
         else:
             if not more:
                 break
-    commit: bool = bool(changed) or db.run(partial(_unpublished, ns=ns, kind=kind))  # a stopped build's work too
+    commit: bool = bool(unpublished) or db.run(partial(_unpublished, ns=ns, kind=kind))  # a stopped build's too
     if commit:
-        db.run(partial(commit_build, ns=ns, kind=kind, inputs=inputs), write=True, background=True)
+        _publish(db, ns, kind, inputs)
     return changed
+
+
+def _publish(db: Database, ns: str, kind: str, inputs: int) -> None:
+    db.run(partial(commit_build, ns=ns, kind=kind, inputs=inputs), write=True, background=True, kind="publish")
 
 
 def _unpublished(conn: sqlite3.Connection, ns: str, kind: str) -> bool:
@@ -512,6 +564,7 @@ def commit_build(conn: sqlite3.Connection, ns: str, kind: str, inputs: int) -> i
     ).fetchall()
     if not rows and not staged:
         return 0
+    tally(len(rows) + len(staged))
     version = bump_version(conn)
     why = f"built from {ns_of_key(ns)}#{kind} up to LSN {inputs}"
     for bid, hid, status in rows:
@@ -520,8 +573,8 @@ def commit_build(conn: sqlite3.Connection, ns: str, kind: str, inputs: int) -> i
         )
         log.put(conn, str(hid), Tier.LONG, why)
     for bid, state, restore, old_state, status, hid in staged:
-        new = Belief.from_state(json.loads(state))
-        _update(conn, ns, kind, int(bid), Belief.from_state(json.loads(old_state)), new, str(state), version)
+        new = _parsed(state)
+        _update(conn, ns, kind, int(bid), _parsed(old_state), new, str(state), version)
         if str(status) in _NOT_HOLDING:
             if restore:  # it did not hold when the build wrote it again: rule 4
                 log.append(conn, RecordOp.RESTORE, str(hid), Held(MemoryStatus.LIVE, Tier.LONG), why)
@@ -556,7 +609,7 @@ def retract(conn: sqlite3.Connection, removed_ids: Sequence[str]) -> int:
             f"(SELECT bid FROM belief_evidence WHERE item_id IN ({placeholders(len(chunk))}))",
             chunk,
         ):
-            affected.setdefault((str(ns), str(from_kind)), {})[int(bid)] = Belief.from_state(json.loads(state))
+            affected.setdefault((str(ns), str(from_kind)), {})[int(bid)] = _parsed(state)
         conn.execute(f"DELETE FROM belief_evidence WHERE item_id IN ({placeholders(len(chunk))})", chunk)
         dropped = [
             int(r[0])
@@ -577,7 +630,7 @@ def retract(conn: sqlite3.Connection, removed_ids: Sequence[str]) -> int:
                 (ns, from_kind, subject, BeliefStatus.SUPERSEDED.value, *beliefs),
             ).fetchone()
             if row is not None:
-                others.append(Belief.from_state(json.loads(row[0])))
+                others.append(_parsed(row[0]))
         changed, gone = retract_beliefs(list(beliefs.values()), survivors, others)
         _delete(conn, ns, from_kind, gone)
         _save(conn, ns, from_kind, changed, now_us(), restore=False)

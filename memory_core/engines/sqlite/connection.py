@@ -12,13 +12,16 @@ Writes come in two priorities:
 
 * **live** (``store_with(accepted)``, forget, erase, migrations): the writer holds the *gate* (an ``flock`` on
   ``<file>-gate``) shared from its first attempt to its commit;
-* **background** (builds, ingestion's ``visible`` batches, folding pending rows): before each ``BEGIN IMMEDIATE``
-  the writer takes the gate exclusively without waiting, and lets it go as soon as the transaction has begun.
-  When a live writer holds the gate, it stands back (``WriteStats.yields``) and tries again.
+* **background** (builds and their commits, ingestion's ``visible`` batches, folding pending rows, the
+  embedding job's vectors, log compaction): before each ``BEGIN IMMEDIATE`` the writer takes the gate
+  exclusively without waiting, and lets it go as soon as the transaction has begun. When a live writer holds the
+  gate, it stands back (``WriteStats.yields``) and tries again.
 
 So once a live writer waits, no background transaction can begin: it waits for at most the one background
-transaction already holding the lock (a build commits every ``beliefs_store.LOCK_BUDGET_S``), plus other live
-writes, each one short transaction. A background writer waits for the gate only as long as live writes keep
+transaction already holding the lock, plus other live writes, each one short transaction. Every background
+transaction's body commits once it has held the lock ``TX_BUDGET_S`` (checked after each item: ``held_s``) or
+at its kind's item cap, and counts its items (``tally``); ``WriteStats.holds`` records each transaction's hold
+and items per kind. A background writer waits for the gate only as long as live writes keep
 coming; the gate is released when a process dies (``flock`` locks belong to the open file). The gate only
 orders writers: SQLite's own locks keep them correct, so a gate file removed by the last process closing the
 database (as SQLite removes the WAL) while another opens it costs at most a moment's ordering.
@@ -27,7 +30,11 @@ database (as SQLite removes the WAL) while another opens it costs at most a mome
 again in every commit while readers keep it from finishing: a live write would pay for a build's pages (and a
 sync of the file). Connections run with ``wal_autocheckpoint = 0``; a background write checkpoints
 (``PASSIVE``, never waiting) after its commit once the log passes ``CHECKPOINT_BYTES``, a live write only past
-``LIVE_CHECKPOINT_BYTES`` (a host writing with nothing in the background still bounds its log).
+``LIVE_CHECKPOINT_BYTES`` (a host writing with nothing in the background still bounds its log). The log's file
+keeps its size when SQLite starts writing it from the top again after a checkpoint, so connections run with
+``journal_size_limit = CHECKPOINT_BYTES`` (sqlite.org/pragma.html#pragma_journal_size_limit): the file is cut
+back to it then, and only a log that grew past it again is checkpointed (without it, once the log had passed
+4 MB, every background commit checkpointed: 568 checkpoints in one bench phase against 516 build windows).
 
 **Durability** (``docs/live-turn.md``): a live ``accepted`` write (``relaxed``) and every background write commit
 with ``synchronous = NORMAL``: in WAL mode a commit survives the death of the process at once, and no fsync is
@@ -43,9 +50,10 @@ import os
 import sqlite3
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import TypeVar
@@ -57,9 +65,13 @@ from . import log_txn
 
 __all__ = [
     "INTEGRITY_TTL_S",
+    "TX_BUDGET_S",
     "Database",
+    "Holds",
     "SQLiteOptions",
     "WriteStats",
+    "held_s",
+    "tally",
     "is_corrupt",
     "is_locked",
     "map_error",
@@ -84,6 +96,12 @@ CHECKPOINT_BYTES = 4_000_000
 """A background write checkpoints once the write-ahead log is this big (SQLite's own default is 1,000 pages)."""
 LIVE_CHECKPOINT_BYTES = 64_000_000
 """A live write checkpoints only past this (a safety net for a host no background work runs beside)."""
+TX_BUDGET_S = 0.001
+"""How long a background transaction's body may hold the write lock before it commits, seconds: each one checks
+it after every item it writes and stops there (at least one item, at most its own cap; memory-core choice, so a
+live write waiting behind one background transaction waits about a millisecond of work)."""
+HOLD_SAMPLES = 4096
+"""The most recent lock holds ``Holds`` keeps per kind for its quantiles."""
 GATE_SUFFIX = "-gate"
 BACKGROUND_KEY = "background_tx"
 """The ``meta`` key every background transaction increments, in the transaction: a live write reads it when it
@@ -203,6 +221,72 @@ def _signature(path: Path) -> tuple[int, int, int]:
 
 
 @dataclass
+class Holds:
+    """How long one kind of write transaction held the write lock, and how many items each wrote.
+
+    A hold runs from ``BEGIN IMMEDIATE`` succeeding to ``COMMIT`` returning (the time another writer waits for
+    it); a checkpoint's (kind ``checkpoint``) is its own run, after the commit, holding neither the write lock
+    nor the gate. Items are what the transaction's body counted with ``tally`` (rows of its unit: items stored
+    or indexed, items merged, beliefs published).
+
+    Attributes:
+        count: Transactions of this kind.
+        most_s: The longest hold, seconds.
+        most_items: The most items one transaction counted.
+        recent: The last ``HOLD_SAMPLES`` holds, seconds.
+    """
+
+    count: int = 0
+    most_s: float = 0.0
+    most_items: int = 0
+    recent: deque[float] = field(default_factory=lambda: deque(maxlen=HOLD_SAMPLES))
+
+    def add(self, held: float, items: int) -> None:
+        """Count one transaction that held the lock ``held`` seconds and counted ``items``."""
+        self.count += 1
+        self.most_s = max(self.most_s, held)
+        self.most_items = max(self.most_items, items)
+        self.recent.append(held)
+
+    def quantile(self, q: float) -> float:
+        """The ``q`` quantile (0-1, nearest rank) of the recent holds, seconds (0.0 with none)."""
+        if not self.recent:
+            return 0.0
+        ordered = sorted(self.recent)
+        return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))]
+
+    def summary(self) -> dict[str, float]:
+        """``{count, p50_ms, p99_ms, max_ms, most_items}`` (JSON-ready)."""
+        return {
+            "count": self.count,
+            "p50_ms": self.quantile(0.5) * 1000,
+            "p99_ms": self.quantile(0.99) * 1000,
+            "max_ms": self.most_s * 1000,
+            "most_items": self.most_items,
+        }
+
+
+class _Tx(threading.local):
+    """This thread's open write transaction: when it began (monotonic s) and the items its body counted."""
+
+    began: float = 0.0
+    items: int = 0
+
+
+_tx = _Tx()
+
+
+def tally(items: int = 1) -> None:
+    """Count ``items`` written by this thread's open write transaction (``Holds.most_items``)."""
+    _tx.items += items
+
+
+def held_s() -> float:
+    """Seconds this thread's open write transaction has held the write lock (bodies check ``TX_BUDGET_S``)."""
+    return time.monotonic() - _tx.began
+
+
+@dataclass
 class WriteStats:
     """What this process's writes met while waiting for the lock (counts since the ``Database`` was opened).
 
@@ -217,6 +301,8 @@ class WriteStats:
         behind_most: The most background transactions that committed while one live write waited (from
             ``meta.background_tx``, counted by SQLite's own serialisation: exact across processes).
         behind_more_than_one: Live writes that waited behind more than one background transaction.
+        holds: Per kind of write transaction (``Database.run``'s ``kind``), its lock holds (``Holds``); kind
+            ``live.wait`` holds how long live writes waited for the lock, ``checkpoint`` the checkpoints.
     """
 
     live: int = 0
@@ -228,6 +314,11 @@ class WriteStats:
     syncs: int = 0
     behind_most: int = 0
     behind_more_than_one: int = 0
+    holds: dict[str, Holds] = field(default_factory=dict)
+
+    def hold_summary(self) -> dict[str, dict[str, float]]:
+        """``{kind: Holds.summary()}`` for every kind seen (JSON-ready)."""
+        return {kind: holds.summary() for kind, holds in sorted(self.holds.items())}
 
 
 class _Gate:
@@ -374,6 +465,7 @@ class Database:
             conn.execute("PRAGMA temp_store = MEMORY")
             conn.execute("PRAGMA cache_size = -32000")
             conn.execute("PRAGMA wal_autocheckpoint = 0")  # checkpoints are background work (``_checkpoint``)
+            conn.execute(f"PRAGMA journal_size_limit = {CHECKPOINT_BYTES}")  # the log's size says what is due
         except sqlite3.Error as exc:
             raise self._failed(exc) from None
         return conn
@@ -430,6 +522,13 @@ class Database:
         with self._stats_lock:
             setattr(self.stats, field, getattr(self.stats, field) + 1)
 
+    def _held(self, kind: str, seconds: float, items: int = 0) -> None:
+        with self._stats_lock:
+            holds = self.stats.holds.get(kind)
+            if holds is None:
+                holds = self.stats.holds[kind] = Holds()
+            holds.add(seconds, items)
+
     def _behind(self, conn: sqlite3.Connection) -> int | None:
         """The background transactions committed so far (``meta.background_tx``; None before the schema exists)."""
         try:
@@ -469,20 +568,31 @@ class Database:
             self._local.sync = level
 
     def _write(
-        self, conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], _T], background: bool, wait: bool
+        self,
+        conn: sqlite3.Connection,
+        fn: Callable[[sqlite3.Connection], _T],
+        background: bool,
+        wait: bool,
+        kind: str,
     ) -> _T:
         """Begin (waiting up to ``_wait_s`` when ``wait``, else one attempt), run ``fn``, commit.
+
+        The hold (``BEGIN`` to ``COMMIT``) and the items ``fn`` counted are recorded under ``kind``
+        (``WriteStats.holds``); so is a live write's wait for the lock (``live.wait``). The checkpoint due after
+        the commit is the caller's (``_checkpoint``: a live write runs it after letting the gate go).
 
         Raises:
             sqlite3.OperationalError: ``database is locked``: the transaction could not begin in time.
         """
-        deadline = time.monotonic() + (self._wait_s() if wait else 0.0)
+        asked = time.monotonic()
+        deadline = asked + (self._wait_s() if wait else 0.0)
         step = STEP_S
         while not self._begin(conn, background):
             if time.monotonic() >= deadline:
                 raise sqlite3.OperationalError("database is locked")
             time.sleep(step)
             step = min(step * 2, STEP_CAP_S)
+        _tx.began, _tx.items = time.monotonic(), 0
         log_txn.begin(conn)  # one write transaction, one log transaction (``log``)
         try:
             out = fn(conn)
@@ -493,8 +603,11 @@ class Database:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
+        done = time.monotonic()
+        self._held(kind, done - _tx.began, _tx.items)
+        if not background:
+            self._held("live.wait", _tx.began - asked)
         self._count("background" if background else "live")
-        self._checkpoint(conn, CHECKPOINT_BYTES if background else LIVE_CHECKPOINT_BYTES)
         return out
 
     def sync(self) -> None:
@@ -521,15 +634,23 @@ class Database:
         except OSError:
             return
         if size > past:
+            started = time.monotonic()
             conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            self._held("checkpoint", time.monotonic() - started)
             self._count("checkpoints")
 
-    def try_write(self, fn: Callable[[sqlite3.Connection], _T]) -> _T | None:
+    def try_write(self, fn: Callable[[sqlite3.Connection], _T], kind: str = "index") -> _T | None:
         """Run ``fn(conn)`` in a background write transaction only if it can begin now; else None at once.
 
         For work that may wait for a later turn (folding accepted rows into the index on a read): it never
         waits on another writer, so a live-turn read is never held up by a worker's long build, and it stands
-        back when a live write waits. It commits with ``synchronous = NORMAL`` (what it writes is derived).
+        back when a live write waits. It commits with ``synchronous = NORMAL`` (what it writes is derived), and
+        checkpoints only past ``LIVE_CHECKPOINT_BYTES``, as a live write (a checkpoint took a host's read 20 ms
+        at p50 under load: the workers' background writes checkpoint).
+
+        Args:
+            fn: The transaction's body.
+            kind: What it writes, for ``WriteStats.holds``.
 
         Raises:
             EngineUnavailable: the file is corrupt.
@@ -538,7 +659,9 @@ class Database:
         conn = self.connection()
         try:
             self._set_sync(conn, "NORMAL")
-            return self._write(conn, fn, background=True, wait=False)
+            out = self._write(conn, fn, background=True, wait=False, kind=kind)
+            self._checkpoint(conn, LIVE_CHECKPOINT_BYTES)  # a read's fold leaves checkpoints to the workers
+            return out
         except sqlite3.OperationalError as exc:
             if is_locked(exc) and not conn.in_transaction:
                 return None
@@ -553,6 +676,7 @@ class Database:
         write: bool = False,
         background: bool = False,
         relaxed: bool = False,
+        kind: str | None = None,
     ) -> _T:
         """Run ``fn(conn)`` in one transaction, waiting in short steps while the file is locked.
 
@@ -566,6 +690,7 @@ class Database:
             background: A background write (module docstring): it stands back while a live write waits, and
                 commits with ``synchronous = NORMAL`` (its unit of work ends with ``sync``).
             relaxed: Commit with ``synchronous = NORMAL`` (a live ``accepted`` write; module docstring).
+            kind: What a write writes, for ``WriteStats.holds`` (default ``background`` or ``live``).
 
         Raises:
             EngineUnavailable: the file stayed locked through ``busy_timeout_ms × RETRY_ATTEMPTS``, or is corrupt.
@@ -577,18 +702,23 @@ class Database:
                 return self._retry(partial(self._read, conn, fn))
             self._set_sync(conn, "NORMAL" if relaxed or background else self.options.synchronous.upper())
             if background:
-                return self._write(conn, fn, background=True, wait=True)
+                out = self._write(conn, fn, background=True, wait=True, kind=kind or "background")
+                self._checkpoint(conn, CHECKPOINT_BYTES)
+                return out
             with self._gate.shared():
                 before = self._behind(conn)  # the background commits it may wait for start after this
                 if before is None:
-                    return self._write(conn, fn, background=False, wait=True)
-                start = before
+                    out = self._write(conn, fn, background=False, wait=True, kind=kind or "live")
+                else:
+                    start = before
 
-                def counted(conn: sqlite3.Connection) -> _T:
-                    self._waited(int(self._behind(conn) or 0) - start)
-                    return fn(conn)
+                    def counted(conn: sqlite3.Connection) -> _T:
+                        self._waited(int(self._behind(conn) or 0) - start)
+                        return fn(conn)
 
-                return self._write(conn, counted, background=False, wait=True)
+                    out = self._write(conn, counted, background=False, wait=True, kind=kind or "live")
+            self._checkpoint(conn, LIVE_CHECKPOINT_BYTES)  # past the gate: background writes may begin meanwhile
+            return out
         except sqlite3.Error as exc:
             raise self._failed(exc) from None
 

@@ -81,16 +81,16 @@ from memory_core.query import (
     RecallRequest,
     StoreReceipt,
 )
-from memory_core.retrieval.embedder import F32, Embedder, embedder_for, embedder_name
+from memory_core.retrieval.embedder import F32, Embedder, Encoded, embedder_for, embedder_name
 from memory_core.scoring import embed
 from memory_core.settings import get_settings
 
 from . import beliefs_store, log, log_checkpoint, log_ops, log_view, scoped, vectors
 from .belief_index import BeliefIndex
 from .blas import limit_blas
-from .connection import Database, SQLiteOptions, parse_url
+from .connection import TX_BUDGET_S, Database, SQLiteOptions, held_s, parse_url, tally
 from .filters import compile_filter
-from .index import CandidateRows, ItemIndex
+from .index import Bounded, CandidateRows, ItemIndex
 from .pooled import PooledIndex
 from .queries import QueryEncodings
 from .ranking import rank_items
@@ -102,9 +102,27 @@ from .scoped import newest_per_scope, row_scopes, windowed
 from .scopes import build_scopes, counts, decode_cursor, encode_cursor, scope_rows
 from .search import hint_window
 from .token_cache import TokenCache
-from .writes import Prepared, delete_seqs, index_rows, insert, pending_texts, prepare
+from .writes import Prepared, delete_seqs, index_within, insert, pending_texts, prepare
 
 __all__ = ["SQLiteEngine"]
+
+
+def _write_vectors(conn: sqlite3.Connection, model: str, seqs: Sequence[int], encoded: Encoded, start: int) -> int:
+    """Write the vectors of ``seqs[start:]`` one item at a time while the lock budget lasts; how many were consumed.
+
+    At most ``VECTORS_CHUNK`` and at least one, as ``writes.index_within`` (items deleted since are skipped by
+    ``vectors.write``).
+    """
+    end = min(len(seqs), start + VECTORS_CHUNK)
+    at = start
+    while at < end:
+        one = Encoded(pooled=encoded.pooled[at : at + 1], tokens=encoded.tokens[at : at + 1])
+        vectors.write(conn, model, seqs[at : at + 1], one)
+        at += 1
+        tally()
+        if held_s() >= TX_BUDGET_S:
+            break
+    return at - start
 
 
 def _one(predicate: tuple[str, list[Any]]) -> tuple[Any, ...]:
@@ -117,12 +135,17 @@ _ITEM_CACHE = 4096
 """Parsed items kept per engine, by seq (items never change once stored)."""
 _DRAIN_BATCH = 1000
 _RECENT_READS = 64
-INDEX_CHUNK = 50
-"""Pending rows indexed per background transaction, their embeddings computed before it (memory-core choice:
-a few ms of FTS inserts, so a live write waiting behind one waits that long)."""
-VISIBLE_CHUNK = 20
-"""Items per write transaction of a ``visible`` batch (memory-core choice: 20 embedded passages insert with
-their FTS rows in a few ms, so a live write waiting behind one chunk waits that long)."""
+INDEX_CHUNK = 16
+"""Most pending rows indexed per background transaction, their embeddings computed before it; it commits sooner
+once it has held the lock ``connection.TX_BUDGET_S`` (memory-core choice: a live write waiting behind one waits
+about a millisecond)."""
+VISIBLE_CHUNK = 4
+"""Items per write transaction of a ``visible`` batch, embedded before it (memory-core choice: about a
+millisecond of inserts with their FTS rows; a fixed count, not the clock, so a batch of up to this many is one
+transaction whatever the machine's load)."""
+VECTORS_CHUNK = 8
+"""Most items whose model vectors (~14 KB each) one background transaction of ``embed_backlog`` writes; it
+commits sooner once it has held the lock ``connection.TX_BUDGET_S`` (memory-core choice, as ``INDEX_CHUNK``)."""
 _FOLD_WAIT_S = 1.0
 """Longest a read waits for another thread of this engine that is indexing pending rows (*memory-core*: the
 reads of one pack run on several threads, and without waiting only the one that drained saw a turn just stored
@@ -281,16 +304,17 @@ class SQLiteEngine(MemoryEngine):
                 at = now_us()
                 return [StoreReceipt(id=row.id, replayed=insert(conn, row, at) is None) for row in rows]
 
-            return self._db.run(tx, write=True, relaxed=True)
+            return self._db.run(tx, write=True, relaxed=True, kind="live")
         receipts: list[StoreReceipt] = []
         for start in range(0, len(rows), VISIBLE_CHUNK):
             part = rows[start : start + VISIBLE_CHUNK]
 
             def chunk_tx(conn: sqlite3.Connection, part: Sequence[Prepared] = part) -> Receipts:
                 at = now_us()
+                tally(len(part))
                 return [StoreReceipt(id=row.id, replayed=insert(conn, row, at) is None) for row in part]
 
-            receipts.extend(self._db.run(chunk_tx, write=True, background=True))
+            receipts.extend(self._db.run(chunk_tx, write=True, background=True, kind="visible"))
         self.drain_pending()
         self._db.sync()  # background work: durable once it returns (``connection``)
         return receipts
@@ -340,12 +364,18 @@ class SQLiteEngine(MemoryEngine):
             if not rows:
                 return total
             computed = [(seq, text, vec_blob(embed(text))) for seq, text in rows]
-            for start in range(0, len(computed), INDEX_CHUNK):
-                write = partial(index_rows, rows=computed[start : start + INDEX_CHUNK])
-                done = self._db.run(write, write=True, background=True) if wait else self._db.try_write(write)
-                if done is None:
+            start = 0
+            while start < len(computed):
+                write = partial(index_within, rows=computed[start:], cap=INDEX_CHUNK)
+                step = (
+                    self._db.run(write, write=True, background=True, kind="index")
+                    if wait
+                    else self._db.try_write(write, kind="index")
+                )
+                if step is None:
                     return total
-                total += done
+                start += step[0]
+                total += step[1]
             if len(rows) < _DRAIN_BATCH:
                 return total
 
@@ -370,8 +400,11 @@ class SQLiteEngine(MemoryEngine):
     def embed_backlog(self, limit: int | None = None, batch: int | None = None) -> int:
         """Encode stored items that have no vectors of the current model, ``batch`` at a time; how many were.
 
-        The model runs outside any transaction; each batch's vectors are written in one short write. This is
-        the workers' work (the ``embed_items`` job, ``workers.embedding``): never called on a write.
+        The model runs outside any transaction; each batch's vectors are written in background transactions
+        (``connection``: a live write goes first) of at most ``VECTORS_CHUNK`` items, each committing once it
+        has held the lock ``connection.TX_BUDGET_S``, and the call ends with one fsync of the log, holding no
+        lock. This is the workers' work (the ``embed_items`` job, ``workers.embedding``): never called on a
+        write.
 
         Args:
             limit: Most items to encode (None: until none waits).
@@ -387,10 +420,15 @@ class SQLiteEngine(MemoryEngine):
                 break
             encoded = model.encode([text for _, text in rows])
             seqs = [seq for seq, _ in rows]
-            self._db.run(partial(vectors.write, model=model.name, seqs=seqs, encoded=encoded), write=True)
+            start = 0
+            while start < len(seqs):
+                body = partial(_write_vectors, model=model.name, seqs=seqs, encoded=encoded, start=start)
+                start += self._db.run(body, write=True, background=True, kind="vectors")
             done += len(rows)
             if len(rows) < take:
                 break
+        if done:
+            self._db.sync()  # background work: durable once it returns (``connection``)
         return done
 
     # deletes ---------------------------------------------------------------------------------------------
@@ -473,10 +511,16 @@ class SQLiteEngine(MemoryEngine):
     def _ranked(
         self, conn: sqlite3.Connection, request: FetchRequest, want: int, snapshot: int, memo: ReadMemo
     ) -> list[tuple[int, float]]:
-        rows = self._index.candidates(conn, request.filter, snapshot, request.exclude_agent_id)
-        served = log_view.served_mask(conn, rows.keys, request.tiers, self._past, memo)
-        if served is not None:  # not live, or in a tier the read does not name (``log_view``)
-            rows = rows.subset(served)
+        rows = self._index.candidates(
+            conn,
+            request.filter,
+            snapshot,
+            request.exclude_agent_id,
+            bounded=None
+            if request.max_scopes is None
+            else Bounded(request.query, request.max_scopes, scoped.SCOPE_WINDOW),  # loads only what it can rank
+            served=lambda keys: log_view.served_mask(conn, keys, request.tiers, self._past, memo),  # live, named tiers
+        )
         if request.max_scopes is not None and len(rows):
             rows = self._within_scopes(conn, rows, request, request.max_scopes)
         self.reads.ranked(request.filter, len(rows))
@@ -772,8 +816,19 @@ class SQLiteEngine(MemoryEngine):
         return self._db.run(partial(log_ops.move, ids=ids, tier=tier, reason=reason), write=True)
 
     def compact_log(self, upto: int) -> int:
-        """Compact the log's records up to ``upto`` into a checkpoint (``log_checkpoint``); how many went."""
-        return self._db.run(partial(log_checkpoint.compact, upto=upto), write=True, background=True)
+        """Compact the log's records up to ``upto`` into a checkpoint (``log_checkpoint``); how many went.
+
+        Background work in transactions of at most ``log_checkpoint.COMPACT_STEP`` records (``compact_step``),
+        ending with one fsync of the log, holding no lock.
+        """
+        total = 0
+        while step := self._db.run(
+            partial(log_checkpoint.compact_step, upto=upto), write=True, background=True, kind="compact"
+        ):
+            total += step
+        if total:
+            self._db.sync()
+        return total
 
     def _scopes(self, request: ConsolidateRequest) -> list[BuildScope]:
         return build_scopes(self._read(partial(scope_rows, request=request)))

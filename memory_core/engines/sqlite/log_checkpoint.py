@@ -17,11 +17,15 @@ from typing import Final
 from memory_core.memory_log import Held, MemoryStatus, RecordOp, Tier
 
 from . import log
+from .connection import tally
 
-__all__ = ["FLOOR_KEY", "checkpoint", "compact", "floor"]
+__all__ = ["COMPACT_STEP", "FLOOR_KEY", "checkpoint", "compact", "compact_step", "floor"]
 
 FLOOR_KEY: Final = "log_checkpoint_lsn"
 """The ``meta`` key holding the checkpoint's LSN (absent: never compacted)."""
+COMPACT_STEP: Final = 128
+"""Most records one transaction of ``compact_step`` folds, unless one log transaction alone holds more (it is
+never split): compacting is background work, and a live write may wait behind one step (memory-core choice)."""
 
 
 def floor(conn: sqlite3.Connection) -> int:
@@ -43,16 +47,40 @@ def compact(conn: sqlite3.Connection, upto: int) -> int:
 
     Runs in the caller's write transaction.
     """
-    end = log.settled(conn, min(upto, log.current_lsn(conn) - 1))
+    return _fold(conn, floor(conn), log.settled(conn, min(upto, log.current_lsn(conn) - 1)))
+
+
+def compact_step(conn: sqlite3.Connection, upto: int, most: int | None = None) -> int:
+    """``compact`` at most ``most`` (default ``COMPACT_STEP``) records past the checkpoint, or one log transaction.
+
+    A log transaction longer than ``most`` is folded whole, never split.
+
+    Runs in the caller's write transaction; call it again until it returns 0 to compact everything ``compact``
+    would, one bounded transaction at a time (every step ends at a transaction's end, so ``as_of`` answers as
+    before at each).
+    """
     start = floor(conn)
+    newest = log.current_lsn(conn) - 1
+    target = min(upto, newest, start + (most or COMPACT_STEP))
+    end = log.settled(conn, target)
+    if end <= start and target < min(upto, newest):  # the next log transaction alone is longer than ``most``
+        row = conn.execute(
+            "SELECT max(lsn) FROM log WHERE txn = (SELECT txn FROM log WHERE lsn = ?)", (start + 1,)
+        ).fetchone()
+        end = int(row[0]) if row and row[0] is not None and int(row[0]) <= min(upto, newest) else start
+    return _fold(conn, start, end)
+
+
+def _fold(conn: sqlite3.Connection, start: int, end: int) -> int:
+    """Fold the records in ``(start, end]`` (``end`` ends a transaction) into the checkpoint; how many went."""
     if end <= start:
         return 0
-    last = conn.execute(
-        "SELECT l.id, l.lsn, l.op, l.status, l.tier FROM log l JOIN (SELECT id, max(lsn) AS m FROM log "
-        "WHERE lsn <= ? GROUP BY id) x ON l.lsn = x.m",
-        (end,),
-    ).fetchall()
-    for item_id, lsn, op, status, tier in last:
+    last: dict[str, tuple[int, str, str | None, str | None]] = {}
+    for item_id, lsn, op, status, tier in conn.execute(
+        "SELECT id, lsn, op, status, tier FROM log WHERE lsn > ? AND lsn <= ? ORDER BY lsn", (start, end)
+    ):
+        last[str(item_id)] = (int(lsn), str(op), status, tier)  # each memory's last record up to ``end``
+    for item_id, (lsn, op, status, tier) in last.items():
         if op == RecordOp.TOMBSTONE.value:
             conn.execute("DELETE FROM log_checkpoint WHERE id = ?", (item_id,))
         else:
@@ -62,6 +90,7 @@ def compact(conn: sqlite3.Connection, upto: int) -> int:
                 (item_id, lsn, status, tier),
             )
     gone = conn.execute("DELETE FROM log WHERE lsn <= ?", (end,)).rowcount
+    tally(int(gone))
     conn.execute(
         "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
         (FLOOR_KEY, str(end)),

@@ -22,9 +22,20 @@ from memory_core.memory_log import Held, MemoryStatus, RecordOp, Tier
 from memory_core.scoring import embed
 
 from . import beliefs_store, fts, log
+from .connection import TX_BUDGET_S, held_s, tally
 from .rows import META_COLUMN_NAMES, chunks, meta_columns, now_us, ns_key, placeholders, vec_blob
 
-__all__ = ["Prepared", "delete_seqs", "drain", "index_rows", "insert", "now_us", "pending_texts", "prepare"]
+__all__ = [
+    "Prepared",
+    "delete_seqs",
+    "drain",
+    "index_rows",
+    "index_within",
+    "insert",
+    "now_us",
+    "pending_texts",
+    "prepare",
+]
 
 _COLUMNS = ("id", "kind", "ns", *META_COLUMN_NAMES, "confidence", "stored_at", "vec", "tier", "derived_from")
 _INSERT = (
@@ -135,12 +146,38 @@ def index_rows(conn: sqlite3.Connection, rows: Iterable[tuple[int, str, bytes]])
     """
     done = 0
     for seq, _text, vec in rows:
-        if conn.execute("DELETE FROM pending WHERE seq = ?", (seq,)).rowcount != 1:
-            continue
-        conn.execute("UPDATE items SET vec = ? WHERE seq = ?", (vec, seq))
-        fts.add(conn, seq)
-        done += 1
+        done += _index_one(conn, seq, vec)
     return done
+
+
+def index_within(
+    conn: sqlite3.Connection, rows: Sequence[tuple[int, str, bytes]], cap: int, budget_s: float = TX_BUDGET_S
+) -> tuple[int, int]:
+    """``index_rows`` from the start while the transaction's lock budget lasts.
+
+    Stops after the row during which the transaction had held the lock ``budget_s`` (``connection.held_s``), or
+    after ``cap`` rows: at least one. Each is counted (``connection.tally``).
+
+    Returns:
+        ``(rows consumed, rows indexed)``: the caller indexes the rest in the next transaction.
+    """
+    consumed = done = 0
+    for seq, _text, vec in rows[:cap]:
+        done += _index_one(conn, seq, vec)
+        consumed += 1
+        tally()
+        if held_s() >= budget_s:
+            break
+    return consumed, done
+
+
+def _index_one(conn: sqlite3.Connection, seq: int, vec: bytes) -> int:
+    """Index one pending row (1), or 0 when it is no longer pending."""
+    if conn.execute("DELETE FROM pending WHERE seq = ?", (seq,)).rowcount != 1:
+        return 0
+    conn.execute("UPDATE items SET vec = ? WHERE seq = ?", (vec, seq))
+    fts.add(conn, seq)
+    return 1
 
 
 def drain(conn: sqlite3.Connection, limit: int = 1_000) -> int:
