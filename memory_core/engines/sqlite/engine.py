@@ -600,7 +600,6 @@ class SQLiteEngine(MemoryEngine):
         self._fold_pending()
 
         def read(conn: sqlite3.Connection) -> FetchPage:
-            self._index.refresh(conn)
             return self._page(conn, request, state, ReadMemo())
 
         return self._read(read)
@@ -609,8 +608,8 @@ class SQLiteEngine(MemoryEngine):
         """Several first-page fetches in one read transaction: what a pack's ranked sections read.
 
         Each request is ranked exactly as ``fetch`` ranks it; what depends only on the snapshot is read once
-        for all of them (``read_memo``: the pending fold, the item index refresh, the newest ``seq``, the
-        unserved rows, the query words' document counts), so a pack's statements do not grow with its sections
+        for all of them (``read_memo``: the pending fold, the newest ``seq``, the unserved rows, the query
+        words' document counts), so a pack's statements do not grow with its sections
         (issue 12 "bounded sections"). ``recall.gather`` uses it for the fetch sections of a pack.
 
         Args:
@@ -638,7 +637,6 @@ class SQLiteEngine(MemoryEngine):
         self._fold_pending()
 
         def read(conn: sqlite3.Connection) -> list[FetchPage | Exception]:
-            self._index.refresh(conn)
             memo = ReadMemo()
             ranked: list[_Ranked | Exception] = []
             for entry in checked:
@@ -660,14 +658,14 @@ class SQLiteEngine(MemoryEngine):
     def _page(
         self, conn: sqlite3.Connection, request: FetchRequest, state: dict[str, int] | None, memo: ReadMemo
     ) -> FetchPage:
-        """One fetch's page inside a read transaction whose item index is refreshed."""
+        """One fetch's page inside a read transaction."""
         ranked = self._rank_page(conn, request, state, memo)
         return ranked.finish(self._hits_of(conn, [ranked.page], memo)[0])
 
     def _rank_page(
         self, conn: sqlite3.Connection, request: FetchRequest, state: dict[str, int] | None, memo: ReadMemo
     ) -> _Ranked:
-        """A fetch's ranked page (seqs and scores) and beliefs, inside a read whose item index is refreshed."""
+        """A fetch's ranked page (seqs and scores) and beliefs, inside a read transaction."""
         offset = state["o"] if state else 0
         snapshot = state["s"] if state else memo.newest_seq(conn)
         ranked = self._ranked(conn, request, offset + request.limit + 1, snapshot, memo)
