@@ -157,6 +157,20 @@ def test_an_end_to_end_run_scores_every_question_with_evidence(tmp_path: Path) -
     assert result.to_dict()["methods"][0]["method"] == "pack"
 
 
+def test_recall_is_also_tallied_per_sample(tmp_path: Path) -> None:
+    other = _mini_sample()
+    other["sample_id"] = "other"
+    other["qa"] = other["qa"][:1]
+    path = tmp_path / "two.json"
+    path.write_text(json.dumps([_mini_sample(), other]))
+    result = run_locomo_eval(path, engine_url="reference://", ks=(1,))
+    per_sample = result.per_sample()
+    assert list(per_sample) == ["mini", "other"]
+    assert [len(per_sample[s]["pack"].all()) for s in per_sample] == [2, 1]
+    assert per_sample["other"]["bm25@1"].per_category == {4: [1.0]}
+    assert result.to_dict()["per_sample"]["mini"]["pack"]["n"] == 2
+
+
 def test_a_run_with_a_brain_ingests_its_passages_into_every_sample(tmp_path: Path) -> None:
     path = tmp_path / "mini.json"
     path.write_text(json.dumps([_mini_sample()]))

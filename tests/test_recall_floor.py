@@ -86,7 +86,7 @@ def test_without_a_floor_every_ranked_hit_is_kept() -> None:
 
 
 def test_a_floor_drops_hits_and_beliefs_below_its_share_of_the_packs_best() -> None:
-    # best = 0.80 (a turn); the bar is 0.5 × 0.80 = 0.40, in every section
+    # stored hits: best 0.80 (a turn), bar 0.5 × 0.80 = 0.40 in every section; beliefs: best 0.60, bar 0.30
     assert _texts(_request(0.5), _engine()) == {
         "Learnings": ["strong belief"],
         "Brain": ["strong doc"],
@@ -99,7 +99,7 @@ def test_an_excluded_hit_does_not_set_the_bar() -> None:
     engine = _engine()
     best = engine.hits[ItemKind.CONVERSATION][0][0]
     request = _request(0.7, exclude_ids=(best.id,))
-    # best now = 0.60 (the belief): bar 0.42
+    # best stored hit now 0.50 (the strong doc): bar 0.35; beliefs keep theirs (0.42)
     assert _texts(request, engine) == {
         "Learnings": ["strong belief"],
         "Brain": ["strong doc"],
@@ -107,6 +107,18 @@ def test_an_excluded_hit_does_not_set_the_bar() -> None:
     }
     windowed = _request(0.7, exclude_thread=ThreadWindow(thread_id="t", from_turn=1))  # both turns in the prompt
     assert _texts(windowed, _engine()) == {"Learnings": ["strong belief"], "Brain": ["strong doc"]}
+
+
+def test_beliefs_set_the_score_bar_of_beliefs_only() -> None:
+    # beliefs are ranked over their own index (short sentences, the speaker's name repeated) and score about twice
+    # what turns do for the same question: drawn from the best belief, the bar (0.5 × 0.74) would drop every turn
+    engine = Scored(
+        {ItemKind.CONVERSATION: [(_turn("best turn", index=1), 0.36), (_turn("weak turn", index=2), 0.15)]},
+        beliefs=[(Learning(text="strong belief"), 0.74), (Learning(text="weak belief"), 0.30)],
+    )
+    sections = (ScopeSection.fetch("Learnings", LEARNS, 4), ScopeSection.fetch("History", CONVS, 4))
+    kept = _texts(HolisticRecall(query="q", sections=sections, min_relevance=0.5), engine)
+    assert kept == {"Learnings": ["strong belief"], "History": ["best turn"]}
 
 
 def test_latest_sections_are_never_filtered() -> None:

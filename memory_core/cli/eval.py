@@ -20,7 +20,7 @@ from memory_core.eval.locomo import EVAL_CATEGORIES, EvalResult, QuestionResult,
 from memory_core.replay import load_conversations
 from memory_core.settings import get_settings
 
-__all__ = ["eval_app", "locomo", "question_summary", "result_table"]
+__all__ = ["eval_app", "locomo", "question_summary", "result_table", "sample_table"]
 
 eval_app = typer.Typer(help="Retrieval evaluations on real data.", no_args_is_help=True)
 app.add_typer(eval_app, name="eval")
@@ -40,6 +40,18 @@ def result_table(result: EvalResult) -> Table:
         table.add_column(f"cat {c} (n={counts[c]})", justify="right")
     for name, tally in result.tallies.items():
         table.add_row(name, _pct(tally.mean()), *(_pct(tally.mean(c)) for c in EVAL_CATEGORIES))
+    return table
+
+
+def sample_table(result: EvalResult) -> Table:
+    """Evidence recall per method on each sample (conversation), over all its categories."""
+    per_sample = result.per_sample()
+    table = Table(title="LoCoMo evidence recall per conversation (all categories)")
+    table.add_column("method")
+    for sample, tallies in per_sample.items():
+        table.add_column(f"{sample} (n={len(next(iter(tallies.values())).all())})", justify="right")
+    for name in result.tallies:
+        table.add_row(name, *(_pct(tallies[name].mean()) for tallies in per_sample.values()))
     return table
 
 
@@ -116,6 +128,8 @@ def locomo(
             raise fail(str(exc)) from None
     result.engine = mask_url(result.engine)  # the table and the JSON never show a password
     console.print(result_table(result))
+    if len(result.per_sample()) > 1:
+        console.print(sample_table(result))
     console.print(question_summary(result), soft_wrap=True)
     if result.brain is not None and result.questions:
         mean = sum(q.brain_bullets for q in result.questions) / len(result.questions)

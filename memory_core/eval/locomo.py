@@ -112,6 +112,20 @@ class EvalResult:
         """Method names in display order."""
         return list(self.tallies)
 
+    def per_sample(self) -> dict[str, dict[str, RecallTally]]:
+        """Sample id → method → its tally over that sample's questions (samples in run order).
+
+        A change to retrieval should hold on each conversation, not only on their mean: the per-sample view is
+        the leave-one-conversation-out check the evaluation's readers make.
+        """
+        out: dict[str, dict[str, RecallTally]] = {}
+        for q in self.questions:
+            tallies = out.setdefault(q.sample, {name: RecallTally(name) for name in self.tallies})
+            for name, value in q.recalls.items():
+                if name in tallies:
+                    tallies[name].add(q.category, value)
+        return out
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready summary with every question."""
         return {
@@ -128,6 +142,10 @@ class EvalResult:
             "evidence_strings_repaired": self.evidence_repaired,
             "evidence_strings_skipped": self.evidence_skipped,
             "methods": [t.to_dict() for t in self.tallies.values()],
+            "per_sample": {
+                sample: {name: t.to_dict() for name, t in tallies.items()}
+                for sample, tallies in self.per_sample().items()
+            },
             "fetch_ms": {mode: percentiles(times) for mode, times in self.fetch_ms.items()},
             "questions": [q.__dict__ for q in self.questions],
         }

@@ -6,7 +6,8 @@ is kept only when it clears two bars, each ``s`` times the best value among the 
 that the pack does not exclude (``exclude_ids``, the thread window, a section's ``exclude_agent_id``: a turn
 already in the prompt must not set a bar):
 
-* **score**: ``hit.score ≥ s × best score``;
+* **score**: ``hit.score ≥ s × best score`` *of its own ranking*: stored items against the best stored item,
+  beliefs against the best belief (see "One scale per ranking" below);
 * **coverage**: ``coverage(hit) ≥ s × best coverage``, where coverage is the share of the read's query terms
   (``query_terms``: the words that are not function words or conversational filler, stemmed, by the tokenizer
   the engines rank with, ``retrieval.terms``) found in the text the hit's bullet shows
@@ -32,6 +33,15 @@ where the engine's fetch@10 held 75.7%, and 43 of the 58 turns the pack lost wer
 with turns clearing the score bar alone it holds 76.0% in 701 tokens (fetch@10 78.2%; with no coverage bar at
 all, 74.5% in 965 tokens: the passages it lets in crowd turns out; ``docs/retrieval.md``). Documents and
 beliefs keep it: it is what keeps pattern-matching passages out of a chat's pack.
+
+**One scale per ranking.** A score bar compares scores, so it is drawn within one ranking. A read returns stored
+items (turns, passages, learnings: one formula over one index, so their scores compare across sections) and
+beliefs, ranked over the beliefs' own text index, whose BM25 runs on short third-person sentences that repeat
+the speaker's name ("Jon's dance moves get Jon pumped..."). On LoCoMo a question's best belief often scored
+twice its best turn (0.37 against 0.18 for "What does Jon's dance make him?"), so a bar drawn from the beliefs
+dropped every turn of the History section, the evidence among them. Each bar is therefore ``s`` times the best
+score among the hits of its own kind of ranking: stored items against stored items, beliefs against beliefs.
+The coverage bar is shared: coverage is the same measure for any text.
 """
 
 from __future__ import annotations
@@ -124,35 +134,39 @@ def floor(request: HolisticRecall, gathered: Sequence[Gathered]) -> list[Gathere
         gathered: One outcome per section, in section order (beliefs not yet folded).
 
     Returns:
-        The outcomes, ranked reads filtered (order kept), every other outcome as it was.
+        The outcomes, ranked reads filtered (order kept), every other outcome as it was. Stored hits face a score
+        bar drawn from the best stored hit, beliefs one drawn from the best belief ("One scale per ranking").
     """
     share = request.min_relevance
     if share is None:
         return list(gathered)
     covered: dict[tuple[int, str], float | None] = {}
-    scores: list[float] = []
+    item_scores: list[float] = []
+    belief_scores: list[float] = []
     shares: list[float] = []
     for position, (section, outcome) in enumerate(zip(request.sections, gathered, strict=True)):
         if not (isinstance(outcome, Read) and outcome.ranked):
             continue
         terms = query_terms(outcome.query)
-        for hit in (*outcome.hits, *outcome.beliefs):
-            value = covered.setdefault((position, hit.id), coverage(terms, hit))
-            if excluded(request, section, hit):
-                continue
-            scores.append(hit.score)
-            if value is not None:
-                shares.append(value)
-    best = max(scores, default=0.0)
-    if best <= 0.0:
+        for hits, scores in ((outcome.hits, item_scores), (outcome.beliefs, belief_scores)):
+            for hit in hits:
+                value = covered.setdefault((position, hit.id), coverage(terms, hit))
+                if excluded(request, section, hit):
+                    continue
+                scores.append(hit.score)
+                if value is not None:
+                    shares.append(value)
+    best_item, best_belief = max(item_scores, default=0.0), max(belief_scores, default=0.0)
+    if max(best_item, best_belief) <= 0.0:
         return list(gathered)
-    bar = Bar(score=share * best, coverage=share * max(shares, default=0.0))
+    bar_coverage = share * max(shares, default=0.0)
+    items, beliefs = Bar(share * best_item, bar_coverage), Bar(share * best_belief, bar_coverage)
     out: list[Gathered] = []
     for position, outcome in enumerate(gathered):
         if isinstance(outcome, Read) and outcome.ranked:
             outcome = Read(
-                [h for h in outcome.hits if bar.passes(h, covered[(position, h.id)] if _barred(h) else None)],
-                [b for b in outcome.beliefs if bar.passes(b, covered[(position, b.id)] if _barred(b) else None)],
+                [h for h in outcome.hits if items.passes(h, covered[(position, h.id)] if _barred(h) else None)],
+                [b for b in outcome.beliefs if beliefs.passes(b, covered[(position, b.id)] if _barred(b) else None)],
                 query=outcome.query,
             )
         out.append(outcome)
