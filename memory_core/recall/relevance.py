@@ -51,7 +51,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Final
 
-from memory_core.meta import ItemKind
+from memory_core.meta import ItemKind, MemoryMeta
 from memory_core.query import Hit
 from memory_core.recall.bullets import MAX_BULLET_CHARS, bullet
 from memory_core.recall.outcomes import Gathered, Read, excluded
@@ -65,8 +65,10 @@ SHOWN_TERMS_CACHE: Final = 8192
 """Shown texts whose terms are kept per process (*memory-core*, issue 12 "bounded sections": an item's derived
 terms are computed once, not on every pack: stemming the shown text of every hit of every pack was 5% of a
 ``pre_turn``'s CPU on the demo's data)."""
+_NO_META: Final = MemoryMeta()
 
 
+@lru_cache(maxsize=256)
 def query_terms(query: str | None) -> frozenset[str]:
     """The terms of ``query`` (``retrieval.terms.term_set``); empty for None."""
     return term_set(query) if query else frozenset()
@@ -90,11 +92,21 @@ def shown_terms(text: str) -> frozenset[str]:
     return term_set(text)
 
 
+@lru_cache(maxsize=SHOWN_TERMS_CACHE)
+def _hit_terms(kind: ItemKind, text: str) -> frozenset[str]:
+    """The terms of the shown text of a hit of ``kind`` and ``text``, kept per process.
+
+    ``shown_text`` reads only a hit's kind and text (a conversation's date prefix is left out), so the terms of
+    an item are derived once, not on every pack that shows it.
+    """
+    return shown_terms(shown_text(Hit.model_construct(id="", kind=kind, text=text, meta=_NO_META, score=0.0)))
+
+
 def coverage(terms: frozenset[str], hit: Hit) -> float | None:
     """The share of ``terms`` in the hit's shown text, in [0, 1]; None when ``terms`` is empty."""
     if not terms:
         return None
-    return len(terms & shown_terms(shown_text(hit))) / len(terms)
+    return len(terms & _hit_terms(hit.kind, hit.text)) / len(terms)
 
 
 @dataclass(frozen=True, slots=True)

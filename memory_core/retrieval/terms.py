@@ -6,7 +6,8 @@ with it, and the evaluation reads questions with it, so a word counts the same w
 A word is a run of letters and digits with inner apostrophes (``don't``, ``caroline's``). A word is dropped
 when it is in ``STOPWORDS`` (English function words plus conversational filler, ``beliefs.text``), or is one
 letter; a possessive or contraction keeps its first part (``caroline's`` → ``caroline``), and the rest is the
-Snowball English stemmer's (Porter 2; snowballstemmer), so ``painting``/``paintings``/``painted`` meet. Every
+Snowball English stemmer's (Porter 2; PyStemmer, the Snowball project's C code), so ``painting``/``paintings``/
+``painted`` meet. Every
 term is a run of letters and digits, lowercase, so an FTS5 ``unicode61`` tokenizer reads a space-joined term
 string back as the same terms (``index_text``).
 
@@ -20,7 +21,7 @@ import threading
 from functools import lru_cache
 from typing import Final
 
-import snowballstemmer
+import Stemmer
 
 from memory_core.beliefs.text import STOPWORDS
 
@@ -38,11 +39,13 @@ def stem(word: str) -> str:
     """The Snowball English stem of one lowercase word (cached: the vocabulary of a store is small).
 
     A Snowball stemmer keeps its word in its own state, so each thread has its own (a pack reads its sections
-    on several threads at once).
+    on several threads at once). PyStemmer runs the Snowball project's generated C code: the same stems as its
+    pure-Python port (``snowballstemmer``, used before; checked equal on every word of the LoCoMo and PEP data
+    and of the Python sources and docs installed here, 180k words), over ten times faster on a word not cached.
     """
     stemmer = getattr(_LOCAL, "stemmer", None)
     if stemmer is None:
-        stemmer = _LOCAL.stemmer = snowballstemmer.stemmer("english")
+        stemmer = _LOCAL.stemmer = Stemmer.Stemmer("english", 0)  # no cache of its own: ``stem`` is cached
     out: str = stemmer.stemWord(word)
     return out
 

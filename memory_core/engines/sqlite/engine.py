@@ -36,7 +36,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections import OrderedDict, deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from functools import partial
@@ -95,6 +95,7 @@ from .index import Bounded, CandidateRows, ItemIndex
 from .pooled import PooledIndex
 from .queries import QueryEncodings, QueryVectors
 from .ranking import rank_items
+from .read_memo import ReadMemo
 from .rerank import RERANK_POOL, dense_candidates, rerank
 from .rows import chunks, now_us, ns_key, ns_of_key, placeholders, vec_blob
 from .schema import check_version, migrate
@@ -150,6 +151,19 @@ _FOLD_WAIT_S = 1.0
 """Longest a read waits for another thread of this engine that is indexing pending rows (*memory-core*: the
 reads of one pack run on several threads, and without waiting only the one that drained saw a turn just stored
 ``accepted``; the pack waits for that thread anyway, so waiting adds no latency to it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Ranked:
+    """A fetch's page before its hits are built: ``(seq, score)`` best first, the next cursor, the beliefs."""
+
+    page: list[tuple[int, float]]
+    next_cursor: str | None
+    beliefs: tuple[Hit, ...]
+
+    def finish(self, hits: list[Hit]) -> FetchPage:
+        """The page with ``hits`` (the page's items, in its order)."""
+        return FetchPage(hits=tuple(hits), next_cursor=self.next_cursor, beliefs=self.beliefs)
 
 
 @dataclass
@@ -451,9 +465,11 @@ class SQLiteEngine(MemoryEngine):
     def _read(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
         return self._db.run(fn)
 
-    def _parsed(self, conn: sqlite3.Connection, seqs: Sequence[int]) -> dict[int, tuple[str, AnyItem]]:
+    def _parsed(
+        self, conn: sqlite3.Connection, seqs: Sequence[int], memo: ReadMemo | None = None
+    ) -> dict[int, tuple[str, AnyItem]]:
         """``seq → (id, item)`` for the given seqs (parsed items cached per process)."""
-        instance = str(conn.execute("SELECT value FROM meta WHERE key = 'instance'").fetchone()[0])
+        instance = (memo or ReadMemo()).instance(conn)
         out: dict[int, tuple[str, AnyItem]] = {}
         missing: list[int] = []
         with self._items_lock:
@@ -483,9 +499,15 @@ class SQLiteEngine(MemoryEngine):
         return out
 
     def _hits(self, conn: sqlite3.Connection, ranked: Sequence[tuple[int, float]]) -> list[Hit]:
-        parsed = self._parsed(conn, [seq for seq, _ in ranked])
-        hits = [Hit.of(parsed[seq][1], s, parsed[seq][0]) for seq, s in ranked if seq in parsed]
-        return log_view.annotate(conn, hits, self._past)
+        return self._hits_of(conn, [ranked], ReadMemo())[0]
+
+    def _hits_of(
+        self, conn: sqlite3.Connection, pages: Sequence[Sequence[tuple[int, float]]], memo: ReadMemo
+    ) -> list[list[Hit]]:
+        """The hits of several ranked pages of one read, their items parsed and annotated together."""
+        parsed = self._parsed(conn, list(dict.fromkeys(seq for page in pages for seq, _ in page)), memo)
+        hits = [[Hit.of(parsed[seq][1], s, parsed[seq][0]) for seq, s in page if seq in parsed] for page in pages]
+        return log_view.annotate_each(conn, hits, self._past)
 
     def _ranked(
         self,
@@ -493,6 +515,7 @@ class SQLiteEngine(MemoryEngine):
         request: FetchRequest,
         want: int,
         snapshot: int,
+        memo: ReadMemo,
         encoding: Future[QueryVectors] | None = None,
     ) -> list[tuple[int, float]]:
         rows = self._index.candidates(
@@ -503,7 +526,7 @@ class SQLiteEngine(MemoryEngine):
             bounded=None
             if request.max_scopes is None
             else Bounded(request.query, request.max_scopes, scoped.SCOPE_WINDOW),  # loads only what it can rank
-            served=lambda keys: log_view.served_mask(conn, keys, request.tiers, self._past),  # live, named tiers
+            served=lambda keys: log_view.served_mask(conn, keys, request.tiers, self._past, memo),  # live, named tiers
         )
         if request.max_scopes is not None and len(rows):
             rows = self._within_scopes(conn, rows, request, request.max_scopes)
@@ -521,14 +544,32 @@ class SQLiteEngine(MemoryEngine):
         now = now_us()
         if request.mode is not FetchMode.HYBRID:
             return rank_items(
-                conn, rows, request.query, request.mode, want, self._index.size(), now, hinted_keys=hinted
+                conn,
+                rows,
+                request.query,
+                request.mode,
+                want,
+                self._index.size(),
+                now,
+                hinted_keys=hinted,
+                doc_counts=memo.doc_counts,
             )
         if hinted is not None:  # a time hint orders its own groups
             encoding = None
         elif encoding is None:
             encoding = self._queries.start(request.query)  # runs during the lexical stage
         pool = max(want, RERANK_POOL)
-        ranked = rank_items(conn, rows, request.query, request.mode, pool, self._index.size(), now, hinted_keys=hinted)
+        ranked = rank_items(
+            conn,
+            rows,
+            request.query,
+            request.mode,
+            pool,
+            self._index.size(),
+            now,
+            hinted_keys=hinted,
+            doc_counts=memo.doc_counts,
+        )
         if encoding is None or len(ranked) < 2:  # a time hint orders its own groups; one hit needs no order
             return ranked[:want]
         self.reads.reranked(min(len(ranked), RERANK_POOL))
@@ -572,25 +613,94 @@ class SQLiteEngine(MemoryEngine):
         self._fold_pending()
 
         def read(conn: sqlite3.Connection) -> FetchPage:
-            offset = state["o"] if state else 0
-            snapshot = (
-                state["s"] if state else int(conn.execute("SELECT coalesce(max(seq), 0) FROM items").fetchone()[0])
-            )
-            ranked = self._ranked(conn, request, offset + request.limit + 1, snapshot, encoding)
-            page = ranked[offset : offset + request.limit]
-            more = len(ranked) > offset + request.limit
-            beliefs: list[Hit] = []
-            if request.beliefs and state is None:
-                beliefs = log_view.rank_beliefs(
-                    conn, request.filter, request.query, request.mode, request.beliefs, self._belief_index, self._past
-                )
-            return FetchPage(
-                hits=tuple(self._hits(conn, page)),
-                next_cursor=encode_cursor("f", {"o": offset + len(page), "s": snapshot}) if more else None,
-                beliefs=tuple(beliefs),
-            )
+            return self._page(conn, request, state, ReadMemo(), encoding)
 
         return self._read(read)
+
+    def fetch_together(self, requests: Sequence[FetchRequest | Mapping[str, Any]]) -> list[FetchPage | Exception]:
+        """Several first-page fetches in one read transaction: what a pack's ranked sections read.
+
+        Each request is ranked exactly as ``fetch`` ranks it; what depends only on the snapshot is read once
+        for all of them (``read_memo``: the pending fold, the newest ``seq``, the unserved rows, the query
+        words' document counts), so a pack's statements do not grow with its sections
+        (issue 12 "bounded sections"). ``recall.gather`` uses it for the fetch sections of a pack.
+
+        Args:
+            requests: ``FetchRequest``s (or their JSON objects); a cursor is honoured as ``fetch`` honours it.
+
+        Returns:
+            One entry per request, in order: its page, or the error ``fetch`` would have raised for it alone
+            (an invalid request, an unsupported mode, an engine error while ranking it).
+
+        Raises:
+            MemoryCoreError: a failure of the transaction itself (every request would have failed).
+        """
+        checked: list[tuple[FetchRequest, dict[str, int] | None] | Exception] = []
+        for raw in requests:
+            try:
+                request = FetchRequest.coerce(raw, "request")
+                self.descriptor().ensure_mode(request.mode)
+                if request.tiers:
+                    self.descriptor().ensure_tiers()
+                checked.append((request, decode_cursor("f", request.cursor, ("o", "s"))))
+            except MemoryCoreError as exc:
+                checked.append(exc)
+        if all(isinstance(c, Exception) for c in checked):
+            return [c for c in checked if isinstance(c, Exception)]
+        self._fold_pending()
+
+        def read(conn: sqlite3.Connection) -> list[FetchPage | Exception]:
+            memo = ReadMemo()
+            ranked: list[_Ranked | Exception] = []
+            for entry in checked:
+                if isinstance(entry, Exception):
+                    ranked.append(entry)
+                    continue
+                try:
+                    ranked.append(self._rank_page(conn, entry[0], entry[1], memo))
+                except sqlite3.Error:
+                    raise  # the transaction's own failure: retried or mapped by ``Database.run``
+                except Exception as exc:  # this request's failure only, as ``fetch`` would have raised it
+                    ranked.append(exc)
+            pages = [r.page for r in ranked if not isinstance(r, Exception)]
+            hits = iter(self._hits_of(conn, pages, memo))  # parsed and annotated together: one statement each
+            return [r if isinstance(r, Exception) else r.finish(next(hits)) for r in ranked]
+
+        return self._read(read)
+
+    def _page(
+        self,
+        conn: sqlite3.Connection,
+        request: FetchRequest,
+        state: dict[str, int] | None,
+        memo: ReadMemo,
+        encoding: Future[QueryVectors] | None = None,
+    ) -> FetchPage:
+        """One fetch's page inside a read transaction (``encoding``: the query's, started by the caller)."""
+        ranked = self._rank_page(conn, request, state, memo, encoding)
+        return ranked.finish(self._hits_of(conn, [ranked.page], memo)[0])
+
+    def _rank_page(
+        self,
+        conn: sqlite3.Connection,
+        request: FetchRequest,
+        state: dict[str, int] | None,
+        memo: ReadMemo,
+        encoding: Future[QueryVectors] | None = None,
+    ) -> _Ranked:
+        """A fetch's ranked page (seqs and scores) and beliefs, inside a read transaction."""
+        offset = state["o"] if state else 0
+        snapshot = state["s"] if state else memo.newest_seq(conn)
+        ranked = self._ranked(conn, request, offset + request.limit + 1, snapshot, memo, encoding)
+        page = ranked[offset : offset + request.limit]
+        more = len(ranked) > offset + request.limit
+        beliefs: list[Hit] = []
+        if request.beliefs and state is None and request.filter.admits_kind(ItemKind.LEARNING):
+            beliefs = log_view.rank_beliefs(  # a filter admitting no learning is served none: not ranked
+                conn, request.filter, request.query, request.mode, request.beliefs, self._belief_index, self._past
+            )
+        following = encode_cursor("f", {"o": offset + len(page), "s": snapshot}) if more else None
+        return _Ranked(page, following, tuple(beliefs))
 
     def _recall(self, request: RecallRequest) -> RecallAnswer:
         fetch = FetchRequest(

@@ -107,25 +107,48 @@ class QueryWords:
         return _expr(self.common)
 
 
-def classify(conn: sqlite3.Connection, table: str, words: list[str], cutoff: float) -> QueryWords:
+def _doc_count(conn: sqlite3.Connection, table: str, word: str, limit: int) -> int:
+    """Rows of ``table`` holding ``word``, counted up to ``limit`` for an ASCII word."""
+    if word.isascii():
+        return int(
+            conn.execute(
+                f"SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {table} MATCH ? LIMIT ?)", (f'"{word}"', limit)
+            ).fetchone()[0]
+        )
+    row = conn.execute(f"SELECT doc FROM {table}_vocab WHERE term = ?", (word,)).fetchone()
+    return int(row[0]) if row else 0
+
+
+def classify(
+    conn: sqlite3.Connection,
+    table: str,
+    words: list[str],
+    cutoff: float,
+    counts: dict[tuple[str, str, int], int] | None = None,
+) -> QueryWords:
     """Split ``words`` into rare and common for FTS5 ``table`` (words it does not hold are dropped).
 
-    Cost: ``min(rows holding the word, cutoff + 1)`` doclist entries a word.
+    Cost: ``min(rows holding the word, cutoff + 1)`` doclist entries a word, none for a word ``counts`` holds.
+
+    Args:
+        conn: A connection inside the read's transaction.
+        table: The FTS5 table.
+        words: The query's words as the table holds them.
+        cutoff: Rows a word may be held by and still be rare (``common_cutoff``).
+        counts: Document counts already read in this transaction (``ReadMemo.doc_counts``), filled here.
     """
     rare: list[str] = []
     common: list[str] = []
     held = 0
+    limit = int(cutoff) + 1
     for word in words:
-        if word.isascii():
-            df = int(
-                conn.execute(
-                    f"SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {table} MATCH ? LIMIT ?)",
-                    (f'"{word}"', int(cutoff) + 1),
-                ).fetchone()[0]
-            )
+        if counts is None:
+            df = _doc_count(conn, table, word, limit)
         else:
-            row = conn.execute(f"SELECT doc FROM {table}_vocab WHERE term = ?", (word,)).fetchone()
-            df = int(row[0]) if row else 0
+            key = (table, word, limit)
+            df = counts.get(key, -1)
+            if df < 0:
+                df = counts[key] = _doc_count(conn, table, word, limit)
         if df > cutoff:
             common.append(word)
         elif df > 0:

@@ -28,9 +28,10 @@ from .belief_index import BeliefIndex, _evidence, _sql_rows
 from .filters import compile_filter
 from .fts import fts_matches
 from .log_ops import Past
+from .read_memo import ReadMemo
 from .search import BoolArray, Candidates, IntArray, order, query_vector, score
 
-__all__ = ["annotate", "listed_sql", "rank_beliefs", "served_mask", "shown_ids"]
+__all__ = ["annotate", "annotate_each", "listed_sql", "rank_beliefs", "served_mask", "shown_ids"]
 
 
 def _seqs(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, int]:
@@ -38,7 +39,9 @@ def _seqs(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, int]:
     return {str(i): int(s) for i, s in rows}
 
 
-def served_mask(conn: sqlite3.Connection, keys: IntArray, tiers: Sequence[Tier], past: Past | None) -> BoolArray | None:
+def served_mask(
+    conn: sqlite3.Connection, keys: IntArray, tiers: Sequence[Tier], past: Past | None, memo: ReadMemo | None = None
+) -> BoolArray | None:
     """Which candidate items (``keys``: seqs) a ranked read serves; None when every one is.
 
     Args:
@@ -46,12 +49,21 @@ def served_mask(conn: sqlite3.Connection, keys: IntArray, tiers: Sequence[Tier],
         keys: Candidate seqs.
         tiers: The request's tiers (empty: every tier but archive).
         past: The state as of an LSN (None: now).
+        memo: The transaction's shared values (the unserved rows are read once per transaction), if any.
     """
     wanted = set(tiers or STANDARD_TIERS)
     if wanted >= set(STANDARD_TIERS):
-        rows = conn.execute(
-            "SELECT seq, status, tier FROM items INDEXED BY items_unserved WHERE status != 'live' OR tier = 'archive'"
-        ).fetchall()
+        rows = memo.unserved if memo is not None else None
+        if rows is None:
+            rows = [
+                (int(s), str(st), str(t))
+                for s, st, t in conn.execute(
+                    "SELECT seq, status, tier FROM items INDEXED BY items_unserved "
+                    "WHERE status != 'live' OR tier = 'archive'"
+                )
+            ]
+            if memo is not None:
+                memo.unserved = rows
         hidden = [int(s) for s, st, t in rows if st != MemoryStatus.LIVE.value or Tier(t) not in wanted]
         mask = ~np.isin(keys, np.array(hidden, dtype=np.int64)) if hidden else None
     else:
@@ -101,11 +113,16 @@ def shown_ids(ids: Sequence[str], past: Past | None) -> list[str]:
 
 def annotate(conn: sqlite3.Connection, hits: Sequence[Hit], past: Past | None) -> list[Hit]:
     """``hits`` with each item's status and tier (now, or at the view's LSN)."""
-    if not hits:
-        return []
+    return annotate_each(conn, [hits], past)[0]
+
+
+def annotate_each(conn: sqlite3.Connection, lists: Sequence[Sequence[Hit]], past: Past | None) -> list[list[Hit]]:
+    """``annotate`` for several lists of hits of one read, in one statement."""
+    ids = list(dict.fromkeys(h.id for hits in lists for h in hits))
+    if not ids:
+        return [[] for _ in lists]
     rows = conn.execute(
-        "SELECT id, status, tier FROM items WHERE id IN (SELECT value FROM json_each(?))",
-        (json.dumps([h.id for h in hits]),),
+        "SELECT id, status, tier FROM items WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(ids),)
     )
     state = {str(i): (MemoryStatus(s), Tier(t)) for i, s, t in rows}
     if past is not None:
@@ -114,7 +131,8 @@ def annotate(conn: sqlite3.Connection, hits: Sequence[Hit], past: Past | None) -
             if then is not None:
                 state[item_id] = (then.status, then.tier)
     return [
-        h.model_copy(update={"status": state[h.id][0], "tier": state[h.id][1]}) if h.id in state else h for h in hits
+        [h.model_copy(update={"status": state[h.id][0], "tier": state[h.id][1]}) if h.id in state else h for h in hits]
+        for hits in lists
     ]
 
 

@@ -123,6 +123,7 @@ def rank_items(
     total: int,
     now_us: int,
     hinted_keys: IntArray | None = None,
+    doc_counts: dict[tuple[str, str, int], int] | None = None,
 ) -> list[tuple[int, float]]:
     """The best ``want`` hits among ``rows`` as ``(seq, score)``, best first (``search.order``).
 
@@ -135,6 +136,8 @@ def rank_items(
         total: About how many rows ``items_fts`` holds (sets the rare/common cutoff).
         now_us: The read's clock, µs (recency).
         hinted_keys: Seqs observed on a hinted day, ascending (a ``refers_to`` hint), if any.
+        doc_counts: The transaction's query-word document counts (``ReadMemo.doc_counts``), shared by the
+            sections of one pack.
     """
     n = len(rows)
     if n == 0 or want <= 0:
@@ -143,7 +146,7 @@ def rank_items(
     cos = rows.cosines(query_vector(query)) if mode is not FetchMode.KEYWORD else None
     hinted = None if hinted_keys is None else members(keys, hinted_keys)
     words = query_terms(query) if mode is not FetchMode.VECTOR else []
-    held = fts.classify(conn, "items_fts", words, fts.common_cutoff(total)) if words else None
+    held = fts.classify(conn, "items_fts", words, fts.common_cutoff(total), doc_counts) if words else None
     lex, rare = np.zeros(n), np.zeros(n, dtype=bool)
     if held is not None and held.rare:
         found, rare = align(keys, *fts.bm25_rows(conn, "items_fts", held, keys, total))

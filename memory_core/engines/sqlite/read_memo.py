@@ -1,0 +1,49 @@
+"""What the ranked reads of one read transaction share (issue 12 "bounded sections": a pack's statements).
+
+A pack ranks its sections for one query (``SQLiteEngine.fetch_together``), in one read transaction, so
+everything that depends only on the transaction's snapshot is read once, not once per section:
+
+* the snapshot's newest ``seq`` (a first page's frozen ranking bound), read on first use;
+* the file's instance (which the per-process caches of parsed items are kept for);
+* the rows a standard read does not serve (``log_view.served_mask``: the ``items_unserved`` index);
+* each query word's document count in an FTS5 table, counted up to a cutoff (``fts.classify``).
+
+Every value is a function of the snapshot alone, so a read given a memo ranks exactly as one without. A memo
+lives for one transaction and one thread: it is never shared across snapshots.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass, field
+
+__all__ = ["ReadMemo"]
+
+
+@dataclass
+class ReadMemo:
+    """Values of one read transaction's snapshot, filled on first use (see the module docstring).
+
+    Attributes:
+        snapshot: The newest item ``seq`` the snapshot holds (None until read).
+        store: The file's ``meta.instance`` (None until read).
+        unserved: ``(seq, status, tier)`` of the rows the ``items_unserved`` index holds (None until read).
+        doc_counts: ``(table, word, limit) → rows of table holding word``, counted up to ``limit``.
+    """
+
+    snapshot: int | None = None
+    store: str | None = None
+    unserved: list[tuple[int, str, str]] | None = None
+    doc_counts: dict[tuple[str, str, int], int] = field(default_factory=dict)
+
+    def newest_seq(self, conn: sqlite3.Connection) -> int:
+        """The snapshot's newest item ``seq`` (0 for an empty store), read once."""
+        if self.snapshot is None:
+            self.snapshot = int(conn.execute("SELECT coalesce(max(seq), 0) FROM items").fetchone()[0])
+        return self.snapshot
+
+    def instance(self, conn: sqlite3.Connection) -> str:
+        """The file's ``meta.instance`` (a new one after a restore), read once."""
+        if self.store is None:
+            self.store = str(conn.execute("SELECT value FROM meta WHERE key = 'instance'").fetchone()[0])
+        return self.store
