@@ -118,15 +118,14 @@ class PooledIndex:
         if not len(hit):
             return
         fresh = [(int(at[i]), rows[i][2] if rows[i][1] == self._model else None) for i in hit.tolist()]
+        self._row = self._row.copy()  # a reader's arrays never change under it
         for pos, blob in fresh:  # in write order: a seq's last row wins
             if blob is None or len(blob) != 4 * self._dims:
-                self._row = self._row.copy()
                 self._row[pos] = _NONE
                 continue
             row = int(self._row[pos])
             if row == _NONE:
                 row = self._room(1)
-                self._row = self._row.copy()  # a reader's arrays never change under it
                 self._row[pos] = row
             self._vectors[row] = np.frombuffer(bytes(blob), dtype="<f4")
         self._generation += 1
