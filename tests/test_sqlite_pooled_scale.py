@@ -129,8 +129,14 @@ def test_a_seq_held_before_it_is_embedded_is_nominated_once_it_is(tmp_path: Path
         assert index.nearest(conn, MODEL, keys, query, 3) == []  # none embedded yet: held as such
         assert index.held() == 6 and index.rows_read == 0
         engine.embed_backlog()
-        assert len(index.nearest(conn, MODEL, keys, query, 3)) == 3  # the new rows of held seqs: taken in
-        assert index.rows_read == 6
+        best = index.nearest(conn, MODEL, keys, query, 3)
+        assert len(best) == 3 and index.rows_read == 6  # the new rows of held seqs: taken in
+        conn.execute(  # another process's model re-embeds the best one: it counts as not embedded
+            "UPDATE item_vectors SET model = 'other', n = (SELECT max(n) + 1 FROM item_vectors) WHERE seq = ?",
+            (best[0],),
+        )
+        assert best[0] not in index.nearest(conn, MODEL, keys, query, 6)
+        assert len(index.nearest(conn, MODEL, keys, query, 6)) == 5
         conn.close()
 
 
