@@ -19,6 +19,7 @@ import pytest
 
 from memory_core import Document
 from memory_core.engines.sqlite import SQLiteEngine, scoped
+from memory_core.engines.sqlite import pooled as pooled_module
 from memory_core.engines.sqlite.pooled import PooledIndex
 from memory_core.items import Role, Turn
 from memory_core.lifecycle.agent import AgentMemory, turn_item
@@ -160,3 +161,25 @@ def test_a_read_older_than_the_copy_reads_its_missing_seqs_for_itself(tmp_path: 
     assert index.nearest(new, MODEL, keys, query, 1) == [late]  # so the new snapshot finds it embedded
     old.rollback()
     new.rollback()
+
+
+def test_a_backlog_embedded_meanwhile_is_read_in_pages_and_only_held_seqs_vectors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(pooled_module, "PAGE", 2)
+    db = tmp_path / "memory.db"
+    with SQLiteEngine(db, synchronous="normal", embedder=HashEmbedder()) as engine:
+        engine.store_many([Document.of(f"Lake report {i}: the kayak club paddled {i} km.") for i in range(7)])
+        conn = sqlite3.connect(db, isolation_level=None)
+        keys = _seqs(conn)
+        query = HashEmbedder().encode(["kayak club"]).pooled[0]
+        index = PooledIndex()
+        index.nearest(conn, MODEL, keys[:3], query, 3)  # three seqs held, none embedded
+        engine.embed_backlog()  # seven rows written
+        statements: list[str] = []
+        conn.set_trace_callback(statements.append)
+        assert len(index.nearest(conn, MODEL, keys[:3], query, 3)) == 3
+        conn.set_trace_callback(None)
+        assert sum("LIMIT" in s for s in statements) == 4  # 2 + 2 + 2 + 1 rows
+        assert index.rows_read == 3 and index.held() == 3  # the four seqs not held: passed over, vectors unread
+        conn.close()

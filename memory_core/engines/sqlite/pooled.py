@@ -7,16 +7,16 @@ primary key, embedded or not (a seq without a row of the model is remembered as 
 hybrid read of a small scope reads that scope's pooled rows, not the file's, and what a process holds follows
 what it reads, as the item index does.
 
-Held seqs stay in step with the file: ``item_vectors`` rows are numbered in write order (``n``, ``vectors.NUMBERED``),
-so ``refresh`` reads only the rows written since its last call, whichever process wrote them: one statement
-reads the file's instance and the last ``n``, and an indexed range read follows only when rows were written
-since. A new row of a held seq replaces its vector (a row of another model makes it not embedded); a new row of a
-seq not held is dropped (it is read when a read asks for it). A changed ``meta.instance`` (the file was
-replaced), model or dimension empties the copy. Seqs are loaded into the shared copy only in a snapshot that
-sees exactly its state (the same last ``n``); a read whose snapshot is older reads its missing seqs for itself
-(``private_reads``), so no row written between the two snapshots is ever missed. Deleted items are never
-removed: ``nearest`` only looks at the seqs the fetch's candidates hold, and the candidates are the snapshot's
-live rows.
+Held seqs stay in step with the file: ``item_vectors`` rows are numbered in write order (``n``,
+``vectors.NUMBERED``), so ``refresh`` reads only the rows written since its last call, whichever process wrote
+them: one statement reads the file's instance and the last ``n``, and an indexed range read follows only when
+rows were written since, in pages of ``PAGE`` rows, without their vectors. A held seq among them has its vector
+read by key (a row of another model makes it not embedded); a seq not held is passed over (it is read when a read
+asks for it). A changed ``meta.instance`` (the file was replaced), model or dimension empties the copy. Seqs are
+loaded into the shared copy only in a snapshot that sees exactly its state (the same last ``n``); a read whose
+snapshot is older reads its missing seqs for itself (``private_reads``), so no row written between the two
+snapshots is ever missed. Deleted items are never removed: ``nearest`` only looks at the seqs the fetch's
+candidates hold, and the candidates are the snapshot's live rows.
 
 Storage: float32 rows (``retrieval.dense``: 1,536 bytes per 384-dimension item) in buffers that grow by
 doubling, and the held seqs as two sorted arrays (seq, row; row -1: not embedded). When the candidates are at
@@ -45,13 +45,16 @@ _FULL_PRODUCT: Final = 8
 _STATE: Final = "SELECT (SELECT value FROM meta WHERE key = 'instance'), (SELECT coalesce(max(n), 0) FROM item_vectors)"
 _NONE: Final = -1
 """The row of a held seq with no vector of the model."""
+PAGE: Final = 20_000
+"""New ``item_vectors`` rows one refresh statement reads (their numbers, seqs and models, ~20k rows ≈ 2 MB of
+tuples; memory-core choice, as ``index.LOAD_PAGE``): a backlog embedded meanwhile is never held at once."""
 
 
 class PooledIndex:
     """The current model's pooled vectors of the seqs reads asked about (see the module docstring).
 
     Attributes:
-        rows_read: Pooled rows read from the file (new rows since the last refresh, and seqs loaded on demand).
+        rows_read: Pooled vectors read from the file (of held seqs written since, and of seqs loaded on demand).
         private_reads: Reads whose snapshot was older than the copy's, their missing seqs read for themselves.
         products: Full products computed (for tests).
     """
@@ -98,18 +101,20 @@ class PooledIndex:
         with self._lock:
             if (instance, model, dims) != (self._instance, self._model, self._dims):
                 self._reset(instance, model, dims, top)  # nothing held: true as of any n
-            if top > self._after:
+            while top > self._after:  # in pages of numbers and seqs; vectors read for held seqs only
                 rows = conn.execute(
-                    "SELECT seq, model, pooled FROM item_vectors WHERE n > ? AND n <= ? ORDER BY n",
-                    (self._after, top),
+                    "SELECT n, seq, model FROM item_vectors WHERE n > ? AND n <= ? ORDER BY n LIMIT ?",
+                    (self._after, top, PAGE),
                 ).fetchall()
-                self.rows_read += len(rows)
-                self._update(rows)
-                self._after = top
+                self._update(conn, [(int(seq), str(m)) for _, seq, m in rows])
+                self._after = top if len(rows) < PAGE else int(rows[-1][0])
         return top
 
-    def _update(self, rows: list[tuple[int, str, bytes]]) -> None:
-        """Apply new rows to the held seqs among them (under the lock)."""
+    def _update(self, conn: sqlite3.Connection, rows: list[tuple[int, str]]) -> None:
+        """Take in new rows ``(seq, model)`` of the held seqs among them (under the lock, in the reader's snapshot).
+
+        A seq has one row (its latest: ``INSERT OR REPLACE``), so its vector is read by key.
+        """
         if not rows or not len(self._known):
             return
         seqs = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
@@ -117,17 +122,18 @@ class PooledIndex:
         hit = np.flatnonzero(self._known[at] == seqs)
         if not len(hit):
             return
-        fresh = [(int(at[i]), rows[i][2] if rows[i][1] == self._model else None) for i in hit.tolist()]
+        blobs = self._read(conn, np.unique(seqs[hit]), self._model)
         self._row = self._row.copy()  # a reader's arrays never change under it
-        for pos, blob in fresh:  # in write order: a seq's last row wins
-            if blob is None or len(blob) != 4 * self._dims:
+        for i in hit.tolist():
+            pos, blob = int(at[i]), blobs.get(int(seqs[i]))
+            if blob is None:  # another model's row, or not a vector of this size
                 self._row[pos] = _NONE
                 continue
             row = int(self._row[pos])
             if row == _NONE:
                 row = self._room(1)
                 self._row[pos] = row
-            self._vectors[row] = np.frombuffer(bytes(blob), dtype="<f4")
+            self._vectors[row] = np.frombuffer(blob, dtype="<f4")
         self._generation += 1
 
     def _room(self, k: int) -> int:
