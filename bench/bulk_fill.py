@@ -19,11 +19,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
+import numpy as np
+
 from bench.sqlite_bench import _fill
 from memory_core.engines.sqlite import SQLiteEngine
 from memory_core.items import Conversation
+from memory_core.retrieval.late import quantise
 
-__all__ = ["SEED", "bulk_fill"]
+__all__ = ["SEED", "bulk_fill", "bulk_vectors"]
 
 SEED: Final = 20_000
 """Turns stored through the engine before copying."""
@@ -114,3 +117,41 @@ def bulk_fill(engine: SQLiteEngine, path: Path, items: Iterator[Conversation], n
     finally:
         conn.close()
     return seed
+
+
+def bulk_vectors(path: Path, model: str, dims: int, seed: int = 0) -> int:
+    """Write an ``item_vectors`` row of ``model`` for every item without one; how many were written.
+
+    Bench-only, for the memory a process's pooled vectors take (``engines/sqlite/pooled.py``) on a store whose
+    filler no model ran over: each row's pooled vector is a random unit vector of ``dims`` float32 (seeded), its
+    token vectors one random token (``late.quantise``), ``prev`` empty, numbered in write order after the file's
+    last ``n``. Rankings over these vectors mean nothing; the bytes and the rows read are those of a real model's.
+    """
+    rng = np.random.default_rng(seed)
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("PRAGMA synchronous = OFF")
+        seqs = [
+            int(r[0])
+            for r in conn.execute(
+                "SELECT i.seq FROM items i LEFT JOIN item_vectors v ON v.seq = i.seq WHERE v.seq IS NULL ORDER BY i.seq"
+            )
+        ]
+        after = int(conn.execute("SELECT coalesce(max(n), 0) FROM item_vectors").fetchone()[0])
+        for start in range(0, len(seqs), 10_000):
+            chunk = seqs[start : start + 10_000]
+            pooled = rng.normal(size=(len(chunk), dims)).astype(np.float32)
+            pooled /= np.linalg.norm(pooled, axis=1, keepdims=True)
+            conn.execute("BEGIN")
+            conn.executemany(
+                "INSERT INTO item_vectors (seq, model, prev, pooled, tokens, n) VALUES (?, ?, NULL, ?, ?, ?)",
+                (
+                    (seq, model, pooled[i].astype("<f4").tobytes(), quantise(pooled[i : i + 1]), after + start + i + 1)
+                    for i, seq in enumerate(chunk)
+                ),
+            )
+            conn.execute("COMMIT")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        conn.close()
+    return len(seqs)

@@ -24,7 +24,8 @@ At each size, in the same run:
   p99 in the row, p50, max, count and the most items one transaction wrote in its note; the host's beside (a)):
   what a host write can wait behind, and what its own transaction costs;
 * the cold start, in a new process: its RSS before opening the file, then the first ``pre_turn``'s time and the
-  RSS after it, with the rows the item index then holds and their bytes (``docs/live-turn.md``, memory at scale);
+  RSS after it, with the rows the item index and the pooled vectors then hold and their bytes
+  (``docs/live-turn.md``, memory at scale);
 * the read-pool question: ``pre_turn`` wall and CPU time with its reads on one thread against the shared pool.
 
 Last, a **small agent beside a big one**: the replayed agent's ``pre_turn`` p99 at the largest size, while the big
@@ -295,9 +296,11 @@ def _cold(db: str, agent: str, question: str) -> None:
     with SQLiteEngine(db) as engine:
         AgentMemory(engine, LAYOUT, agent).pre_turn({"thread_id": "cold", "turn_index": 0, "user_text": question})
         cold_ms = (time.perf_counter() - start) * 1000
-        index = engine._index
+        index, pooled = engine._index, engine._pooled
         out = {"rss_before_mb": before, "cold_ms": cold_ms, "rss_after_mb": _rss_mb()}
-        print(json.dumps({**out, "held_rows": index.held(), "index_mb": index.nbytes() / 1e6}), flush=True)
+        held = {"held_rows": index.held(), "index_mb": index.nbytes() / 1e6}
+        vectors = {"pooled_rows": pooled.held(), "pooled_mb": pooled.nbytes() / 1e6}
+        print(json.dumps({**out, **held, **vectors}), flush=True)
 
 
 def _cold_start(db: Path, agent: str, question: str) -> dict[str, float]:
@@ -354,7 +357,10 @@ def _rows_at(tmp: Path, base: Base, stored: int, calls: int, pinning: str, big: 
         for q in (50, 99)
     ]
     rows.append(Row("fill", setup, fill_s, "s", note=how))
-    held = f"a new process; item index: {cold['held_rows']:,.0f} rows held, {cold['index_mb']:.1f} MB"
+    held = (
+        f"a new process; item index: {cold['held_rows']:,.0f} rows held, {cold['index_mb']:.1f} MB; "
+        f"pooled vectors: {cold['pooled_rows']:,.0f} seqs held, {cold['pooled_mb']:.1f} MB"
+    )
     rows.append(Row("host RSS after the first pre_turn", setup, cold["rss_after_mb"], "MB", cold["rss_before_mb"],
                     "before opening the file", held))  # fmt: skip
     rows.append(Row("cold start: first pre_turn", setup, cold["cold_ms"], "ms", note="a new process, file opened"))

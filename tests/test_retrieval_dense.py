@@ -60,17 +60,15 @@ def test_the_pooled_index_reads_only_new_rows_and_follows_a_model_change(tmp_pat
         stored(engine)
     conn = sqlite3.connect(tmp_path / "m.db")
     index = PooledIndex()
-    index.refresh(conn, "colour", 64)
     keys = np.array(sorted(r[0] for r in conn.execute("SELECT seq FROM items")), dtype=np.int64)
     query = np.eye(64, dtype=np.float32)[0]
-    assert index.nearest(keys, query, 1) == [int(keys[-1])]  # the turquoise one
-    assert index.nearest(keys[:10], query, 2) == [int(keys[0]), int(keys[1])]  # only among the given keys
+    assert index.nearest(conn, "colour", keys, query, 1) == [int(keys[-1])]  # the turquoise one
+    assert index.nearest(conn, "colour", keys[:10], query, 2) == [int(keys[0]), int(keys[1])]  # among the keys
     reads: list[str] = []
     conn.set_trace_callback(reads.append)
-    index.refresh(conn, "colour", 64)  # nothing new: one statement (instance, last n), no range read
+    index.nearest(conn, "colour", keys, query, 1)  # nothing new, every key held: one statement, no range read
     assert len(reads) == 1 and "pooled" not in reads[0]
-    index.refresh(conn, "hash", 64)  # another model's vectors: none stored
-    assert index.nearest(keys, query, 3) == []
+    assert index.nearest(conn, "hash", keys, query, 3) == []  # another model's vectors: none stored
     conn.close()
 
 

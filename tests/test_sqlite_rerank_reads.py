@@ -118,20 +118,21 @@ def test_the_budget_counts_stored_bytes(engine: SQLiteEngine) -> None:
 def test_the_sections_of_a_pack_share_one_full_pooled_product(engine: SQLiteEngine) -> None:
     conn = _connect(engine)
     index = PooledIndex()
-    index.refresh(conn, MODEL, DIMS)
     keys = np.array(_seqs(conn), dtype=np.int64)
     query = np.eye(DIMS, dtype=np.float32)[3]
-    first = index.nearest(keys, query, 3)
+    first = index.nearest(conn, MODEL, keys, query, 3)
     assert index.products == 1
     some = set(keys[:4].tolist())
-    assert set(index.nearest(keys[:4], query, 3)) <= some and index.products == 1  # picked from the product
-    assert index.nearest(keys, query, 3) == first and index.products == 1  # the same query: picked, not computed
-    assert index.nearest(keys, query.copy(), 3) == first and index.products == 2  # another query array
+    assert set(index.nearest(conn, MODEL, keys[:4], query, 3)) <= some and index.products == 1  # picked
+    assert index.nearest(conn, MODEL, keys, query, 3) == first and index.products == 1  # the same query
+    again = query.copy()
+    assert index.nearest(conn, MODEL, keys, again, 3) == first and index.products == 2  # another array
     engine.store(Document.of("Lake report 9: a new row"))
     engine.embed_backlog()
-    index.refresh(conn, MODEL, DIMS)
-    index.nearest(keys, query, 3)
-    assert index.products == 3  # the rows held changed: computed again
+    index.nearest(conn, MODEL, keys, again, 3)
+    assert index.products == 2  # a row of a seq not held: dropped, the held rows unchanged
+    index.nearest(conn, MODEL, np.array(_seqs(conn), dtype=np.int64), again, 3)
+    assert index.products == 3  # the new seq loaded: the rows held changed, computed again
     conn.close()
 
 

@@ -1,17 +1,29 @@
 """``PooledIndex``: a process-local copy of the model's pooled item vectors, for the dense candidate source.
 
-``item_vectors`` rows are numbered in write order (``n``, schema version 6), so ``refresh`` reads only the rows
-written since its last call, whichever process wrote them: one statement reads the file's instance and the last
-``n``, and an indexed range read follows only when rows were written since. Only the current model's rows are
-held. A changed ``meta.instance`` (the file was replaced) empties the copy. Deleted
-items are never removed from it: ``nearest`` only looks at the seqs the fetch's candidates hold, and the
-candidates are the snapshot's live rows (``index.ItemIndex``).
+The copy holds only the rows reads asked about (issue 12, "memory at scale"): ``nearest`` is given a fetch's
+candidates (``index.ItemIndex.candidates``: the scopes the read admits, a conversation scope of a ``max_scopes``
+read only as far back as its bounded window), and the seqs among them the copy has not seen yet are read by
+primary key, embedded or not (a seq without a row of the model is remembered as not embedded). So a first
+hybrid read of a small scope reads that scope's pooled rows, not the file's, and what a process holds follows
+what it reads, as the item index does.
+
+Held seqs stay in step with the file: ``item_vectors`` rows are numbered in write order (``n``,
+``vectors.NUMBERED``), so ``refresh`` reads only the rows written since its last call, whichever process wrote
+them: one statement reads the file's instance and the last ``n``, and an indexed range read follows only when
+rows were written since, in pages of ``PAGE`` rows, without their vectors. A held seq among them has its vector
+read by key (a row of another model makes it not embedded); a seq not held is passed over (it is read when a read
+asks for it). A changed ``meta.instance`` (the file was replaced), model or dimension empties the copy. Seqs are
+loaded into the shared copy only in a snapshot that sees exactly its state (the same last ``n``); a read whose
+snapshot is older reads its missing seqs for itself (``private_reads``), so no row written between the two
+snapshots is ever missed. Deleted items are never removed: ``nearest`` only looks at the seqs the fetch's
+candidates hold, and the candidates are the snapshot's live rows.
 
 Storage: float32 rows (``retrieval.dense``: 1,536 bytes per 384-dimension item) in buffers that grow by
-doubling. When the candidates are at least an eighth of the rows held, every row is multiplied and the
-candidates' cosines picked (cheaper than gathering their rows first); else their rows are gathered. The
-sections of a pack ask with the same query vector (one encoding per query text, ``queries``): the last full
-product is kept with the query array and the row count it covers, so the pack's other sections pick from it.
+doubling, and the held seqs as two sorted arrays (seq, row; row -1: not embedded). When the candidates are at
+least an eighth of the rows held, every row is multiplied and the candidates' cosines picked (cheaper than
+gathering their rows first); else their rows are gathered. The sections of a pack ask with the same query
+vector (one encoding per query text, ``queries``): the last full product is kept with the query array and the
+generation of the rows it covers, so the pack's other sections pick from it.
 """
 
 from __future__ import annotations
@@ -24,97 +36,183 @@ import numpy as np
 
 from memory_core.retrieval.dense import F32, IntArray, top
 
+from .rows import chunks, placeholders
+
 __all__ = ["PooledIndex"]
 
 _FULL_PRODUCT: Final = 8
 """Multiply every held row when the candidates are at least 1/8 of them (as ``index.ItemIndex`` does)."""
 _STATE: Final = "SELECT (SELECT value FROM meta WHERE key = 'instance'), (SELECT coalesce(max(n), 0) FROM item_vectors)"
+_NONE: Final = -1
+"""The row of a held seq with no vector of the model."""
+PAGE: Final = 20_000
+"""New ``item_vectors`` rows one refresh statement reads (their numbers, seqs and models, ~20k rows ≈ 2 MB of
+tuples; memory-core choice, as ``index.LOAD_PAGE``): a backlog embedded meanwhile is never held at once."""
 
 
 class PooledIndex:
-    """The current model's pooled vectors by seq (see the module docstring)."""
+    """The current model's pooled vectors of the seqs reads asked about (see the module docstring).
+
+    Attributes:
+        rows_read: Pooled vectors read from the file (of held seqs written since, and of seqs loaded on demand).
+        private_reads: Reads whose snapshot was older than the copy's, their missing seqs read for themselves.
+        products: Full products computed (for tests).
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._generation = 0
         """Bumped whenever the held rows change (``_product`` is of one generation)."""
         self.products = 0
-        """Full products computed (for tests)."""
-        self._reset("", "", 0)
+        self.rows_read = 0
+        self.private_reads = 0
+        self._reset("", "", 0, 0)
 
-    def _reset(self, instance: str, model: str, dims: int) -> None:
+    def _reset(self, instance: str, model: str, dims: int, after: int) -> None:
         self._instance, self._model, self._dims = instance, model, dims
-        self._after = 0
+        self._after = after
+        """The last ``n`` the held state reflects (rows of held seqs written up to it are taken in)."""
         self._count = 0
         self._vectors: F32 = np.zeros((0, dims), dtype=np.float32)
-        self._seqs: IntArray = np.zeros(0, dtype=np.int64)
-        self._at: dict[int, int] = {}
-        self._sorted: tuple[IntArray, IntArray] | None = None
+        self._known: IntArray = np.zeros(0, dtype=np.int64)
+        """Held seqs, ascending."""
+        self._row: IntArray = np.zeros(0, dtype=np.int64)
+        """Each held seq's row in ``_vectors`` (``_NONE``: not embedded by the model)."""
         self._generation += 1
         self._product: tuple[F32, int, F32] | None = None
         """The last full product: ``(query, generation of the rows, cosines)``."""
 
-    def refresh(self, conn: sqlite3.Connection, model: str, dims: int) -> None:
-        """Load the rows of ``model`` written since the last call (inside the reader's transaction)."""
+    def held(self) -> int:
+        """How many seqs the copy holds (embedded or not)."""
+        return len(self._known)
+
+    def nbytes(self) -> int:
+        """Bytes the held arrays take, their spare capacity included."""
+        return self._vectors.nbytes + self._known.nbytes + self._row.nbytes
+
+    def refresh(self, conn: sqlite3.Connection, model: str, dims: int) -> int:
+        """Take in the rows of held seqs written since the last call (inside the reader's transaction).
+
+        Returns:
+            The last ``n`` the reader's snapshot sees.
+        """
         instance_value, top_value = conn.execute(_STATE).fetchone()
         instance, top = str(instance_value), int(top_value)
         with self._lock:
             if (instance, model, dims) != (self._instance, self._model, self._dims):
-                self._reset(instance, model, dims)
-            after = self._after
-        if top <= after:  # nothing written since
-            return
-        rows = conn.execute(
-            "SELECT n, seq, pooled FROM item_vectors WHERE n > ? AND n <= ? AND model = ? ORDER BY n",
-            (after, top, model),
-        ).fetchall()
-        with self._lock:
-            if self._after != after:  # another thread refreshed meanwhile
-                return
-            self._append([(int(seq), bytes(blob)) for _, seq, blob in rows if len(blob) == 4 * dims])
-            self._after = top
+                self._reset(instance, model, dims, top)  # nothing held: true as of any n
+            while top > self._after:  # in pages of numbers and seqs; vectors read for held seqs only
+                rows = conn.execute(
+                    "SELECT n, seq, model FROM item_vectors WHERE n > ? AND n <= ? ORDER BY n LIMIT ?",
+                    (self._after, top, PAGE),
+                ).fetchall()
+                self._update(conn, [(int(seq), str(m)) for _, seq, m in rows])
+                self._after = top if len(rows) < PAGE else int(rows[-1][0])
+        return top
 
-    def _append(self, rows: list[tuple[int, bytes]]) -> None:
-        if not rows:
+    def _update(self, conn: sqlite3.Connection, rows: list[tuple[int, str]]) -> None:
+        """Take in new rows ``(seq, model)`` of the held seqs among them (under the lock, in the reader's snapshot).
+
+        A seq has one row (its latest: ``INSERT OR REPLACE``), so its vector is read by key.
+        """
+        if not rows or not len(self._known):
             return
-        vectors = np.frombuffer(b"".join(blob for _, blob in rows), dtype="<f4").reshape(len(rows), self._dims)
-        need = self._count + len(rows)
-        if need > len(self._vectors):
-            size = max(need, 2 * len(self._vectors), 1024)
-            grown = np.zeros((size, self._dims), np.float32)
-            grown[: self._count] = self._vectors[: self._count]
-            self._vectors = grown
-            self._seqs = np.concatenate([self._seqs[: self._count], np.zeros(size - self._count, np.int64)])
-        for i, (seq, _) in enumerate(rows):
-            at = self._at.get(seq)
-            if at is None:
-                at = self._count
-                self._at[seq] = at
-                self._seqs[at] = seq
-                self._count += 1
-            self._vectors[at] = vectors[i]
-        self._sorted = None
+        seqs = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        at = np.minimum(np.searchsorted(self._known, seqs), len(self._known) - 1)
+        hit = np.flatnonzero(self._known[at] == seqs)
+        if not len(hit):
+            return
+        blobs = self._read(conn, np.unique(seqs[hit]), self._model)
+        self._row = self._row.copy()  # a reader's arrays never change under it
+        for i in hit.tolist():
+            pos, blob = int(at[i]), blobs.get(int(seqs[i]))
+            if blob is None:  # another model's row, or not a vector of this size
+                self._row[pos] = _NONE
+                continue
+            row = int(self._row[pos])
+            if row == _NONE:
+                row = self._room(1)
+                self._row[pos] = row
+            self._vectors[row] = np.frombuffer(blob, dtype="<f4")
         self._generation += 1
 
-    def nearest(self, keys: IntArray, query: F32, n: int) -> list[int]:
-        """The seqs among ``keys`` (ascending) whose pooled vectors are nearest ``query``, best first, at most ``n``."""
-        with self._lock:
-            count = self._count
-            if self._sorted is None:
-                order = np.argsort(self._seqs[:count], kind="stable")
-                self._sorted = (self._seqs[:count][order], order.astype(np.int64))
-            held, pos = self._sorted
-            vectors = self._vectors[:count]
-            product, generation = self._product, self._generation
-        if count == 0 or len(keys) == 0:
-            return []
-        at = np.minimum(np.searchsorted(held, keys), len(held) - 1)
-        found = held[at] == keys
-        rows = pos[at[found]]
+    def _room(self, k: int) -> int:
+        """The first of ``k`` new rows in ``_vectors``, grown by doubling (under the lock)."""
+        start = self._count
+        need = start + k
+        if need > len(self._vectors):
+            grown = np.zeros((max(need, 2 * len(self._vectors), 1024), self._dims), np.float32)
+            grown[:start] = self._vectors[:start]
+            self._vectors = grown
+        self._count = need
+        return start
+
+    def _read(self, conn: sqlite3.Connection, seqs: IntArray, model: str) -> dict[int, bytes]:
+        """``seq → pooled blob`` of the ``seqs`` with a row of ``model`` (by primary key)."""
+        out: dict[int, bytes] = {}
+        for chunk in chunks(seqs.tolist()):
+            for seq, blob in conn.execute(
+                f"SELECT seq, pooled FROM item_vectors WHERE seq IN ({placeholders(len(chunk))}) AND model = ?",
+                (*chunk, model),
+            ):
+                if len(blob) == 4 * self._dims:
+                    out[int(seq)] = bytes(blob)
+        self.rows_read += len(out)
+        return out
+
+    def _hold(self, seqs: IntArray, blobs: dict[int, bytes]) -> None:
+        """Hold ``seqs`` (ascending, none held), with the vectors of those in ``blobs`` (under the lock)."""
+        rows = np.full(len(seqs), _NONE, dtype=np.int64)
+        embedded = [i for i, s in enumerate(seqs.tolist()) if s in blobs]
+        if embedded:
+            start = self._room(len(embedded))
+            joined = b"".join(blobs[int(seqs[i])] for i in embedded)
+            self._vectors[start : start + len(embedded)] = np.frombuffer(joined, dtype="<f4").reshape(-1, self._dims)
+            rows[embedded] = np.arange(start, start + len(embedded))
+        known = np.concatenate([self._known, seqs])
+        order = np.argsort(known, kind="stable")
+        self._known, self._row = known[order], np.concatenate([self._row, rows])[order]
+        self._generation += 1
+
+    def nearest(self, conn: sqlite3.Connection, model: str, keys: IntArray, query: F32, n: int) -> list[int]:
+        """The seqs among ``keys`` (ascending) whose pooled vectors of ``model`` are nearest ``query``, best first.
+
+        Refreshes the copy and loads the ``keys`` it does not hold, inside the reader's transaction.
+
+        Args:
+            conn: A connection inside the read's transaction.
+            model: The embedder's model name (rows of other models count as not embedded).
+            keys: The fetch's candidate seqs, ascending.
+            query: The query's ``(dims,)`` unit pooled vector.
+            n: At most this many.
+        """
         q = np.asarray(query, dtype=np.float32)
-        if product is not None and product[0] is q and product[1] == generation:  # this query's, same rows
+        top_n = self.refresh(conn, model, int(q.shape[-1]))
+        own: dict[int, bytes] = {}
+        with self._lock:
+            missing = self._missing(keys)
+            if len(missing):
+                if top_n == self._after:  # the snapshot sees the held state: load into the shared copy
+                    self._hold(missing, self._read(conn, missing, model))
+                else:  # an older snapshot: rows written since may be missing from it
+                    self.private_reads += 1
+                    own = self._read(conn, missing, model)
+            held, pos = self._known, self._row
+            vectors = self._vectors[: self._count]
+            product, generation = self._product, self._generation
+        if len(keys) == 0:
+            return []
+        at = np.minimum(np.searchsorted(held, keys), max(len(held) - 1, 0))
+        found = (held[at] == keys) if len(held) else np.zeros(len(keys), dtype=bool)
+        rows = pos[at[found]]
+        keep = rows != _NONE
+        found[np.flatnonzero(found)[~keep]] = False
+        rows = rows[keep]
+        if len(rows) == 0:
+            cos: F32 = np.zeros(0, dtype=np.float32)
+        elif product is not None and product[0] is q and product[1] == generation:  # this query's, same rows
             cos = product[2][rows]
-        elif len(rows) * _FULL_PRODUCT >= count:
+        elif len(rows) * _FULL_PRODUCT >= len(vectors):
             full: F32 = vectors @ q
             with self._lock:
                 if self._generation == generation:
@@ -123,5 +221,21 @@ class PooledIndex:
             cos = full[rows]
         else:
             cos = vectors[rows] @ q
+        chosen = keys[found]
+        if own:  # seqs an older snapshot read for itself
+            mine = np.array(sorted(own), dtype=np.int64)
+            theirs = np.frombuffer(b"".join(own[int(s)] for s in mine), dtype="<f4").reshape(len(mine), -1)
+            chosen = np.concatenate([chosen, mine])
+            cos = np.concatenate([cos, theirs @ q])
+            order = np.argsort(chosen, kind="stable")  # ties by seq, as over one array
+            chosen, cos = chosen[order], cos[order]
         best, _ = top(cos, n)
-        return [int(s) for s in keys[found][best]]
+        return [int(s) for s in chosen[best]]
+
+    def _missing(self, keys: IntArray) -> IntArray:
+        """The ``keys`` (ascending) not held (under the lock)."""
+        if not len(self._known):
+            return keys
+        at = np.minimum(np.searchsorted(self._known, keys), len(self._known) - 1)
+        out: IntArray = keys[self._known[at] != keys]
+        return out

@@ -67,9 +67,8 @@ def dense_candidates(
     """
     if n <= 0 or len(rows) == 0 or pooled.size == 0:
         return []
-    index.refresh(conn, model, int(pooled.shape[-1]))
     head = {s for s, _ in ranked[:RERANK_POOL]}
-    near = [s for s in index.nearest(rows.keys, pooled, n + len(head)) if s not in head][:n]
+    near = [s for s in index.nearest(conn, model, rows.keys, pooled, n + len(head)) if s not in head][:n]
     if not near:
         return []
     keys = np.array(sorted(near), dtype=np.int64)
