@@ -365,7 +365,8 @@ def test_migrate_from_sqlite_brings_each_memory_with_its_status_and_tier(tmp_pat
         assert _beliefs(engine) == [] and _beliefs(engine, "dog Max") == [pending.text]
         assert [r.op for r in engine.history(stale.id)] == [RecordOp.PUT, RecordOp.STALE]
         assert archived not in {h.id for h in engine.fetch(FetchRequest(query="kayak rental")).hits}
-        engine.rollback(engine.history(stale.id)[0].lsn, "the migration's puts")  # the status came as records
+        _, made_stale = engine.history(stale.id)
+        engine.rollback(made_stale.lsn - 1, "the migration's puts")  # the status came as records
         assert _beliefs(engine) == [stale.text]
         _fold_matches(engine)
 
