@@ -16,7 +16,7 @@ pack compares the hits of its sections on one scale (``recall.relevance``).
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
 import numpy as np
@@ -30,12 +30,13 @@ from memory_core.retrieval.terms import query_terms
 from memory_core.scoring import VECTOR_THRESHOLD
 
 from . import fts
+from .following import next_turns
 from .index import CandidateRows
 from .pooled import PooledIndex
 from .search import query_vector, weights
 from .vectors import Stored, load
 
-__all__ = ["RERANK_POOL", "dense_candidates", "reorder", "rerank"]
+__all__ = ["RERANK_POOL", "dense_candidates", "hybrid_hits", "reorder", "rerank"]
 
 RERANK_POOL: Final = 50
 """Lexical candidates the late-interaction stage reorders. Deeper heads let the model's two views and the named
@@ -44,6 +45,9 @@ section reads one agent's copy of each utterance, that costs evidence. LoCoMo de
 conversations, date signal on; fetch@10 / pack): 35 → 77.3% / 77.6%, 50 → 78.0% / 78.1%, 70 → 78.1% / 77.4%,
 100 → 78.7% / 76.6%. At 50 the pack holds at least its fetch@10, on each conversation the pack gains
 (75.7 → 76.4, 75.1 → 76.4, 78.3 → 80.6) and half as many candidates are scored per fetch (``docs/retrieval.md``)."""
+NEXT_VIEW: Final = True
+"""Whether the window view spans the turn after each candidate too (``following``): LoCoMo dev with the brain,
+fetch@10 / pack 78.0 / 78.1% → 78.5 / 79.5% (``docs/retrieval.md``)."""
 _MIN_HEAD: Final = 2
 """Fewer candidates than this have nothing to reorder."""
 
@@ -70,7 +74,18 @@ def dense_candidates(
     near = [s for s in index.nearest(rows.keys, pooled, n + len(head)) if s not in head][:n]
     if not near:
         return []
-    keys = np.array(sorted(near), dtype=np.int64)
+    return hybrid_hits(conn, rows, near, query)
+
+
+def hybrid_hits(conn: sqlite3.Connection, rows: CandidateRows, seqs: Sequence[int], query: str) -> list[int]:
+    """The seqs of ``seqs`` (all among ``rows``) that are hybrid hits of ``query``, in their order.
+
+    A hybrid hit holds a stemmed query term in its (windowed) indexed text, or passes the reference vector's
+    cosine at ``VECTOR_THRESHOLD``: the contract's rule, so a nominated candidate keeps the hit set the contract's.
+    """
+    if not seqs:
+        return []
+    keys = np.array(sorted(set(seqs)), dtype=np.int64)
     at = np.searchsorted(rows.keys, keys)
     keep = np.zeros(len(rows), dtype=bool)
     keep[at] = True
@@ -81,7 +96,7 @@ def dense_candidates(
         terms = query_terms(query)
         matched = fts.matching(conn, "items_fts", terms, rest, len(rows)) if terms else np.zeros(len(rest), bool)
         hit.update(zip(rest.tolist(), matched.tolist(), strict=True))
-    return [s for s in near if hit[s]]
+    return [s for s in seqs if hit[s]]
 
 
 def rerank(
@@ -107,9 +122,10 @@ def rerank(
     dims = query_tokens.shape[1]
     seqs = [s for s, _ in head] + extra
     stored = loader(conn, seqs, model, dims)
-    prevs = sorted({p for s in seqs if s in stored and (p := stored[s].prev) is not None} - set(stored))
-    stored.update(loader(conn, prevs, model, dims))
-    return reorder(ranked, stored, query, query_tokens, now_us, extra)
+    after = next_turns(conn, seqs, model) if NEXT_VIEW else None
+    around = {p for s in seqs if s in stored and (p := stored[s].prev) is not None} | set((after or {}).values())
+    stored.update(loader(conn, sorted(around - set(stored)), model, dims))
+    return reorder(ranked, stored, query, query_tokens, now_us, extra, after)
 
 
 def reorder(
@@ -119,6 +135,7 @@ def reorder(
     query_tokens: F32,
     now_us: int,
     dense: Sequence[int] = (),
+    after: Mapping[int, int] | None = None,
 ) -> list[tuple[int, float]]:
     """``ranked`` with its first ``RERANK_POOL`` and ``dense`` reordered by the stored vectors; pure.
 
@@ -133,6 +150,7 @@ def reorder(
         query_tokens: The query's content-token vectors ``(m, dims)``.
         now_us: The read's clock, µs (recency).
         dense: Nominations of the pooled vector not in the head, best first.
+        after: ``seq → the turn after it`` (``following.next_turns``), for the next-turn view; None: no view.
     """
     head, tail = list(ranked[:RERANK_POOL]), list(ranked[RERANK_POOL:])
     held = {h for h, _ in head}
@@ -155,6 +173,8 @@ def reorder(
     own = token_max(query_tokens, [tokens(s) for s in seqs])
     before = token_max(query_tokens, [tokens(stored[s].prev if s in stored else None) for s in seqs])
     window = np.maximum(own, before)
+    if after is not None:  # the window view spans the turn after too (``following``)
+        window = np.maximum(window, token_max(query_tokens, [tokens(after.get(s)) for s in seqs]))
     embedded = np.array([len(tokens(s)) > 0 for s in seqs])
     when = np.array([stored[s].when_us if s in stored else now_us for s in seqs], dtype=np.int64)
     conf = np.array([stored[s].confidence if s in stored else 0.5 for s in seqs])
