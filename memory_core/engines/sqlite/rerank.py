@@ -3,10 +3,11 @@
 ``ranking.rank_items`` gives the exact top of the lexical ranking (windowed stemmed BM25, the reference
 vector as a tie-breaker, recency and confidence). Its best ``RERANK_POOL`` are read with their stored token
 vectors (``vectors``), scored by MaxSim against the query's content tokens over the item alone and over the
-item with the turn before it, and ordered by ``retrieval.fusion.fuse`` (RRF of the three rankings, with
-recency, confidence, the speaker signal and the date signal of ``retrieval.dates``). Up to
+item with the turns before and after it (``following``), and ordered by ``retrieval.fusion.fuse`` (RRF of
+the rankings, with recency, confidence, the speaker signal and the date signal of ``retrieval.dates``). Up to
 ``retrieval.dense.DENSE_POOL`` items nearest the query's pooled vector that the lexical head misses join it
-(``dense_candidates``, read from ``pooled.PooledIndex``), with no lexical rank and their own nomination rank.
+(``dense_candidates``, read from ``pooled.PooledIndex``), with no lexical rank and their own nomination rank;
+so do items observed on a date the query names (``dated.dated_candidates``), after them.
 Items not yet embedded rank by the lexical stage alone. The rest of the ranking follows in lexical order.
 
 Scores stay the lexical stage's absolute scores, carried along the fused order by ``fusion.envelope``, so a
@@ -170,11 +171,19 @@ def reorder(
         row = stored.get(seq) if seq is not None else None
         return empty if row is None or row.tokens is None or row.tokens.shape[1] != dims else row.tokens
 
-    own = token_max(query_tokens, [tokens(s) for s in seqs])
-    before = token_max(query_tokens, [tokens(stored[s].prev if s in stored else None) for s in seqs])
-    window = np.maximum(own, before)
+    prevs = [stored[s].prev if s in stored else None for s in seqs]
+    nexts = [after.get(s) for s in seqs] if after is not None else []
+    scored = list(dict.fromkeys(t for t in [*seqs, *prevs, *nexts] if t is not None))  # neighbours are often candidates
+    at = {t: i for i, t in enumerate(scored)}
+    best = np.vstack([token_max(query_tokens, [tokens(t) for t in scored]), token_max(query_tokens, [empty])])
+
+    def view(of: Sequence[int | None]) -> F32:
+        return best[[at[t] if t is not None else len(scored) for t in of]]
+
+    own = view(seqs)
+    window = np.maximum(own, view(prevs))
     if after is not None:  # the window view spans the turn after too (``following``)
-        window = np.maximum(window, token_max(query_tokens, [tokens(after.get(s)) for s in seqs]))
+        window = np.maximum(window, view(nexts))
     embedded = np.array([len(tokens(s)) > 0 for s in seqs])
     when = np.array([stored[s].when_us if s in stored else now_us for s in seqs], dtype=np.int64)
     conf = np.array([stored[s].confidence if s in stored else 0.5 for s in seqs])
