@@ -171,6 +171,9 @@ class MiniLMEmbedder:
         options = ort.SessionOptions()
         options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
+        # the file stores int8 weights that the graph casts and scales on every run; full optimisation folds
+        # them into float32 constants once, at load (a 14-wordpiece query: ~5x less work per run)
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         self._session = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
         self._tokenizer = BertWordPieceTokenizer(str(_VOCAB), lowercase=True)
         self._tokenizer.enable_truncation(MAX_WORDPIECES)

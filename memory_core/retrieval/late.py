@@ -2,7 +2,8 @@
 
 A text's token vectors (``Embedder.encode``) are stored int8, one scale per token (``quantise``): a token of
 ``d`` dimensions costs ``d + 4`` bytes (384-dimension MiniLM: 388 bytes; ``MAX_TOKENS`` = 36 tokens at most
-≈ 14 KB a turn). Dequantised cosines are within ~0.01 of the float ones.
+≈ 14 KB a turn). Dequantised cosines are within ~0.01 of the float ones. Ranking keeps them as stored
+(``Quantised``, a view of the blob: nothing decoded) and scales the products instead of the vectors.
 
 MaxSim (Khattab & Zaharia 2020, "ColBERT"): for each query token, the best cosine with any token of the text;
 the score is their mean over the query's content tokens. ``token_max`` gives the per-query-token maxima of many
@@ -13,15 +14,20 @@ elementwise max of their rows, without storing the view.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Final
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["dequantise", "maxsim", "quantise", "token_max"]
+__all__ = ["CHUNK", "Quantised", "Tokens", "dequantise", "maxsim", "quantise", "token_max"]
 
 F32 = npt.NDArray[np.float32]
 _SCALE: Final = np.dtype("<f4")
+CHUNK: Final = 128
+"""Token rows ``token_max`` casts and multiplies at a time: a chunk of 384-dimension rows (192 KB) stays in a
+core's L2 cache from the cast to the product. Stacking a rerank's ~3,200 rows (4.9 MB) first and multiplying
+them at once reads them back from memory: 2.3× the CPU time on the demo's data (0.67 against 1.5 ms)."""
 
 
 def quantise(tokens: F32) -> bytes:
@@ -32,31 +38,111 @@ def quantise(tokens: F32) -> bytes:
     return np.asarray(scale, dtype=_SCALE).tobytes() + q.tobytes()
 
 
+@dataclass(frozen=True)
+class Quantised:
+    """A text's token vectors as ``quantise`` stored them: vector ``i`` is ``values[i] × scales[i]``.
+
+    Attributes:
+        values: ``(t, d)`` int8.
+        scales: ``(t,)`` float32, one per token.
+    """
+
+    values: npt.NDArray[np.int8]
+    scales: F32
+
+    @classmethod
+    def parse(cls, blob: bytes, dims: int) -> Quantised:
+        """The vectors of a ``quantise`` blob of ``dims``-dimension tokens (views of ``blob``, nothing copied).
+
+        Raises:
+            ValueError: the blob is not whole tokens of ``dims`` dimensions.
+        """
+        t = len(blob) // (dims + 4)
+        if t * (dims + 4) != len(blob):
+            raise ValueError(f"a token blob of {len(blob)} bytes is not whole tokens of {dims} dimensions")
+        scales = np.frombuffer(blob, dtype=_SCALE, count=t).astype(np.float32, copy=False)
+        return cls(np.frombuffer(blob, dtype=np.int8, offset=4 * t).reshape(t, dims), scales)
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """``(t, d)``, as the float vectors' shape."""
+        t, d = self.values.shape
+        return int(t), int(d)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held (``d + 4`` per token)."""
+        return int(self.values.nbytes + self.scales.nbytes)
+
+    def dequantise(self) -> F32:
+        """The ``(t, d)`` float32 vectors."""
+        out: F32 = self.values.astype(np.float32) * self.scales[:, None]
+        return out
+
+
+Tokens = F32 | Quantised
+"""A text's token vectors: float32 ``(t, d)``, or as stored (``Quantised``)."""
+
+
 def dequantise(blob: bytes, dims: int) -> F32:
     """The ``(t, dims)`` float32 vectors ``quantise`` stored."""
-    t = len(blob) // (dims + 4)
-    if t * (dims + 4) != len(blob):
-        raise ValueError(f"a token blob of {len(blob)} bytes is not whole tokens of {dims} dimensions")
-    scale = np.frombuffer(blob, dtype=_SCALE, count=t)
-    q = np.frombuffer(blob, dtype=np.int8, offset=4 * t).reshape(t, dims)
-    out: F32 = q.astype(np.float32) * scale[:, None]
-    return out
+    return Quantised.parse(blob, dims).dequantise()
 
 
-def token_max(query: F32, texts: Sequence[F32]) -> F32:
+def token_max(query: F32, texts: Sequence[Tokens]) -> F32:
     """``(n, m)``: for each text and each of the ``m`` query tokens, its best cosine with the text's tokens.
+
+    The texts' vectors are stacked ``CHUNK`` token rows at a time into one float32 buffer (int8 values cast on
+    the way), each chunk multiplied by the query's vectors while it is in cache, each product row scaled by its
+    token's scale (``Quantised``; 1 for float vectors), and each text's rows reduced by
+    ``np.maximum.reduceat``. Equal to dequantising each text and taking ``(tokens @ query.T).max(axis=0)`` up to
+    float32 rounding (``x·(v·s)`` against ``(x·v)·s``).
 
     A text with no tokens gets -1 (no evidence) for every query token.
     """
-    m = len(query)
-    out = np.full((len(texts), m), -1.0, dtype=np.float32)
-    sizes = np.array([len(t) for t in texts], dtype=np.int64)
-    if m == 0 or not sizes.sum():
+    m, n = len(query), len(texts)
+    out = np.full((n, m), -1.0, dtype=np.float32)
+    if m == 0 or n == 0:
         return out
-    full = np.flatnonzero(sizes)
-    stacked = np.concatenate([texts[int(i)] for i in full])
-    sims = stacked @ query.T  # (total tokens, m)
-    starts = np.concatenate([[0], np.cumsum(sizes[full])[:-1]])
+    values: list[npt.NDArray[np.int8] | F32] = []
+    scales: list[F32 | None] = []
+    counts: list[int] = []
+    full: list[int] = []
+    for i, text in enumerate(texts):  # one pass, no per-text helper calls: a rerank scores ~170 texts
+        v: npt.NDArray[np.int8] | F32
+        scale: F32 | None
+        if isinstance(text, Quantised):
+            v, scale = text.values, text.scales
+        else:
+            v, scale = text, None
+        if v.shape[0]:
+            values.append(v)
+            scales.append(scale)
+            counts.append(int(v.shape[0]))
+            full.append(i)
+    if not full:
+        return out
+    width = max(CHUNK, max(counts))
+    buffer = np.empty((width, values[0].shape[1]), dtype=np.float32)
+    across = np.asarray(query, dtype=np.float32).T
+    sims = np.empty((sum(counts), m), dtype=np.float32)
+    i = at = 0
+    while i < len(values):  # whole texts per chunk, at most ``width`` rows
+        j, rows = i + 1, counts[i]
+        while j < len(values) and rows + counts[j] <= width:
+            rows += counts[j]
+            j += 1
+        np.concatenate(values[i:j], out=buffer[:rows], casting="safe")
+        np.matmul(buffer[:rows], across, out=sims[at : at + rows])
+        at, i = at + rows, j
+    if any(scale is not None for scale in scales):
+        ones = [np.ones(c, dtype=np.float32) if sc is None else sc for sc, c in zip(scales, counts, strict=True)]
+        sims *= np.concatenate(ones)[:, None]
+    starts = np.zeros(len(full), dtype=np.int64)
+    np.cumsum(counts[:-1], out=starts[1:])
     out[full] = np.maximum.reduceat(sims, starts, axis=0)
     return out
 

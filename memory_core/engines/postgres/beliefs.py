@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 from memory_core.beliefs import (
@@ -49,10 +50,10 @@ from memory_core.scoring import embed, tokenize
 
 from . import log, log_ops
 from .driver import Conn
-from .filters import compile_filter, reach_sql
+from .filters import admits_beliefs, compile_filter, reach_sql
 from .fusion import fuse
 from .schema import SCHEMA
-from .search import Features, Frequencies, candidates
+from .search import Candidates, Features, Frequencies, statement
 
 __all__ = ["BUILD_CHUNK", "build_scope", "evidence_of", "rank", "retract", "scope_lock", "scopes_to_build"]
 
@@ -349,16 +350,87 @@ def _hits(conn: Conn, ranked: Sequence[tuple[int, float]]) -> list[Hit]:
         f"FROM {SCHEMA}.beliefs b WHERE b.bid = ANY(%s::bigint[])",
         (bids,),
     ):
-        rows[int(bid)] = Hit.model_construct(
-            id=str(hid),
-            kind=ItemKind.LEARNING,
-            text=str(text),
-            meta=MemoryMeta.model_validate_json(meta),
-            score=0.0,
-            confidence=float(conf),
-            derived_from=tuple(str(d) for d in derived or ()),
-        )
+        rows[int(bid)] = _hit(hid, text, meta, conf, derived)
     return [rows[bid].model_copy(update={"score": score}) for bid, score in ranked if bid in rows]
+
+
+_BODY: Final = (
+    "i.id, i.text, i.meta, i.confidence, "
+    f"ARRAY(SELECT x.id FROM {SCHEMA}.belief_evidence e JOIN {SCHEMA}.items x ON x.id = e.item_id "
+    "WHERE e.bid = i.bid ORDER BY x.seq)"
+)
+"""A belief hit's columns (``_hit``), read with the candidates' signals: the page needs no second statement."""
+
+
+def _hit(hid: Any, text: Any, meta: Any, conf: Any, derived: Any) -> Hit:
+    return Hit.model_construct(
+        id=str(hid),
+        kind=ItemKind.LEARNING,
+        text=str(text),
+        meta=MemoryMeta.model_validate_json(meta),
+        score=0.0,
+        confidence=float(conf),
+        derived_from=tuple(str(d) for d in derived or ()),
+    )
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """A belief ranking's one statement (``plan``) and how its rows become hits (``hits``).
+
+    Attributes:
+        plan: The candidates' statement, each row also holding the belief's hit columns; None: no candidates.
+        mode: The fetch mode.
+        limit: Most hits.
+    """
+
+    plan: Candidates | None
+    mode: FetchMode
+    limit: int
+
+    def hits(self, rows: Sequence[Sequence[Any]]) -> list[Hit]:
+        """The best ``limit`` hits from the statement's rows (recency measured from now)."""
+        if self.plan is None:
+            return []
+        ranked = fuse(self.plan.signals(rows), self.mode, now_us(), self.limit)
+        by_bid = {int(r[0]): r for r in rows}
+        return [_hit(*by_bid[bid][8:13]).model_copy(update={"score": score}) for bid, score in ranked]
+
+
+def ranking(
+    conn: Conn,
+    flt: MetaFilter,
+    query: str,
+    mode: FetchMode,
+    limit: int,
+    features: Features,
+    frequencies: Frequencies,
+    served: tuple[str, list[Any]] = ("i.log_status = 'live'", []),
+    stats: tuple[dict[str, float], float] | None = None,
+) -> Ranking:
+    """The statement ranking the active beliefs ``flt`` admits for ``query`` (``rank``'s, to run with others).
+
+    A filter that admits no belief (no ``learning``, or tags without ``belief``) needs no statement.
+    """
+    if not admits_beliefs(flt):
+        return Ranking(None, mode, limit)
+    where = compile_filter(flt, "i", beliefs=True)
+    where.add("i.status = %s", BeliefStatus.ACTIVE.value)
+    where.add(served[0], *served[1])
+    plan = statement(
+        conn,
+        table=f"{SCHEMA}.beliefs",
+        key="bid",
+        where=where,
+        query=query,
+        mode=mode,
+        want=limit,
+        features=features,
+        frequencies=frequencies,
+        stats=stats,
+        columns=_BODY,
+    )
+    return Ranking(plan, mode, limit)
 
 
 def rank(
@@ -376,28 +448,19 @@ def rank(
 
     ``served`` is the predicate (over ``i``) of the beliefs the log lets a read serve: live ones now
     (``log_view.served_beliefs`` as of an LSN). ``stats``: ``Frequencies.read``'s answer for the beliefs
-    table, when the caller read it with the items'.
+    table, when the caller read it with the items'. A ranked read is one statement (``ranking``).
     """
+    if query is not None:
+        ranked = ranking(conn, flt, query, mode, limit, features, frequencies, served, stats)
+        if ranked.plan is None:
+            return []
+        return ranked.hits(conn.execute(ranked.plan.sql, ranked.plan.params).fetchall())
     where = compile_filter(flt, "i", beliefs=True)
     where.add("i.status = %s", BeliefStatus.ACTIVE.value)
     where.add(served[0], *served[1])
-    if query is None:
-        rows = conn.execute(
-            f"SELECT i.bid FROM {SCHEMA}.beliefs i WHERE {where.sql} "
-            "ORDER BY i.confidence DESC, coalesce(i.observed_at, i.updated_at) DESC, i.bid LIMIT %s",
-            [*where.params, limit],
-        ).fetchall()
-        return _hits(conn, [(int(r[0]), 0.0) for r in rows])
-    signals = candidates(
-        conn,
-        table=f"{SCHEMA}.beliefs",
-        key="bid",
-        where=where,
-        query=query,
-        mode=mode,
-        want=limit,
-        features=features,
-        frequencies=frequencies,
-        stats=stats,
-    )
-    return _hits(conn, fuse(signals, mode, now_us(), limit))
+    rows = conn.execute(
+        f"SELECT i.bid FROM {SCHEMA}.beliefs i WHERE {where.sql} "
+        "ORDER BY i.confidence DESC, coalesce(i.observed_at, i.updated_at) DESC, i.bid LIMIT %s",
+        [*where.params, limit],
+    ).fetchall()
+    return _hits(conn, [(int(r[0]), 0.0) for r in rows])

@@ -23,7 +23,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Final, TypeVar
 
 import psycopg
@@ -34,7 +34,7 @@ from memory_core.errors import ConfigError, EngineError, EngineUnavailable, Memo
 
 from .options import SETTING, PgOptions
 
-__all__ = ["Conn", "Driver", "classify"]
+__all__ = ["Conn", "Driver", "classify", "pipelined"]
 
 _T = TypeVar("_T")
 Conn = psycopg.Connection[Any]
@@ -227,3 +227,22 @@ class Driver:
     def stats(self) -> dict[str, int]:
         """The pool's counters (``pool_size``, ``pool_available``, ``requests_waiting``…)."""
         return dict(self._pool.get_stats())
+
+
+def pipelined(conn: Conn, statements: Sequence[tuple[str, Sequence[Any]]]) -> list[list[tuple[Any, ...]]]:
+    """Every statement's rows, the statements sent together in one round trip (psycopg's pipeline mode).
+
+    Statements that do not depend on each other's answers (a fetch's items and beliefs candidates) need not each
+    wait for the server: in pipeline mode they are sent at once, followed by one ``Sync`` (PostgreSQL docs
+    §55.2.4, "Pipelining"; psycopg 3 "Pipeline mode support"). One statement runs alone; libpq older than 14 (no
+    pipeline mode) runs them one by one.
+
+    Args:
+        conn: An open connection (a read's, in autocommit).
+        statements: ``(sql, params)`` each.
+    """
+    if len(statements) <= 1 or not psycopg.Pipeline.is_supported():
+        return [conn.execute(sql, params).fetchall() for sql, params in statements]
+    with conn.pipeline():
+        cursors = [conn.execute(sql, params) for sql, params in statements]
+    return [cur.fetchall() for cur in cursors]

@@ -11,11 +11,12 @@ an advisory lock (``schema``).
 * ``list``/``export`` page in write order with a keyset cursor on ``seq``; ``fetch`` pages a ranking frozen at
   the first page's newest ``seq`` (cursor: offset and snapshot).
 * Ranking: candidates and their signals from one SQL statement (``search``) over stemmed, windowed terms,
-  scored by ``fusion.fuse``; a hybrid fetch reorders the best ``RERANK_POOL`` by late interaction over the
-  stored token vectors (``rerank``, one more statement that also brings the page's bodies). The model never
-  runs on a write: ``embed_backlog`` encodes what waits, on the workers (``vectors``).
-* Reads run in autocommit (``driver``): a ``pre_turn`` is one write transaction and a few statements per
-  section (``tests/postgres/test_postgres_round_trips.py`` counts them).
+  scored by ``fusion.fuse``; a hybrid fetch adds the items nearest the query's pooled vector (``pooled``, a
+  host copy kept current by the read's first statement) and reorders the best ``RERANK_POOL`` with them by late
+  interaction over the stored token vectors (``rerank``, one more statement that also brings the page's
+  bodies). The model never runs on a write: ``embed_backlog`` encodes what waits, on the workers (``vectors``).
+* Reads run in autocommit (``driver``): a ranked read is at most three round trips (``_fetch``), a ``pre_turn``
+  one write transaction and those per section (``tests/postgres/test_postgres_round_trips.py`` counts them).
 * ``consolidate`` builds beliefs per scope incrementally (``beliefs``): one transaction and one advisory lock per
   scope, a watermark on transaction ids. Forget and erase retract the beliefs in the deleting transaction.
 * Every read compiles its reach into SQL (``filters``).
@@ -73,15 +74,16 @@ from memory_core.retrieval.terms import query_terms
 from memory_core.settings import get_settings
 
 from . import beliefs, log_view, vectors
-from .driver import Conn, Driver
-from .filters import Where, compile_filter, reach_sql
+from .driver import Conn, Driver, pipelined
+from .filters import Where, admits_beliefs, compile_filter, reach_sql
 from .fusion import fuse
 from .log_engine import LogHooks
 from .model import Model
 from .options import PgOptions, parse_url
-from .rerank import RERANK_POOL, reorder
+from .pooled import PooledCache
+from .rerank import DENSE_POOL, RERANK_POOL, dense_nominations, reorder
 from .schema import MIGRATION_LOCK, SCHEMA, SCHEMA_VERSION, check_newer, ensure_vectors, migrate
-from .search import Features, Frequencies, candidates
+from .search import Extra, Features, Frequencies, statement
 from .writes import delete_where, insert, prepare
 
 __all__ = ["PostgresEngine"]
@@ -121,6 +123,7 @@ class PostgresEngine(LogHooks, MemoryEngine):
             raise
         self.features = Features(trigram=trigram, vectors=vectors)
         self._frequencies = Frequencies()
+        self._pooled = PooledCache()
         self._closed = False
 
     @classmethod
@@ -164,6 +167,7 @@ class PostgresEngine(LogHooks, MemoryEngine):
             {"pgvector": "pgvector HNSW", "cube": "cube GiST (no pgvector)"}.get(self.features.vectors, "vector scan"),
             "stemmed windowed terms",
             f"late interaction ({self.model.label}, vectors by the workers)",
+            "dense candidates (pooled vectors, host copy)",
         ]
         return EngineHealth(state=HealthState.OK, reason=", ".join(parts))
 
@@ -276,48 +280,91 @@ class PostgresEngine(LogHooks, MemoryEngine):
         state = {row[0]: (row[2], row[3]) for row in parsed.values()}
         return log_view.annotate(hits, state, self._past)
 
-    def _scoped(self, conn: Conn, request: FetchRequest, where: Where, max_scopes: int) -> None:
-        """Narrow ``where`` to the at most ``max_scopes`` namespaces ``choose_scopes`` keeps (reference §1.3)."""
+    def _scopes_extra(self, request: FetchRequest, where: Where) -> Extra:
+        """The namespaces the filter's rows lie in, each with its newest write: columns of the first statement."""
         kinds = [k.value for k in request.filter.kinds or ItemKind.all()]
-        rows = conn.execute(
-            f"SELECT s.ns, max(s.last_write) FROM {SCHEMA}.scopes s WHERE s.kind = ANY(%s::text[]) AND "
-            f"EXISTS (SELECT 1 FROM {SCHEMA}.items i WHERE i.ns = s.ns AND {where.sql}) GROUP BY s.ns",
+        return Extra(
+            "scope_rows.*",
+            f"(SELECT array_agg(g.ns ORDER BY g.ns), array_agg(g.at ORDER BY g.ns) FROM (SELECT s.ns, "
+            f"max(s.last_write) AS at FROM {SCHEMA}.scopes s WHERE s.kind = ANY(%s::text[]) AND EXISTS (SELECT 1 "
+            f"FROM {SCHEMA}.items i WHERE i.ns = s.ns AND {where.sql}) GROUP BY s.ns) g) AS scope_rows",
             [kinds, *where.params],
-        ).fetchall()
-        if len(rows) <= max_scopes:
-            return
-        last: dict[Namespace, int] = {ns_of_key(str(ns)): int(at or 0) for ns, at in rows}
-        kept = choose_scopes(request.query, last, request.filter.effective_reach(), max_scopes)
-        where.add("i.ns = ANY(%s::text[])", [ns_key(ns) for ns in kept])
+            2,
+        )
+
+    @staticmethod
+    def _scoped(request: FetchRequest, where: Where, found: Sequence[Any], max_scopes: int) -> list[str] | None:
+        """Narrow ``where`` to the at most ``max_scopes`` namespaces ``choose_scopes`` keeps (reference §1.3).
+
+        Args:
+            request: The fetch.
+            where: Its compiled filter (narrowed here).
+            found: ``_scopes_extra``'s columns: the namespace keys and their newest writes.
+            max_scopes: The request's bound.
+
+        Returns:
+            The namespace keys kept, or None when every scope the filter admits is kept.
+        """
+        names, times = found[0] or [], found[1] or []
+        if len(names) <= max_scopes:
+            return None
+        last: dict[Namespace, int] = {ns_of_key(str(ns)): int(at or 0) for ns, at in zip(names, times, strict=True)}
+        kept = [ns_key(ns) for ns in choose_scopes(request.query, last, request.filter.effective_reach(), max_scopes)]
+        where.add("i.ns = ANY(%s::text[])", kept)
+        return kept
 
     def _fetch(self, request: FetchRequest) -> FetchPage:
+        """A ranked page in three round trips at most (``tests/postgres/test_postgres_round_trips.py``).
+
+        1. One statement: the row counts, the document frequencies the cache lacks (items and beliefs), the
+           pooled vectors written since this process last looked (hybrid, ``pooled``) and the scopes a bounded
+           read chooses among.
+        2. One pipeline (``driver.pipelined``): the items' candidates (with the pooled vector's nominations) and
+           the beliefs' candidates with their hit columns.
+        3. The page's bodies: for a hybrid read with the head's token vectors (``vectors.load``).
+        """
         state = decode_cursor("f", request.cursor, ("o", "s"))
-        # hybrid: the lexical stage's best RERANK_POOL are reordered by late interaction (``rerank``); a time
-        # hint orders its own groups, so the lexical order is kept then, as on SQLite. The query is encoded
-        # before a connection is taken (the model holds none).
+        # hybrid: the lexical stage's best RERANK_POOL and the pooled vector's nominations are reordered by late
+        # interaction (``rerank``); a time hint orders its own groups, so the lexical order is kept then, as on
+        # SQLite. The query is encoded on the encoder thread while the first statement runs.
         late = request.mode is FetchMode.HYBRID and request.refers_to is None
-        tokens = self.model.query_tokens(request.query) if late else None
+        encoding = self.model.start(request.query) if late else None  # runs while the first statement does
+        model, dims = (self.model.embedder.name, self.model.embedder.dims) if late else ("", 0)
 
         def read(conn: Conn) -> FetchPage:
             offset = state["o"] if state else 0
             terms = query_terms(request.query)
-            ranks_beliefs = bool(request.beliefs) and state is None
-            # one statement reads the row counts and the document frequencies the cache lacks, for the items
-            # and the beliefs; the items' count (their newest seq, at least 1) is the first page's snapshot
-            wants = [(f"{SCHEMA}.items", "seq", terms)]
-            if ranks_beliefs:
-                wants.append((f"{SCHEMA}.beliefs", "bid", query_words(request.query)))
-            stats = self._frequencies.read(conn, wants)
-            snapshot = state["s"] if state else int(stats[0][1])
+            ranks_beliefs = bool(request.beliefs) and state is None and admits_beliefs(request.filter)
             where = compile_filter(request.filter, "i")
             if request.exclude_agent_id is not None:  # before the scopes are chosen (``FetchRequest``)
                 where.add("i.agent_id IS DISTINCT FROM %s", request.exclude_agent_id)
             where.add(*_one(log_view.served(request.tiers, self._past)))  # live, in the tiers read (``log_view``)
+            # one statement reads the row counts and the document frequencies the cache lacks, for the items
+            # and the beliefs (the items' count, their newest seq, is the first page's snapshot), with the
+            # pooled vectors this process lacks and the scopes a bounded read chooses among
+            wants = [(f"{SCHEMA}.items", "seq", terms)]
+            if ranks_beliefs:
+                wants.append((f"{SCHEMA}.beliefs", "bid", query_words(request.query)))
+            refresh = self._pooled.refresh(model, dims) if encoding is not None else None
+            more = [refresh.extra] if refresh is not None else []
             if request.max_scopes is not None:
-                self._scoped(conn, request, where, request.max_scopes)
+                more.append(self._scopes_extra(request, where))
+            stats, extras = self._frequencies.read_with(conn, wants, more)
+            if refresh is not None:
+                self._pooled.absorb(refresh, extras[0])
+            kept = None
+            if request.max_scopes is not None:
+                kept = self._scoped(request, where, extras[-1], request.max_scopes)
+            snapshot = state["s"] if state else int(stats[0][1])
             want = offset + request.limit + 1
             depth = max(want, RERANK_POOL) if late else want
-            signals = candidates(
+            tokens, pooled = encoding.result() if encoding is not None else (None, None)
+            nominated: list[int] = []
+            if pooled is not None and tokens is not None and len(tokens):  # the dense source (``pooled``)
+                nominated = self._pooled.nearest(
+                    request.filter, kept, pooled, PooledCache.overfetch(RERANK_POOL + DENSE_POOL)
+                )
+            plan = statement(
                 conn,
                 table=f"{SCHEMA}.items",
                 key="seq",
@@ -332,20 +379,10 @@ class PostgresEngine(LogHooks, MemoryEngine):
                 extra_params=[snapshot] if state else [],
                 terms=terms,
                 stats=stats[0],
+                nominated=nominated,
             )
-            now = now_us()
-            ranked = fuse(signals, request.mode, now, depth)
-            bodies: dict[int, tuple[str, str, str, str]] | None = None
-            if tokens is not None and len(tokens) and len(ranked) > 1:
-                head = [seq for seq, _ in ranked[:RERANK_POOL]]
-                loaded = vectors.load(conn, head, self.model.embedder.name, tokens.shape[1])
-                ranked, bodies = reorder(ranked, loaded.stored, request.query, tokens, now), loaded.bodies
-            ranked = ranked[:want]
-            page = ranked[offset : offset + request.limit]
-            more = len(ranked) > offset + request.limit
-            found: list[Hit] = []
-            if ranks_beliefs:
-                found = beliefs.rank(
+            ranking = (
+                beliefs.ranking(
                     conn,
                     request.filter,
                     request.query,
@@ -356,9 +393,31 @@ class PostgresEngine(LogHooks, MemoryEngine):
                     log_view.served_beliefs(self._past),
                     stats[1],
                 )
+                if ranks_beliefs
+                else None
+            )
+            batch = [p for p in (plan, ranking.plan if ranking is not None else None) if p is not None]
+            answers = pipelined(conn, [(p.sql, p.params) for p in batch])
+            rows = answers[0] if plan is not None else []
+            signals = plan.signals(rows) if plan is not None else []
+            now = now_us()
+            ranked = fuse(signals, request.mode, now, depth)
+            bodies: dict[int, tuple[str, str, str, str]] | None = None
+            if tokens is not None and len(tokens) and len(ranked) > 1:
+                head = [seq for seq, _ in ranked[:RERANK_POOL]]
+                dense = dense_nominations(nominated, signals, head)
+                loaded = vectors.load(conn, head + dense, model, tokens.shape[1])
+                ranked = reorder(ranked, loaded.stored, request.query, tokens, now, dense)
+                bodies = loaded.bodies
+            ranked = ranked[:want]
+            page = ranked[offset : offset + request.limit]
+            more_hits = len(ranked) > offset + request.limit
+            found: list[Hit] = []
+            if ranking is not None and ranking.plan is not None:
+                found = ranking.hits(answers[-1])
             return FetchPage(
                 hits=tuple(self._hits(conn, page, bodies)),
-                next_cursor=encode_cursor("f", {"o": offset + len(page), "s": snapshot}) if more else None,
+                next_cursor=encode_cursor("f", {"o": offset + len(page), "s": snapshot}) if more_hits else None,
                 beliefs=tuple(found),
             )
 

@@ -28,7 +28,7 @@ from memory_core.limits import BELIEF_TAG
 from memory_core.meta import ItemKind, MetaFilter
 from memory_core.namespace import Reach
 
-__all__ = ["Where", "compile_filter", "reach_sql"]
+__all__ = ["Where", "admits_beliefs", "compile_filter", "reach_sql"]
 
 
 @dataclass
@@ -89,6 +89,11 @@ _EXACT = (
 )
 
 
+def admits_beliefs(flt: MetaFilter) -> bool:
+    """Whether ``flt`` can admit a built belief: a ``learning`` tagged ``belief`` (no statement needed when not)."""
+    return flt.admits_kind(ItemKind.LEARNING) and (not flt.tags_any or BELIEF_TAG in flt.tags_any)
+
+
 def compile_filter(flt: MetaFilter, alias: str, *, beliefs: bool = False) -> Where:
     """The ``WHERE`` predicates for ``flt`` over ``items`` (or, with ``beliefs``, ``beliefs``) aliased ``alias``.
 
@@ -100,9 +105,7 @@ def compile_filter(flt: MetaFilter, alias: str, *, beliefs: bool = False) -> Whe
     where = Where()
     a = alias
     if beliefs:
-        if not flt.admits_kind(ItemKind.LEARNING):
-            where.add("false")
-        if flt.tags_any and BELIEF_TAG not in flt.tags_any:
+        if not admits_beliefs(flt):
             where.add("false")
     elif flt.kinds:
         where.add(f"{a}.kind = ANY(%s::text[])", [k.value for k in flt.kinds])

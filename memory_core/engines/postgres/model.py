@@ -1,27 +1,26 @@
-"""The ranking model of a PostgreSQL engine: the ``EMBEDDER`` setting's embedder and a query-token LRU.
+"""The ranking model of a PostgreSQL engine: the ``EMBEDDER`` setting's embedder and its query encodings.
 
-The model runs in the process (host or worker), never in the database: a host encodes each distinct query once
-(``QueryTokens``: an LRU, so the sections of one pack share one encoding), a worker encodes stored items in
-batches (``PostgresEngine.embed_backlog``). Thread-safe.
+The model runs in the process (host or worker), never in the database: a host encodes each distinct query once,
+on the process's encoder thread (``engines.sqlite.queries.QueryEncodings``, the SQLite engine's: the sections of
+one pack share one encoding, and a read starts it before its first statement and waits for it only when the
+pooled vector is needed), a worker encodes stored items in batches (``PostgresEngine.embed_backlog``).
+Thread-safe.
 """
 
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
-from typing import Final
+from concurrent.futures import Future
 
+from memory_core.engines.sqlite.queries import QUERY_CACHE, QueryEncodings, QueryVectors
 from memory_core.retrieval.embedder import F32, Embedder, embedder_for
 from memory_core.settings import get_settings
 
 __all__ = ["QUERY_CACHE", "Model"]
 
-QUERY_CACHE: Final = 256
-"""Distinct queries whose token vectors a process keeps."""
-
 
 class Model:
-    """The embedder (made on first use) and the LRU of query-token vectors.
+    """The embedder (made on first use) and the query encodings.
 
     Args:
         embedder: A given embedder (tests); None: the ``EMBEDDER`` setting's, made on first use.
@@ -30,7 +29,7 @@ class Model:
     def __init__(self, embedder: Embedder | None = None) -> None:
         self._embedder = embedder
         self._lock = threading.Lock()
-        self._queries: OrderedDict[str, F32] = OrderedDict()
+        self._queries = QueryEncodings(lambda: self.embedder)
 
     @property
     def embedder(self) -> Embedder:
@@ -47,16 +46,15 @@ class Model:
         with self._lock:
             return self._embedder.name if self._embedder is not None else get_settings().embedder
 
+    @property
+    def query_encodes(self) -> int:
+        """How many times the model ran on a query (one per distinct query text kept)."""
+        return self._queries.encodes
+
+    def start(self, query: str) -> Future[QueryVectors]:
+        """The future of ``query``'s ``(content-token vectors (m, dims), pooled vector (dims,))``."""
+        return self._queries.start(query)
+
     def query_tokens(self, query: str) -> F32:
         """The query's content-token vectors ``(m, dims)``, encoded once per distinct query."""
-        with self._lock:
-            held = self._queries.get(query)
-            if held is not None:
-                self._queries.move_to_end(query)
-                return held
-        tokens = self.embedder.encode([query]).tokens[0]
-        with self._lock:
-            self._queries[query] = tokens
-            if len(self._queries) > QUERY_CACHE:
-                self._queries.popitem(last=False)
-        return tokens
+        return self._queries.get(query)

@@ -42,6 +42,9 @@ Version 3 adds the log (memory as a log, seed 002; ``log``): ``log``, ``log_head
 Version 4 plans ``rewindow``'s update on every call (``plan_cache_mode = force_custom_plan``): a generic plan
 cached in a session while ``items`` was small read the whole ``items_turns`` index per write (``_v4``).
 
+Version 5 adds ``item_vectors.tx`` (the writing transaction's id, indexed), so each host's copy of the pooled
+vectors, the dense candidate source (``pooled``), reads only what was written since it last looked.
+
 ``ensure_vectors`` gives the embeddings an index once per database: a generated ``pvec vector(64)`` column
 with an HNSW index when pgvector can be created, else a generated ``cube`` column with a GiST index (contrib),
 else none (a scan); ``meta.vectors`` records which.
@@ -304,7 +307,25 @@ def _v4(conn: Conn) -> None:
     conn.execute(_V4)  # DDL built from constants only
 
 
-MIGRATIONS: tuple[Callable[[Conn], None], ...] = (_v1, _v2, _v3, _v4)
+_V5: Final = f"""
+ALTER TABLE {SCHEMA}.item_vectors ADD COLUMN tx xid8 NOT NULL DEFAULT pg_current_xact_id();
+--
+CREATE INDEX item_vectors_tx ON {SCHEMA}.item_vectors (tx, model)
+"""
+
+
+def _v5(conn: Conn) -> None:
+    """``item_vectors.tx``: the writing transaction's id (indexed), for the hosts' copies of the pooled vectors.
+
+    A host's copy (``pooled``) reads only the rows written since its last read, with the belief build's
+    watermark rule.
+    """
+    for statement in _V5.split(";\n--\n"):
+        if statement.strip():
+            conn.execute(statement)  # DDL built from constants only
+
+
+MIGRATIONS: tuple[Callable[[Conn], None], ...] = (_v1, _v2, _v3, _v4, _v5)
 """``MIGRATIONS[i]`` upgrades version ``i`` to ``i + 1``; append, never edit, to change the schema."""
 
 SCHEMA_VERSION: Final = len(MIGRATIONS)

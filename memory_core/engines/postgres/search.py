@@ -4,8 +4,8 @@ The query's words are the table's: for items the project's terms (``retrieval.te
 stop-words dropped), matched against the windowed ``tsv`` (``schema`` v2); for beliefs the reference words.
 Their document frequencies come from ``Frequencies``, a per-process cache refreshed every ``DF_TTL_S``: the
 words it lacks are counted on the ``tsv`` GIN index (capped at ``DF_CAP`` rows per word) in the statement that
-also reads the tables' row counts, one statement for the items and the beliefs of a fetch (``read``). Then one
-``WITH`` statement:
+also reads the tables' row counts, one statement for the items and the beliefs of a fetch (``read``; with
+``read_with``, other parts of a read's first statement ride along: ``Extra``). Then one ``WITH`` statement:
 
 1. (the frequencies decide which words are informative, so the statement names them as a constant and the
    planner picks the GIN index for them);
@@ -17,12 +17,16 @@ also reads the tables' row counts, one statement for the items and the beliefs o
 3. ``vec`` (vector mode, and hybrid mode when the lexical pool cannot fill the page): the best ``pool`` rows by
    embedding distance: pgvector's HNSW index, or ``cube``'s GiST index (distance computed in C), or a cosine
    scan of the reach in SQL;
-4. for the union, what ``fusion.Signals`` needs: the query words each row holds (its lexemes intersected with
+4. ``den`` (hybrid): the rows the pooled vector nominated (``pooled.PooledCache.nearest``, in the host) that
+   the filter admits, so the caller learns which passed, with their signals;
+5. for the union, what ``fusion.Signals`` needs: the query words each row holds (its lexemes intersected with
    the query's), its length, its embedding, ``pg_trgm``'s ``word_similarity`` when installed, its time,
    confidence and hint flag.
 
-The lexical score (Okapi BM25, ``bm25``) and the cosine are computed here in Python over the
-candidates only. Every part filters by the request's reach and filter in SQL (``filters.compile_filter``).
+``statement`` builds it (a ``Candidates``: SQL, parameters and what turns its rows into signals), so a caller
+can send it with another (``driver.pipelined``); ``candidates`` runs it alone. The lexical score (Okapi BM25,
+``bm25``) and the cosine are computed here in Python over the candidates only. Every part filters by the
+request's reach and filter in SQL (``filters.compile_filter``).
 """
 
 from __future__ import annotations
@@ -43,7 +47,19 @@ from memory_core.scoring import embed
 from .filters import Where
 from .fusion import Signals
 
-__all__ = ["AVG_WORDS", "DF_CAP", "DF_TTL_S", "Features", "Frequencies", "bm25", "candidates", "pool_size"]
+__all__ = [
+    "AVG_WORDS",
+    "DF_CAP",
+    "DF_TTL_S",
+    "Candidates",
+    "Extra",
+    "Features",
+    "Frequencies",
+    "bm25",
+    "candidates",
+    "pool_size",
+    "statement",
+]
 
 DF_CAP: Final = 5_000
 """Most rows counted for one query word's document frequency; a word held by more is common (``COMMON_SHARE``
@@ -73,6 +89,26 @@ class Features:
     vectors: str
 
 
+@dataclass(frozen=True)
+class Extra:
+    """More columns for the statement that opens a ranked read (``Frequencies.read_with``), from a ``FROM`` item.
+
+    The source is a sub-select returning exactly one row (aggregates without ``GROUP BY``), so joining it keeps
+    the statement's one row.
+
+    Attributes:
+        columns: Select-list text naming the source's columns (``alias.*``).
+        source: The ``FROM`` item, aliased.
+        params: The source's parameters, in order.
+        width: How many columns ``columns`` names.
+    """
+
+    columns: str
+    source: str
+    params: list[Any]
+    width: int
+
+
 class Frequencies:
     """A per-process cache of document frequencies per table, thread-safe.
 
@@ -96,6 +132,16 @@ class Frequencies:
         The statement reads each table's row count (its newest key: one index lookup) and counts the words the
         cache lacks, or holds older than ``DF_TTL_S``, or counted before the table grew past ``DF_GROWTH`` times
         the rows this process last saw in it.
+        """
+        return self.read_with(conn, wants)[0]
+
+    def read_with(
+        self, conn: Any, wants: Sequence[tuple[str, str, Sequence[str]]], more: Sequence[Extra] = ()
+    ) -> tuple[list[tuple[dict[str, float], float]], list[list[Any]]]:
+        """``read``, with ``more``'s columns in the same statement (the pooled vectors' refresh, the scopes).
+
+        Returns:
+            ``read``'s answer and, per ``Extra``, its column values.
         """
         now = time.monotonic()
         parts: list[str] = []
@@ -121,8 +167,18 @@ class Frequencies:
                     "FROM unnest(%s::text[]) WITH ORDINALITY AS u(word, o) ORDER BY o)"
                 )
                 params.append(lacking)
-        row = conn.execute("SELECT " + ", ".join(parts), params).fetchone()
+        parts.extend(extra.columns for extra in more)
+        source = (" FROM " + ", ".join(extra.source for extra in more)) if more else ""
+        params.extend(p for extra in more for p in extra.params)
+        row = conn.execute("SELECT " + ", ".join(parts) + source, params).fetchone()
         values = list(row) if row else []
+        width = sum(extra.width for extra in more)
+        tails: list[list[Any]] = []
+        at_extra = len(values) - width
+        for extra in more:
+            tails.append(values[at_extra : at_extra + extra.width])
+            at_extra += extra.width
+        values = values[: len(values) - width]
         out: list[tuple[dict[str, float], float]] = []
         at = 0
         with self._lock:
@@ -139,7 +195,7 @@ class Frequencies:
                         self._df[(table, word)] = (float(df), total, now)
                         held[word] = float(df)
                 out.append((held, total))
-        return out
+        return out, tails
 
 
 def pool_size(want: int) -> int:
@@ -180,7 +236,36 @@ def _vector_source(table: str, key: str, cond: str, pool: int, vectors: str) -> 
     return f"vec AS (SELECT i.{key} AS k FROM {table} i WHERE {cond} ORDER BY {order}, i.{key} LIMIT {pool})"
 
 
-def candidates(
+@dataclass(frozen=True)
+class Candidates:
+    """One ranked read's candidate statement, and what turns its rows into ``Signals`` (``signals``).
+
+    Attributes:
+        sql: The statement: per candidate the eight signal columns, then the caller's ``columns``.
+        params: Its parameters.
+        df: The query words' document frequencies.
+        total: Rows in the table.
+        qvec: The query's reference vector.
+    """
+
+    sql: str
+    params: list[Any]
+    df: dict[str, float]
+    total: float
+    qvec: np.ndarray[Any, Any]
+
+    def signals(self, rows: Sequence[Sequence[Any]]) -> list[Signals]:
+        """The candidates' signals from the statement's rows (pure)."""
+        return _signals(rows, self.df, self.total, self.qvec)
+
+
+def candidates(conn: Any, **kw: Any) -> list[Signals]:
+    """Run ``statement`` (same arguments) and return the candidates' signals: one statement."""
+    plan = statement(conn, **kw)
+    return [] if plan is None else plan.signals(conn.execute(plan.sql, plan.params).fetchall())
+
+
+def statement(
     conn: Any,
     *,
     table: str,
@@ -196,8 +281,10 @@ def candidates(
     extra_params: Sequence[Any] = (),
     terms: Sequence[str] | None = None,
     stats: tuple[dict[str, float], float] | None = None,
-) -> list[Signals]:
-    """The candidates of one ranked read, with their signals (see the module docstring).
+    nominated: Sequence[int] = (),
+    columns: str = "",
+) -> Candidates | None:
+    """The statement of one ranked read's candidates (see the module docstring); None when it has none.
 
     Args:
         conn: An open connection (the caller's transaction).
@@ -216,6 +303,9 @@ def candidates(
             stemmed, matched against the windowed ``wterms``); None: ``query_words`` (beliefs' plain words).
         stats: ``Frequencies.read``'s answer for this table and these words, when the caller read it already
             (one statement for the items and the beliefs of a fetch); None: read here.
+        nominated: Keys the pooled vector nominated (``pooled.PooledCache.nearest``): those the filter admits
+            join the candidates (``den``), so the caller learns which passed and their signals.
+        columns: More select-list text over alias ``i`` (no parameters), after the signal columns.
     """
     plain = query_words(query)
     words = plain if terms is None else list(terms)
@@ -256,8 +346,12 @@ def candidates(
         ctes.append(_vector_source(table, key, short + cond, pool, features.vectors))
         params.extend([*cond_params, [float(v) for v in qvec]])
         parts.append("SELECT k FROM vec")
+    if nominated:
+        ctes.append(f"den AS (SELECT i.{key} AS k FROM {table} i WHERE i.{key} = ANY(%s::bigint[]) AND {cond})")
+        params.extend([list(nominated), *cond_params])
+        parts.append("SELECT k FROM den")
     if not parts:
-        return []
+        return None
     trigram = "word_similarity(%s, i.words)" if features.trigram and plain else "0::float8"
     hint_sql, hint_params = "false", []
     if refers_to is not None:
@@ -268,15 +362,14 @@ def candidates(
         f"SELECT i.{key}, ARRAY(SELECT u.lexeme || ' ' || coalesce(array_length(u.positions, 1), 1) "
         "FROM unnest(i.tsv) AS u WHERE u.lexeme = ANY(%s::text[])), "
         f"coalesce(array_length(string_to_array({length_of}, ' '), 1), 0), i.vec, {trigram}, "
-        f"coalesce(i.observed_at, {when}), coalesce(i.confidence, 0.5), {hint_sql} "
+        f"coalesce(i.observed_at, {when}), coalesce(i.confidence, 0.5), {hint_sql}{', ' + columns if columns else ''} "
         f"FROM {table} i WHERE i.{key} IN ({' UNION '.join(parts)})"
     )
     select_params: list[Any] = [words]
     if features.trigram and plain:
         select_params.append(" ".join(plain))
     select_params.extend(hint_params)
-    rows = conn.execute("WITH " + ", ".join(ctes) + " " + select, [*params, *select_params]).fetchall()
-    return _signals(rows, df, total, qvec)
+    return Candidates("WITH " + ", ".join(ctes) + " " + select, [*params, *select_params], df, total, qvec)
 
 
 def _signals(

@@ -5,8 +5,9 @@ embedder's ``model`` name, its pooled vector (float32 bytes) and its content-tok
 (``retrieval.late.quantise``: int8 with a scale per token) as ``bytea``, plus ``prev``, the turn before it in its
 thread when it was embedded, so the window view needs no extra lookup. Storing an item never writes here: an
 item waits, ranked lexically, until a worker embeds it (``unembedded`` → model → ``write``, the model run
-outside any transaction). A row of another model counts as not embedded. ``ON DELETE CASCADE`` drops an item's
-row with the item.
+outside any transaction). A row of another model counts as not embedded. ``tx`` (schema v5) is the writing
+transaction's id, which the hosts' copies of the pooled vectors read from (``pooled``). ``ON DELETE CASCADE``
+drops an item's row with the item.
 
 ``load`` reads, in one statement, what the rerank needs of its candidates *and* their stored JSON, so the hits
 of the page are built without another round trip; a candidate's previous turn's tokens come along unless that
@@ -69,7 +70,7 @@ def write(conn: Conn, model: str, seqs: Sequence[int], encoded: Encoded) -> int:
         "FROM unnest(%s::bigint[], %s::bytea[], %s::bytea[]) AS u(seq, pooled, tokens) "
         f"JOIN {SCHEMA}.items i ON i.seq = u.seq ORDER BY i.seq "
         "ON CONFLICT (seq) DO UPDATE SET model = excluded.model, prev = excluded.prev, pooled = excluded.pooled, "
-        "tokens = excluded.tokens RETURNING seq",
+        "tokens = excluded.tokens, tx = pg_current_xact_id() RETURNING seq",
         (model, list(seqs), pooled, tokens),
     ).fetchall()
     return len(rows)

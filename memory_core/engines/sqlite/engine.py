@@ -19,8 +19,8 @@ power-loss durability for speed; ``?busy_timeout_ms=N``). The folder is created 
 * Forget and erase remove the beliefs derived only from the removed items, in the same transaction.
 * A hybrid ``fetch`` reorders the lexical stage's best by late interaction over the model's stored token
   vectors (``rerank``); the query is encoded once per process for each distinct query text, so the sections of
-  one pack share one encoding (``queries``: started before the lexical stage, on the encoder thread), and the
-  candidates' decoded token vectors are kept per process (``token_cache``). The model never runs on a write:
+  one pack share one encoding (``queries``: started at the fetch's entry, on the encoder thread), and the
+  candidates' token vectors are kept per process as stored, int8 (``token_cache``). The model never runs on a write:
   ``embed_backlog`` encodes what waits, in batches, on the workers (the ``embed_items`` job,
   ``workers.embedding``). A hybrid fetch also takes up to ``retrieval.dense.DENSE_POOL`` candidates nearest the
   query's pooled vector (``pooled``).
@@ -37,6 +37,7 @@ import sqlite3
 import threading
 from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -93,7 +94,7 @@ from .dated import dated_candidates
 from .filters import compile_filter
 from .index import Bounded, CandidateRows, ItemIndex
 from .pooled import PooledIndex
-from .queries import QueryEncodings
+from .queries import QueryEncodings, QueryVectors
 from .ranking import rank_items
 from .rerank import RERANK_POOL, dense_candidates, rerank
 from .rows import chunks, now_us, ns_key, ns_of_key, placeholders, vec_blob
@@ -488,7 +489,12 @@ class SQLiteEngine(MemoryEngine):
         return log_view.annotate(conn, hits, self._past)
 
     def _ranked(
-        self, conn: sqlite3.Connection, request: FetchRequest, want: int, snapshot: int
+        self,
+        conn: sqlite3.Connection,
+        request: FetchRequest,
+        want: int,
+        snapshot: int,
+        encoding: Future[QueryVectors] | None = None,
     ) -> list[tuple[int, float]]:
         rows = self._index.candidates(
             conn,
@@ -518,7 +524,10 @@ class SQLiteEngine(MemoryEngine):
             return rank_items(
                 conn, rows, request.query, request.mode, want, self._index.size(), now, hinted_keys=hinted
             )
-        encoding = self._queries.start(request.query) if hinted is None else None  # runs during the lexical stage
+        if hinted is not None:  # a time hint orders its own groups
+            encoding = None
+        elif encoding is None:
+            encoding = self._queries.start(request.query)  # runs during the lexical stage
         pool = max(want, RERANK_POOL)
         ranked = rank_items(conn, rows, request.query, request.mode, pool, self._index.size(), now, hinted_keys=hinted)
         if encoding is None or len(ranked) < 2:  # a time hint orders its own groups; one hit needs no order
@@ -560,6 +569,9 @@ class SQLiteEngine(MemoryEngine):
 
     def _fetch(self, request: FetchRequest) -> FetchPage:
         state = decode_cursor("f", request.cursor, ("o", "s"))
+        # the model runs while pending rows fold and the lexical stage reads; a time hint orders its own groups
+        hybrid = request.mode is FetchMode.HYBRID and request.refers_to is None
+        encoding = self._queries.start(request.query) if hybrid else None
         self._fold_pending()
 
         def read(conn: sqlite3.Connection) -> FetchPage:
@@ -567,7 +579,7 @@ class SQLiteEngine(MemoryEngine):
             snapshot = (
                 state["s"] if state else int(conn.execute("SELECT coalesce(max(seq), 0) FROM items").fetchone()[0])
             )
-            ranked = self._ranked(conn, request, offset + request.limit + 1, snapshot)
+            ranked = self._ranked(conn, request, offset + request.limit + 1, snapshot, encoding)
             page = ranked[offset : offset + request.limit]
             more = len(ranked) > offset + request.limit
             beliefs: list[Hit] = []

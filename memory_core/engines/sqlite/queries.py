@@ -4,8 +4,9 @@ A pack reads its sections on several threads at once, all with the pack's query 
 encoding up in a cache and encoding on a miss let every section miss together and run the model once each, one
 after another (the model runs under a lock): 3.5 encodes per ``pre_turn`` on the demo's data, each ~8 ms. Here
 the first read of a query *starts* its encoding on the process's encoder thread and gets a future; every other
-read of the same text gets the same future. A read starts the encoding before its lexical stage and waits for it
-only at the rerank, so the model runs while the reads do their SQL (onnxruntime and SQLite both release the GIL).
+read of the same text gets the same future. A hybrid fetch starts the encoding at its entry (before it folds
+pending rows and runs its lexical stage) and waits for it only at the rerank, so the model runs while the reads
+do their SQL (onnxruntime and SQLite both release the GIL).
 
 ``encodes`` counts the model runs (tests assert one per distinct query). A failed encoding is not kept: the
 next read of that text tries again.

@@ -26,7 +26,7 @@ from memory_core.retrieval.dates import named_dates
 from memory_core.retrieval.dense import DENSE_POOL
 from memory_core.retrieval.embedder import F32
 from memory_core.retrieval.fusion import envelope, fuse, names_speaker, query_words
-from memory_core.retrieval.late import token_max
+from memory_core.retrieval.late import Tokens, token_max
 from memory_core.retrieval.terms import query_terms
 from memory_core.scoring import VECTOR_THRESHOLD
 
@@ -51,6 +51,8 @@ NEXT_VIEW: Final = True
 fetch@10 / pack 78.0 / 78.1% → 78.5 / 79.5% (``docs/retrieval.md``)."""
 _MIN_HEAD: Final = 2
 """Fewer candidates than this have nothing to reorder."""
+_EMPTY: Final = np.zeros((0, 0), dtype=np.float32)
+"""The tokens of a text not embedded (by this model): ``late.token_max`` gives it -1."""
 
 
 def dense_candidates(
@@ -129,6 +131,12 @@ def rerank(
     return reorder(ranked, stored, query, query_tokens, now_us, extra, after)
 
 
+def _tokens(row: Stored | None, dims: int) -> Tokens:
+    """A stored row's token vectors; none for a row not embedded (by a model of ``dims`` dimensions)."""
+    held = None if row is None else row.tokens
+    return held if held is not None and held.shape[1] == dims else _EMPTY
+
+
 def reorder(
     ranked: Sequence[tuple[int, float]],
     stored: dict[int, Stored],
@@ -165,30 +173,25 @@ def reorder(
         tail = [(s, v) for s, v in tail if s not in taken]
     dims = query_tokens.shape[1]
     seqs = [s for s, _ in head]
-    empty = np.zeros((0, dims), dtype=np.float32)
-
-    def tokens(seq: int | None) -> F32:
-        row = stored.get(seq) if seq is not None else None
-        return empty if row is None or row.tokens is None or row.tokens.shape[1] != dims else row.tokens
-
-    prevs = [stored[s].prev if s in stored else None for s in seqs]
+    rows = [stored.get(s) for s in seqs]
+    prevs = [None if row is None else row.prev for row in rows]
     nexts = [after.get(s) for s in seqs] if after is not None else []
-    scored = list(dict.fromkeys(t for t in [*seqs, *prevs, *nexts] if t is not None))  # neighbours are often candidates
-    at = {t: i for i, t in enumerate(scored)}
-    best = np.vstack([token_max(query_tokens, [tokens(t) for t in scored]), token_max(query_tokens, [empty])])
-
-    def view(of: Sequence[int | None]) -> F32:
-        return best[[at[t] if t is not None else len(scored) for t in of]]
-
-    own = view(seqs)
-    window = np.maximum(own, view(prevs))
-    if after is not None:  # the window view spans the turn after too (``following``)
-        window = np.maximum(window, view(nexts))
-    embedded = np.array([len(tokens(s)) > 0 for s in seqs])
-    when = np.array([stored[s].when_us if s in stored else now_us for s in seqs], dtype=np.int64)
-    conf = np.array([stored[s].confidence if s in stored else 0.5 for s in seqs])
+    # each text scored once: the candidates, then the turns before and after them that are not candidates
+    at = {s: i for i, s in enumerate(seqs)}
+    around = list(dict.fromkeys(t for t in [*prevs, *nexts] if t is not None and t not in at))
+    at.update((t, len(seqs) + i) for i, t in enumerate(around))
+    texts = [_tokens(row, dims) for row in rows] + [_tokens(stored.get(t), dims) for t in around]
+    maxima = np.vstack([token_max(query_tokens, texts), np.full((1, len(query_tokens)), -1.0, np.float32)])
+    own = maxima[: len(seqs)]
+    before = maxima[[len(texts) if p is None else at[p] for p in prevs]]  # no turn before: the -1 row
+    window = np.maximum(own, before)
+    if after is not None:  # the window view spans the turn after too (``following``); none: the -1 row
+        window = np.maximum(window, maxima[[len(texts) if t is None else at[t] for t in nexts]])
+    embedded = np.array([len(t) > 0 for t in texts[: len(seqs)]])
+    when = np.array([now_us if row is None else row.when_us for row in rows], dtype=np.int64)
+    conf = np.array([0.5 if row is None else row.confidence for row in rows])
     words = query_words(query)
-    spoken = np.array([s in stored and names_speaker(words, stored[s].speaker) for s in seqs])
+    spoken = np.array([row is not None and names_speaker(words, row.speaker) for row in rows])
     lexical = np.concatenate([np.arange(1, len(head) - len(extra) + 1), np.zeros(len(extra))]).astype(np.int64)
     nominated = np.zeros(len(seqs), dtype=np.int64)
     nominated[len(seqs) - len(extra) :] = np.arange(1, len(extra) + 1)

@@ -1,13 +1,23 @@
-"""``TokenCache``: the decoded token vectors (and ranking fields) of embedded items, kept per process.
+"""``TokenCache``: the stored token vectors (and ranking fields) of embedded items, kept per process.
 
-The rerank (``rerank``) reads its candidates' stored token vectors on every hybrid fetch: four sections of a pack
-read up to 100 candidates and their previous turns each, ~14 KB of blob per item decoded from int8
-(``vectors.load``, ``late.dequantise``), and the next turn asks about the same conversation. What it reads of an
-item never changes once the item is embedded by a model (the vectors, the turn before it, the speaker, the time,
-the confidence), and seqs are never reused, so a decoded row is kept by ``(seq, model)`` until the byte budget
-pushes it out (least recently used first). A row not yet embedded is read again next time (it may be embedded
-by then). A kept row whose item was deleted since is left out (one primary-key read per call). A replaced file
-(``meta.instance``) empties the cache.
+The rerank (``rerank``) reads its candidates' stored token vectors on every hybrid fetch: the sections of a pack
+read up to 100 candidates and their previous turns each, ~14 KB of blob per item (``vectors.load``), and the
+next turn asks about the same conversation. What it reads of an item never changes once the item is embedded by
+a model (the vectors, the turn before it, the speaker, the time, the confidence), and seqs are never reused, so a
+row is kept by ``(seq, model)`` until the byte budget pushes it out (least recently used first). Rows are kept as
+stored (``late.Quantised``: int8 and a scale per token, 388 bytes a 384-dimension token, a quarter of float32),
+so a hit decodes nothing and the budget holds four times the rows. A row not yet embedded (its fields, no
+vectors) is kept apart, at most ``BARE_ROWS``, while no vectors were written since (``item_vectors.n``, schema
+version 6, only grows): the host's own new turns wait for the embedding job and are candidates of every pack
+meanwhile. A replaced file (``meta.instance``) empties the cache.
+
+Deleted items: every delete appends its seqs to the ``deleted`` log (numbered ``n``, schema version 1), as the
+item index uses it (``index.ItemIndex.refresh``). Each call reads the instance, the log's last ``n`` and the
+vectors' last ``n`` in one statement; when the log grew, the kept rows of the newly deleted seqs are dropped
+(one indexed range read), so a hit needs no per-row check. A read whose snapshot is older than the newest log
+entry (or vectors) the cache has seen serves its hits (alive in the newer snapshot, so alive in its own: a
+candidate or the turn before one is older than the snapshot) but keeps none of the rows it reads from SQL,
+which a newer snapshot may have deleted (or embedded).
 
 ``stats`` counts the rows served from the cache and the rows read from SQL.
 """
@@ -21,15 +31,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from .rows import chunks, placeholders
 from .vectors import Stored, load
 
-__all__ = ["TOKEN_CACHE_BYTES", "TokenCache", "TokenCacheStats"]
+__all__ = ["BARE_ROWS", "TOKEN_CACHE_BYTES", "TokenCache", "TokenCacheStats"]
 
 TOKEN_CACHE_BYTES: Final = 48 * 2**20
-"""Decoded float32 token vectors kept per engine (about 3,000 conversation turns of ~10 content tokens)."""
+"""Stored token vectors kept per engine: ~4,900 items of the demo's ~26 tokens of 388 bytes (its 1,952: 19 MB)."""
 _OVERHEAD: Final = 200
 """Bytes counted per kept row besides its vectors (the row object, the key)."""
+BARE_ROWS: Final = 4096
+"""Rows not embedded yet kept (their fields only), least recently used dropped first."""
+_STATE: Final = (
+    "SELECT (SELECT value FROM meta WHERE key = 'instance'), (SELECT coalesce(max(n), 0) FROM deleted), "
+    "(SELECT coalesce(max(n), 0) FROM item_vectors)"
+)
 
 
 @dataclass
@@ -39,74 +54,114 @@ class TokenCacheStats:
     Attributes:
         hits: Served from the cache.
         read: Read from SQL (not cached, or not embedded yet).
+        dropped: Kept rows dropped because their item was deleted.
     """
 
     hits: int = 0
     read: int = 0
+    dropped: int = 0
 
 
-def _existing(conn: sqlite3.Connection, seqs: list[int]) -> set[int]:
-    found: set[int] = set()
-    for chunk in chunks(seqs):
-        marks = placeholders(len(chunk))
-        found.update(int(r[0]) for r in conn.execute(f"SELECT seq FROM items WHERE seq IN ({marks})", chunk))
-    return found
+def _size(row: Stored) -> int:
+    return (row.tokens.nbytes if row.tokens is not None else 0) + _OVERHEAD
 
 
 class TokenCache:
-    """Decoded ``vectors.Stored`` rows by ``(seq, model)`` within a byte budget (module docstring).
+    """Stored ``vectors.Stored`` rows by ``(seq, model)`` within a byte budget (module docstring).
 
     Args:
-        budget: Bytes of decoded vectors kept.
+        budget: Bytes of token vectors kept.
     """
 
     def __init__(self, budget: int = TOKEN_CACHE_BYTES) -> None:
         self._budget = budget
         self._rows: OrderedDict[tuple[int, str], Stored] = OrderedDict()
+        self._bare: OrderedDict[tuple[int, str], Stored] = OrderedDict()
+        """Rows with no vectors of the model as of ``self._vectors`` (the last ``item_vectors.n``)."""
+        self._vectors = 0
+        self._models: set[str] = set()
         self._bytes = 0
         self._instance = ""
+        self._deleted = 0
+        """The last ``deleted.n`` whose seqs the kept rows exclude."""
         self._lock = threading.Lock()
         self.stats = TokenCacheStats()
 
+    def _forget_deleted(self, conn: sqlite3.Connection, instance: str, upto: int) -> None:
+        """Drop the kept rows of seqs the ``deleted`` log holds after ``self._deleted``, up to ``upto``."""
+        with self._lock:
+            after = self._deleted
+        gone = conn.execute("SELECT seq FROM deleted WHERE n > ? AND n <= ?", (after, upto)).fetchall()
+        with self._lock:
+            if instance != self._instance or upto <= self._deleted:
+                return  # another read got there first
+            for (seq,) in gone:
+                for model in self._models:
+                    self._bare.pop((int(seq), model), None)
+                    row = self._rows.pop((int(seq), model), None)
+                    if row is not None:
+                        self._bytes -= _size(row)
+                        self.stats.dropped += 1
+            self._deleted = upto
+
     def load(self, conn: sqlite3.Connection, seqs: Sequence[int], model: str, dims: int) -> dict[int, Stored]:
         """``seq → Stored`` for the ``seqs`` that exist, as ``vectors.load`` (same arguments), cached."""
-        instance = str(conn.execute("SELECT value FROM meta WHERE key = 'instance'").fetchone()[0])
-        out: dict[int, Stored] = {}
-        missing: list[int] = []
+        instance_value, deleted_value, vectors_value = conn.execute(_STATE).fetchone()
+        instance, deleted, vectors = str(instance_value), int(deleted_value), int(vectors_value)
         with self._lock:
             if instance != self._instance:
                 self._rows.clear()
+                self._bare.clear()
+                self._models.clear()
                 self._bytes = 0
                 self._instance = instance
-            for seq in seqs:
-                row = self._rows.get((seq, model))
-                if row is None:
-                    missing.append(seq)
-                else:
-                    self._rows.move_to_end((seq, model))
-                    out[seq] = row
-        if out:  # a kept row's item may have been deleted since (forget, erase): it must not rank
-            alive = _existing(conn, list(out))
-            for seq in [s for s in out if s not in alive]:
-                del out[seq]
+                self._deleted = deleted
+                self._vectors = vectors
+            if vectors > self._vectors:  # rows embedded since: any bare row may have vectors now
+                self._bare.clear()
+                self._vectors = vectors
+            behind = deleted < self._deleted or vectors < self._vectors
+            ahead = deleted > self._deleted
+        if ahead:
+            self._forget_deleted(conn, instance, deleted)
+        out: dict[int, Stored] = {}
+        missing: list[int] = []
         with self._lock:
+            rows, bare = self._rows, self._bare
+            for seq in seqs:
+                key = (seq, model)
+                row = rows.get(key)
+                if row is not None:
+                    rows.move_to_end(key)
+                    out[seq] = row
+                elif (row := bare.get(key)) is not None:
+                    bare.move_to_end(key)
+                    out[seq] = row
+                else:
+                    missing.append(seq)
             self.stats.hits += len(out)
             self.stats.read += len(missing)
         if not missing:
             return out
         read = load(conn, missing, model, dims)
         out.update(read)
+        if behind:
+            return out
         with self._lock:
-            if instance != self._instance:
-                return out
+            if instance != self._instance or deleted != self._deleted or vectors != self._vectors:
+                return out  # the file was replaced, or a newer snapshot saw deletes or vectors since this one
+            self._models.add(model)
             for seq, row in read.items():
-                if row.tokens is None or (seq, model) in self._rows:
-                    continue
-                self._rows[(seq, model)] = row
-                self._bytes += row.tokens.nbytes + _OVERHEAD
+                if row.tokens is None:
+                    self._bare[(seq, model)] = row
+                elif (seq, model) not in self._rows:
+                    self._rows[(seq, model)] = row
+                    self._bytes += _size(row)
+            while len(self._bare) > BARE_ROWS:
+                self._bare.popitem(last=False)
             while self._bytes > self._budget and self._rows:
                 _, dropped = self._rows.popitem(last=False)
-                self._bytes -= (dropped.tokens.nbytes if dropped.tokens is not None else 0) + _OVERHEAD
+                self._bytes -= _size(dropped)
         return out
 
     def __len__(self) -> int:

@@ -19,8 +19,8 @@ from typing import Final
 
 import numpy as np
 
-from memory_core.retrieval.embedder import F32, Encoded
-from memory_core.retrieval.late import dequantise, quantise
+from memory_core.retrieval.embedder import Encoded
+from memory_core.retrieval.late import Quantised, Tokens, quantise
 
 from . import fts
 from .rows import chunks, placeholders
@@ -75,14 +75,15 @@ class Stored:
     """What ranking reads of one item.
 
     Attributes:
-        tokens: Token vectors (None: not embedded by this model).
+        tokens: Token vectors, as stored (``late.Quantised``: ``load``) or float32 (None: not embedded by this
+            model).
         prev: The turn before it in its thread, when it was embedded.
         speaker: Who said it (``item_terms.speaker``).
         when_us: ``observed_at``, else the write time, µs.
         confidence: A learning's confidence, 0.5 for other kinds.
     """
 
-    tokens: F32 | None
+    tokens: Tokens | None
     prev: int | None
     speaker: str | None
     when_us: int
@@ -90,7 +91,7 @@ class Stored:
 
 
 def load(conn: sqlite3.Connection, seqs: Sequence[int], model: str, dims: int) -> dict[int, Stored]:
-    """``seq → Stored`` for the ``seqs`` that exist."""
+    """``seq → Stored`` for the ``seqs`` that exist, token vectors as stored (``late.Quantised``, not decoded)."""
     out: dict[int, Stored] = {}
     for chunk in chunks(list(seqs)):
         marks = placeholders(len(chunk))
@@ -101,6 +102,6 @@ def load(conn: sqlite3.Connection, seqs: Sequence[int], model: str, dims: int) -
             f"LEFT JOIN item_terms t ON t.seq = i.seq WHERE i.seq IN ({marks})",
             (model, *chunk),
         ):
-            vectors = None if tokens is None else dequantise(bytes(tokens), dims)
+            vectors = None if tokens is None else Quantised.parse(bytes(tokens), dims)
             out[int(seq)] = Stored(vectors, None if prev is None else int(prev), speaker, int(when), float(conf))
     return out
