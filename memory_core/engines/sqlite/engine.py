@@ -90,6 +90,7 @@ from . import beliefs_store, log, log_checkpoint, log_ops, log_view, scoped, vec
 from .belief_index import BeliefIndex
 from .blas import limit_blas
 from .connection import TX_BUDGET_S, Database, SQLiteOptions, held_s, parse_url, tally
+from .dated import dated_candidates
 from .filters import compile_filter
 from .index import Bounded, CandidateRows, ItemIndex
 from .pooled import PooledIndex
@@ -576,6 +577,8 @@ class SQLiteEngine(MemoryEngine):
         tokens, pooled = encoding.result()
         model = self.embedder.name
         dense = dense_candidates(conn, self._pooled, rows, ranked, request.query, pooled, model)
+        taken = {s for s, _ in ranked[:RERANK_POOL]} | set(dense)
+        dense += dated_candidates(conn, self._pooled, rows, taken, request.query, pooled, model)
         return rerank(conn, ranked, request.query, tokens, model, now, dense, self._tokens.load)[:want]
 
     def _within_scopes(

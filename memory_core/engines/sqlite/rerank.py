@@ -3,10 +3,11 @@
 ``ranking.rank_items`` gives the exact top of the lexical ranking (windowed stemmed BM25, the reference
 vector as a tie-breaker, recency and confidence). Its best ``RERANK_POOL`` are read with their stored token
 vectors (``vectors``), scored by MaxSim against the query's content tokens over the item alone and over the
-item with the turn before it, and ordered by ``retrieval.fusion.fuse`` (RRF of the three rankings, with
-recency, confidence, the speaker signal and the date signal of ``retrieval.dates``). Up to
+item with the turns before and after it (``following``), and ordered by ``retrieval.fusion.fuse`` (RRF of
+the rankings, with recency, confidence, the speaker signal and the date signal of ``retrieval.dates``). Up to
 ``retrieval.dense.DENSE_POOL`` items nearest the query's pooled vector that the lexical head misses join it
-(``dense_candidates``, read from ``pooled.PooledIndex``), with no lexical rank and their own nomination rank.
+(``dense_candidates``, read from ``pooled.PooledIndex``), with no lexical rank and their own nomination rank;
+so do items observed on a date the query names (``dated.dated_candidates``), after them.
 Items not yet embedded rank by the lexical stage alone. The rest of the ranking follows in lexical order.
 
 Scores stay the lexical stage's absolute scores, carried along the fused order by ``fusion.envelope``, so a
@@ -16,7 +17,7 @@ pack compares the hits of its sections on one scale (``recall.relevance``).
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
 import numpy as np
@@ -30,12 +31,13 @@ from memory_core.retrieval.terms import query_terms
 from memory_core.scoring import VECTOR_THRESHOLD
 
 from . import fts
+from .following import next_turns
 from .index import CandidateRows
 from .pooled import PooledIndex
 from .search import query_vector, weights
 from .vectors import Stored, load
 
-__all__ = ["RERANK_POOL", "dense_candidates", "reorder", "rerank"]
+__all__ = ["RERANK_POOL", "dense_candidates", "hybrid_hits", "reorder", "rerank"]
 
 RERANK_POOL: Final = 50
 """Lexical candidates the late-interaction stage reorders. Deeper heads let the model's two views and the named
@@ -44,6 +46,9 @@ section reads one agent's copy of each utterance, that costs evidence. LoCoMo de
 conversations, date signal on; fetch@10 / pack): 35 → 77.3% / 77.6%, 50 → 78.0% / 78.1%, 70 → 78.1% / 77.4%,
 100 → 78.7% / 76.6%. At 50 the pack holds at least its fetch@10, on each conversation the pack gains
 (75.7 → 76.4, 75.1 → 76.4, 78.3 → 80.6) and half as many candidates are scored per fetch (``docs/retrieval.md``)."""
+NEXT_VIEW: Final = True
+"""Whether the window view spans the turn after each candidate too (``following``): LoCoMo dev with the brain,
+fetch@10 / pack 78.0 / 78.1% → 78.5 / 79.5% (``docs/retrieval.md``)."""
 _MIN_HEAD: Final = 2
 """Fewer candidates than this have nothing to reorder."""
 _EMPTY: Final = np.zeros((0, 0), dtype=np.float32)
@@ -71,7 +76,18 @@ def dense_candidates(
     near = [s for s in index.nearest(conn, model, rows.keys, pooled, n + len(head)) if s not in head][:n]
     if not near:
         return []
-    keys = np.array(sorted(near), dtype=np.int64)
+    return hybrid_hits(conn, rows, near, query)
+
+
+def hybrid_hits(conn: sqlite3.Connection, rows: CandidateRows, seqs: Sequence[int], query: str) -> list[int]:
+    """The seqs of ``seqs`` (all among ``rows``) that are hybrid hits of ``query``, in their order.
+
+    A hybrid hit holds a stemmed query term in its (windowed) indexed text, or passes the reference vector's
+    cosine at ``VECTOR_THRESHOLD``: the contract's rule, so a nominated candidate keeps the hit set the contract's.
+    """
+    if not seqs:
+        return []
+    keys = np.array(sorted(set(seqs)), dtype=np.int64)
     at = np.searchsorted(rows.keys, keys)
     keep = np.zeros(len(rows), dtype=bool)
     keep[at] = True
@@ -82,7 +98,7 @@ def dense_candidates(
         terms = query_terms(query)
         matched = fts.matching(conn, "items_fts", terms, rest, len(rows)) if terms else np.zeros(len(rest), bool)
         hit.update(zip(rest.tolist(), matched.tolist(), strict=True))
-    return [s for s in near if hit[s]]
+    return [s for s in seqs if hit[s]]
 
 
 def rerank(
@@ -108,9 +124,10 @@ def rerank(
     dims = query_tokens.shape[1]
     seqs = [s for s, _ in head] + extra
     stored = loader(conn, seqs, model, dims)
-    prevs = sorted({p for s in seqs if s in stored and (p := stored[s].prev) is not None} - set(stored))
-    stored.update(loader(conn, prevs, model, dims))
-    return reorder(ranked, stored, query, query_tokens, now_us, extra)
+    after = next_turns(conn, seqs, model) if NEXT_VIEW else None
+    around = {p for s in seqs if s in stored and (p := stored[s].prev) is not None} | set((after or {}).values())
+    stored.update(loader(conn, sorted(around - set(stored)), model, dims))
+    return reorder(ranked, stored, query, query_tokens, now_us, extra, after)
 
 
 def _tokens(row: Stored | None, dims: int) -> Tokens:
@@ -126,6 +143,7 @@ def reorder(
     query_tokens: F32,
     now_us: int,
     dense: Sequence[int] = (),
+    after: Mapping[int, int] | None = None,
 ) -> list[tuple[int, float]]:
     """``ranked`` with its first ``RERANK_POOL`` and ``dense`` reordered by the stored vectors; pure.
 
@@ -140,6 +158,7 @@ def reorder(
         query_tokens: The query's content-token vectors ``(m, dims)``.
         now_us: The read's clock, µs (recency).
         dense: Nominations of the pooled vector not in the head, best first.
+        after: ``seq → the turn after it`` (``following.next_turns``), for the next-turn view; None: no view.
     """
     head, tail = list(ranked[:RERANK_POOL]), list(ranked[RERANK_POOL:])
     held = {h for h, _ in head}
@@ -155,15 +174,18 @@ def reorder(
     seqs = [s for s, _ in head]
     rows = [stored.get(s) for s in seqs]
     prevs = [None if row is None else row.prev for row in rows]
-    # each text scored once: the candidates, then the turns before them that are not candidates themselves
+    nexts = [after.get(s) for s in seqs] if after is not None else []
+    # each text scored once: the candidates, then the turns before and after them that are not candidates
     at = {s: i for i, s in enumerate(seqs)}
-    earlier = list(dict.fromkeys(p for p in prevs if p is not None and p not in at))
-    at.update((p, len(seqs) + i) for i, p in enumerate(earlier))
-    texts = [_tokens(row, dims) for row in rows] + [_tokens(stored.get(p), dims) for p in earlier]
+    around = list(dict.fromkeys(t for t in [*prevs, *nexts] if t is not None and t not in at))
+    at.update((t, len(seqs) + i) for i, t in enumerate(around))
+    texts = [_tokens(row, dims) for row in rows] + [_tokens(stored.get(t), dims) for t in around]
     maxima = np.vstack([token_max(query_tokens, texts), np.full((1, len(query_tokens)), -1.0, np.float32)])
     own = maxima[: len(seqs)]
     before = maxima[[len(texts) if p is None else at[p] for p in prevs]]  # no turn before: the -1 row
     window = np.maximum(own, before)
+    if after is not None:  # the window view spans the turn after too (``following``); none: the -1 row
+        window = np.maximum(window, maxima[[len(texts) if t is None else at[t] for t in nexts]])
     embedded = np.array([len(t) > 0 for t in texts[: len(seqs)]])
     when = np.array([now_us if row is None else row.when_us for row in rows], dtype=np.int64)
     conf = np.array([0.5 if row is None else row.confidence for row in rows])

@@ -252,7 +252,15 @@ def _v8(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
 
 
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8)
+def _v9(conn: sqlite3.Connection) -> None:
+    """``item_vectors.prev`` indexed: the turn after a candidate is found by the row that names it (``following``)."""
+    from .following import INDEXED
+
+    for statement in INDEXED:
+        conn.execute(statement)
+
+
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9)
 """``MIGRATIONS[i]`` upgrades version ``i`` to ``i + 1``; append, never edit, to change the schema."""
 
 SCHEMA_VERSION = len(MIGRATIONS)
