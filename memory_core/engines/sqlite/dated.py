@@ -46,7 +46,7 @@ def dated_candidates(
 
     Args:
         conn: The read connection.
-        index: The pooled vectors (refreshed here for ``model``).
+        index: The pooled vectors (refreshed and loaded for ``dated`` rows by ``nearest``).
         rows: The fetch's candidates (``keys`` ascending, ``when_us``).
         taken: Seqs already in the head (the lexical head and the pooled nominations).
         query: The query text (its named dates; the hit rule).
@@ -64,6 +64,5 @@ def dated_candidates(
     dated = rows.keys[dates.covers(rows.when_us)]
     if len(dated) == 0:
         return []
-    index.refresh(conn, model, int(pooled.shape[-1]))
-    near = [s for s in index.nearest(dated, pooled, n + len(taken)) if s not in taken][:n]
+    near = [s for s in index.nearest(conn, model, dated, pooled, n + len(taken)) if s not in taken][:n]
     return hybrid_hits(conn, rows, near, query)
