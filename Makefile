@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 demo: $(STAMP)
-	$(VENV)/bin/memory-core demo
+	$(VENV)/bin/memory-core demo $(DEMO_ARGS)
 
 test: $(STAMP)
 	$(VENV)/bin/pytest

@@ -226,3 +226,16 @@ def test_a_reply_that_answers_in_other_words_clears_the_score_bar_alone_but_a_pa
     sections = (ScopeSection.fetch("Brain", DOCS, 4), ScopeSection.fetch("History", CONVS, 4))
     kept = _texts(HolisticRecall(query=question, sections=sections, min_relevance=0.5), engine)
     assert kept == {"History": [ask, reply]}  # the passage is dropped, its section left out
+
+
+def test_passages_scoring_high_do_not_set_the_bar_of_turns() -> None:
+    # "What did Caroline do in May 2023?": passages naming 2023 scored 0.40, the May turns 0.06; a bar drawn from
+    # the passages (0.5 × 0.40) emptied History. Turns face the best turn; passages still face the best stored hit.
+    engine = Scored(
+        {
+            ItemKind.DOCUMENT: [(_doc("strong doc"), 0.40), (_doc("weak doc"), 0.10)],
+            ItemKind.CONVERSATION: [(_turn("may turn", index=1), 0.06), (_turn("faint turn", index=2), 0.02)],
+        },
+        beliefs=[],
+    )
+    assert _texts(_request(0.5), engine) == {"Brain": ["strong doc"], "History": ["may turn"]}

@@ -85,8 +85,11 @@ def demo(
     questions: Annotated[int, typer.Option(metavar="N", help="Questions whose packs are printed.", min=0)] = 4,
     concurrency: Annotated[int, typer.Option("-c", metavar="N", help="Worker pool processes.", min=1)] = 2,
     timeout: Annotated[
-        float, typer.Option(metavar="SECONDS", help="Seconds to wait for the background jobs.", min=1)
-    ] = 120.0,
+        float,
+        typer.Option(
+            metavar="SECONDS", help="Seconds to wait for the background jobs (a loaded machine is slow).", min=1
+        ),
+    ] = 600.0,
     keep: Annotated[bool, typer.Option(help="Keep var/demo from an earlier run instead of starting empty.")] = False,
     broker: Annotated[
         str | None,

@@ -75,19 +75,35 @@ def load_plugins(plugins: str | None = None) -> dict[str, str]:
     return targets
 
 
-def mask_url(url: str) -> str:
-    """``url`` with the password of its authority replaced by ``***``, for anything printed or logged.
+_SECRET_PARAMS = frozenset({"password", "passwd", "pwd", "sslpassword", "secret", "token", "key", "api_key"})
+"""Query parameters whose value is a secret (libpq takes ``?password=``; ``sslpassword`` unlocks a key)."""
 
-    A URL without a password is returned as it is; one that does not parse is shown only by its scheme.
+
+def mask_url(url: str) -> str:
+    """``url`` with its secrets replaced by ``***``, for anything printed or logged.
+
+    The password of the authority and the value of a secret query parameter (``?password=…``, libpq's
+    ``sslpassword``, ``token``, ``key``…) are masked. A URL without a secret is returned as it is; one that does
+    not parse is shown only by its scheme.
     """
     try:
         parts = urlsplit(url)
-        if parts.password is None:
-            return url
+        password = parts.password
     except ValueError:
         return f"{url.partition(':')[0]}://***"
-    userinfo, _, host = parts.netloc.rpartition("@")
-    return urlunsplit(parts._replace(netloc=f"{userinfo.partition(':')[0]}:***@{host}"))
+    pairs = [pair.partition("=") for pair in parts.query.split("&")] if parts.query else []
+    secret = [bool(sep) and name.lower() in _SECRET_PARAMS for name, sep, _ in pairs]
+    if password is None and not any(secret):
+        return url
+    if any(secret):
+        query = "&".join(
+            f"{name}{sep}{'***' if hidden else value}" for (name, sep, value), hidden in zip(pairs, secret, strict=True)
+        )
+        parts = parts._replace(query=query)
+    if password is not None:
+        userinfo, _, host = parts.netloc.rpartition("@")
+        parts = parts._replace(netloc=f"{userinfo.partition(':')[0]}:***@{host}")
+    return urlunsplit(parts)
 
 
 def engine_identity(url: str) -> str:

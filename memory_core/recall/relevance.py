@@ -35,13 +35,17 @@ all, 74.5% in 965 tokens: the passages it lets in crowd turns out; ``docs/retrie
 beliefs keep it: it is what keeps pattern-matching passages out of a chat's pack.
 
 **One scale per ranking.** A score bar compares scores, so it is drawn within one ranking. A read returns stored
-items (turns, passages, learnings: one formula over one index, so their scores compare across sections) and
-beliefs, ranked over the beliefs' own text index, whose BM25 runs on short third-person sentences that repeat
+items of one kind per ranking (turns, passages, learnings) and beliefs, ranked over the beliefs' own text
+index, whose BM25 runs on short third-person sentences that repeat
 the speaker's name ("Jon's dance moves get Jon pumped..."). On LoCoMo a question's best belief often scored
 twice its best turn (0.37 against 0.18 for "What does Jon's dance make him?"), so a bar drawn from the beliefs
 dropped every turn of the History section, the evidence among them. Each bar is therefore ``s`` times the best
-score among the hits of its own kind of ranking: stored items against stored items, beliefs against beliefs.
-The coverage bar is shared: coverage is the same measure for any text.
+score among the hits of its own kind of ranking: beliefs against beliefs, stored items against stored items,
+and conversation turns against turns only. A turn is ranked with its window, its date and its speaker, a
+passage is long and carries dates and names: "What did Caroline do in May 2023?" lifted PEP passages that
+mention 2023 to 0.40 while the May turns scored 0.06, and a bar drawn from the passages emptied History.
+Passages and learnings still face the best stored item, turns included: in a chat's pack they earn their place
+against the conversation. The coverage bar is shared: coverage is the same measure for any text.
 """
 
 from __future__ import annotations
@@ -121,9 +125,13 @@ class Bar:
         return hit.score >= self.score and (covered is None or covered >= self.coverage)
 
 
+def _turn(hit: Hit) -> bool:
+    return hit.kind == ItemKind.CONVERSATION
+
+
 def _barred(hit: Hit) -> bool:
     """Whether the coverage bar applies to the hit: every kind but a conversation turn (module docstring)."""
-    return hit.kind != ItemKind.CONVERSATION
+    return not _turn(hit)
 
 
 def floor(request: HolisticRecall, gathered: Sequence[Gathered]) -> list[Gathered]:
@@ -135,37 +143,43 @@ def floor(request: HolisticRecall, gathered: Sequence[Gathered]) -> list[Gathere
 
     Returns:
         The outcomes, ranked reads filtered (order kept), every other outcome as it was. Stored hits face a score
-        bar drawn from the best stored hit, beliefs one drawn from the best belief ("One scale per ranking").
+        bar drawn from the best stored hit (turns: from the best turn), beliefs one drawn from the best belief
+        ("One scale per ranking").
     """
     share = request.min_relevance
     if share is None:
         return list(gathered)
     covered: dict[tuple[int, str], float | None] = {}
-    item_scores: list[float] = []
-    belief_scores: list[float] = []
+    best = {"stored": 0.0, "turn": 0.0, "belief": 0.0}  # the best score of each ranking (module docstring)
     shares: list[float] = []
     for position, (section, outcome) in enumerate(zip(request.sections, gathered, strict=True)):
         if not (isinstance(outcome, Read) and outcome.ranked):
             continue
         terms = query_terms(outcome.query)
-        for hits, scores in ((outcome.hits, item_scores), (outcome.beliefs, belief_scores)):
+        for hits, belief in ((outcome.hits, False), (outcome.beliefs, True)):
             for hit in hits:
                 value = covered.setdefault((position, hit.id), coverage(terms, hit))
                 if excluded(request, section, hit):
                     continue
-                scores.append(hit.score)
+                for ranking in ("belief",) if belief else ("stored", "turn") if _turn(hit) else ("stored",):
+                    best[ranking] = max(best[ranking], hit.score)
                 if value is not None:
                     shares.append(value)
-    best_item, best_belief = max(item_scores, default=0.0), max(belief_scores, default=0.0)
-    if max(best_item, best_belief) <= 0.0:
+    if max(best.values()) <= 0.0:
         return list(gathered)
     bar_coverage = share * max(shares, default=0.0)
-    items, beliefs = Bar(share * best_item, bar_coverage), Bar(share * best_belief, bar_coverage)
+    bars = {ranking: Bar(share * top, bar_coverage) for ranking, top in best.items()}
+    beliefs = bars["belief"]
+
+    def kept(hit: Hit, position: int) -> bool:
+        bar = bars["turn" if _turn(hit) else "stored"]
+        return bar.passes(hit, covered[(position, hit.id)] if _barred(hit) else None)
+
     out: list[Gathered] = []
     for position, outcome in enumerate(gathered):
         if isinstance(outcome, Read) and outcome.ranked:
             outcome = Read(
-                [h for h in outcome.hits if items.passes(h, covered[(position, h.id)] if _barred(h) else None)],
+                [h for h in outcome.hits if kept(h, position)],
                 [b for b in outcome.beliefs if beliefs.passes(b, covered[(position, b.id)] if _barred(b) else None)],
                 query=outcome.query,
             )

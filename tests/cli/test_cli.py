@@ -356,7 +356,8 @@ def test_recall_of_a_healthy_memory_with_nothing_matching_still_exits_0(env: dic
     result = invoke(env, "recall", "anything")
     assert result.exit_code == 0, result.output
     assert "(empty pack: nothing stored matches, or nothing fits in 1200 tokens)" in result.output
-    assert invoke(env, "context").exit_code == 0
+    ctx = invoke(env, "context")
+    assert ctx.exit_code == 0, ctx.output
 
 
 def test_an_empty_context_names_the_budget_it_may_not_fit(env: dict[str, str]) -> None:

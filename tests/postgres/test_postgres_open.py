@@ -262,3 +262,17 @@ def test_a_read_right_after_the_connections_dropped_is_retried(pg_url: str) -> N
                 (database,),
             )
         assert [h.id for h in engine.list(ListRequest(limit=10)).items] == [first.id]
+
+
+def test_mask_url_hides_a_password_given_as_a_query_parameter() -> None:
+    """libpq reads ``?password=`` (and ``sslpassword``) too: an error naming the URL must not print it."""
+    assert mask_url(f"postgresql://bob@h/db?sslmode=require&password={SECRET}") == (
+        "postgresql://bob@h/db?sslmode=require&password=***"
+    )
+    assert (
+        mask_url(f"postgresql://bob:{SECRET}@h/db?sslpassword={SECRET}") == "postgresql://bob:***@h/db?sslpassword=***"
+    )
+    assert mask_url("sqlite:///x.db?synchronous=normal") == "sqlite:///x.db?synchronous=normal"
+    with pytest.raises(ConfigError) as caught:
+        open_engine(f"postgresql://bob@127.0.0.1:5432/db?password={SECRET}")
+    assert SECRET not in str(caught.value) and "password=***" in str(caught.value)

@@ -237,6 +237,8 @@ class SQLiteEngine(MemoryEngine):
         self._drain_lock = threading.Lock()
         self._instance = ""
         self._embedder = embedder
+        settings = get_settings()  # read here, not on the encoder thread: the choice is fixed when the file opens
+        self._embedder_choice = (settings.embedder, settings.embedder_model)
         self._queries = QueryEncodings(lambda: self.embedder)
         self._tokens = TokenCache()
         self._pooled = PooledIndex()
@@ -384,10 +386,9 @@ class SQLiteEngine(MemoryEngine):
     # the model ---------------------------------------------------------------------------------------------
     @property
     def embedder(self) -> Embedder:
-        """The ranking model (the ``EMBEDDER`` setting's unless one was given)."""
+        """The ranking model (the ``EMBEDDER`` setting's when the engine opened, unless one was given)."""
         if self._embedder is None:
-            settings = get_settings()
-            self._embedder = embedder_for(settings.embedder, settings.embedder_model)
+            self._embedder = embedder_for(*self._embedder_choice)
         return self._embedder
 
     def query_tokens(self, query: str) -> F32:
@@ -868,7 +869,6 @@ class SQLiteEngine(MemoryEngine):
         model has not encoded yet.
         """
         out = self._read(counts)
-        settings = get_settings()
-        name = self._embedder.name if self._embedder else embedder_name(settings.embedder, settings.embedder_model)
+        name = self._embedder.name if self._embedder else embedder_name(*self._embedder_choice)
         out["embedding_wait"] = self._read(partial(vectors.backlog, model=name))
         return out
