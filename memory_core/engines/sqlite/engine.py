@@ -544,34 +544,18 @@ class SQLiteEngine(MemoryEngine):
             ).fetchall()
             hinted = np.fromiter((r[0] for r in inside), dtype=np.int64, count=len(inside))
         now = now_us()
+
+        def lexical(n: int) -> list[tuple[int, float]]:
+            size = self._index.size()
+            return rank_items(conn, rows, request.query, request.mode, n, size, now, hinted, doc_counts=memo.doc_counts)
+
         if request.mode is not FetchMode.HYBRID:
-            return rank_items(
-                conn,
-                rows,
-                request.query,
-                request.mode,
-                want,
-                self._index.size(),
-                now,
-                hinted_keys=hinted,
-                doc_counts=memo.doc_counts,
-            )
+            return lexical(want)
         if hinted is not None:  # a time hint orders its own groups
             encoding = None
         elif encoding is None:
             encoding = self._queries.start(request.query)  # runs during the lexical stage
-        pool = max(want, RERANK_POOL)
-        ranked = rank_items(
-            conn,
-            rows,
-            request.query,
-            request.mode,
-            pool,
-            self._index.size(),
-            now,
-            hinted_keys=hinted,
-            doc_counts=memo.doc_counts,
-        )
+        ranked = lexical(max(want, RERANK_POOL))
         if encoding is None or len(ranked) < 2:  # a time hint orders its own groups; one hit needs no order
             return ranked[:want]
         self.reads.reranked(min(len(ranked), RERANK_POOL))
