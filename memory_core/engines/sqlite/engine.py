@@ -595,9 +595,7 @@ class SQLiteEngine(MemoryEngine):
 
     def _fetch(self, request: FetchRequest) -> FetchPage:
         state = decode_cursor("f", request.cursor, ("o", "s"))
-        # the model runs while pending rows fold and the lexical stage reads; a time hint orders its own groups
-        hybrid = request.mode is FetchMode.HYBRID and request.refers_to is None
-        encoding = self._queries.start(request.query) if hybrid else None
+        encoding = self._encoding(request)
         self._fold_pending()
 
         def read(conn: sqlite3.Connection) -> FetchPage:
@@ -635,17 +633,18 @@ class SQLiteEngine(MemoryEngine):
                 checked.append(exc)
         if all(isinstance(c, Exception) for c in checked):
             return [c for c in checked if isinstance(c, Exception)]
+        encodings = [None if isinstance(c, Exception) else self._encoding(c[0]) for c in checked]
         self._fold_pending()
 
         def read(conn: sqlite3.Connection) -> list[FetchPage | Exception]:
             memo = ReadMemo()
             ranked: list[_Ranked | Exception] = []
-            for entry in checked:
+            for entry, encoding in zip(checked, encodings, strict=True):
                 if isinstance(entry, Exception):
                     ranked.append(entry)
                     continue
                 try:
-                    ranked.append(self._rank_page(conn, entry[0], entry[1], memo))
+                    ranked.append(self._rank_page(conn, entry[0], entry[1], memo, encoding))
                 except sqlite3.Error:
                     raise  # the transaction's own failure: retried or mapped by ``Database.run``
                 except Exception as exc:  # this request's failure only, as ``fetch`` would have raised it
@@ -655,6 +654,14 @@ class SQLiteEngine(MemoryEngine):
             return [r if isinstance(r, Exception) else r.finish(next(hits)) for r in ranked]
 
         return self._read(read)
+
+    def _encoding(self, request: FetchRequest) -> Future[QueryVectors] | None:
+        """The query's encoding, started before the pending fold and the lexical stage; None when no rerank follows.
+
+        The model runs meanwhile, once per distinct query (``QueryEncodings``); a time hint orders its own groups.
+        """
+        hybrid = request.mode is FetchMode.HYBRID and request.refers_to is None
+        return self._queries.start(request.query) if hybrid else None
 
     def _page(
         self,
