@@ -1,7 +1,6 @@
-"""The benchmarks' baseline: a Celery app configured as the job flow's, with one no-op task.
+"""The benchmarks' baseline (issue 13): a Celery app configured as the job flow's, with one no-op task.
 
-``celery -A workers.baseline worker`` runs it, configured alike (issue 13): ``celery_config`` for the worker,
-``host_config`` for the producer, so ``bench/workers_bench.py`` measures the flow's own cost beside it.
+``celery -A workers.baseline worker`` runs it, so ``bench/workers_bench.py`` measures the flow's own cost beside it.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """The Celery app, built from settings: ``celery -A workers.celery_app worker|beat|flower``.
 
-Every task is the same thin shell over ``workers.execution.execute`` taking ``*args, **kwargs`` (a message of the
-wrong shape reaches the flow and its dead letters); a retry or deferral is Celery's ``Retry`` with
-``max_retries=None`` (the flow counts attempts), a dead-lettered job raises ``DeadLettered`` (Flower: failed).
+Every task is one thin shell over ``workers.execution.execute`` taking ``*args, **kwargs``, so a message of the
+wrong shape reaches the flow and its dead letters.
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ __all__ = ["app", "create_app", "run_task"]
 
 
 def run_task(task: Task, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
-    """Run one delivery of ``task`` through the flow and turn its outcome into Celery's terms."""
+    """Run one delivery of ``task`` through the flow: its result, or Celery's ``Retry``, or ``DeadLettered``."""
     request = task.request
     delivery = Delivery(
         task=str(task.name),
@@ -33,7 +32,7 @@ def run_task(task: Task, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[
         retries=int(request.retries or 0),
     )
     outcome = execute(runtime(), delivery)
-    if outcome.verdict is Verdict.RETRY:
+    if outcome.verdict is Verdict.RETRY:  # max_retries=None: the flow counts attempts
         raise task.retry(countdown=outcome.countdown, exc=outcome.error, max_retries=None)
     if outcome.verdict is Verdict.DEFER:  # the same job again when the wait ends
         raise task.retry(countdown=outcome.countdown, max_retries=None)

@@ -1,7 +1,6 @@
 """The Celery configuration as data (``celery_config(settings)`` → ``app.conf``), broker diagnosis, Flower's argv.
 
-Pure but for ``prepare`` (the server-less folders) and the broker probes. Reasons cite reference
-``celery-reliability.md`` [sections]; the table: docs/jobs.md ("Celery configuration, and why each item is set").
+``[n.n]`` cites reference ``celery-reliability.md``; why each item is set: docs/jobs.md ("Celery configuration").
 """
 
 from __future__ import annotations
@@ -15,57 +14,47 @@ from urllib.parse import urlsplit, urlunsplit
 import redis
 
 from beat_schedule import ENTRIES
+from memory_core.engines import mask_url as redact
 from memory_core.errors import ConfigError
 from memory_core.settings import Settings
+from workers.coordination import redis_options
 from workers.dead_letters import TRANSIENT
 from workers.kinds import JOB_KINDS, MAINTENANCE_QUEUE, JobKinds, queue_name
 
 __all__ = [
+    "ATOMIC_FILE_BACKEND",
     "DEFAULT_PASSWORD",
+    "SAFE_FILESYSTEM_TRANSPORT",
+    "SAFE_REDIS_TRANSPORT",
     "TRANSIENT",
     "beat_config",
+    "broker_problem",
     "broker_url",
     "celery_config",
-    "broker_problem",
+    "celery_result_backend",
     "check_timeouts",
-    "config_problem",
     "flower_argv",
-    "max_countdown_s",
-    "prepare",
     "host_config",
     "is_redis_url",
+    "max_countdown_s",
+    "prepare",
     "queue_for",
     "redact",
     "redis_url_of",
     "resolve_queues",
-    "restore_sweep",
-    "ATOMIC_FILE_BACKEND",
-    "celery_result_backend",
     "result_backend_url",
     "var_paths",
 ]
 
 SAFE_REDIS_TRANSPORT = "workers.transport:SafeRedisTransport"
 SAFE_FILESYSTEM_TRANSPORT = "workers.transport:SafeFilesystemTransport"
-FILESYSTEM_POLL_S = 0.2
-"""Seconds between folder scans of the server-less transport (kombu's default is 1)."""
-SOFT_SHUTDOWN_S = 10.0
-"""On a warm shutdown, seconds before running tasks are cancelled and their messages requeued [1.18]."""
+FILESYSTEM_POLL_S = 0.2  # seconds between the server-less transport's folder scans (kombu's default: 1)
+SOFT_SHUTDOWN_S = 10.0  # on a warm shutdown, seconds before running tasks are cancelled and requeued [1.18]
 
 
 def is_redis_url(url: str | None) -> bool:
     """True for ``redis://`` and ``rediss://`` URLs."""
     return url is not None and urlsplit(url).scheme.lower() in {"redis", "rediss"}
-
-
-def redact(url: str) -> str:
-    """``url`` without its credentials (``redis://:***@host:6379/0``), for printing and logs."""
-    parts = urlsplit(url)
-    if parts.password is None and parts.username is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f":***@{host}" + (f":{parts.port}" if parts.port else "")
-    return parts._replace(netloc=netloc).geturl()
 
 
 _AUTH_ERRORS: tuple[type[BaseException], ...] = (
@@ -89,13 +78,9 @@ def _chain(exc: BaseException) -> list[BaseException]:
 
 
 def config_problem(exc: BaseException) -> str | None:
-    """Why ``exc`` (or an error it was raised from) says the Redis URL is wrong rather than the server away.
+    """Why ``exc`` (or an error it came from) says the URL is wrong (auth, TLS, db number), None for an outage.
 
-    Authentication, permission, TLS and database-number errors are configuration errors: retrying cannot fix them
-    (issue 11 §4).
-
-    Returns:
-        ``AuthenticationError: …``, ``TLS: …`` or ``DB: …``; None for anything else (an outage).
+    Retrying cannot fix a configuration error (issue 11 §4).
     """
     for error in _chain(exc):
         text = str(error)
@@ -126,18 +111,10 @@ def speaks(url: str, tls: bool, timeout_s: float) -> bool:
 
 
 def broker_problem(url: str, exc: BaseException, timeout_s: float) -> str | None:
-    """``config_problem(exc)``, or whether the server speaks the other protocol than the URL's scheme says.
+    """``config_problem(exc)``, or that the server speaks the other protocol than the URL's scheme (None: an outage).
 
-    A TLS-only server reached with ``redis://`` only resets the connection, and a plain one reached with
-    ``rediss://`` lets the handshake time out: a failure that is no refusal is retried once in the other protocol.
-
-    Args:
-        url: The broker URL that failed.
-        exc: The error.
-        timeout_s: Bound on the handshake or PING tried in the other protocol, seconds.
-
-    Returns:
-        The configuration error, or None for an outage.
+    A TLS-only server reached with ``redis://`` only resets the connection, a plain one reached with ``rediss://``
+    lets the handshake time out: a failure that is no refusal is tried once (``timeout_s``) in the other protocol.
     """
     problem = config_problem(exc)
     if problem is not None:
@@ -173,8 +150,7 @@ def broker_url(settings: Settings) -> str:
     return settings.broker_url or "filesystem://"
 
 
-ATOMIC_FILE_BACKEND = "workers.transport.AtomicFilesystemBackend"
-"""The class that serves ``file://`` results (each result replaced whole)."""
+ATOMIC_FILE_BACKEND = "workers.transport.AtomicFilesystemBackend"  # serves file:// results, each replaced whole
 
 
 def celery_result_backend(settings: Settings) -> str:
@@ -184,7 +160,7 @@ def celery_result_backend(settings: Settings) -> str:
 
 
 def result_backend_url(settings: Settings) -> str:
-    """The result backend: the configured one, the Redis broker's URL, or ``file://`` under ``var_dir``.
+    """The configured result backend, else the Redis broker's, else ``file://`` under ``var_dir``.
 
     A ``rediss://`` URL gets ``ssl_cert_reqs=required`` unless it says otherwise (Celery refuses it without).
     """
@@ -218,10 +194,7 @@ def queue_for(settings: Settings, task_name: str, kinds: JobKinds = JOB_KINDS) -
 
 
 def resolve_queues(settings: Settings, spec: str | None) -> tuple[list[str], list[str]]:
-    """The queue names a worker consumes for ``--queues spec`` (logical or configured names), and unknown entries.
-
-    An unknown entry is kept too (another app's queue), so the caller can warn; None or blank: every configured queue.
-    """
+    """The queues a worker consumes for ``--queues spec`` (None or blank: all), and the unknown entries (kept too)."""
     fields = dict.fromkeys(JOB_KINDS.queues().values())  # queue_beliefs, queue_ingest, queue_maintenance, …
     configured = {attr.removeprefix("queue_"): queue_name(settings, attr) for attr in fields}
     entries = [e.strip() for e in (spec or "").split(",") if e.strip()] or list(configured.values())
@@ -258,21 +231,12 @@ def check_timeouts(settings: Settings) -> None:
 
 
 def restore_sweep(period_s: int) -> tuple[int, int]:
-    """Kombu's ``(unacked_restore_interval, unacked_restore_throttle)`` for a sweep every ``period_s`` seconds.
+    """Kombu's ``(unacked_restore_interval, unacked_restore_throttle)``: their product is the sweep's period.
 
-    The effective period is their product (kombu 5.7 ``transport/redis.py``): 100 gives kombu's (10, 10).
+    Kombu 5.7 ``transport/redis.py``; 100 s gives kombu's (10, 10).
     """
     interval = max(1, period_s // 10)
     return interval, max(1, round(period_s / interval))
-
-
-def _redis_socket_options(settings: Settings, timeout_s: float) -> dict[str, Any]:
-    return {
-        "socket_timeout": timeout_s,
-        "socket_connect_timeout": timeout_s,
-        "socket_keepalive": True,
-        "health_check_interval": settings.redis_health_check_s,
-    }
 
 
 def _broker_options(settings: Settings, url: str) -> tuple[str | None, dict[str, Any]]:
@@ -283,7 +247,7 @@ def _broker_options(settings: Settings, url: str) -> tuple[str | None, dict[str,
             "visibility_timeout": settings.visibility_timeout_s,
             "unacked_restore_interval": interval,
             "unacked_restore_throttle": throttle,
-            **_redis_socket_options(settings, settings.redis_socket_timeout_s),
+            **redis_options(settings.redis_socket_timeout_s, settings.redis_health_check_s),
         }
     if urlsplit(url).scheme.lower() == "filesystem":
         paths = var_paths(settings)
@@ -374,7 +338,7 @@ def host_config(settings: Settings, kinds: JobKinds = JOB_KINDS) -> dict[str, An
     conf["task_send_sent_event"] = True
     options = dict(conf["broker_transport_options"])
     if is_redis_url(conf["broker_url"]):
-        options.update(_redis_socket_options(settings, settings.publish_timeout_s))
+        options.update(redis_options(settings.publish_timeout_s, settings.redis_health_check_s))
         options["max_retries"] = 0
     conf["broker_transport_options"] = options
     conf["broker_connection_timeout"] = settings.publish_timeout_s
@@ -418,8 +382,7 @@ def prepare(settings: Settings) -> None:
             ) from None
 
 
-DEFAULT_PASSWORD = "change-me"
-"""The settings' placeholder Flower password; ``memory-core flower`` warns when it is still in use."""
+DEFAULT_PASSWORD = "change-me"  # the settings' placeholder Flower password: ``memory-core flower`` warns
 
 
 def flower_argv(settings: Settings, port: int | None = None, address: str = "127.0.0.1") -> list[str]:

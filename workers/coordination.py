@@ -1,12 +1,10 @@
-"""Single flight on a coordination store shared by hosts and workers: pending marks, scope gates, per-job marks.
+"""The coordination store (pending marks, scope gates, per-job marks) and ``single_flight`` over it.
 
-Two stores keep one behaviour: ``RedisCoordination`` (when the broker is Redis: one script or pipeline per compound
-operation) and ``SqliteCoordination`` (``var_dir/coordination.db``, one machine, one ``BEGIN IMMEDIATE`` per
-operation). The gate's rules are ``workers.gate.RULES``; a store only runs one event atomically. Times are
-microseconds of the store's own clock; every failure to reach a store is ``EngineUnavailable`` (retryable).
-``single_flight`` runs a build under a scope's gate with a lease. The marks, keys and round trips: docs/jobs.md
-("The scope gate", "Cost per job"); sources: reference ``celery-reliability.md`` §2.4,
-https://redis.io/topics/distlock, Kleppmann 2016 (a lease is not a mutex: the builds are idempotent).
+``RedisCoordination`` beside a Redis broker, else ``SqliteCoordination`` (``var_dir/coordination.db``): one
+behaviour, one round trip per operation; times are µs of the store's clock; an unreachable store raises
+``EngineUnavailable``. Marks, keys and round trips: docs/jobs.md ("The scope gate", "Cost per job"); sources:
+reference ``celery-reliability.md`` §2.4, https://redis.io/topics/distlock (a lease is not a mutex: builds are
+idempotent).
 """
 
 from __future__ import annotations
@@ -20,13 +18,12 @@ import sqlite3
 import threading
 import time
 import uuid
-import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import cached_property
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Generic, TypeVar, cast
 
 import redis
@@ -40,25 +37,23 @@ from workers.gate import LUA_INTERPRETER, MARKS, Event, Mark, abort_event, enter
 
 __all__ = [
     "BUSY_TIMEOUT_S",
-    "JOB_MARKS",
     "MAX_JOB_ID_CHARS",
     "Coordination",
     "Enter",
-    "Entered",
     "Flight",
     "Leave",
-    "Left",
     "LocalDb",
     "Pending",
+    "RedisCalls",
     "RedisCoordination",
     "SqliteCoordination",
-    "Started",
     "check_job_id",
     "engine_key",
     "job_digest",
     "new_job_id",
     "pending_key",
     "redis_client",
+    "redis_options",
     "scope_key",
     "single_flight",
 ]
@@ -68,8 +63,7 @@ T = TypeVar("T")
 
 BUSY_TIMEOUT_S = 10.0
 """How long a SQLite writer waits for another process's lock before ``EngineUnavailable``, seconds."""
-JOB_MARKS = ("attempts", "progress", "done", "payload")
-"""The per-job marks (``P:job:<id>:<mark>``); ``forget_job`` drops them all."""
+JOB_MARKS = ("attempts", "progress", "done", "payload")  # P:job:<id>:<mark>
 
 
 class LocalDb:
@@ -119,11 +113,7 @@ class LocalDb:
             raise
 
     def execute(self, sql: str, params: tuple[Any, ...] = (), *, script: bool = False) -> sqlite3.Cursor:
-        """One autocommitted statement (``script``: a schema script of several).
-
-        Raises:
-            EngineUnavailable: SQLite failed.
-        """
+        """One autocommitted statement (``script``: a schema script of several); errors raise ``EngineUnavailable``."""
         try:
             db = self.connection()
             return db.executescript(sql) if script else db.execute(sql, params)
@@ -141,25 +131,25 @@ class LocalDb:
 class Enter(StrEnum):
     """What ``gate_enter`` decided for one trigger of a scope (docs/jobs.md, "The scope gate")."""
 
-    ACQUIRED = "acquired"  # the caller holds the lock and builds now
-    COALESCED = "coalesced"  # a build is running (or a follow-up is held): it runs once more after it
-    COVERED = "covered"  # a pass that started after the trigger runs or ran, and no trigger waits
-    DEFERRED = "deferred"  # too soon after the last pass: the caller holds the follow-up, back after ``wait_us``
-    BUSY = "busy"  # another delivery of the caller's job holds the lock (issue 11 §2): back after ``wait_us``
+    ACQUIRED = "acquired"
+    COALESCED = "coalesced"
+    COVERED = "covered"
+    DEFERRED = "deferred"
+    BUSY = "busy"
 
 
 class Leave(StrEnum):
-    """What ``gate_leave`` decided after a successful pass."""
+    """What ``gate_leave`` decided after a successful pass (docs/jobs.md, "The scope gate")."""
 
-    RELEASED = "released"  # no trigger came in during the pass
-    AGAIN = "again"  # a trigger came in: the caller keeps the lock and builds once more
-    LOST = "lost"  # the lease ended; someone else holds (or may hold) the lock
-    DEFERRED = "deferred"  # a trigger came in too soon: released, the caller holds the follow-up slot
+    RELEASED = "released"
+    AGAIN = "again"
+    LOST = "lost"
+    DEFERRED = "deferred"
 
 
 @dataclass(frozen=True)
 class Entered:
-    """The answer of ``gate_enter``: the decision, and for ``deferred``/``busy`` the microseconds to wait."""
+    """``gate_enter``'s decision, and for ``deferred``/``busy`` the µs to wait."""
 
     enter: Enter
     wait_us: int = 0
@@ -167,7 +157,7 @@ class Entered:
 
 @dataclass(frozen=True)
 class Left:
-    """The answer of ``gate_leave``: the decision, and for ``deferred`` the microseconds to wait."""
+    """``gate_leave``'s decision, and for ``deferred`` the µs to wait."""
 
     leave: Leave
     wait_us: int = 0
@@ -175,7 +165,7 @@ class Left:
 
 @dataclass(frozen=True)
 class Started:
-    """The answer of ``begin_job``: done already (a twin), starts counted (this one too), units done before."""
+    """``begin_job``'s answer: done already (a twin), starts counted (this one too), units done before."""
 
     done: bool
     attempts: int
@@ -210,9 +200,7 @@ class _Store:
         raise NotImplementedError
 
     def bind_later(self, job_id: str, digest: str) -> Callable[[], bool | None]:
-        """Send the bind of a fresh id (nothing can have bound it) now; the call returned reads it (True; None: failed).
-
-        Redis overlaps it with the publish that follows; a failed bind is logged (only a later replay check is lost).
+        """Send the bind of a fresh id now; the call returned reads the answer (None: failed, and logged).
 
         Raises:
             EngineUnavailable: the store is unreachable before anything was sent.
@@ -224,13 +212,15 @@ class _Store:
         """Run one ``workers.gate`` event on the scope's marks atomically: ``(answer, wait_us, now_us)``."""
         raise NotImplementedError
 
+    @cached_property
+    def keeper(self) -> LeaseKeeper:
+        """The store's ``LeaseKeeper`` (made on first use)."""
+        return LeaseKeeper(self)
+
     def gate_enter(
         self, scope: str, task_id: str, token: str, stamp_us: int | None, ttl_s: int, gap_us: int = 0
     ) -> Entered:
-        """Take the scope's lock, coalesce, find the trigger covered, defer, or wait out a twin (``RULES["enter"]``).
-
-        ``stamp_us`` None counts as new.
-        """
+        """Ask to build for a trigger stamped ``stamp_us`` (None: always new), ``RULES["enter"]``."""
         answer, wait, _ = self.run_gate(scope, enter_event(task_id, token, stamp_us, ttl_s, self.keep_s, gap_us))
         return Entered(Enter(answer), wait)
 
@@ -239,7 +229,7 @@ class _Store:
         return self.run_gate(scope, extend_event(token, ttl_s))[0] == "extended"
 
     def gate_leave(self, scope: str, token: str, ttl_s: int, gap_us: int = 0) -> Left:
-        """After a successful pass: record it built, then release, pass again or defer (``RULES["leave"]``)."""
+        """After a successful pass: release, pass again or defer (``RULES["leave"]``)."""
         answer, wait, _ = self.run_gate(scope, leave_event(token, ttl_s, self.keep_s, gap_us))
         return Left(Leave(answer), wait)
 
@@ -249,7 +239,7 @@ class _Store:
 
 
 class SqliteCoordination(_Store):
-    """The coordination store in a SQLite file: a key/value table with expiry times, one transaction per operation."""
+    """The coordination store in a SQLite file: a key/value table with expiry times."""
 
     def __init__(self, path: Path, prefix: str, job_ttl_s: int, keep_s: int) -> None:
         super().__init__(prefix, job_ttl_s, keep_s)
@@ -326,7 +316,7 @@ class SqliteCoordination(_Store):
         return state
 
     def run_gate(self, scope: str, event: Event) -> tuple[str, int, int]:
-        """See ``_Store.run_gate``: load the marks, ``workers.gate.step``, save its writes (one transaction)."""
+        """See ``_Store.run_gate``: load the marks, ``workers.gate.step``, save its writes."""
         with self._tx() as db:
             now = self.now_us()
             done = step(self._load(db, scope), event, now)
@@ -431,36 +421,32 @@ return 0
 """
 
 
+def redis_options(timeout_s: float, health_check_s: int) -> dict[str, Any]:
+    """Redis socket options: connect/read timeouts, keepalive, health checks (redis-py#775, #1140; 0: none)."""
+    return {
+        "socket_timeout": timeout_s,
+        "socket_connect_timeout": timeout_s,
+        "socket_keepalive": True,
+        "health_check_interval": health_check_s,
+    }
+
+
 def redis_client(url: str, timeout_s: float, health_check_s: int) -> redis.Redis[str]:
-    """A decoding Redis client with connect/read timeouts and health checks (redis-py#775, #1140).
-
-    No command is retried, so ``timeout_s`` bounds each call; a ``rediss://`` URL verifies the server's certificate
-    unless its query says otherwise; ``health_check_s`` 0: no extra PING before a command.
-    """
-    return redis.Redis.from_url(
-        url,
-        socket_timeout=timeout_s,
-        socket_connect_timeout=timeout_s,
-        socket_keepalive=True,
-        health_check_interval=health_check_s,
-        decode_responses=True,
-    )
+    """A decoding Redis client with ``redis_options``; no command is retried, so ``timeout_s`` bounds each call."""
+    return redis.Redis.from_url(url, decode_responses=True, **redis_options(timeout_s, health_check_s))
 
 
-class RedisCoordination(_Store):
-    """The coordination store on Redis (``{h}`` hash tags keep a scope's keys in one cluster slot)."""
+class RedisCalls:
+    """A store on a Redis ``client`` whose errors raise ``EngineUnavailable`` naming the store (``what``)."""
 
-    def __init__(self, client: redis.Redis[str], prefix: str, job_ttl_s: int, keep_s: int) -> None:
-        super().__init__(prefix, job_ttl_s, keep_s)
-        self.client = client
-        self._gate: Script = client.register_script(LUA_INTERPRETER)
-        self._forgive: Script = client.register_script(_FORGIVE)
+    client: redis.Redis[str]
+    what = "coordination store"
 
     def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
         except redis.RedisError as exc:
-            raise EngineUnavailable(f"coordination store (redis): {exc}") from None
+            raise EngineUnavailable(f"{self.what} (redis): {exc}") from None
 
     def _pipeline(self, fill: Callable[[Any], object], transaction: bool = False) -> list[Any]:
         def run() -> list[Any]:
@@ -469,6 +455,20 @@ class RedisCoordination(_Store):
             return pipe.execute()
 
         return cast(list[Any], self._call(run))
+
+    def close(self) -> None:
+        """Close the client's connections."""
+        self.client.close()
+
+
+class RedisCoordination(_Store, RedisCalls):
+    """The coordination store on Redis (``{h}`` hash tags keep a scope's keys in one cluster slot)."""
+
+    def __init__(self, client: redis.Redis[str], prefix: str, job_ttl_s: int, keep_s: int) -> None:
+        super().__init__(prefix, job_ttl_s, keep_s)
+        self.client = client
+        self._gate: Script = client.register_script(LUA_INTERPRETER)
+        self._forgive: Script = client.register_script(_FORGIVE)
 
     def _gate_keys(self, scope: str) -> list[str]:
         return [self.key("gate", "{" + scope + "}", mark) for mark in MARKS]
@@ -590,10 +590,6 @@ class RedisCoordination(_Store):
         """See ``SqliteCoordination.forget_job``."""
         self._call(self.client.delete, *(self.key("job", job_id, part) for part in JOB_MARKS))
 
-    def close(self) -> None:
-        """Close the client's connections."""
-        self.client.close()
-
 
 MAX_JOB_ID_CHARS = 255
 """Longest job id ``submit`` accepts: it is the Celery task id, a message header and part of Redis keys
@@ -652,34 +648,25 @@ def job_digest(task: str, job: ContractModel, text: str | None = None) -> str:
 
 
 # single flight ------------------------------------------------------------------------------------------------
+@dataclass(eq=False)
 class Lease:
-    """One build's hold on its scope's lock, extended by the store's ``LeaseKeeper`` while the build runs.
+    """One build's hold on its scope's lock; ``lost`` once an extension found the lock gone."""
 
-    Attributes:
-        lost: True once an extension found the lock owned by someone else (or expired).
-    """
-
-    def __init__(self, keeper: LeaseKeeper, scope: str, token: str, ttl_s: int) -> None:
-        self.keeper, self.scope, self.token, self.ttl_s = keeper, scope, token, ttl_s
-        self.due = 0.0
-        self.lost = False
-
-    def __enter__(self) -> Lease:
-        self.keeper.hold(self)
-        return self
-
-    def __exit__(self, *_: type[BaseException] | BaseException | TracebackType | None) -> None:
-        self.keeper.release(self)
+    scope: str
+    token: str
+    ttl_s: int
+    due: float = 0.0
+    lost: bool = False
 
 
 class LeaseKeeper:
-    """One daemon thread per store (and process) extending, every third of their TTL, the leases still held.
+    """One daemon thread per store and process, extending every third of their TTL the leases still held.
 
-    A lease released before its first third has passed costs no extension; an extension that finds the lock gone
-    marks the lease lost; one that cannot reach the store is tried again a third later.
+    A lease released within its first third costs no extension; an extension that cannot reach the store is tried
+    again a third later.
     """
 
-    def __init__(self, coordination: Coordination) -> None:
+    def __init__(self, coordination: _Store) -> None:
         self._coordination = coordination
         self._held: dict[int, Lease] = {}
         self._pid = os.getpid()
@@ -726,25 +713,9 @@ class LeaseKeeper:
                     self.release(lease)
 
 
-_KEEPERS: weakref.WeakKeyDictionary[Coordination, LeaseKeeper] = weakref.WeakKeyDictionary()
-_KEEPERS_LOCK = threading.Lock()
-
-
-def keeper_of(coordination: Coordination) -> LeaseKeeper:
-    """The ``LeaseKeeper`` of a coordination store (made on first use; it goes with the store)."""
-    with _KEEPERS_LOCK:
-        if coordination not in _KEEPERS:
-            _KEEPERS[coordination] = LeaseKeeper(coordination)
-        return _KEEPERS[coordination]
-
-
 @dataclass
 class Flight(Generic[T]):
-    """What one trigger of one scope did.
-
-    The gate's decision, one result per pass built, whether the lease was lost, and the seconds after which the
-    caller must come back when a pass was deferred (its job holds the follow-up).
-    """
+    """What one trigger of a scope did: the decision, each pass's result, a lost lease, the wait (s) if deferred."""
 
     enter: Enter
     results: list[T] = field(default_factory=list)
@@ -781,19 +752,22 @@ def single_flight(
     flight: Flight[T] = Flight(entered.enter, wait_s=entered.wait_us / 1_000_000)
     if entered.enter is not Enter.ACQUIRED:
         return flight
-    with Lease(keeper_of(coordination), scope, token, ttl_s) as lease:
+    lease = Lease(scope, token, ttl_s)
+    coordination.keeper.hold(lease)
+    try:
+        while True:
+            flight.results.append(build())
+            left = coordination.gate_leave(scope, token, ttl_s, gap_us)
+            if left.leave is not Leave.AGAIN:
+                break
+    except BaseException:
         try:
-            while True:
-                flight.results.append(build())
-                left = coordination.gate_leave(scope, token, ttl_s, gap_us)
-                if left.leave is not Leave.AGAIN:
-                    break
-        except BaseException:
-            try:
-                coordination.gate_abort(scope, token)
-            except EngineUnavailable as exc:  # the lease expires on its own
-                log.warning("scope %s: release after a failed build failed: %s", scope, exc)
-            raise
+            coordination.gate_abort(scope, token)
+        except EngineUnavailable as exc:  # the lease expires on its own
+            log.warning("scope %s: release after a failed build failed: %s", scope, exc)
+        raise
+    finally:
+        coordination.keeper.release(lease)
     flight.lost = left.leave is Leave.LOST or lease.lost
     if left.leave is Leave.DEFERRED:
         flight.wait_s = max(left.wait_us / 1_000_000, 0.001)

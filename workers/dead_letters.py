@@ -1,9 +1,7 @@
-"""Dead letters: jobs that will not run, kept with their payload, error, attempts and time.
+"""Dead letters: jobs that will not run, kept with their payload, error, attempts and time (docs/jobs.md).
 
-When a job is dead-lettered, and what ``memory-core dead-letters list|show|requeue|purge`` does with it:
-docs/jobs.md ("Guarantees"). Redis has no dead-letter exchange (reference ``celery-reliability.md`` §1.16), so the
-store is ours: ``RedisDeadLetters`` beside a Redis broker, else ``SqliteDeadLetters`` in ``var_dir``; at most
-``Settings.dead_letter_max`` are kept, the oldest go first.
+Redis has no dead-letter exchange (reference ``celery-reliability.md`` §1.16): ``RedisDeadLetters`` beside a Redis
+broker, else ``SqliteDeadLetters`` in ``var_dir``; the oldest go first past ``Settings.dead_letter_max``.
 """
 
 from __future__ import annotations
@@ -21,10 +19,9 @@ from celery.exceptions import SoftTimeLimitExceeded
 
 from memory_core._model import ContractModel, Timestamp
 from memory_core.errors import EngineUnavailable, InvalidRequest, NotFound
-from workers.coordination import LocalDb
+from workers.coordination import LocalDb, RedisCalls
 
 __all__ = [
-    "MAX_ECHOED_ID_CHARS",
     "MAX_PAYLOAD_CHARS",
     "TRANSIENT",
     "DeadLetter",
@@ -32,7 +29,6 @@ __all__ = [
     "RedisDeadLetters",
     "SqliteDeadLetters",
     "keep",
-    "payload_of",
     "quote_id",
 ]
 
@@ -46,23 +42,20 @@ TRANSIENT: tuple[type[BaseException], ...] = (
     redis.RedisError,
     OSError,  # ConnectionError, TimeoutError, a socket's errors
 )
-"""The one list of errors that say "try again later" (a worker retries with backoff, a host parks the job);
-anything else is the job's own fault, dead-lettered at once (docs/jobs.md, "One delivery")."""
+"""The one list of errors that say "try again later"; anything else is the job's own fault (dead-lettered)."""
 
-MAX_PAYLOAD_CHARS = 1_000_000
-"""Payload text kept per dead letter, characters; a longer raw payload is cut (and cannot be requeued)."""
-MAX_ECHOED_ID_CHARS = 80
-"""Characters of a given id or prefix an error message repeats (``quote_id``); a 100 KB argument is not echoed."""
+MAX_PAYLOAD_CHARS = 1_000_000  # payload text kept per letter; a longer one is cut (and cannot be requeued)
+MAX_ECHOED_ID_CHARS = 80  # of an id or prefix an error message repeats
 
 
 def quote_id(ref: str) -> str:
-    """``ref`` quoted for a message (``'901cdb17'``), cut at ``MAX_ECHOED_ID_CHARS`` with ``…`` and its length."""
+    """``ref`` quoted for a message (``'901cdb17'``), cut at ``MAX_ECHOED_ID_CHARS`` with its length."""
     if len(ref) <= MAX_ECHOED_ID_CHARS:
         return repr(ref)
     return f"{ref[:MAX_ECHOED_ID_CHARS]!r}… ({len(ref)} characters)"
 
 
-def payload_of(payload: Any) -> tuple[Any, bool]:
+def _payload(payload: Any) -> tuple[Any, bool]:
     """A payload as stored, and whether it was cut: JSON values as they are, bytes decoded, past the cap cut text."""
     if isinstance(payload, bytes | bytearray):
         payload = bytes(payload).decode("utf-8", errors="replace")
@@ -76,19 +69,14 @@ def payload_of(payload: Any) -> tuple[Any, bool]:
 
 
 class DeadLetter(ContractModel):
-    """``{id, task?, queue?, payload, error, message, attempts, at, truncated?, engine?}``.
+    """One dead letter.
 
     Attributes:
         id: The job id (the Celery task id); requeue reuses it.
-        task: The task name, when the message named one.
-        queue: The queue it came from, when known.
-        payload: The job JSON object, or the raw text when it was not a JSON object.
+        payload: The job JSON object, or the raw text when it was not a JSON object (``truncated``: cut).
         error: The error class (``InvalidRequest``, ``EngineUnavailable``, ``ContentDisallowed``, …).
-        message: The error message.
         attempts: How many times the job was started (0 when it never started).
-        at: When it was dead-lettered (UTC).
-        truncated: True when the raw payload was cut at ``MAX_PAYLOAD_CHARS``.
-        engine: The engine key the job was submitted for, when known; ``requeue`` submits it for that engine again.
+        engine: The engine key the job was submitted for, when known (``requeue`` submits it there).
     """
 
     id: str
@@ -117,7 +105,7 @@ class DeadLetter(ContractModel):
     ) -> DeadLetter:
         """A dead letter for ``job_id`` now; ``error`` is an exception or an error name."""
         name = error if isinstance(error, str) else type(error).__name__
-        kept, truncated = payload_of(payload)
+        kept, truncated = _payload(payload)
         text = message if message is not None else str(error)
         return cls(
             id=job_id,
@@ -136,21 +124,14 @@ class DeadLetter(ContractModel):
     def of_call(
         cls, job_id: str, error: BaseException | str, args: Sequence[Any], kwargs: Mapping[str, Any], **fields: Any
     ) -> DeadLetter:
-        """A dead letter for a task call (``fields``: ``of``'s keyword arguments).
-
-        Its payload is the job's JSON when the call had one argument, else ``{args, kwargs}``; its engine the call's
-        ``engine`` keyword argument.
-        """
+        """A dead letter for a task call: its one argument (else ``{args, kwargs}``), its ``engine`` keyword."""
         payload: Any = args[0] if len(args) == 1 else {"args": list(args), "kwargs": dict(kwargs)}
         engine = kwargs.get("engine")
         return cls.of(job_id, error, payload=payload, engine=engine if isinstance(engine, str) else None, **fields)
 
 
 def keep(store: Callable[[], DeadLetterStore], letter: DeadLetter, level: int = logging.WARNING) -> bool:
-    """Keep a dead letter and log it as one line at ``level``; True when the store kept it.
-
-    A store that cannot be opened (``store()`` raises) or written gets the letter logged whole at CRITICAL.
-    """
+    """Keep a dead letter and log it on one line (True), or log it whole at CRITICAL when the store fails."""
     try:
         store().put(letter)
     except Exception as exc:
@@ -172,7 +153,7 @@ class _Letters:
         raise NotImplementedError
 
     def resolve(self, ref: str) -> str:
-        """The id of the letter ``ref`` names: its whole id, or a prefix only one kept id starts with (as with git).
+        """The id of the letter ``ref`` names: its id, or a prefix of only that id (as with git).
 
         Raises:
             NotFound: no letter has that id or prefix.
@@ -200,8 +181,10 @@ def _found(raw: str | None, letter_id: str) -> DeadLetter:
     return DeadLetter.model_validate_json(raw)
 
 
-class RedisDeadLetters(_Letters):
+class RedisDeadLetters(_Letters, RedisCalls):
     """Dead letters in Redis (``P`` = ``prefix``): ``P:dead`` (id → time, sorted) and ``P:dead:<id>`` (the JSON)."""
+
+    what = "dead-letter store"
 
     def __init__(self, client: redis.Redis[str], prefix: str, max_kept: int) -> None:
         self.client, self.index, self.max_kept = client, f"{prefix}:dead", max_kept
@@ -209,27 +192,14 @@ class RedisDeadLetters(_Letters):
     def _item(self, letter_id: str) -> str:
         return f"{self.index}:{letter_id}"
 
-    def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
-        try:
-            return fn(*args)
-        except redis.RedisError as exc:
-            raise EngineUnavailable(f"dead-letter store (redis): {exc}") from None
-
-    def _transaction(self, fill: Callable[[Any], object]) -> list[Any]:
-        def run() -> list[Any]:
-            pipe = self.client.pipeline(transaction=True)
-            fill(pipe)
-            return pipe.execute()
-
-        return cast(list[Any], self._call(run))
-
     def put(self, letter: DeadLetter) -> None:
         """See ``SqliteDeadLetters.put``."""
-        self._transaction(
+        self._pipeline(
             lambda pipe: (
                 pipe.set(self._item(letter.id), letter.to_json()),
                 pipe.zadd(self.index, {letter.id: letter.at.timestamp()}),
-            )
+            ),
+            transaction=True,
         )
         extra = int(self._call(self.client.zcard, self.index)) - self.max_kept
         if extra > 0:
@@ -252,22 +222,18 @@ class RedisDeadLetters(_Letters):
 
     def delete(self, letter_id: str) -> bool:
         """See ``SqliteDeadLetters.delete``."""
-        got = self._transaction(lambda pipe: (pipe.zrem(self.index, letter_id), pipe.delete(self._item(letter_id))))
+        got = self._pipeline(lambda pipe: (pipe.zrem(self.index, letter_id), pipe.delete(self._item(letter_id))), True)
         return bool(got[0])
 
     def purge(self) -> int:
         """See ``SqliteDeadLetters.purge``."""
         ids = cast(Ids, self._call(self.client.zrange, self.index, 0, -1))
-        self._transaction(lambda pipe: [pipe.delete(self._item(i)) for i in ids] + [pipe.delete(self.index)])
+        self._pipeline(lambda pipe: [pipe.delete(self._item(i)) for i in ids] + [pipe.delete(self.index)], True)
         return len(ids)
 
     def count(self) -> int:
         """See ``SqliteDeadLetters.count``."""
         return int(self._call(self.client.zcard, self.index))
-
-    def close(self) -> None:
-        """See ``SqliteDeadLetters.close``."""
-        self.client.close()
 
 
 class SqliteDeadLetters(_Letters):

@@ -1,13 +1,7 @@
 """The embedding job (``embed_items``): the model encodes stored items on a worker, in bounded batches.
 
-Storing an item never runs the model (issue 14 §3): an item waits, ranked lexically, until an ``EmbedItems`` job
-encodes it (``SQLiteEngine.embed_backlog``: the model outside any transaction, each batch written in one short
-transaction). One job encodes at most ``limit`` items, so it stays well inside a worker's time limit; when more
-wait it submits the next one. Jobs are submitted when items may be waiting: after a belief build and after a
-brain ingest (``workers.handlers``: the builds follow every burst of writes), and by beat
-(``memory.embed_due``), which catches what was written with no build after it. Identical jobs queued together
-collapse into one (the kind coalesces), so a burst of triggers costs one job. An engine without a background
-model (no ``embed_backlog``) embeds nothing and submits nothing.
+Storing an item never runs the model (issue 14 §3); when and how the jobs run: docs/jobs.md ("Job kinds") and
+docs/retrieval.md. An engine without ``embed_backlog`` embeds nothing.
 """
 
 from __future__ import annotations
@@ -21,8 +15,7 @@ from memory_core._model import ContractModel
 __all__ = ["EMBED_PER_JOB", "EmbedItems", "describe_embed", "embed_once", "waiting"]
 
 EMBED_PER_JOB: Final = 4096
-"""Most items one job encodes (*memory-core*: ~7 minutes for MiniLM int8 at 10 items/s on a loaded core, inside
-the default time limit; the next job takes the rest)."""
+"""Most items one job encodes (~7 minutes for MiniLM int8 at 10 items/s on a loaded core: inside the time limit)."""
 
 
 class EmbedItems(ContractModel):

@@ -1,9 +1,7 @@
 """A worker process's ``Runtime`` (engine and stores, opened once per process) and one delivery's flow.
 
-``runtime()`` is this process's ``Runtime``, opened again in a forked pool child (``PerProcess``: a child must not
-share its parent's Redis client or SQLite connection). ``execute`` runs one delivery through the flow of
-docs/jobs.md ("One delivery") and never raises. Attempts are counted in the coordination store across retries and
-redeliveries (Redis has no delivery count, reference ``celery-reliability.md`` §1.2), which caps poison loops.
+``execute`` runs the flow of docs/jobs.md ("One delivery"). Attempts are counted in the coordination store across
+retries and redeliveries (Redis has no delivery count, reference ``celery-reliability.md`` §1.2).
 """
 
 from __future__ import annotations
@@ -20,13 +18,13 @@ from typing import Any, Generic, TypeVar
 from memory_core._model import ContractModel
 from memory_core.engine import MemoryEngine
 from memory_core.engines import open_host_engine
-from memory_core.errors import EngineUnavailable, InvalidRequest
+from memory_core.errors import InvalidRequest
 from memory_core.lifecycle.layout import MemoryLayout
 from memory_core.lifecycle.runner import BackgroundRunner
 from memory_core.settings import Settings, get_settings
-from workers.config import TRANSIENT, max_countdown_s
+from workers.config import max_countdown_s
 from workers.coordination import Coordination, engine_key
-from workers.dead_letters import DeadLetter, DeadLetterStore, keep
+from workers.dead_letters import TRANSIENT, DeadLetter, DeadLetterStore, keep
 from workers.handlers import Deferred
 from workers.kinds import JOB_KINDS, JobKind, JobKinds
 from workers.queue import JobQueue, open_coordination, open_dead_letters
@@ -43,28 +41,20 @@ __all__ = [
     "close_runtime",
     "execute",
     "open_worker_engine",
-    "parse_job_delivery",
-    "refuse_foreign",
     "runtime",
 ]
 
 log = logging.getLogger(__name__)
-
-
 T = TypeVar("T")
 
 
 def open_worker_engine(settings: Settings) -> MemoryEngine:
-    """Open ``Settings.engine`` with ``engine_plugins`` registered, its writes scrubbed unless ``scrub`` is off.
-
-    Raises:
-        ConfigError: a malformed plugin entry, or an unknown engine scheme.
-    """
+    """Open ``Settings.engine`` with its plugins, scrubbed unless ``scrub`` is off (``ConfigError``: misconfigured)."""
     return open_host_engine(settings.engine, plugins=settings.engine_plugins, scrub=settings.scrub)
 
 
 class Runtime:
-    """What one worker process holds, each opened on first use unless injected (tests): engine, stores, queue."""
+    """What one worker process holds, each opened on first use unless given: engine, stores, queue."""
 
     def __init__(
         self,
@@ -87,7 +77,7 @@ class Runtime:
 
     @property
     def engine(self) -> MemoryEngine:
-        """The engine (``Settings.engine``, plugins registered)."""
+        """The engine."""
         if self._engine is None:
             self._engine = open_worker_engine(self.settings)
         return self._engine
@@ -129,7 +119,7 @@ class Runtime:
 
 
 class PerProcess(Generic[T]):
-    """A lazily opened per-process value (thread-safe): ``opener`` runs at most once per process until ``reset``."""
+    """A value opened on first use in each process (a forked child must not share its parent's connections)."""
 
     def __init__(self, opener: Callable[[], T]) -> None:
         self._opener = opener
@@ -170,20 +160,16 @@ def close_runtime() -> None:
 
 
 class WrongEngine(Exception):
-    """A job stamped for another engine (``engine`` kwarg ≠ this worker's ``engine_key``): dead-lettered unrun."""
+    """A job submitted for another engine than this worker's: dead-lettered unrun."""
 
 
 class DeadLettered(Exception):
-    """Raised by a task after its job was dead-lettered, so Flower shows a failure (``workers.signals`` skips it)."""
+    """Raised by a task after its job was dead-lettered, so Flower shows a failure."""
 
 
 @dataclass(frozen=True)
 class Delivery:
-    """One message as the task saw it.
-
-    ``retries`` is Celery's count (a fallback when the store cannot count); ``progress`` the units (scopes) earlier
-    deliveries finished, as ``begin_job`` read them (None: not read).
-    """
+    """One message as the task saw it; ``progress``: the scopes earlier deliveries finished (None: not read)."""
 
     task: str
     job_id: str
@@ -221,20 +207,13 @@ def backoff_s(attempt: int, base_s: float, max_s: float, rng: random.Random | No
     return (rng or random).uniform(0.0, cap)
 
 
-# parsing and dispatch: from the table of job kinds -------------------------------------------------------
 def _check_kwargs(d: Delivery, allowed: frozenset[str]) -> None:
     unknown = sorted(set(d.kwargs) - allowed)
     if unknown:
         raise InvalidRequest(f"unexpected keyword argument(s) {unknown}", field="kwargs")
 
 
-def parse_job_delivery(d: Delivery, kind: JobKind, kinds: JobKinds = JOB_KINDS) -> ContractModel:
-    """The job a delivery of ``kind``'s task carries.
-
-    Raises:
-        InvalidRequest: not one argument, a keyword argument the kind does not take, a malformed job or one of
-            another kind, a non-integer ``triggered_us`` or a non-string ``engine``.
-    """
+def _parse(d: Delivery, kind: JobKind, kinds: JobKinds) -> ContractModel:
     _check_kwargs(d, kind.kwargs)
     if len(d.args) != 1:
         raise InvalidRequest(f"expected one argument (the job's JSON), got {len(d.args)}", field="args")
@@ -250,25 +229,16 @@ def parse_job_delivery(d: Delivery, kind: JobKind, kinds: JobKinds = JOB_KINDS) 
     return job
 
 
-def refuse_foreign(rt: Runtime, d: Delivery) -> None:
-    """Refuse a job submitted for another engine (its ``engine`` kwarg); a job without one runs.
-
-    Raises:
-        WrongEngine: ``job for engine X reached a worker of engine Y``.
-    """
-    theirs = d.kwargs.get("engine")
-    if isinstance(theirs, str) and theirs != rt.engine_key:
-        raise WrongEngine(
-            f"job for engine {theirs} reached a worker of engine {rt.engine_key}; nothing was run "
-            "(deployments sharing one Redis need their own queue names and MEMORY_CORE_REDIS_PREFIX)"
-        )
-
-
 def _dispatch(rt: Runtime, d: Delivery) -> dict[str, Any]:
     kind = rt.kinds.of_task(d.task)
     if kind is not None:
-        job = parse_job_delivery(d, kind, rt.kinds)
-        refuse_foreign(rt, d)
+        job = _parse(d, kind, rt.kinds)
+        theirs = d.kwargs.get("engine")  # a job without one runs
+        if isinstance(theirs, str) and theirs != rt.engine_key:
+            raise WrongEngine(
+                f"job for engine {theirs} reached a worker of engine {rt.engine_key}; nothing was run "
+                "(deployments sharing one Redis need their own queue names and MEMORY_CORE_REDIS_PREFIX)"
+            )
         return kind.handler(rt, d, job)
     task = rt.kinds.maintenance_task(d.task)
     if task is None:
@@ -279,23 +249,34 @@ def _dispatch(rt: Runtime, d: Delivery) -> dict[str, Any]:
     return task.handler(rt, d)
 
 
-# the flow --------------------------------------------------------------------------------------------------
 def _dead(rt: Runtime, d: Delivery, error: BaseException | str, attempts: int, message: str | None = None) -> Outcome:
     letter = DeadLetter.of_call(
         d.job_id, error, d.args, d.kwargs, task=d.task, queue=d.queue, attempts=attempts, message=message
     )
     keep(lambda: rt.letters, letter, logging.ERROR)
+    _mark_done(rt, d)  # else a twin would be dead-lettered again under the same id, replacing this letter
+    return Outcome(Verdict.DEAD, letter=letter, error=error if isinstance(error, BaseException) else None)
+
+
+def _mark_done(rt: Runtime, d: Delivery) -> None:
     try:
         rt.coordination.mark_done(d.job_id)
-    except Exception as exc:  # a twin would be dead-lettered again under the same id, replacing this letter
+    except Exception as exc:  # a twin would only repeat an idempotent job
         log.warning("job %s: could not mark done: %s", d.job_id, exc)
-    return Outcome(Verdict.DEAD, letter=letter, error=error if isinstance(error, BaseException) else None)
+
+
+def _retry(rt: Runtime, d: Delivery, exc: BaseException, attempts: int, rng: random.Random | None) -> Outcome:
+    settings = rt.settings
+    if attempts >= settings.max_retries + 1:
+        return _dead(rt, d, exc, attempts)
+    delay = backoff_s(attempts, settings.retry_backoff_s, settings.retry_backoff_max_s, rng)
+    log.warning("job %s attempt %d: %s: %s; retry in %.1fs", d.job_id, attempts, type(exc).__name__, exc, delay)
+    return Outcome(Verdict.RETRY, countdown=delay, error=exc)
 
 
 def execute(rt: Runtime, d: Delivery, rng: random.Random | None = None) -> Outcome:
     """Run one delivery through the flow and say how it ended; never raises (but ``BaseException``s: Celery's)."""
-    settings = rt.settings
-    max_attempts = settings.max_retries + 1
+    max_attempts = rt.settings.max_retries + 1
     try:
         coordination = rt.coordination  # opening it can fail too (a SQLite store locked by another process)
         pending = d.kwargs.get("pending")
@@ -306,13 +287,7 @@ def execute(rt: Runtime, d: Delivery, rng: random.Random | None = None) -> Outco
         attempts = started.attempts
         d = replace(d, progress=started.progress)
     except TRANSIENT as exc:  # the store cannot count: fall back on Celery's own retry count
-        if d.retries + 1 >= max_attempts:
-            return _dead(rt, d, exc, d.retries + 1)
-        return Outcome(
-            Verdict.RETRY,
-            countdown=backoff_s(d.retries + 1, settings.retry_backoff_s, settings.retry_backoff_max_s, rng),
-            error=exc,
-        )
+        return _retry(rt, d, exc, d.retries + 1, rng)
     except Exception as exc:  # the store answered something unreadable: keep the job as a letter
         log.exception("job %s: the coordination store failed", d.job_id)
         return _dead(rt, d, exc, d.retries + 1)
@@ -326,22 +301,15 @@ def execute(rt: Runtime, d: Delivery, rng: random.Random | None = None) -> Outco
             coordination.forgive_attempt(d.job_id)  # nothing ran: a deferral is not an attempt
         except Exception as forgive_exc:  # the count stays one high; the cap still leaves room for retries
             log.warning("job %s: could not take back the deferred attempt: %s", d.job_id, forgive_exc)
-        wait = min(exc.wait_s, max_countdown_s(settings))  # below the visibility timeout: check_timeouts
+        wait = min(exc.wait_s, max_countdown_s(rt.settings))  # below the visibility timeout: check_timeouts
         log.info("job %s: deferred %.3fs", d.job_id, wait)
         return Outcome(Verdict.DEFER, countdown=wait)
     except (InvalidRequest, WrongEngine) as exc:
         return _dead(rt, d, exc, attempts)
     except TRANSIENT as exc:
-        if attempts >= max_attempts:
-            return _dead(rt, d, exc, attempts)
-        delay = backoff_s(attempts, settings.retry_backoff_s, settings.retry_backoff_max_s, rng)
-        log.warning("job %s attempt %d: %s: %s; retry in %.1fs", d.job_id, attempts, type(exc).__name__, exc, delay)
-        return Outcome(Verdict.RETRY, countdown=delay, error=exc)
+        return _retry(rt, d, exc, attempts, rng)
     except Exception as exc:
         log.exception("job %s failed", d.job_id)
         return _dead(rt, d, exc, attempts)
-    try:
-        coordination.mark_done(d.job_id)
-    except EngineUnavailable as exc:  # the job ran; a twin would only repeat an idempotent job
-        log.warning("job %s: could not mark done: %s", d.job_id, exc)
+    _mark_done(rt, d)
     return Outcome(Verdict.DONE, result=result)

@@ -1,11 +1,6 @@
-"""The scope gate as one state machine, declared once as data: ``RULES``, run by ``step`` (pure) and by Redis.
+"""The scope gate as one state machine declared as data (``RULES``), run by ``step`` (pure) and by Redis's Lua.
 
-A scope's gate is four marks (``lock`` = ``token|task_id|started_us``, ``dirty``, ``built``, ``later``); an event
-(``enter``, ``leave``, ``abort``, ``extend``) picks the first rule whose guards hold, applies its effects and
-answers. ``SqliteCoordination`` loads the marks, calls ``step`` and saves its writes in one transaction;
-``RedisCoordination`` runs the same table (``RULES_LUA``) through one generic interpreter (``LUA_INTERPRETER``) in
-one ``EVALSHA``. The marks' meaning and the table's little language (operands, guards, effects): docs/jobs.md
-("The scope gate"). Values written are strings, so microsecond stamps stay exact in Lua's doubles.
+The marks, the events and the table's little language: docs/jobs.md ("The scope gate").
 """
 
 from __future__ import annotations
@@ -21,8 +16,6 @@ __all__ = [
     "RULES",
     "RULES_LUA",
     "Mark",
-    "Step",
-    "Write",
     "abort_event",
     "check_rules",
     "enter_event",
@@ -33,14 +26,9 @@ __all__ = [
     "step",
 ]
 
-MARKS = ("lock", "dirty", "built", "later")
-"""The marks of one scope's gate, in the order the stores pass their keys."""
-
+MARKS = ("lock", "dirty", "built", "later")  # the order the stores pass their keys in
 Expr = list[Any]
-Event = tuple[str, dict[str, str]]
-"""``(name, arguments)``: arguments are strings (numbers as decimal text), absent when not given."""
-
-# shorthands for the table ----------------------------------------------------------------------------------
+Event = tuple[str, dict[str, str]]  # (name, arguments as strings)
 _TOKEN, _TASK, _STARTED = ["field", "lock", 0], ["field", "lock", 1], ["field", "lock", 2]
 _NOW, _GAP = ["now"], ["arg", "gap_us"]
 _MARK = ["min", ["arg", "stamp"], _NOW]  # the trigger's stamp, never later than now (a future stamp would loop)
@@ -131,9 +119,8 @@ RULES: dict[str, list[dict[str, Any]]] = {
         {"when": [], "then": [], "answer": ["lost", _ZERO]},
     ],
 }
-"""The gate's rules, per event, first match wins (see the module docstring). Source of the rules: reference
-``celery-reliability.md`` §2.4 (lock + pending flag: N triggers give at most one extra run) and issue 5's review
-(a dirty mark is cleared only by a pass that started after it and completed)."""
+"""Per event, the first rule whose guards hold wins. Source: reference ``celery-reliability.md`` §2.4 (N triggers
+give at most one extra run) and issue 5's review (a dirty mark is cleared only by a later pass that completed)."""
 
 _STRING_OPS = frozenset({"arg", "now", "get", "field", "min", "join"})
 _NUMBER_OPS = frozenset({"ttl", "int", "add", "sub", "mul", "max"})
@@ -141,7 +128,7 @@ _GUARDS = frozenset({"has", "no", "eq", "ne", "lt", "ge", "pos"})
 
 
 def check_rules(rules: Mapping[str, Sequence[Mapping[str, Any]]]) -> None:
-    """Check the table's shape: known operators and marks, string values written, a last rule that always holds.
+    """Check the table: known operators and marks, string values written, a last rule that always holds.
 
     Raises:
         ValueError: naming the event, rule and what is wrong.
@@ -181,11 +168,9 @@ check_rules(RULES)
 
 
 RULES_LUA = "cjson.decode([==[" + json.dumps(RULES, separators=(",", ":")) + "]==])"
-"""``RULES`` as the Lua expression that builds it, embedded once in ``LUA_INTERPRETER``'s text (Redis caches it with
-the script, ``EVALSHA``): a long-bracket string, which JSON never closes, so nothing is escaped."""
+"""``RULES`` as a Lua expression (a long-bracket string, which JSON never closes: nothing is escaped)."""
 
 
-# the Python interpreter (pure) -------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Mark:
     """One mark's value and remaining lifetime (milliseconds; None: no expiry)."""
@@ -205,7 +190,7 @@ class Write:
 
 @dataclass(frozen=True)
 class Step:
-    """What one event did: the answer, the wait (microseconds), the writes, and the marks after them."""
+    """What one event did: the answer, the wait (µs), the writes, and the marks after them."""
 
     answer: str
     wait_us: int
@@ -214,11 +199,7 @@ class Step:
 
 
 def split_record(value: str) -> tuple[str, str, str]:
-    """``head|middle|tail`` → its three parts; the middle may itself hold ``|`` (a job id).
-
-    Raises:
-        ValueError: fewer than two ``|``.
-    """
+    """``head|middle|tail`` → its three parts; the middle may itself hold ``|`` (a job id)."""
     head, rest = value.split("|", 1)
     middle, tail = rest.rsplit("|", 1)
     return head, middle, tail
@@ -279,11 +260,7 @@ class _Eval:
 def step(
     state: Mapping[str, Mark], event: Event, now_us: int, rules: Mapping[str, Sequence[Mapping[str, Any]]] = RULES
 ) -> Step:
-    """Run one event (``enter_event`` …) on a gate's marks (those present, with lifetimes) at ``now_us``; pure.
-
-    Returns:
-        The ``Step``: answer, wait, the writes to save (deleting an absent mark is left out), the marks after.
-    """
+    """Run one event on a gate's marks (those present) at ``now_us``; deleting an absent mark writes nothing."""
     name, args = event
     ev = _Eval(state, args, now_us)
     rule = next(r for r in rules[name] if all(ev.holds(g) for g in r["when"]))
@@ -305,9 +282,8 @@ def step(
     return Step(answer, int(wait or 0), tuple(writes), after)
 
 
-# events -------------------------------------------------------------------------------------------------------
 def later_ms(gap_us: int, ttl_s: int) -> int:
-    """How long a follow-up slot (``later``) lives, ms: the interval plus one lease (a lost holder frees it so)."""
+    """How long a follow-up slot lives, ms: the interval plus one lease (a lost holder frees it so)."""
     return gap_us // 1000 + ttl_s * 1000
 
 
@@ -335,7 +311,6 @@ def extend_event(token: str, ttl_s: int) -> Event:
     return "extend", {"token": token, "ttl_ms": str(ttl_s * 1000)}
 
 
-# the Redis interpreter (generic: it reads the rules from RULES_LUA) -------------------------------------------
 _LUA = r"""
 local T = @RULES@
 local M = {'lock', 'dirty', 'built', 'later'}
@@ -429,6 +404,5 @@ end
 error('gate: no rule for ' .. tostring(ARGV[1]))
 """
 LUA_INTERPRETER = _LUA.replace("@RULES@", RULES_LUA)
-"""The generic interpreter Redis runs (``KEYS``: the four marks in ``MARKS`` order; ``ARGV``: the event's name
-and its arguments as a JSON object). It returns ``{answer, wait_us, now_us}``. It holds no rule: the rules are
-the embedded ``RULES_LUA``."""
+"""Redis's interpreter of the embedded ``RULES_LUA``: ``KEYS`` the marks, ``ARGV`` the event's name and arguments
+(JSON); returns ``{answer, wait_us, now_us}``."""

@@ -1,10 +1,7 @@
-"""The handlers of the job kinds and of the maintenance tasks: what one delivery of each does once it may run.
+"""What one delivery of each job kind and maintenance task does, once ``workers.execution`` has checked it.
 
-A handler is ``handler(rt, delivery, job) -> result`` (a JSON object, the task's stored result); the maintenance
-tasks take no job (``handler(rt, delivery)``). ``workers.kinds`` names each handler in its row, and
-``workers.execution`` calls it after the flow's checks (attempts, parsing, engine), so a handler holds only its
-own work. It raises ``Deferred`` when its work must wait (a scope's minimum interval, or an earlier delivery of
-the same job still building), a transient error to be retried, anything else to be dead-lettered.
+``handler(rt, delivery, job) -> result`` (maintenance tasks take no job): the result is the task's stored JSON;
+``Deferred`` asks to come back later, a transient error to retry, anything else dead-letters (docs/jobs.md).
 """
 
 from __future__ import annotations
@@ -55,12 +52,7 @@ log = logging.getLogger(__name__)
 
 
 class Deferred(Exception):
-    """Raised by a handler whose work must wait ``wait_s`` seconds: the delivery is sent again then.
-
-    ``run_build`` raises it for a scope inside its minimum interval, and for a scope an earlier delivery of the same
-    job is still building (issue 11 §2); the scopes built before it are recorded as progress, so the next delivery
-    builds only the deferred ones.
-    """
+    """Raised by a handler whose work must wait ``wait_s`` seconds: the delivery is sent again then."""
 
     def __init__(self, wait_s: float) -> None:
         super().__init__(f"a scope may build again in {wait_s:.3f}s")
@@ -68,12 +60,7 @@ class Deferred(Exception):
 
 
 class ScopeReport(ContractModel):
-    """One scope's line of a build's result: ``{namespace, kinds?, enter, passes?, outcome?, built?, lease_lost?}``.
-
-    Built straight from the single flight (``Flight``) and the runner's per-pass ``JobReport``s; it is the stored
-    result's shape (``BuildReport.to_dict``), so a build has one report model from the pass to the result.
-    ``enter`` is ``Flight.enter`` or ``done_before`` (an earlier delivery of the job built it).
-    """
+    """One scope's line of a build's stored result; ``enter`` is ``Flight.enter`` or ``done_before``."""
 
     namespace: str
     kinds: tuple[str, ...] | None = None
@@ -86,7 +73,7 @@ class ScopeReport(ContractModel):
 
     @classmethod
     def of(cls, scope: BuildScope, flight: Flight[JobReport]) -> ScopeReport:
-        """The line of a scope that went through single flight: its last pass's outcome, beliefs built summed."""
+        """A scope's line after single flight: its last pass's outcome, the beliefs built summed."""
         last = flight.results[-1] if flight.results else None
         built = None
         if last is not None and last.consolidation is not None and last.consolidation.built is not None:
@@ -110,16 +97,11 @@ class BuildReport(ContractModel):
     embedding: str | None = None
 
 
-MAX_SCOPES_PER_JOB: Final = 64
-"""Most requests one ``build_scopes`` message carries (``batches`` cuts more into several)."""
+MAX_SCOPES_PER_JOB: Final = 64  # requests in one ``build_scopes`` message
 
 
 class BuildScopes(ContractModel):
-    """Several builds in one message: each scope under its own single flight, a failing one dead-lettered alone.
-
-    ``run_build_due`` and ``run_ingest`` send several scopes as one (or a few) of these instead of a ``BuildBeliefs``
-    per scope: one publish, one begin and one done mark for the batch (docs/jobs.md, "Batches").
-    """
+    """Several builds in one message, each scope single flight, a failing one dead-lettered alone (docs/jobs.md)."""
 
     job: Literal["build_scopes"] = "build_scopes"
     requests: tuple[ConsolidateRequest, ...] = Field(min_length=1, max_length=MAX_SCOPES_PER_JOB)
@@ -145,23 +127,16 @@ def batches(requests: list[ConsolidateRequest]) -> list[BuildScopes]:
 def run_build(rt: Runtime, d: Delivery, job: BuildBeliefs) -> dict[str, Any]:
     """One ``consolidate`` per scope under ``job.request``, each single flight, resuming after a retry.
 
-    A scope is recorded as done (``add_progress``) before the next one builds, and when the delivery ends without
-    finishing (deferred, or raising); the last scope of a delivery that finishes is not: the job's done mark,
-    written next, covers it (one round trip fewer per build).
-
     Raises:
-        Deferred: a scope must wait (its minimum interval, or another delivery of this job building it); the
-            others are done and recorded.
+        Deferred: a scope must wait (its minimum interval, or another delivery of this job building it).
     """
     return _build(rt, d, job.name(), rt.engine.scopes(job.request), alone=False)
 
 
 def run_build_scopes(rt: Runtime, d: Delivery, job: BuildScopes) -> dict[str, Any]:
-    """``run_build`` over every scope of ``job.requests`` (each once), a scope that fails for good dead-lettered alone.
+    """``run_build`` over each scope of ``job.requests`` once; a scope failing for good is dead-lettered alone.
 
-    A scope whose build raises anything but a transient error gets its own dead letter, a ``build_beliefs`` job for
-    that scope alone (id ``<job id>:<scope key>``, requeued like any letter), is recorded as done, and the others
-    build; a transient error retries the message, which resumes after the scopes done.
+    Its letter is the one-scope ``build_beliefs`` job, id ``<job id>:<scope key>``.
 
     Raises:
         Deferred: as ``run_build``.
@@ -192,6 +167,8 @@ def _dead_scope(rt: Runtime, d: Delivery, unit: str, scope: BuildScope, exc: Exc
 
 
 def _build(rt: Runtime, d: Delivery, name: str, scopes: Iterable[BuildScope], alone: bool) -> dict[str, Any]:
+    # A scope is recorded done before the next one builds, or when the delivery ends unfinished; the last of a
+    # finished delivery is not: the job's done mark covers it (a round trip fewer).
     stamp = d.kwargs.get("triggered_us")
     done_before = rt.coordination.progress(d.job_id) if d.progress is None else d.progress
     reports: list[ScopeReport] = []
@@ -259,10 +236,7 @@ def run_ingest(rt: Runtime, d: Delivery, job: IngestBrain) -> dict[str, Any]:
 
 
 def run_build_due(rt: Runtime, d: Delivery) -> dict[str, Any]:
-    """Submit the scopes under the reach (default: the layout) written since their build, as ``BuildScopes`` batches.
-
-    One message per ``MAX_SCOPES_PER_JOB`` due scopes, in the engine's order: ``{scopes, due, jobs}``.
-    """
+    """Submit the scopes under ``reach`` (the layout's) written since their build, batched: ``{scopes, due, jobs}``."""
     raw = d.kwargs.get("reach")
     reach = Reach.subtree(rt.layout.root) if raw is None else Reach.coerce(raw, "reach")
     scopes = rt.engine.scopes(ConsolidateRequest(reach=reach))
@@ -273,20 +247,24 @@ def run_build_due(rt: Runtime, d: Delivery) -> dict[str, Any]:
 
 def run_drain(rt: Runtime, d: Delivery) -> dict[str, Any]:
     """Publish jobs parked in this machine's outbox; prune rows delivered more than a day ago."""
-    limit = d.kwargs.get("limit", 1000)
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
-        raise InvalidRequest("must be a positive integer", field="limit")
+    limit = _positive(d, "limit", 1000)
     report = rt.queue.drain(limit)
     rt.queue.outbox.prune()
     return {"delivered": report.delivered, "left": report.left, "error": report.error}
 
 
+def _positive(d: Delivery, name: str, default: int) -> int:
+    value = d.kwargs.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise InvalidRequest("must be a positive integer", field=name)
+    return value
+
+
 def run_tool_write(rt: Runtime, d: Delivery, job: ToolWrite) -> dict[str, Any]:
-    """Apply a queued ``learn``/``forget`` (``tools.jobs.apply_tool_write``) once the one before it has finished.
+    """Apply a queued ``learn``/``forget`` once the one queued before it for the same place has finished.
 
     Raises:
-        Deferred: the job queued before it for the same place (``job.after``) has not finished yet, and this one
-            was made less than ``ORDER_HOLD_S`` ago (requests of one place keep their order, issue 15 §6).
+        Deferred: ``job.after`` has not finished, and this job is younger than ``ORDER_HOLD_S`` (issue 15 §6).
     """
     if job.after is not None and job.holds_for(datetime.now(UTC)) and not rt.coordination.is_done(job.after):
         raise Deferred(ORDER_RETRY_S)
@@ -294,12 +272,7 @@ def run_tool_write(rt: Runtime, d: Delivery, job: ToolWrite) -> dict[str, Any]:
 
 
 def run_retention(rt: Runtime, d: Delivery) -> dict[str, Any]:
-    """Prune the logged turns under the layout root (or ``root``) by the retention settings (seed 004).
-
-    ``lifecycle.retention``: turns past ``MEMORY_CORE_RETENTION_MAX_AGE_DAYS`` or beyond the
-    ``MEMORY_CORE_RETENTION_MAX_TURNS`` newest go by the forget rules (archived with ``…_ARCHIVE`` on an engine
-    declaring tiers); facts and beliefs are never pruned. ``dry_run`` only reports.
-    """
+    """Prune the logged turns under ``root`` (the layout's) by the retention settings (seed 004); ``dry_run`` plans."""
     raw_root, dry_run = d.kwargs.get("root"), d.kwargs.get("dry_run", False)
     if not isinstance(dry_run, bool):
         raise InvalidRequest("must be a boolean", field="dry_run")
@@ -329,19 +302,14 @@ def run_embed_due(rt: Runtime, d: Delivery) -> dict[str, Any]:
 
 
 def run_compact_log(rt: Runtime, d: Delivery) -> dict[str, Any]:
-    """Compact all but the newest ``keep`` log records into the engine's checkpoint (``docs/log-model.md``).
+    """Compact all but the newest ``keep`` log records into the checkpoint: ``{upto, compacted}`` or ``{skipped}``.
 
-    ``keep`` defaults to ``MEMORY_CORE_LOG_KEEP_RECORDS``; every ``as_of`` at or after the checkpoint answers as
-    before. An engine without a log, or whose log has no checkpoints (``compact_log``), is left alone and the
-    result says why: ``{skipped: reason}``. Otherwise ``{upto, compacted}``: the LSN asked for and how many
-    records went (the engine stops at the end of a transaction at or before it, never at the newest record).
+    docs/log-model.md; an engine without a log or checkpoints is left alone.
 
     Raises:
         InvalidRequest: ``keep`` is not a positive integer.
     """
-    keep = d.kwargs.get("keep", rt.settings.log_keep_records)
-    if isinstance(keep, bool) or not isinstance(keep, int) or keep <= 0:
-        raise InvalidRequest("must be a positive integer", field="keep")
+    keep = _positive(d, "keep", rt.settings.log_keep_records)
     engine = rt.engine
     described = engine.descriptor()
     if not described.log:

@@ -1,8 +1,7 @@
 """The job kinds, declared once: one ``JobKind`` row per kind in ``JOB_KINDS``, plus the ``MAINTENANCE`` tasks.
 
-Tasks, routes, parsing (``JobKinds.parse``: a union tagged by ``"job"``), allowed keyword arguments, dispatch,
-Flower's summary (``argsrepr``) and coalescing are derived from the rows. The table of kinds, and how to add one
-(a model, a handler in ``workers.handlers``, a row): docs/jobs.md ("Job kinds").
+Tasks, routes, parsing, keyword arguments, dispatch, Flower's summary and coalescing derive from the rows; how to
+add a kind: docs/jobs.md ("Job kinds").
 """
 
 from __future__ import annotations
@@ -17,7 +16,6 @@ from pydantic import Field, TypeAdapter, ValidationError
 from memory_core._model import ContractModel, invalid_from
 from memory_core.errors import ConfigError, InvalidRequest
 from memory_core.lifecycle.jobs import BuildBeliefs, IngestBrain
-from memory_core.namespace import Reach
 from memory_core.settings import Settings
 from memory_core.tools.jobs import ToolWrite
 from workers.coordination import MAX_JOB_ID_CHARS, check_job_id, new_job_id
@@ -48,33 +46,22 @@ __all__ = [
     "JobKinds",
     "Maintenance",
     "check_job_id",
-    "describe_reach",
     "new_job_id",
 ]
 
-MAINTENANCE_QUEUE = "queue_maintenance"
-"""The ``Settings`` field naming the maintenance queue (beat's ticks, and Celery's default queue)."""
-
-ENGINE_KWARG = "engine"
-"""The keyword argument every job message carries: the submitting host's ``engine_key``."""
+MAINTENANCE_QUEUE = "queue_maintenance"  # the Settings field of beat's queue (and Celery's default)
+JOB_KWARGS = frozenset({"engine"})  # the host's engine_key; a coalescing kind's job carries COALESCE_KWARGS too
 COALESCE_KWARGS = frozenset({"triggered_us", "pending"})
-"""The keyword arguments a coalescing kind's message carries too: the trigger's stamp and its pending mark."""
 
 JobHandler = Callable[["Runtime", "Delivery", Any], dict[str, Any]]
-"""``handler(rt, delivery, job) -> result``."""
-TaskHandler = Callable[["Runtime", "Delivery"], dict[str, Any]]
-"""``handler(rt, delivery) -> result`` (a maintenance task: no job)."""
-
-
-def describe_reach(reach: Reach) -> str:
-    """``agent:alice``; ``source:notion/**`` for a subtree; `` +ancestors`` when it inherits."""
-    text = str(reach.at) + ("/**" if reach.descendants else "")
-    return text + (" +ancestors" if reach.inherit else "")
+TaskHandler = Callable[["Runtime", "Delivery"], dict[str, Any]]  # a maintenance task: no job
 
 
 def _describe_build(job: BuildBeliefs) -> str:
+    reach = job.request.reach  # agent:alice, source:notion/** +ancestors
+    at = str(reach.at) + ("/**" if reach.descendants else "") + (" +ancestors" if reach.inherit else "")
     kinds = ", ".join(k.value for k in job.request.kinds) or "all kinds"
-    return f"build_beliefs {describe_reach(job.request.reach)} [{kinds}]"
+    return f"build_beliefs {at} [{kinds}]"
 
 
 def _describe_ingest(job: IngestBrain) -> str:
@@ -115,12 +102,12 @@ class JobKind:
     @property
     def kwargs(self) -> frozenset[str]:
         """The keyword arguments a message of this kind may carry."""
-        return frozenset({ENGINE_KWARG}) | (COALESCE_KWARGS if self.coalesce else frozenset())
+        return JOB_KWARGS | (COALESCE_KWARGS if self.coalesce else frozenset())
 
 
 @dataclass(frozen=True)
 class Maintenance:
-    """A task beat sends that carries no job: its handler and the keyword arguments it takes (all optional)."""
+    """A task beat sends that carries no job: its handler and the (optional) keyword arguments it takes."""
 
     task: str
     handler: TaskHandler
@@ -140,7 +127,7 @@ MAINTENANCE: tuple[Maintenance, ...] = (
 
 @dataclass(frozen=True)
 class JobKinds:
-    """The table of job kinds (see the module docstring); immutable, so one table serves every thread.
+    """The table of job kinds; immutable, so one table serves every thread.
 
     Raises:
         ConfigError: two rows with one tag or one task name, or a task name a maintenance task has.
@@ -265,4 +252,3 @@ JOB_KINDS = JobKinds(
         ),
     )
 )
-"""The job kinds of memory-core: one row per kind (see the module docstring to add one)."""

@@ -1,8 +1,6 @@
 """The operator's view of the job flow (``memory-core status``, ``demo``): job states, queue depths, running jobs.
 
-Every read is bounded (one Redis ``PING`` per probe; remote control with the host's bounded settings). A
-``read_only`` monitor creates nothing, and asks workers over the server-less transport only once one has bound its
-control exchange there (``PIDBOX_BINDING``).
+Every read is bounded; a ``read_only`` monitor creates nothing.
 """
 
 from __future__ import annotations
@@ -31,33 +29,16 @@ from workers.config import (
 from workers.coordination import redis_client
 from workers.queue import Outbox
 
-__all__ = [
-    "FINISHED",
-    "PIDBOX_BINDING",
-    "BrokerProbe",
-    "JobMonitor",
-    "JobState",
-    "WaitReport",
-    "probe_broker",
-    "redact",
-    "require_broker",
-]
+__all__ = ["BrokerProbe", "JobMonitor", "JobState", "WaitReport", "probe_broker", "redact", "require_broker"]
 
-FINISHED = frozenset({"SUCCESS", "FAILURE", "REVOKED"})
-"""Celery states after which a job will not run again by itself."""
-PIDBOX_BINDING = "celery.pidbox.exchange"
-"""The file a worker's remote-control binding makes in the server-less ``broker/control`` folder."""
-_PRIORITY_SEP = "\x06\x16"
-"""kombu's separator of a Redis queue's priority sub-lists (``priority_steps``)."""
+FINISHED = frozenset({"SUCCESS", "FAILURE", "REVOKED"})  # Celery states after which a job will not run again
+PIDBOX_BINDING = "celery.pidbox.exchange"  # made in broker/control once a worker binds its remote control there
+_PRIORITY_SEP = "\x06\x16"  # kombu's separator of a Redis queue's priority sub-lists
 
 
 @dataclass(frozen=True)
 class BrokerProbe:
-    """Whether the broker answered one bounded probe, and why not.
-
-    ``url`` is without credentials; ``reason`` the error (``ConnectionError: …``); ``config_error`` why the URL is
-    wrong when the server answered but refused it (issue 11 §4: retrying cannot help), None for an outage or success.
-    """
+    """Whether the broker answered one bounded probe; else the error, and ``config_error`` when the URL is wrong."""
 
     url: str
     reachable: bool
@@ -83,7 +64,7 @@ def probe_broker(url: str, timeout_s: float) -> BrokerProbe:
 
 
 def require_broker(settings: Settings, timeout_s: float) -> None:
-    """Refuse a Redis broker URL the server answers but rejects; an unreachable broker passes (an outage).
+    """Refuse a Redis broker URL the server answers but rejects; an unreachable broker passes.
 
     Raises:
         ConfigError: ``broker redis://:***@host:port/0: AuthenticationError: …`` (the URL without its password).
@@ -157,10 +138,7 @@ class JobMonitor:
         poll_s: float = 0.25,
         on_progress: Callable[[int, int], None] | None = None,
     ) -> WaitReport:
-        """Wait until every job (and every follow-up a finished job names) has finished, or ``timeout_s`` seconds.
-
-        ``on_progress(finished, known)`` is called after each poll (every ``poll_s`` seconds).
-        """
+        """Wait for every job and the follow-ups they name, at most ``timeout_s``; ``on_progress(finished, known)``."""
         known: list[str] = list(dict.fromkeys(ids))
         finished: dict[str, JobState] = {}
         deadline = time.monotonic() + timeout_s
@@ -187,10 +165,7 @@ class JobMonitor:
         return report
 
     def probe(self, timeout_s: float = 1.0) -> BrokerProbe:
-        """Ask the broker once within ``timeout_s`` seconds; never raises.
-
-        The server-less transport is reachable when its queue folder exists, or (``read_only``) nothing is there.
-        """
+        """Ask the broker once within ``timeout_s`` seconds (server-less: its folder exists); never raises."""
         url = broker_url(self.settings)
         start = time.monotonic()
         if not is_redis_url(url):

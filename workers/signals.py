@@ -1,10 +1,7 @@
 """Celery signal handlers, connected by ``connect()`` (``workers.celery_app.create_app``).
 
-At start a worker and beat make the server-less folders and refuse a broker that rejects their configuration, a
-worker refuses a misconfigured engine (each exits 2 with the reason), and a ready worker drains this machine's
-outbox once; a pool process closes its runtime at shutdown. Messages Celery itself rejects (an unknown task, a
-bad shape, a foreign content type) and failures the flow did not handle (a hard time limit) are dead-lettered.
-``ExpectedLetters`` drops the tracebacks and body dumps Celery would log beside a letter logged on one line.
+Start-up checks (exit 2 with the reason), the outbox drained when a worker is ready, the runtime closed at process
+shutdown, and dead letters for what Celery rejects or the flow did not handle (a hard time limit).
 """
 
 from __future__ import annotations
@@ -29,26 +26,20 @@ __all__ = ["BROKER_CHECK_TIMEOUT_S", "ExpectedLetters", "check_broker", "connect
 
 log = logging.getLogger(__name__)
 
-BROKER_CHECK_TIMEOUT_S = 5.0
-"""Bound on the start-up probe of the broker, seconds (an unreachable broker is waited out by Celery)."""
-_CONSUMER_LETTERED = frozenset(
+BROKER_CHECK_TIMEOUT_S = 5.0  # bound on the start-up probe of the broker (Celery waits out an unreachable one)
+_CONSUMER_LETTERED = frozenset(  # Celery 5's consumer reports about a message that is then dead-lettered
     {
-        celery_consumer.UNKNOWN_TASK_ERROR,  # then task_unknown: ``unknown_task``
-        celery_consumer.INVALID_TASK_ERROR,  # then task_rejected: ``rejected``
-        celery_consumer.UNKNOWN_FORMAT,  # then task_rejected: ``rejected``
+        celery_consumer.UNKNOWN_TASK_ERROR,
+        celery_consumer.INVALID_TASK_ERROR,
+        celery_consumer.UNKNOWN_FORMAT,
         celery_consumer.MESSAGE_DECODE_ERROR,  # after ``workers.transport.Consumer`` refused it
     }
 )
-"""Celery 5's consumer reports (with a traceback or a body dump) about a message that is then dead-lettered."""
 LETTER_LOGGERS = ("celery.app.trace", "celery.worker.consumer.consumer")
 
 
 class ExpectedLetters(logging.Filter):
-    """Drop records that repeat a dead letter already logged on one line; every other record passes.
-
-    Those are ``celery.app.trace``'s "raised unexpected: DeadLettered" and the consumer's ``_CONSUMER_LETTERED``
-    reports. Attached to those loggers, so it needs no handler and holds in forked children.
-    """
+    """Drop the tracebacks and body dumps Celery logs beside a dead letter already logged on one line."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         """False for a record that only repeats a dead letter."""
@@ -62,7 +53,7 @@ EXPECTED_LETTERS = ExpectedLetters()  # one instance: ``addFilter`` does not add
 
 
 def _stop(role: str, what: str, exc: ConfigError) -> NoReturn:
-    """Celery's signal dispatch swallows ``Exception``s, so a refused configuration stops with ``SystemExit(2)``."""
+    # Celery's signal dispatch swallows an Exception: SystemExit stops the process
     log.critical("%s: %s", what, exc)
     print(f"memory-core {role}: ConfigError: {exc}", file=sys.stderr, flush=True)
     raise SystemExit(2) from None
@@ -74,9 +65,7 @@ def make_folders(**_: Any) -> None:
 
 
 def open_engine_at_start(**_: Any) -> None:
-    """Open the engine once in the worker's main process, then close it: a misconfigured one stops the worker.
-
-    An engine only unavailable now is logged (its jobs retry); children open their own on first use.
+    """Open and close the engine once at worker start: a misconfigured one stops the worker (one away is logged).
 
     Raises:
         SystemExit: status 2, after ``memory-core worker: ConfigError: …`` on stderr.
@@ -95,7 +84,7 @@ def open_engine_at_start(**_: Any) -> None:
 
 
 def check_broker(sender: Any = None, **_: Any) -> None:
-    """Stop a worker or beat whose broker refuses its configuration (issue 11 §4), rather than retry forever.
+    """Stop a worker or beat whose broker refuses its configuration (issue 11 §4) rather than retry forever.
 
     Raises:
         SystemExit: status 2, after ``memory-core worker: ConfigError: broker redis://:***@…: …`` on stderr.
