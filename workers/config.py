@@ -14,7 +14,6 @@ from urllib.parse import urlsplit, urlunsplit
 import redis
 
 from beat_schedule import ENTRIES
-from memory_core.engines import mask_url as redact
 from memory_core.errors import ConfigError
 from memory_core.settings import Settings
 from workers.coordination import redis_options
@@ -55,6 +54,16 @@ SOFT_SHUTDOWN_S = 10.0  # on a warm shutdown, seconds before running tasks are c
 def is_redis_url(url: str | None) -> bool:
     """True for ``redis://`` and ``rediss://`` URLs."""
     return url is not None and urlsplit(url).scheme.lower() in {"redis", "rediss"}
+
+
+def redact(url: str) -> str:
+    """``url`` without its credentials (``redis://:***@host:6379/0``), for printing and logs."""
+    parts = urlsplit(url)
+    if parts.password is None and parts.username is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f":***@{host}" + (f":{parts.port}" if parts.port else "")
+    return parts._replace(netloc=netloc).geturl()
 
 
 _AUTH_ERRORS: tuple[type[BaseException], ...] = (
@@ -311,7 +320,7 @@ def celery_config(settings: Settings, kinds: JobKinds = JOB_KINDS) -> dict[str, 
         "result_expires": settings.result_expires_s,
         "result_extended": True,
         # routing [1.14]
-        "task_routes": kinds.routes(settings),
+        "task_routes": {task: {"queue": queue_name(settings, attr)} for task, attr in kinds.queues().items()},
         "task_default_queue": queue_name(settings, MAINTENANCE_QUEUE),
         "timezone": "UTC",
         "enable_utc": True,

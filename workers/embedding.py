@@ -6,13 +6,13 @@ docs/retrieval.md. An engine without ``embed_backlog`` embeds nothing.
 
 from __future__ import annotations
 
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
 from pydantic import Field
 
 from memory_core._model import ContractModel
 
-__all__ = ["EMBED_PER_JOB", "EmbedItems", "describe_embed", "embed_once", "waiting"]
+__all__ = ["EMBED_PER_JOB", "EmbedItems", "waiting"]
 
 EMBED_PER_JOB: Final = 4096
 """Most items one job encodes (~7 minutes for MiniLM int8 at 10 items/s on a loaded core: inside the time limit)."""
@@ -28,10 +28,9 @@ class EmbedItems(ContractModel):
         """``embed_items``."""
         return self.job
 
-
-def describe_embed(job: EmbedItems) -> str:
-    """Flower's summary: ``embed_items up to 4096``."""
-    return f"embed_items up to {job.limit}"
+    def describe(self) -> str:
+        """Flower's summary: ``embed_items up to 4096``."""
+        return f"embed_items up to {self.limit}"
 
 
 def waiting(engine: object) -> int:
@@ -40,12 +39,3 @@ def waiting(engine: object) -> int:
     if not callable(getattr(engine, "embed_backlog", None)) or not callable(stats):
         return 0
     return int(stats().get("embedding_wait", 0))
-
-
-def embed_once(engine: object, limit: int) -> dict[str, Any]:
-    """Encode up to ``limit`` waiting items; ``{embedded, waiting}`` (how many still wait after)."""
-    embed = getattr(engine, "embed_backlog", None)
-    if not callable(embed):
-        return {"embedded": 0, "waiting": 0}
-    done = int(embed(limit=limit))
-    return {"embedded": done, "waiting": waiting(engine)}

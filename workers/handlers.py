@@ -23,7 +23,7 @@ from memory_core.namespace import Namespace, Reach
 from memory_core.tools.jobs import ORDER_RETRY_S, ToolWrite, apply_tool_write
 from workers.coordination import MAX_JOB_ID_CHARS, Flight, scope_key, single_flight
 from workers.dead_letters import TRANSIENT, DeadLetter, keep
-from workers.embedding import EmbedItems, embed_once, waiting
+from workers.embedding import EmbedItems, waiting
 
 if TYPE_CHECKING:  # types only: workers.execution imports this module
     from workers.execution import Delivery, Runtime
@@ -290,9 +290,11 @@ def submit_embedding(rt: Runtime) -> str | None:
 
 def run_embed(rt: Runtime, d: Delivery, job: EmbedItems) -> dict[str, Any]:
     """Encode up to ``job.limit`` waiting items (``workers.embedding``); the next job when more wait."""
-    out = embed_once(rt.engine, job.limit)
-    out["follow_up"] = rt.queue.submit(EmbedItems(limit=job.limit)) if out["waiting"] else None
-    return {"job": job.name(), **out}
+    embed = getattr(rt.engine, "embed_backlog", None)
+    done = int(embed(limit=job.limit)) if callable(embed) else 0
+    left = waiting(rt.engine)
+    follow_up = rt.queue.submit(EmbedItems(limit=job.limit)) if left else None
+    return {"job": job.name(), "embedded": done, "waiting": left, "follow_up": follow_up}
 
 
 def run_embed_due(rt: Runtime, d: Delivery) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from memory_core.lifecycle.jobs import BuildBeliefs, IngestBrain
 from memory_core.settings import Settings
 from memory_core.tools.jobs import ToolWrite
 from workers.coordination import MAX_JOB_ID_CHARS, check_job_id, new_job_id
-from workers.embedding import EmbedItems, describe_embed
+from workers.embedding import EmbedItems
 from workers.handlers import (
     BuildScopes,
     run_build,
@@ -76,12 +76,9 @@ class JobKind:
 
     Attributes:
         model: The job's ``ContractModel``; its ``job`` field is a one-value ``Literal``, the kind's tag.
-        task: The Celery task name that runs it (``memory.<tag>``).
         queue: The ``Settings`` field naming its queue (``queue_beliefs`` …).
-        handler: ``handler(rt, delivery, job) -> result`` (``workers.handlers``).
         describe: The job's one-line summary, Flower's args column (``argsrepr``).
-        coalesce: True when identical jobs queued together collapse into the first (a pending mark per
-            (engine, job JSON)); the message then carries ``triggered_us`` and ``pending`` too.
+        coalesce: True when identical jobs queued together collapse into the first (one pending mark).
     """
 
     model: type[ContractModel]
@@ -138,16 +135,10 @@ class JobKinds:
     _by_task: dict[str, JobKind] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        by_task = {row.task: row for row in self.rows}
-        tags = {row.tag for row in self.rows}
-        names = set(by_task) | {m.task for m in self.maintenance}
-        if (
-            len(by_task) != len(self.rows)
-            or len(tags) != len(self.rows)
-            or len(names) != len(self.rows) + len(self.maintenance)
-        ):
+        names = {row.task for row in self.rows} | {m.task for m in self.maintenance}
+        if len(self.tags) != len(self.rows) or len(names) != len(self.rows) + len(self.maintenance):
             raise ConfigError("job kinds need distinct tags and task names")
-        object.__setattr__(self, "_by_task", by_task)
+        object.__setattr__(self, "_by_task", {row.task: row for row in self.rows})
 
     def __iter__(self) -> Iterator[JobKind]:
         return iter(self.rows)
@@ -189,14 +180,6 @@ class JobKinds:
         out = {row.task: row.queue for row in self.rows}
         out.update({m.task: m.queue for m in self.maintenance})
         return out
-
-    def routes(self, settings: Settings) -> dict[str, dict[str, str]]:
-        """Celery's ``task_routes``: every task to its configured queue.
-
-        Raises:
-            ConfigError: a row names a queue field ``Settings`` does not have.
-        """
-        return {task: {"queue": queue_name(settings, attr)} for task, attr in self.queues().items()}
 
     @cached_property
     def _adapter(self) -> TypeAdapter[Any]:
@@ -246,7 +229,7 @@ JOB_KINDS = JobKinds(
         JobKind(BuildBeliefs, "memory.build_beliefs", "queue_beliefs", run_build, _describe_build, coalesce=True),
         JobKind(IngestBrain, "memory.ingest_brain", "queue_ingest", run_ingest, _describe_ingest),
         JobKind(ToolWrite, "memory.tool_write", "queue_ingest", run_tool_write, ToolWrite.describe),
-        JobKind(EmbedItems, "memory.embed_items", "queue_beliefs", run_embed, describe_embed, coalesce=True),
+        JobKind(EmbedItems, "memory.embed_items", "queue_beliefs", run_embed, EmbedItems.describe, coalesce=True),
         JobKind(
             BuildScopes, "memory.build_scopes", "queue_beliefs", run_build_scopes, BuildScopes.describe, coalesce=True
         ),
