@@ -752,8 +752,8 @@ def single_flight(
     flight: Flight[T] = Flight(entered.enter, wait_s=entered.wait_us / 1_000_000)
     if entered.enter is not Enter.ACQUIRED:
         return flight
-    lease = Lease(scope, token, ttl_s)
-    coordination.keeper.hold(lease)
+    lease, keeper = Lease(scope, token, ttl_s), coordination.keeper
+    keeper.hold(lease)
     try:
         while True:
             flight.results.append(build())
@@ -767,7 +767,7 @@ def single_flight(
             log.warning("scope %s: release after a failed build failed: %s", scope, exc)
         raise
     finally:
-        coordination.keeper.release(lease)
+        keeper.release(lease)
     flight.lost = left.leave is Leave.LOST or lease.lost
     if left.leave is Leave.DEFERRED:
         flight.wait_s = max(left.wait_us / 1_000_000, 0.001)
