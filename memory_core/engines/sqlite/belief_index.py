@@ -54,10 +54,24 @@ from memory_core.namespace import Namespace, Reach
 from memory_core.query import FetchMode, Hit
 from memory_core.scoring import EMBED_DIM
 
+from . import fts
 from .filters import compile_filter
-from .fts import fts_matches
+from .fts_counts import SharedCounts
+from .ranking import bounds, survivors
 from .rows import chunks, ns_of_key, placeholders
-from .search import Candidates, FloatArray, IntArray, order, query_vector, score
+from .search import (
+    COMMON_ONLY,
+    CONFIDENCE_WEIGHT,
+    RECENCY_WEIGHT,
+    Candidates,
+    FloatArray,
+    IntArray,
+    align,
+    order,
+    query_vector,
+    query_words,
+    score,
+)
 
 __all__ = ["VERSION_KEY", "BeliefIndex", "BeliefRows", "BeliefStats", "bump_version", "evidence_of", "rank"]
 
@@ -160,6 +174,8 @@ class BeliefIndex:
         self._loaded: _Loaded | None = None
         self._reaches: OrderedDict[Reach, BoolArray] = OrderedDict()
         self.stats = BeliefStats()
+        self.fts_counts = SharedCounts()
+        """Query words' document counts in ``beliefs_fts`` per index state (``fts_counts``; reads only)."""
 
     def rows(self, conn: sqlite3.Connection, flt: MetaFilter) -> BeliefRows | None:
         """The snapshot's active beliefs ``flt`` admits, or None when this copy cannot serve the snapshot.
@@ -392,17 +408,58 @@ def rank(
     if n == 0:
         return []
     keys, when, conf = held.keys, held.when_us, held.confidence
-    matches = fts_matches(conn, "beliefs_fts", query, n) if mode is not FetchMode.VECTOR else None
-    empty = (keys[:0], np.zeros(0))
     cos = None
     if mode is not FetchMode.KEYWORD:
         cos = (held.vectors @ query_vector(query)).astype(np.float64)
+    matches = None
+    if mode is not FetchMode.VECTOR:
+        counts = index.fts_counts.counts(conn, "beliefs_fts") if index is not None else None
+        matches = _matches(conn, held, cos, query, mode, limit, counts)
+    empty = (keys[:0], np.zeros(0))
     cands = Candidates.build(keys, when, conf, cos, matches or empty)
     if mode is FetchMode.KEYWORD:
         keep = cands.matched
         cands = Candidates(keys[keep], when[keep], conf[keep], None, cands.lexical[keep], cands.matched[keep])
     hit_keys, scores = score(cands, mode)
     return _hits(conn, order(hit_keys, scores, limit), held.hits)
+
+
+def _matches(
+    conn: sqlite3.Connection,
+    held: BeliefRows,
+    cos: FloatArray | None,
+    query: str,
+    mode: FetchMode,
+    limit: int,
+    counts: dict[tuple[str, str, int], int] | None,
+) -> tuple[IntArray, FloatArray]:
+    """The ``beliefs_fts`` matches ranking the best ``limit`` of ``held`` needs, as ``fts.fts_matches`` gives them.
+
+    Rows holding a rare word come with their BM25, as ``fts_matches`` reads them. A row matched by common words
+    only (relevance ``COMMON_ONLY``) is looked up only when it could still reach the top ``limit``, by the bounds
+    ``ranking`` uses for items (``ranking.bounds``, ``survivors``: exact, see there): the other beliefs holding
+    a common word are left unread, where ``fts_matches`` read every one in the table (issue 12: a big agent's
+    build adds thousands of beliefs holding "the", and every pack of every agent read them all). The top
+    ``limit`` is the one ``fts_matches`` gives.
+    """
+    n = len(held.keys)
+    words = fts.classify(conn, "beliefs_fts", query_words(query), fts.common_cutoff(n), counts)
+    keys, values = fts.bm25_rows(conn, "beliefs_fts", words, None, n)
+    if not words.common:
+        return keys, values
+    lex, rare = align(held.keys, keys, values)
+    w_lo = (1.0 - RECENCY_WEIGHT - CONFIDENCE_WEIGHT) + CONFIDENCE_WEIGHT * held.confidence
+    sure_lb_ub = bounds(rare, np.maximum(lex, 0.0), cos, w_lo, w_lo + RECENCY_WEIGHT, mode, True, None)
+    keep = survivors(*sure_lb_ub, limit)
+    unknown = ~rare if keep is None else ~rare & keep
+    if not unknown.any():
+        return keys, values
+    targets = held.keys[unknown]
+    only = targets[fts.matching(conn, "beliefs_fts", words.common, targets, n)]
+    keys = np.concatenate([keys, only])
+    values = np.concatenate([values, np.full(len(only), COMMON_ONLY)])
+    order_ = np.argsort(keys, kind="stable")
+    return keys[order_], values[order_]
 
 
 def _sql_rows(conn: sqlite3.Connection, where_sql: str, params: Sequence[Any]) -> BeliefRows:

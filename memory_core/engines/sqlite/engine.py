@@ -92,6 +92,7 @@ from .blas import limit_blas
 from .connection import TX_BUDGET_S, Database, SQLiteOptions, held_s, parse_url, tally
 from .dated import dated_candidates
 from .filters import compile_filter
+from .fts_counts import SharedCounts
 from .index import Bounded, CandidateRows, ItemIndex
 from .pooled import PooledIndex
 from .queries import QueryEncodings, QueryVectors
@@ -242,6 +243,7 @@ class SQLiteEngine(MemoryEngine):
         self._queries = QueryEncodings(lambda: self.embedder)
         self._tokens = TokenCache()
         self._pooled = PooledIndex()
+        self._fts_counts = SharedCounts()  # query words' document counts per index state (``fts_counts``)
         self.reads = ReadStats()
         self._past: log_ops.Past | None = None
         """The state as of an LSN this engine reads (``as_of``'s view), None: now."""
@@ -547,7 +549,8 @@ class SQLiteEngine(MemoryEngine):
 
         def lexical(n: int) -> list[tuple[int, float]]:
             size = self._index.size()
-            return rank_items(conn, rows, request.query, request.mode, n, size, now, hinted, doc_counts=memo.doc_counts)
+            counts = memo.counts(conn, "items_fts")
+            return rank_items(conn, rows, request.query, request.mode, n, size, now, hinted, doc_counts=counts)
 
         if request.mode is not FetchMode.HYBRID:
             return lexical(want)
@@ -599,7 +602,7 @@ class SQLiteEngine(MemoryEngine):
         self._fold_pending()
 
         def read(conn: sqlite3.Connection) -> FetchPage:
-            return self._page(conn, request, state, ReadMemo(), encoding)
+            return self._page(conn, request, state, ReadMemo(shared=self._fts_counts), encoding)
 
         return self._read(read)
 
@@ -637,7 +640,7 @@ class SQLiteEngine(MemoryEngine):
         self._fold_pending()
 
         def read(conn: sqlite3.Connection) -> list[FetchPage | Exception]:
-            memo = ReadMemo()
+            memo = ReadMemo(shared=self._fts_counts)
             ranked: list[_Ranked | Exception] = []
             for entry, encoding in zip(checked, encodings, strict=True):
                 if isinstance(entry, Exception):

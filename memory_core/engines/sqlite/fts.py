@@ -256,7 +256,12 @@ def matching(conn: sqlite3.Connection, table: str, words: list[str], targets: In
 
 
 def fts_matches(
-    conn: sqlite3.Connection, table: str, query: str, total: int, words: list[str] | None = None
+    conn: sqlite3.Connection,
+    table: str,
+    query: str,
+    total: int,
+    words: list[str] | None = None,
+    counts: dict[tuple[str, str, int], int] | None = None,
 ) -> tuple[IntArray, FloatArray]:
     """Every row of FTS5 ``table`` matching a word of ``query``: keys ascending and their relevance.
 
@@ -264,10 +269,11 @@ def fts_matches(
     as ``beliefs_fts`` holds them; ``items_fts`` holds ``retrieval.terms.query_terms``).
 
     Relevance is ``-bm25()`` over the rare words, else ``COMMON_ONLY`` for a row held only by common words.
-    ``total`` is about how many rows the table holds. Used where the whole table is read (beliefs); items go
-    through ``ranking``, which reads only the rows a read needs.
+    ``total`` is about how many rows the table holds; ``counts`` are document counts already read for this
+    index state (``classify``). Used where the whole table is read (beliefs); items go through ``ranking``,
+    which reads only the rows a read needs.
     """
-    held = classify(conn, table, query_words(query) if words is None else words, common_cutoff(total))
+    held = classify(conn, table, query_words(query) if words is None else words, common_cutoff(total), counts)
     keys, values = bm25_rows(conn, table, held, None, total)
     if held.common:
         csv = conn.execute(

@@ -7,9 +7,14 @@ a model (the vectors, the turn before it, the speaker, the time, the confidence)
 row is kept by ``(seq, model)`` until the byte budget pushes it out (least recently used first). Rows are kept as
 stored (``late.Quantised``: int8 and a scale per token, 388 bytes a 384-dimension token, a quarter of float32),
 so a hit decodes nothing and the budget holds four times the rows. A row not yet embedded (its fields, no
-vectors) is kept apart, at most ``BARE_ROWS``, while no vectors were written since (``item_vectors.n``, schema
-version 6, only grows): the host's own new turns wait for the embedding job and are candidates of every pack
-meanwhile. A replaced file (``meta.instance``) empties the cache.
+vectors) is kept apart, at most ``BARE_ROWS``, with the last ``item_vectors.n`` it is known to have no vectors at
+(schema version 6, only grows): the host's own new turns, and a big neighbour's turns the embedding job has not
+reached, wait for it and are candidates of every pack meanwhile. Once vectors were written since, a bare row is
+checked before it is served: one statement per call reads which of the bare rows it would serve have vectors
+now (by primary key), those are read anew and the others are served and marked as of the read's ``n`` (issue 12:
+dropping every bare row whenever the worker embedded anything made a small agent's Team section re-read the
+fields of its big neighbour's candidates on every pack while the worker embedded that neighbour's backlog). A
+replaced file (``meta.instance``) empties the cache.
 
 Deleted items: every delete appends its seqs to the ``deleted`` log (numbered ``n``, schema version 1), as the
 item index uses it (``index.ItemIndex.refresh``). Each call reads the instance, the log's last ``n`` and the
@@ -19,7 +24,7 @@ entry (or vectors) the cache has seen serves its hits (alive in the newer snapsh
 candidate or the turn before one is older than the snapshot) but keeps none of the rows it reads from SQL,
 which a newer snapshot may have deleted (or embedded).
 
-``stats`` counts the rows served from the cache and the rows read from SQL.
+``stats`` counts the rows served from the cache, the rows read from SQL and the bare rows checked.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from .rows import chunks, placeholders
 from .vectors import Stored, load
 
 __all__ = ["BARE_ROWS", "TOKEN_CACHE_BYTES", "TokenCache", "TokenCacheStats"]
@@ -55,11 +61,14 @@ class TokenCacheStats:
         hits: Served from the cache.
         read: Read from SQL (not cached, or not embedded yet).
         dropped: Kept rows dropped because their item was deleted.
+        checked: Bare rows checked for vectors written since they were kept (``checks`` statements).
     """
 
     hits: int = 0
     read: int = 0
     dropped: int = 0
+    checked: int = 0
+    checks: int = 0
 
 
 def _size(row: Stored) -> int:
@@ -76,8 +85,8 @@ class TokenCache:
     def __init__(self, budget: int = TOKEN_CACHE_BYTES) -> None:
         self._budget = budget
         self._rows: OrderedDict[tuple[int, str], Stored] = OrderedDict()
-        self._bare: OrderedDict[tuple[int, str], Stored] = OrderedDict()
-        """Rows with no vectors of the model as of ``self._vectors`` (the last ``item_vectors.n``)."""
+        self._bare: OrderedDict[tuple[int, str], tuple[int, Stored]] = OrderedDict()
+        """Rows with no vectors of the model, each with the last ``item_vectors.n`` it is known to have none at."""
         self._vectors = 0
         self._models: set[str] = set()
         self._bytes = 0
@@ -104,6 +113,26 @@ class TokenCache:
                         self.stats.dropped += 1
             self._deleted = upto
 
+    def _check_bare(
+        self, conn: sqlite3.Connection, unsure: dict[int, Stored], model: str, at: tuple[str, int], keep: bool
+    ) -> set[int]:
+        """Which of the bare rows ``unsure`` have vectors in the read's snapshot (one statement a chunk).
+
+        ``at`` is the snapshot's instance and last ``item_vectors.n``; with ``keep``, the rows found embedded are
+        dropped from the cache and the others marked as having no vectors as of ``at``.
+        """
+        embedded = _embedded(conn, list(unsure), model)
+        with self._lock:
+            self.stats.checked += len(unsure)
+            self.stats.checks += 1
+            if keep and at[0] == self._instance:
+                for seq, row in unsure.items():
+                    if seq in embedded:
+                        self._bare.pop((seq, model), None)
+                    elif (seq, model) in self._bare:
+                        self._bare[(seq, model)] = (at[1], row)  # no vectors as of this snapshot
+        return embedded
+
     def load(self, conn: sqlite3.Connection, seqs: Sequence[int], model: str, dims: int) -> dict[int, Stored]:
         """``seq → Stored`` for the ``seqs`` that exist, as ``vectors.load`` (same arguments), cached."""
         instance_value, deleted_value, vectors_value = conn.execute(_STATE).fetchone()
@@ -117,8 +146,7 @@ class TokenCache:
                 self._instance = instance
                 self._deleted = deleted
                 self._vectors = vectors
-            if vectors > self._vectors:  # rows embedded since: any bare row may have vectors now
-                self._bare.clear()
+            if vectors > self._vectors:  # rows embedded since: a bare row is checked before it is served
                 self._vectors = vectors
             behind = deleted < self._deleted or vectors < self._vectors
             ahead = deleted > self._deleted
@@ -126,6 +154,7 @@ class TokenCache:
             self._forget_deleted(conn, instance, deleted)
         out: dict[int, Stored] = {}
         missing: list[int] = []
+        unsure: dict[int, Stored] = {}
         with self._lock:
             rows, bare = self._rows, self._bare
             for seq in seqs:
@@ -134,11 +163,19 @@ class TokenCache:
                 if row is not None:
                     rows.move_to_end(key)
                     out[seq] = row
-                elif (row := bare.get(key)) is not None:
+                elif (kept := bare.get(key)) is not None:
                     bare.move_to_end(key)
-                    out[seq] = row
+                    if kept[0] >= vectors:
+                        out[seq] = kept[1]
+                    else:
+                        unsure[seq] = kept[1]
                 else:
                     missing.append(seq)
+        if unsure:
+            embedded = self._check_bare(conn, unsure, model, (instance, vectors), keep=not behind)
+            missing.extend(seq for seq in unsure if seq in embedded)
+            out.update((seq, row) for seq, row in unsure.items() if seq not in embedded)
+        with self._lock:
             self.stats.hits += len(out)
             self.stats.read += len(missing)
         if not missing:
@@ -153,7 +190,7 @@ class TokenCache:
             self._models.add(model)
             for seq, row in read.items():
                 if row.tokens is None:
-                    self._bare[(seq, model)] = row
+                    self._bare[(seq, model)] = (vectors, row)
                 elif (seq, model) not in self._rows:
                     self._rows[(seq, model)] = row
                     self._bytes += _size(row)
@@ -167,3 +204,15 @@ class TokenCache:
     def __len__(self) -> int:
         with self._lock:
             return len(self._rows)
+
+
+def _embedded(conn: sqlite3.Connection, seqs: list[int], model: str) -> set[int]:
+    """Which of ``seqs`` have vectors of ``model`` in the read's snapshot (by primary key, one statement a chunk)."""
+    out: set[int] = set()
+    for chunk in chunks(seqs):
+        marks = placeholders(len(chunk))
+        out.update(
+            int(r[0])
+            for r in conn.execute(f"SELECT seq FROM item_vectors WHERE model = ? AND seq IN ({marks})", (model, *chunk))
+        )
+    return out
