@@ -5,12 +5,14 @@ Run ``python -m bench.workers_bench`` (or ``--quick``). Needs Redis (``MEMORY_CO
 is deleted afterwards. Each figure sits beside a baseline measured in the same run:
 
 * ``JobQueue.submit`` p50/p99 (ms) for an ``IngestBrain`` (a publish) and a ``BuildBeliefs`` (pending mark
-  + publish) beside a raw Celery ``apply_async`` of a no-op task carrying the same job JSON, its app configured
-  alike (``workers.baseline``: the host's configuration, the same task-sent events and serializer). Goal
-  (issue 13): p50 ≤ 1.25×. Round trips: raw is Celery's two (the push and the task-sent event); submit adds one
-  to the coordination store (bind the id, claim the pending mark: ``Coordination.claim_job``), which for a fresh
-  id of a kind that does not coalesce (``IngestBrain``) is sent before the publish and read after it
-  (``Coordination.bind_later``), so it costs no wait of its own.
+  + publish) beside a raw Celery ``apply_async`` of a no-op task carrying the same message (the same job JSON,
+  ``engine`` keyword and Flower summaries ``argsrepr``/``kwargsrepr``, so Celery does not ``saferepr`` the
+  arguments for raw alone), its app configured alike (``workers.baseline``: the host's configuration, the same
+  task-sent events and serializer). Goal (issue 13): p50 ≤ 1.25×. Round trips: raw is Celery's two (the push
+  and the task-sent event). A fresh ``IngestBrain`` id's bind is sent in the push's write (``workers.queue.Ride``),
+  so that submit makes raw's two; a ``BuildBeliefs`` makes one more before them (bind the id, claim the pending
+  mark: ``Coordination.claim_job``), since whether to publish at all and the message's ``triggered_us`` are its
+  answer.
 * per-job time through one worker (concurrency 1) of a ``BuildBeliefs`` whose ``consolidate`` does nothing
   (the ``nop`` engine below: real scopes, an empty build) beside the raw no-op task through a worker configured
   alike (late acks, events, results). Goal (issue 13): ≤ 2×. This is the flow's own cost: kinds table,
@@ -177,7 +179,12 @@ def _submit_rows(b: Bench) -> list[Row]:
     raw = create_baseline(b.settings(), producer=True)
     sink = f"bench-{b.uid}-sink"
     doc = IngestBrain(documents=(BrainDocument.new("bench", "A small document.", title="t"),))
-    same = {"args": (doc.to_dict(),), "kwargs": {"engine": queue.engine}}  # the same message body as submit's
+    same = {  # the same message as submit's: body, and the summaries Flower shows (Celery reprs them otherwise)
+        "args": (doc.to_dict(),),
+        "kwargs": {"engine": queue.engine},
+        "argsrepr": queue.kinds.describe(doc),
+        "kwargsrepr": "",
+    }
     for _ in range(20):  # warm both producers' connections
         queue.submit(doc)
         raw.send_task(NOOP, queue=sink, **same)
@@ -203,8 +210,8 @@ def _submit_rows(b: Bench) -> list[Row]:
                 "ms",
                 percentile(base, q),
                 "raw celery apply_async of the same message, configured alike",
-                "both publish Flower's task-sent event; submit: + one coordination round trip"
-                + (", overlapped with the publish" if label == "IngestBrain" else ""),
+                "both publish Flower's task-sent event; submit: "
+                + ("the id's bind in the push's write" if label == "IngestBrain" else "+ one claim round trip first"),
             )
             if q == 50:
                 row.note += f"; {goal(row.ratio, SUBMIT_GOAL)}"
