@@ -1,11 +1,11 @@
 """The host side of the job flow: ``JobQueue.submit(job)`` returns a job id at once and never raises an outage.
 
-A submit of a fresh id of a kind that does not coalesce sends the id's bind in the broker's pipeline that pushes
-the message (``Ride``: Celery's own publish, no round trip of its own); a coalescing kind's submit binds the id and
-claims its pending mark in one round trip first. Publishes are bounded by ``publish_timeout_s``; an unreachable
-broker or store parks the job in the ``Outbox`` (SQLite, ``var_dir``) under the same id. ``publish`` and
-``requeue`` are the operator's path (publish now or raise, never park). The guarantees (outbox, circuit breaker,
-one payload per id, coalescing): docs/jobs.md.
+A submit of a fresh id sends the id's bind in the broker's write that pushes the message (``Ride``: Celery's own
+publish, no round trip of its own); a coalescing kind's submit claims its pending mark in one round trip first
+(whether to publish, and the message's ``triggered_us``, are its answer). Publishes are bounded by
+``publish_timeout_s``; an unreachable broker or store parks the job in the ``Outbox`` (SQLite, ``var_dir``) under
+the same id. ``publish`` and ``requeue`` are the operator's path (publish now or raise, never park). The
+guarantees (outbox, circuit breaker, one payload per id, coalescing): docs/jobs.md.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ from workers.config import (
 from workers.coordination import (
     Coordination,
     LocalDb,
+    Pending,
     RedisCoordination,
     SqliteCoordination,
     engine_key,
@@ -292,12 +293,13 @@ class JobQueue:
         self._queues = {kind.task: queue_for(self.settings, kind.task, kinds) for kind in kinds}
         store, conf = self.coordination, self.app.conf
         self._bind_command: Callable[[str, str], tuple[Any, ...]] | None = None
+        self._claim_pending: Callable[[str, str, int], Pending] | None = None
         if (  # the coordination store is the broker's Redis: a fresh id's bind rides with its push
             isinstance(store, RedisCoordination)
             and conf.broker_transport == SAFE_REDIS_TRANSPORT
             and _same_redis(store.client, str(conf.broker_url))
         ):
-            self._bind_command = store.bind_command
+            self._bind_command, self._claim_pending = store.bind_command, store.claim_pending
         self._letters = letters
         self._lock = threading.Lock()
         self._closed_until = self._circuit_s = 0.0
@@ -406,33 +408,54 @@ class JobQueue:
         return max(1, int(min(self.settings.visibility_timeout_s, self.settings.build_due_interval_s)))
 
     def _publish(self, job: ContractModel, job_id: str, engine: str | None = None, fresh: bool = False) -> str:
-        """Publish under ``job_id``; a ``fresh`` id of a kind that does not coalesce binds it beside the publish."""
+        """Publish under ``job_id``; a ``fresh`` id's bind goes beside the publish (nothing can have bound it)."""
         kind = self.kinds.of(job)
         stamp = engine or self.engine
         text = job.to_json()  # one serialisation: the digest, the pending key and the message's argument
         digest = job_digest(kind.task, job, text)
-        if fresh and not kind.coalesce:  # nothing can have bound a new id: the bind needs no answer first
-            self._send_bound(kind, job, job_id, text, digest, {"engine": stamp})
-            return job_id
         key = pending_key(stamp, job, text) if kind.coalesce else None
-        pending = self.coordination.claim_job(job_id, digest, key, self.pending_ttl_s)
-        if pending is None:
+        kwargs: dict[str, Any] = {"engine": stamp}
+        if fresh and (key is None or self._claim_pending is not None):
+            if key is not None and self._claim_pending is not None:  # the claim's answer decides: asked first
+                pending = self._claim_pending(job_id, key, self.pending_ttl_s)
+                if not pending.fresh:
+                    return pending.job_id  # an identical job is still queued: it serves this trigger
+                kwargs.update(triggered_us=pending.stamp_us, pending=key)
+            self._send_claimed(kind, job, job_id, text, kwargs, key, digest)
+            return job_id
+        claimed = self.coordination.claim_job(job_id, digest, key, self.pending_ttl_s)
+        if claimed is None:
             raise InvalidRequest(
                 f"job id {quote_id(job_id)} names another job (a job id names one payload while its record is kept)",
                 field="job_id",
             )
-        if not pending.fresh:
-            return pending.job_id  # an identical job is still queued: it serves this trigger
-        kwargs: dict[str, Any] = {"engine": stamp}
+        if not claimed.fresh:
+            return claimed.job_id  # an identical job is still queued: it serves this trigger
         if key is not None:
-            kwargs.update(triggered_us=pending.stamp_us, pending=key)
+            kwargs.update(triggered_us=claimed.stamp_us, pending=key)
+        self._send_claimed(kind, job, job_id, text, kwargs, key)
+        return job_id
+
+    def _send_claimed(
+        self,
+        kind: JobKind,
+        job: ContractModel,
+        job_id: str,
+        text: str,
+        kwargs: dict[str, Any],
+        key: str | None,
+        digest: str | None = None,
+    ) -> None:
+        """Publish (with the id's bind when ``digest`` is given); a failed publish gives the pending mark back."""
         try:
-            self._send(kind, job, job_id, text, kwargs)
+            if digest is None:
+                self._send(kind, job, job_id, text, kwargs)
+            else:
+                self._send_bound(kind, job, job_id, text, digest, kwargs)
         except BaseException:
             if key is not None:
                 self._quietly(self.coordination.clear_pending, key, job_id)
             raise
-        return job_id
 
     def _send_bound(
         self, kind: JobKind, job: ContractModel, job_id: str, text: str, digest: str, kwargs: dict[str, Any]

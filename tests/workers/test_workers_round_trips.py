@@ -136,21 +136,19 @@ def test_a_submit_costs_celerys_publish_and_one_round_trip_at_most(flow: Flow, w
         raw.send_task(NOOP, queue=sink, **same)
         publish = writes(wire, lambda: raw.send_task(NOOP, queue=sink, **same))
         assert publish == 2  # Celery's own: the push, then the task-sent event
-        job_id = ""
-
-        def submit_doc() -> None:
-            nonlocal job_id
-            job_id = queue.submit(DOC)
-
-        assert writes(wire, submit_doc) == publish  # the fresh id's bind goes in the push's write
+        ids: list[str] = []
+        assert writes(wire, lambda: ids.append(queue.submit(DOC))) == publish  # the fresh id's bind rides the push
         assert sum(b"EVAL" in w and b"LPUSH" in w for w in wire) == 1
-        assert writes(wire, lambda: queue.submit(builds[1])) == publish + 1  # the pending claim is answered first
-        assert writes(wire, lambda: queue.submit(builds[1])) == 1  # coalesced into the queued one: the claim only
-        # the bind that rode with the push holds: the id names this payload and no other
-        with pytest.raises(InvalidRequest) as caught:
-            queue.publish(OTHER, job_id)
-        assert caught.value.field == "job_id"
-        assert queue.publish(DOC, job_id) == job_id
+        assert writes(wire, lambda: ids.append(queue.submit(builds[1]))) == publish + 1  # the claim is answered first
+        assert b"EVAL" in wire[0] and b"LPUSH" not in wire[0] and b"EVAL" in wire[1] and b"LPUSH" in wire[1]
+        assert writes(wire, lambda: ids.append(queue.submit(builds[1]))) == 1  # coalesced into the queued one
+        assert ids[2] == ids[1]
+        # the binds that rode with the pushes hold: each id names its payload and no other
+        for job_id, job, other in ((ids[0], DOC, OTHER), (ids[1], builds[1], DOC)):
+            with pytest.raises(InvalidRequest) as caught:
+                queue.publish(other, job_id)
+            assert caught.value.field == "job_id"
+            assert queue.publish(job, job_id) == job_id
     finally:
         queue.close()
         raw.close()
