@@ -5,12 +5,16 @@ Run ``python -m bench.workers_bench`` (or ``--quick``). Needs Redis (``MEMORY_CO
 is deleted afterwards. Each figure sits beside a baseline measured in the same run:
 
 * ``JobQueue.submit`` p50/p99 (ms) for an ``IngestBrain`` (a publish) and a ``BuildBeliefs`` (pending mark
-  + publish) beside a raw Celery ``apply_async`` of a no-op task carrying the same job JSON, its app configured
-  alike (``workers.baseline``: the host's configuration, the same task-sent events and serializer). Goal
-  (issue 13): p50 ≤ 1.25×. Round trips: raw is Celery's two (the push and the task-sent event); submit adds one
-  to the coordination store (bind the id, claim the pending mark: ``Coordination.claim_job``), which for a fresh
-  id of a kind that does not coalesce (``IngestBrain``) is sent before the publish and read after it
-  (``Coordination.bind_later``), so it costs no wait of its own.
+  + publish) beside a raw Celery ``apply_async`` of a no-op task carrying the same message, made from the same
+  job on each call as submit does (``job.to_dict()``; the same ``engine`` keyword, and a build's
+  ``triggered_us``/``pending``; the same Flower summaries ``argsrepr``/``kwargsrepr``, so Celery does not
+  ``saferepr`` the arguments for raw alone), its app configured alike (``workers.baseline``: the host's
+  configuration, the same task-sent events and serializer). Goal (issue 13): p50 ≤ 1.25×. The note gives raw
+  with its message prepared once beforehand too (no serialisation counted for raw). Round trips: raw is
+  Celery's two (the push and the task-sent event). A fresh ``IngestBrain`` id's bind is sent in the push's write
+  (``workers.queue.Ride``), so that submit makes raw's two; a ``BuildBeliefs`` makes one more before them (bind
+  the id, claim the pending mark: ``Coordination.claim_job``), since whether to publish at all and the message's
+  ``triggered_us`` are its answer.
 * per-job time through one worker (concurrency 1) of a ``BuildBeliefs`` whose ``consolidate`` does nothing
   (the ``nop`` engine below: real scopes, an empty build) beside the raw no-op task through a worker configured
   alike (late acks, events, results). Goal (issue 13): ≤ 2×. This is the flow's own cost: kinds table,
@@ -19,7 +23,7 @@ is deleted afterwards. Each figure sits beside a baseline measured in the same r
   per job), beside the raw no-op task and the nop build.
 
 Each row's note says whether its goal is met in this run. A loaded machine moves both sides of a ratio, so the
-sides are interleaved: the three submit paths call by call, the nop build and the raw no-op in alternating chunks.
+sides are interleaved: the submit and raw paths call by call, the nop build and the raw no-op in alternating chunks.
 * seconds from ``post_turn`` to its belief in the next ``pre_turn`` pack, through Redis and a worker, beside
   building the same job in the host's own thread (``BackgroundRunner``) and reading the pack.
 """
@@ -177,24 +181,50 @@ def _submit_rows(b: Bench) -> list[Row]:
     raw = create_baseline(b.settings(), producer=True)
     sink = f"bench-{b.uid}-sink"
     doc = IngestBrain(documents=(BrainDocument.new("bench", "A small document.", title="t"),))
-    same = {"args": (doc.to_dict(),), "kwargs": {"engine": queue.engine}}  # the same message body as submit's
-    for _ in range(20):  # warm both producers' connections
+    coalesce = {"triggered_us": 1_764_650_000_000_000, "pending": "0" * 32}  # a build message's two more keywords
+
+    def raw_send(job: IngestBrain | BuildBeliefs, more: dict[str, Any]) -> None:
+        """The same message as submit's, built from the same job: body, and the summaries Flower shows."""
+        raw.send_task(
+            NOOP,
+            queue=sink,
+            args=(job.to_dict(),),
+            kwargs={"engine": queue.engine, **more},
+            argsrepr=queue.kinds.describe(job),
+            kwargsrepr="",
+        )
+
+    prepared = {  # raw's message made once, outside the timing: the job's serialisation not counted for raw
+        "args": (doc.to_dict(),),
+        "kwargs": {"engine": queue.engine},
+        "argsrepr": queue.kinds.describe(doc),
+        "kwargsrepr": "",
+    }
+    builds = [BuildBeliefs(request={"reach": Reach.exact(f"agent:b{i}").to_dict()}) for i in range(n + 20)]
+    for i in range(20):  # warm both producers' connections and the store's
         queue.submit(doc)
-        raw.send_task(NOOP, queue=sink, **same)
-    builds = [BuildBeliefs(request={"reach": Reach.exact(f"agent:b{i}").to_dict()}) for i in range(n)]
-    ingest, build, base = interleaved(
+        queue.submit(builds[n + i])
+        raw_send(doc, {})
+    cpu: list[list[float]] = []
+    ingest, build, raw_ingest, raw_build, raw_prepared = interleaved(
         [
             lambda i: queue.submit(doc),
             lambda i: queue.submit(builds[i]),
-            lambda i: raw.send_task(NOOP, queue=sink, **same),
+            lambda i: raw_send(doc, {}),
+            lambda i: raw_send(builds[i], coalesce),
+            lambda i: raw.send_task(NOOP, queue=sink, **prepared),
         ],
         n,
+        cpu,
     )
     queue.close()
     raw.close()
     setup = f"redis, {n} calls, nobody consuming"
     rows = []
-    for label, samples in (("IngestBrain", ingest), ("BuildBeliefs", build)):
+    for label, samples, base, (own, raw_own) in (
+        ("IngestBrain", ingest, raw_ingest, (cpu[0], cpu[2])),
+        ("BuildBeliefs", build, raw_build, (cpu[1], cpu[3])),
+    ):
         for q in (50, 99):
             row = Row(
                 f"JobQueue.submit({label}) p{q}",
@@ -202,26 +232,45 @@ def _submit_rows(b: Bench) -> list[Row]:
                 percentile(samples, q),
                 "ms",
                 percentile(base, q),
-                "raw celery apply_async of the same message, configured alike",
-                "both publish Flower's task-sent event; submit: + one coordination round trip"
-                + (", overlapped with the publish" if label == "IngestBrain" else ""),
+                "raw celery apply_async of the same message from the same job, configured alike",
+                "both publish Flower's task-sent event; submit: "
+                + ("the id's bind in the push's write" if label == "IngestBrain" else "+ one claim round trip first"),
+                extra={
+                    "raw_prepared_ms": percentile(raw_prepared, q),
+                    "cpu_ms": percentile(own, q),
+                    "raw_cpu_ms": percentile(raw_own, q),
+                },
             )
             if q == 50:
                 row.note += f"; {goal(row.ratio, SUBMIT_GOAL)}"
+                row.note += f"; raw with its message prepared beforehand: {percentile(raw_prepared, q):.3f} ms"
+                mine, theirs = percentile(own, q), percentile(raw_own, q)
+                row.note += f"; CPU time p50 {mine:.3f} vs {theirs:.3f} ms ({mine / theirs:.2f}×)"
             rows.append(row)
     return rows
 
 
-def interleaved(calls: list[Callable[[int], object]], n: int) -> list[list[float]]:
+def interleaved(
+    calls: list[Callable[[int], object]], n: int, cpu: list[list[float]] | None = None
+) -> list[list[float]]:
     """Each of ``calls`` timed ``n`` times (ms), round by round, the order rotating each round: a loaded machine's
-    swings fall on every side alike (the comparison the brief asks for: A/B in one run, interleaved)."""
+    swings fall on every side alike (the comparison the brief asks for: A/B in one run, interleaved).
+
+    ``cpu``, when given, receives each call's CPU time of this thread too (ms, ``time.thread_time``): what the call
+    itself costs, which waiting for a core on a loaded machine does not inflate.
+    """
     out: list[list[float]] = [[] for _ in calls]
+    if cpu is not None:
+        cpu[:] = [[] for _ in calls]
     for i in range(n):
         for k in range(len(calls)):
             j = (i + k) % len(calls)
+            used = time.thread_time()
             start = time.perf_counter()
             calls[j](i)
             out[j].append((time.perf_counter() - start) * 1000.0)
+            if cpu is not None:
+                cpu[j].append((time.thread_time() - used) * 1000.0)
     return out
 
 

@@ -313,7 +313,9 @@ class ContractModel(BaseModel):
                     name = next((n for n, f in fields.items() if f.alias == key), key)
                 if name in omit:
                     field = fields[name]
-                    default = field.get_default(call_default_factory=True)
+                    # compared, never handed out: no deep copy of a plain default (``get_default`` makes one)
+                    factory = field.default_factory is not None
+                    default = field.get_default(call_default_factory=True) if factory else field.default
                     if getattr(self, name) == default:
                         continue
             out[key] = value

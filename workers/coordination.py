@@ -525,6 +525,18 @@ class RedisCoordination(_Store, RedisCalls):
 
         return answer
 
+    def claim_pending(self, job_id: str, pending: str, ttl_s: int) -> Pending:
+        """``claim_job``'s pending claim alone (one ``EVAL``), for a fresh id whose bind goes with its push."""
+        got = self._call(self.client.eval, _CLAIM, 1, self.key("pending", pending), job_id, ttl_s * 1000)
+        return Pending(str(got[0]), int(got[1]), bool(int(got[2])))
+
+    def bind_command(self, job_id: str, digest: str) -> tuple[Any, ...]:
+        """The bind of a fresh id as one Redis command (reply 1: bound), for a pipeline on this store's server.
+
+        ``JobQueue`` sends it in the broker's pipeline that pushes the job (one round trip with the push).
+        """
+        return ("EVAL", _BIND, 1, self.key("job", job_id, "payload"), digest, self.job_ttl_s)
+
     def run_gate(self, scope: str, event: Event) -> tuple[str, int, int]:
         """See ``_Store.run_gate``: one ``EVALSHA`` of the generic interpreter (``workers.gate``)."""
         name, args = event

@@ -1,8 +1,10 @@
 """The host side of the job flow: ``JobQueue.submit(job)`` returns a job id at once and never raises an outage.
 
-A submit binds the id and claims a coalescing kind's pending mark in one round trip, then publishes (bounded by
-``publish_timeout_s``); an unreachable broker or store parks the job in the ``Outbox`` (SQLite, ``var_dir``)
-under the same id. ``publish`` and ``requeue`` are the operator's path (publish now or raise, never park). The
+A submit of a fresh id sends the id's bind in the broker's write that pushes the message (``Ride``: Celery's own
+publish, no round trip of its own); a coalescing kind's submit claims its pending mark in one round trip first
+(whether to publish, and the message's ``triggered_us``, are its answer). Publishes are bounded by
+``publish_timeout_s``; an unreachable broker or store parks the job in the ``Outbox`` (SQLite, ``var_dir``) under
+the same id. ``publish`` and ``requeue`` are the operator's path (publish now or raise, never park). The
 guarantees (outbox, circuit breaker, one payload per id, coalescing): docs/jobs.md.
 """
 
@@ -18,7 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import redis
 from celery import Celery
+from redis.connection import parse_url
 
 from memory_core._model import ContractModel
 from memory_core.engine import MemoryEngine
@@ -28,10 +32,21 @@ from memory_core.settings import Settings, get_settings
 from memory_core.tools.jobs import ToolWrite
 from memory_core.tools.memory_tools import ToolScope
 from memory_core.tools.writes import ToolWrites
-from workers.config import TRANSIENT, broker_problem, host_config, prepare, queue_for, redact, redis_url_of, var_paths
+from workers.config import (
+    SAFE_REDIS_TRANSPORT,
+    TRANSIENT,
+    broker_problem,
+    host_config,
+    prepare,
+    queue_for,
+    redact,
+    redis_url_of,
+    var_paths,
+)
 from workers.coordination import (
     Coordination,
     LocalDb,
+    Pending,
     RedisCoordination,
     SqliteCoordination,
     engine_key,
@@ -49,11 +64,13 @@ __all__ = [
     "Outbox",
     "OutboxEntry",
     "QueueSink",
+    "Ride",
     "Submitted",
     "open_coordination",
     "open_dead_letters",
     "open_tool_writes",
     "requeue",
+    "take_ride",
 ]
 
 log = logging.getLogger(__name__)
@@ -200,6 +217,41 @@ class Outbox:
         self._store.close()
 
 
+# commands riding with a push ----------------------------------------------------------------------------------
+class Ride:
+    """Redis commands sent in the pipeline that pushes this thread's next job message, before the push.
+
+    ``workers.transport``'s Redis channel takes the ride (``take_ride``) as it pushes a message to a queue, so the
+    commands cost no round trip of their own; ``replies`` then holds their replies (an exception for a command
+    Redis refused). Untaken (another transport pushed, or the publish failed first), the caller sends them itself.
+    """
+
+    __slots__ = ("commands", "replies", "taken")
+
+    def __init__(self, commands: tuple[tuple[Any, ...], ...]) -> None:
+        self.commands = commands
+        self.replies: list[Any] = []
+        self.taken = False
+
+
+_rides = threading.local()
+
+
+def take_ride() -> Ride | None:
+    """The ``Ride`` this thread's next push should carry, marked taken; None when none waits."""
+    ride: Ride | None = getattr(_rides, "current", None)
+    if ride is None or ride.taken:
+        return None
+    ride.taken = True
+    return ride
+
+
+def _same_redis(client: redis.Redis[str], url: str) -> bool:
+    """True when ``client`` talks to the Redis server and database ``url`` names (host, port, db, socket path)."""
+    mine, theirs = client.connection_pool.connection_kwargs, parse_url(url)
+    return all(mine.get(key) == theirs.get(key) for key in ("host", "port", "db", "path"))
+
+
 # the queue ------------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Submitted:
@@ -239,6 +291,15 @@ class JobQueue:
         self.outbox = outbox or Outbox(var_paths(self.settings)["outbox"])
         self.engine = engine_key(self.settings.engine)
         self._queues = {kind.task: queue_for(self.settings, kind.task, kinds) for kind in kinds}
+        store, conf = self.coordination, self.app.conf
+        self._bind_command: Callable[[str, str], tuple[Any, ...]] | None = None
+        self._claim_pending: Callable[[str, str, int], Pending] | None = None
+        if (  # the coordination store is the broker's Redis: a fresh id's bind rides with its push
+            isinstance(store, RedisCoordination)
+            and conf.broker_transport == SAFE_REDIS_TRANSPORT
+            and _same_redis(store.client, str(conf.broker_url))
+        ):
+            self._bind_command, self._claim_pending = store.bind_command, store.claim_pending
         self._letters = letters
         self._lock = threading.Lock()
         self._closed_until = self._circuit_s = 0.0
@@ -347,37 +408,79 @@ class JobQueue:
         return max(1, int(min(self.settings.visibility_timeout_s, self.settings.build_due_interval_s)))
 
     def _publish(self, job: ContractModel, job_id: str, engine: str | None = None, fresh: bool = False) -> str:
-        """Publish under ``job_id``; a ``fresh`` id of a kind that does not coalesce binds it beside the publish."""
+        """Publish under ``job_id``; a ``fresh`` id's bind goes beside the publish (nothing can have bound it)."""
         kind = self.kinds.of(job)
         stamp = engine or self.engine
         text = job.to_json()  # one serialisation: the digest, the pending key and the message's argument
         digest = job_digest(kind.task, job, text)
-        if fresh and not kind.coalesce:  # nothing can have bound a new id: the bind needs no answer first
-            answer = self.coordination.bind_later(job_id, digest)
-            try:
-                self._send(kind, job, job_id, text, {"engine": stamp})
-            finally:
-                answer()
-            return job_id
         key = pending_key(stamp, job, text) if kind.coalesce else None
-        pending = self.coordination.claim_job(job_id, digest, key, self.pending_ttl_s)
-        if pending is None:
+        kwargs: dict[str, Any] = {"engine": stamp}
+        if fresh and (key is None or self._claim_pending is not None):
+            if key is not None and self._claim_pending is not None:  # the claim's answer decides: asked first
+                pending = self._claim_pending(job_id, key, self.pending_ttl_s)
+                if not pending.fresh:
+                    return pending.job_id  # an identical job is still queued: it serves this trigger
+                kwargs.update(triggered_us=pending.stamp_us, pending=key)
+            self._send_claimed(kind, job, job_id, text, kwargs, key, digest)
+            return job_id
+        claimed = self.coordination.claim_job(job_id, digest, key, self.pending_ttl_s)
+        if claimed is None:
             raise InvalidRequest(
                 f"job id {quote_id(job_id)} names another job (a job id names one payload while its record is kept)",
                 field="job_id",
             )
-        if not pending.fresh:
-            return pending.job_id  # an identical job is still queued: it serves this trigger
-        kwargs: dict[str, Any] = {"engine": stamp}
+        if not claimed.fresh:
+            return claimed.job_id  # an identical job is still queued: it serves this trigger
         if key is not None:
-            kwargs.update(triggered_us=pending.stamp_us, pending=key)
+            kwargs.update(triggered_us=claimed.stamp_us, pending=key)
+        self._send_claimed(kind, job, job_id, text, kwargs, key)
+        return job_id
+
+    def _send_claimed(
+        self,
+        kind: JobKind,
+        job: ContractModel,
+        job_id: str,
+        text: str,
+        kwargs: dict[str, Any],
+        key: str | None,
+        digest: str | None = None,
+    ) -> None:
+        """Publish (with the id's bind when ``digest`` is given); a failed publish gives the pending mark back."""
         try:
-            self._send(kind, job, job_id, text, kwargs)
+            if digest is None:
+                self._send(kind, job, job_id, text, kwargs)
+            else:
+                self._send_bound(kind, job, job_id, text, digest, kwargs)
         except BaseException:
             if key is not None:
                 self._quietly(self.coordination.clear_pending, key, job_id)
             raise
-        return job_id
+
+    def _send_bound(
+        self, kind: JobKind, job: ContractModel, job_id: str, text: str, digest: str, kwargs: dict[str, Any]
+    ) -> None:
+        """Publish a fresh id with its bind: riding with the push (``Ride``), else sent before it and read after.
+
+        A failed bind is logged, not raised: the job is published, only a later replay check of its id is lost.
+        """
+        if self._bind_command is None:
+            answer = self.coordination.bind_later(job_id, digest)
+            try:
+                self._send(kind, job, job_id, text, kwargs)
+            finally:
+                answer()
+            return
+        ride = Ride((self._bind_command(job_id, digest),))
+        _rides.current = ride
+        try:
+            self._send(kind, job, job_id, text, kwargs)
+        finally:
+            _rides.current = None
+        if not ride.taken:  # a channel that carries no rides pushed it: bind now
+            self._quietly(self.coordination.claim_job, job_id, digest, None, 0)
+        elif not ride.replies or isinstance(ride.replies[0], Exception):
+            log.warning("job %s: binding its id failed: %s", job_id, ride.replies[0] if ride.replies else "no reply")
 
     def _send(self, kind: JobKind, job: ContractModel, job_id: str, text: str, kwargs: dict[str, Any]) -> None:
         self.app.send_task(

@@ -16,10 +16,13 @@ import pytest
 import redis
 from flowkit import Flow
 from test_workers_execution import FakeQueue, FlakyEngine, build_delivery, converse
-from test_workers_queue import ALICE, DOC
+from test_workers_queue import ALICE, DOC, OTHER
 
+from memory_core.errors import InvalidRequest
+from memory_core.lifecycle.jobs import BuildBeliefs
 from memory_core.namespace import Reach
 from memory_core.settings import Settings
+from workers.baseline import NOOP, create_baseline
 from workers.coordination import RedisCoordination, pending_key
 from workers.dead_letters import SqliteDeadLetters
 from workers.execution import Runtime, Verdict, execute
@@ -96,19 +99,57 @@ def test_each_more_scope_costs_three_more_round_trips(counted: RedisCoordination
     assert n == 4 + 2 * 3  # each scope before the last: enter, leave, and its progress mark
 
 
+@pytest.fixture
+def wire(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
+    """Every write of commands to a Redis socket in this process (the broker's and the stores'), health PINGs aside."""
+    sent: list[bytes] = []
+    real = redis.connection.AbstractConnection.send_packed_command
+
+    def counting(self: Any, command: Any, check_health: bool = True) -> None:
+        packed = b"".join(bytes(c) for c in ([command] if isinstance(command, str | bytes) else command))
+        if not packed.startswith(b"*1\r\n$4\r\nPING"):  # redis-py's health check, every redis_health_check_s
+            sent.append(packed)
+        real(self, command, check_health)
+
+    monkeypatch.setattr(redis.connection.AbstractConnection, "send_packed_command", counting)
+    return sent
+
+
+def writes(sent: list[bytes], fn: Any) -> int:
+    del sent[:]
+    fn()
+    return len(sent)
+
+
 @pytest.mark.redis
-def test_a_submit_asks_the_coordination_store_once(flow: Flow, counted: RedisCoordination) -> None:
+def test_a_submit_costs_celerys_publish_and_one_round_trip_at_most(flow: Flow, wire: list[bytes]) -> None:
     tag = uuid.uuid4().hex[:6]
     lone = {f"queue_{q}": f"{flow.uid}-{tag}-{q}" for q in ("beliefs", "ingest", "maintenance")}
-    queue = JobQueue(flow.settings(**lone), coordination=counted)
+    sink = f"{flow.uid}-{tag}-sink"
+    settings = flow.settings(**lone)
+    queue, raw = JobQueue(settings), create_baseline(settings, producer=True)
+    builds = [BuildBeliefs(request={"reach": Reach.exact(f"agent:rt-{tag}-{i}").to_dict()}) for i in range(2)]
+    same = {"args": (DOC.to_dict(),), "kwargs": {"engine": queue.engine}, "argsrepr": "doc", "kwargsrepr": ""}
     try:
-        queue.submit(DOC)  # the first publish connects to the broker
-        for job in (ALICE, DOC):
-            n, _ = trips(queue.submit, job)
-            assert n == 1  # bind the id and claim the pending mark together
-        n, _ = trips(queue.submit, ALICE)  # coalesced into the queued one: still one
-        assert n == 1
+        queue.submit(DOC)  # connect to the broker and the store, declare the queues
+        queue.submit(builds[0])
+        raw.send_task(NOOP, queue=sink, **same)
+        publish = writes(wire, lambda: raw.send_task(NOOP, queue=sink, **same))
+        assert publish == 2  # Celery's own: the push, then the task-sent event
+        ids: list[str] = []
+        assert writes(wire, lambda: ids.append(queue.submit(DOC))) == publish  # the fresh id's bind rides the push
+        assert sum(b"EVAL" in w and b"LPUSH" in w for w in wire) == 1
+        assert writes(wire, lambda: ids.append(queue.submit(builds[1]))) == publish + 1  # the claim is answered first
+        assert b"EVAL" in wire[0] and b"LPUSH" not in wire[0] and b"EVAL" in wire[1] and b"LPUSH" in wire[1]
+        assert writes(wire, lambda: ids.append(queue.submit(builds[1]))) == 1  # coalesced into the queued one
+        assert ids[2] == ids[1]
+        # the binds that rode with the pushes hold: each id names its payload and no other
+        for job_id, job, other in ((ids[0], DOC, OTHER), (ids[1], builds[1], DOC)):
+            with pytest.raises(InvalidRequest) as caught:
+                queue.publish(other, job_id)
+            assert caught.value.field == "job_id"
+            assert queue.publish(job, job_id) == job_id
     finally:
         queue.close()
-        client = flow.client()
-        client.delete(*lone.values())
+        raw.close()
+        flow.client().delete(sink, *lone.values())
