@@ -5,6 +5,7 @@ callback on the one connection an inline pre_turn uses (FTS5's own internal stat
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -22,7 +23,7 @@ from memory_core.meta import ItemKind, MemoryMeta
 from memory_core.namespace import Reach
 from memory_core.query import FetchMode, FetchPage, FetchRequest
 from memory_core.recall.pack import build_pack
-from memory_core.recall.types import ContextPack
+from memory_core.recall.types import ContextPack, FetchQuery
 from tests._executors import ManualExecutor
 
 LAYOUT = MemoryLayout()
@@ -176,3 +177,29 @@ def test_packs_are_the_same_as_when_each_section_is_read_alone(
     alone = [build_pack(engine, r, executor=ManualExecutor()) for r in requests]
     assert [_pack_shape(p) for p in together] == [_pack_shape(p) for p in alone]
     assert all(p.sections for p in alone) and max(len(p.sections) for p in alone) >= 2
+
+
+def test_a_pack_on_the_shared_pool_reads_its_fetch_sections_in_one_call_on_the_calling_thread(
+    engine: SQLiteEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The read pool's default (``docs/live-turn.md``, "the read pool"): no executor given, the fetch sections
+    are still one ``fetch_together`` call, run on the caller's thread, and no section is fetched alone."""
+    memory = AgentMemory(engine, LAYOUT, "melanie")
+    calls: list[tuple[str, int]] = []
+    together, alone = SQLiteEngine.fetch_together, SQLiteEngine.fetch
+
+    def counted_together(self: SQLiteEngine, requests: list[FetchRequest]) -> list[FetchPage | Exception]:
+        calls.append((threading.current_thread().name, len(requests)))
+        return together(self, requests)
+
+    def counted_fetch(self: SQLiteEngine, request: FetchRequest) -> FetchPage:
+        calls.append(("fetch", 1))
+        return alone(self, request)
+
+    monkeypatch.setattr(SQLiteEngine, "fetch_together", counted_together)
+    monkeypatch.setattr(SQLiteEngine, "fetch", counted_fetch)
+    packs = [build_pack(engine, memory._recall_request(q, memory._standard())) for q in QUESTIONS]
+    fetched = sum(1 for s in memory._standard() if isinstance(s.query, FetchQuery))
+    assert fetched >= 2
+    assert calls == [(threading.current_thread().name, fetched)] * len(QUESTIONS)
+    assert all(p.sections for p in packs)

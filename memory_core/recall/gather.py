@@ -31,9 +31,13 @@ and beliefs that fall below the pack's score or query-coverage bar (see ``releva
 Concurrency (``recall.pool``): the reads are submitted from the calling thread, never from inside a pool task,
 and the call waits for every future it started, so no read outlives it. An engine that ranks several fetches in
 one read (``FetchTogether``: the SQLite engine's ``fetch_together``) gets a pack's fetch sections as one
-read when the pack reads on a host's executor (``executor`` given), so what they share (the snapshot, the query
-words' counts) is read once (issue 12 "bounded sections"); each section's hits are those ``fetch`` returns, and
-an error still skips only its own section. On the shared pool the sections still read concurrently.
+read, on the host's executor or the shared pool alike, so what they share (the snapshot, the query words'
+counts, the pending fold) is read once (issue 12 "bounded sections"); each section's hits are those ``fetch``
+returns, and an error still skips only its own section. Sections read otherwise (answers, Latest listings,
+belief listings) still read concurrently beside it. A pack whose only read is that one call reads on the calling
+thread (``run_all`` runs a single call inline): one read for all sections costs less CPU than one thread per
+section, which only won wall time by taking more of a busy machine's cores (``docs/live-turn.md``, "the read
+pool").
 """
 
 from __future__ import annotations
@@ -365,9 +369,8 @@ def gather(
     plans = _plans(request, mode)
     fetched = [(s, p) for s, p in zip(request.sections, plans, strict=True) if p.step is _Step.FETCH]
     fetch_together: FetchTogether | None = getattr(engine, "fetch_together", None)
-    # with the shared pool the sections read concurrently: on a busy machine one thread per section got the
-    # pack more CPU share than one read for all (p50 63-74 against 92-112 ms on the demo's data, load 7)
-    together = executor is not None and mode is not None and len(fetched) > 1 and fetch_together is not None
+    # one read for the fetch sections on the host's executor and the shared pool alike ("the read pool")
+    together = mode is not None and len(fetched) > 1 and fetch_together is not None
     calls: list[Callable[[], Gathered | _Listed | list[Gathered]]] = []
     if together:
         assert mode is not None and fetch_together is not None
