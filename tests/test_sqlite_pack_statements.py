@@ -5,6 +5,7 @@ callback on the one connection an inline pre_turn uses (FTS5's own internal stat
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -44,6 +45,7 @@ LINES = (
 )
 BEGIN = "BEGIN"
 BELIEF_VERSION = "SELECT key, value FROM meta WHERE key IN ('instance', 'beliefs_version')"
+INDEX_SNAPSHOT = "SELECT coalesce((SELECT min(seq) - 1 FROM pending), (SELECT max(seq) FROM items), 0)"
 
 
 @pytest.fixture
@@ -91,6 +93,7 @@ def test_a_pre_turn_reads_its_sections_in_one_transaction_with_one_belief_rankin
         assert seen[BEGIN] == 2, seen
         assert seen[BELIEF_VERSION] == 1  # beliefs ranked once per pack (only Learnings admits them)
         assert seen["SELECT coalesce(max(seq), 0) FROM items"] == 1  # the snapshot's bound, shared
+        assert seen[INDEX_SNAPSHOT] == 1  # the item index's view of the snapshot, once for the four sections
         assert sum(seen.values()) <= 95, sum(seen.values())  # a constant: 122-128 when each section read alone
 
 
@@ -179,11 +182,13 @@ def test_packs_are_the_same_as_when_each_section_is_read_alone(
     assert all(p.sections for p in alone) and max(len(p.sections) for p in alone) >= 2
 
 
-def test_a_pack_on_the_shared_pool_reads_its_fetch_sections_in_one_call_on_the_calling_thread(
-    engine: SQLiteEngine, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("cpus", [1, 2])
+def test_the_shared_pool_reads_the_fetch_sections_in_one_call_on_one_cpu_else_concurrently(
+    engine: SQLiteEngine, monkeypatch: pytest.MonkeyPatch, cpus: int
 ) -> None:
-    """The read pool's default (``docs/live-turn.md``, "the read pool"): no executor given, the fetch sections
-    are still one ``fetch_together`` call, run on the caller's thread, and no section is fetched alone."""
+    """The read pool's default (``docs/live-turn.md``, "the read pool"): no executor given, a process that may run
+    on one CPU reads the fetch sections as one ``fetch_together`` call on the caller's thread; with more CPUs each
+    section is one ``fetch`` submitted to the pool. The packs are the same."""
     memory = AgentMemory(engine, LAYOUT, "melanie")
     calls: list[tuple[str, int]] = []
     together, alone = SQLiteEngine.fetch_together, SQLiteEngine.fetch
@@ -193,13 +198,21 @@ def test_a_pack_on_the_shared_pool_reads_its_fetch_sections_in_one_call_on_the_c
         return together(self, requests)
 
     def counted_fetch(self: SQLiteEngine, request: FetchRequest) -> FetchPage:
-        calls.append(("fetch", 1))
+        calls.append((threading.current_thread().name, 1))
         return alone(self, request)
 
+    requests = [memory._recall_request(q, memory._standard()) for q in QUESTIONS]
+    reference = [_pack_shape(build_pack(engine, r, executor=ManualExecutor())) for r in requests]
     monkeypatch.setattr(SQLiteEngine, "fetch_together", counted_together)
     monkeypatch.setattr(SQLiteEngine, "fetch", counted_fetch)
-    packs = [build_pack(engine, memory._recall_request(q, memory._standard())) for q in QUESTIONS]
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cpus)), raising=False)
+    packs = [build_pack(engine, r) for r in requests]
     fetched = sum(1 for s in memory._standard() if isinstance(s.query, FetchQuery))
     assert fetched >= 2
-    assert calls == [(threading.current_thread().name, fetched)] * len(QUESTIONS)
-    assert all(p.sections for p in packs)
+    caller = threading.current_thread().name
+    if cpus == 1:
+        assert calls == [(caller, fetched)] * len(QUESTIONS)
+    else:
+        assert len(calls) == fetched * len(QUESTIONS)  # one fetch per section, submitted to the pool
+        assert all(n == 1 for _, n in calls), calls  # (one the pool had not started runs on the caller)
+    assert [_pack_shape(p) for p in packs] == reference

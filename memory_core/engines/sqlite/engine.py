@@ -535,6 +535,7 @@ class SQLiteEngine(MemoryEngine):
             if request.max_scopes is None
             else Bounded(request.query, request.max_scopes, scoped.SCOPE_WINDOW),  # loads only what it can rank
             served=lambda keys: log_view.served_mask(conn, keys, request.tiers, self._past, memo),  # live, named tiers
+            memo=memo,
         )
         if request.max_scopes is not None and len(rows):
             rows = self._within_scopes(conn, rows, request, request.max_scopes)

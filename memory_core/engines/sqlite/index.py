@@ -52,6 +52,7 @@ from memory_core.namespace import Namespace, Reach
 from memory_core.scoring import EMBED_DIM
 
 from .filters import compile_filter
+from .read_memo import ReadMemo
 from .rows import chunks, ns_of_key, placeholders
 from .search import FloatArray, IntArray
 
@@ -545,6 +546,7 @@ class ItemIndex:
         *,
         bounded: Bounded | None = None,
         served: Callable[[IntArray], BoolArray | None] | None = None,
+        memo: ReadMemo | None = None,
     ) -> CandidateRows:
         """The snapshot's indexed rows at or below ``snapshot`` that ``flt`` admits (index refreshed in it).
 
@@ -560,10 +562,11 @@ class ItemIndex:
                 every admitted scope whole.
             served: Which of the rows' seqs the read serves (``log_view.served_mask``; None: every one); the
                 rows it drops are left out.
+            memo: The transaction's shared values: the snapshot's three lookups are read once per transaction.
         """
         if not _simple(flt):
             return _keep(self._by_sql(conn, flt, snapshot, exclude_agent), served)
-        snap = _snapshot(conn)
+        snap = _snapshot(conn) if memo is None else memo.once("index.snapshot", lambda: _snapshot(conn))
         with self._lock:
             self._sync(conn, snap)
             pids = self._scopes_of(flt)

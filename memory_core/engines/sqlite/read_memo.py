@@ -6,7 +6,9 @@ everything that depends only on the transaction's snapshot is read once, not onc
 * the snapshot's newest ``seq`` (a first page's frozen ranking bound), read on first use;
 * the file's instance (which the per-process caches of parsed items are kept for);
 * the rows a standard read does not serve (``log_view.served_mask``: the ``items_unserved`` index);
-* each query word's document count in an FTS5 table, counted up to a cutoff (``fts.classify``).
+* each query word's document count in an FTS5 table, counted up to a cutoff (``fts.classify``);
+* the item index's view of the snapshot (``index.ItemIndex.candidates``: three lookups, once per pack, not once
+  per section).
 
 Every value is a function of the snapshot alone, so a read given a memo ranks exactly as one without. A memo
 lives for one transaction and one thread: it is never shared across snapshots.
@@ -15,9 +17,13 @@ lives for one transaction and one thread: it is never shared across snapshots.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 __all__ = ["ReadMemo"]
+
+_T = TypeVar("_T")
 
 
 @dataclass
@@ -29,12 +35,21 @@ class ReadMemo:
         store: The file's ``meta.instance`` (None until read).
         unserved: ``(seq, status, tier)`` of the rows the ``items_unserved`` index holds (None until read).
         doc_counts: ``(table, word, limit) → rows of table holding word``, counted up to ``limit``.
+        values: Other values of the snapshot by name (``once``).
     """
 
     snapshot: int | None = None
     store: str | None = None
     unserved: list[tuple[int, str, str]] | None = None
     doc_counts: dict[tuple[str, str, int], int] = field(default_factory=dict)
+    values: dict[str, Any] = field(default_factory=dict)
+
+    def once(self, name: str, read: Callable[[], _T]) -> _T:
+        """``read()``, called on the first use of ``name`` in this transaction and kept (a snapshot's value)."""
+        if name not in self.values:
+            self.values[name] = read()
+        out: _T = self.values[name]
+        return out
 
     def newest_seq(self, conn: sqlite3.Connection) -> int:
         """The snapshot's newest item ``seq`` (0 for an empty store), read once."""
