@@ -574,7 +574,7 @@ class ItemIndex:
                 order: list[tuple[int, IntArray]] = []
                 loaded = self._ensure(conn, pids, None, snap)
             else:
-                order = self._order(conn, flt, pids, bounded.query)
+                order = self._order(conn, flt, pids, bounded.query, memo)
                 loaded = self._ensure(conn, _pids(order[: bounded.max_scopes]), bounded.window, snap)
         if not loaded:
             return self._private(conn, flt, snapshot, exclude_agent, bounded, served)
@@ -599,15 +599,18 @@ class ItemIndex:
                 return self._private(conn, flt, snapshot, exclude_agent, bounded, served)
 
     def _order(
-        self, conn: sqlite3.Connection, flt: MetaFilter, pids: IntArray, query: str
+        self, conn: sqlite3.Connection, flt: MetaFilter, pids: IntArray, query: str, memo: ReadMemo | None = None
     ) -> list[tuple[int, IntArray]]:
         """The namespaces of scopes ``pids``, as ``(code, their scope ids)`` in ``scope_order`` (under the lock).
 
-        A namespace's last write is its scopes' latest (``scopes.last_write``, read in the read's snapshot).
+        A namespace's last write is its scopes' latest (``scopes.last_write``, read in the read's snapshot: once
+        per transaction with ``memo``, which the pack's sections share).
         """
         wanted = {int(p) for p in pids}
         last: dict[int, int] = {}
-        for ns, kind, at in conn.execute("SELECT ns, kind, last_write FROM scopes"):
+        read = "SELECT ns, kind, last_write FROM scopes"
+        rows = conn.execute(read).fetchall() if memo is None else memo.once(read, conn.execute(read).fetchall)
+        for ns, kind, at in rows:
             code = self._ns_codes.get(str(ns))
             pid = None if code is None else self._pair_of.get((code, _KINDS.get(str(kind), -1)))
             if pid in wanted and code is not None:
@@ -616,9 +619,10 @@ class ItemIndex:
             last.setdefault(int(self._pair_ns[pid]), 0)
         by_ns = {self._ns_of[code]: code for code in last}
         ranked = scope_order(query, {ns: last[code] for ns, code in by_ns.items()}, flt.effective_reach())
-        codes = [by_ns[ns] for ns in ranked]
-        pair_ns = self._pair_ns[pids]
-        return [(code, pids[pair_ns == code]) for code in codes]
+        groups: dict[int, list[int]] = {}  # each namespace's scope ids in ``pids`` order: one pass, not one per code
+        for pid, code in zip(pids.tolist(), self._pair_ns[pids].tolist(), strict=True):
+            groups.setdefault(int(code), []).append(int(pid))
+        return [(by_ns[ns], np.array(groups.get(by_ns[ns], ()), dtype=np.int64)) for ns in ranked]
 
     def _with_rows(self, rows: CandidateRows, order: list[tuple[int, IntArray]]) -> int:
         """How many of the namespaces ``order`` lists hold at least one of ``rows`` (under the lock)."""
