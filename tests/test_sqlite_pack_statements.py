@@ -182,13 +182,13 @@ def test_packs_are_the_same_as_when_each_section_is_read_alone(
     assert all(p.sections for p in alone) and max(len(p.sections) for p in alone) >= 2
 
 
-@pytest.mark.parametrize("cpus", [1, 2])
-def test_the_shared_pool_reads_the_fetch_sections_in_one_call_on_one_cpu_else_concurrently(
-    engine: SQLiteEngine, monkeypatch: pytest.MonkeyPatch, cpus: int
+@pytest.mark.parametrize("pinned", [True, False])
+def test_the_shared_pool_reads_each_fetch_section_alone_and_an_executor_reads_them_in_one_call(
+    engine: SQLiteEngine, monkeypatch: pytest.MonkeyPatch, pinned: bool
 ) -> None:
-    """The read pool's default (``docs/live-turn.md``, "the read pool"): no executor given, a process that may run
-    on one CPU reads the fetch sections as one ``fetch_together`` call on the caller's thread; with more CPUs each
-    section is one ``fetch`` submitted to the pool. The packs are the same."""
+    """The read pool's default (``docs/live-turn.md``, "the read pool"): with no executor each fetch section is
+    one ``fetch`` submitted to the shared pool, whether the process may run on one CPU or two; with a host's
+    executor they are one ``fetch_together`` call on the caller's thread. The packs are the same."""
     memory = AgentMemory(engine, LAYOUT, "melanie")
     calls: list[tuple[str, int]] = []
     together, alone = SQLiteEngine.fetch_together, SQLiteEngine.fetch
@@ -205,14 +205,14 @@ def test_the_shared_pool_reads_the_fetch_sections_in_one_call_on_one_cpu_else_co
     reference = [_pack_shape(build_pack(engine, r, executor=ManualExecutor())) for r in requests]
     monkeypatch.setattr(SQLiteEngine, "fetch_together", counted_together)
     monkeypatch.setattr(SQLiteEngine, "fetch", counted_fetch)
-    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cpus)), raising=False)
-    packs = [build_pack(engine, r) for r in requests]
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0} if pinned else {0, 1}, raising=False)
     fetched = sum(1 for s in memory._standard() if isinstance(s.query, FetchQuery))
     assert fetched >= 2
-    caller = threading.current_thread().name
-    if cpus == 1:
-        assert calls == [(caller, fetched)] * len(QUESTIONS)
-    else:
-        assert len(calls) == fetched * len(QUESTIONS)  # one fetch per section, submitted to the pool
-        assert all(n == 1 for _, n in calls), calls  # (one the pool had not started runs on the caller)
+    packs = [build_pack(engine, r) for r in requests]
+    assert len(calls) == fetched * len(QUESTIONS)  # one fetch per section, submitted to the pool
+    assert all(n == 1 for _, n in calls), calls  # (one the pool had not started runs on the caller)
     assert [_pack_shape(p) for p in packs] == reference
+    calls.clear()
+    on_executor = [build_pack(engine, r, executor=ManualExecutor()) for r in requests]
+    assert calls == [(threading.current_thread().name, fetched)] * len(QUESTIONS)
+    assert [_pack_shape(p) for p in on_executor] == reference

@@ -113,17 +113,20 @@ def names_scope(query_words: set[str], ns: Namespace, below: Namespace) -> bool:
     ``query_words`` are ``scoring.tokenize(query)``; segments at or above ``below`` (the read's reach) are shared
     by every scope it admits, so they name none in particular.
     """
-    for _, segment_id in ns.segments[below.depth :] if ns.is_within(below) else ns.segments:
-        words = _segment_words(segment_id)
-        if words and all(w in query_words for w in words):
+    for words in _segment_words(ns, below):
+        if all(w in query_words for w in words):
             return True
     return False
 
 
 @lru_cache(maxsize=16384)
-def _segment_words(segment_id: str) -> tuple[str, ...]:
-    """``tokenize(segment_id)``, kept per process (a pack's scope choices ask it of every scope, every pack)."""
-    return tuple(tokenize(segment_id))
+def _segment_words(ns: Namespace, below: Namespace) -> tuple[tuple[str, ...], ...]:
+    """The words (``tokenize``) of each segment id of ``ns`` below ``below`` that has any, in order.
+
+    Kept per process: a pack's scope choices ask it of every scope, every pack.
+    """
+    segments = ns.segments[below.depth :] if ns.is_within(below) else ns.segments
+    return tuple(words for _, segment_id in segments if (words := tuple(tokenize(segment_id))))
 
 
 def choose_scopes(query: str, last_write: Mapping[Namespace, int], reach: Reach, max_scopes: int) -> set[Namespace]:

@@ -31,13 +31,11 @@ and beliefs that fall below the pack's score or query-coverage bar (see ``releva
 Concurrency (``recall.pool``): the reads are submitted from the calling thread, never from inside a pool task,
 and the call waits for every future it started, so no read outlives it. An engine that ranks several fetches in
 one read (``FetchTogether``: the SQLite engine's ``fetch_together``) gets a pack's fetch sections as one
-read when the pack reads on a host's executor (``executor`` given), or on the shared pool when the process may
-run on one CPU only (``pool.single_cpu``: a host pinned to a core), so what they share (the snapshot, the query
+read when the pack reads on a host's executor (``executor`` given), so what they share (the snapshot, the query
 words' counts, the pending fold) is read once (issue 12 "bounded sections"); each section's hits are those
-``fetch`` returns, and an error still skips only its own section. A pack whose only read is that one call reads on
-the calling thread (``run_all`` runs a single call inline). On the shared pool with more CPUs the sections read
-concurrently: one read costs ~8-10% less CPU, but threads that can run on two cores (or take more of a busy
-machine's share) finish the pack sooner (``docs/live-turn.md``, "the read pool").
+``fetch`` returns, and an error still skips only its own section. On the shared pool the sections read
+concurrently: one read costs 10-13% less CPU per pack, but in every paired run on a busy 2-core machine, pinned
+to one core or not, the concurrent sections finished the pack sooner (``docs/live-turn.md``, "the read pool").
 """
 
 from __future__ import annotations
@@ -59,7 +57,7 @@ from memory_core.meta import ItemKind
 from memory_core.namespace import ROOT, Reach
 from memory_core.query import FetchMode, FetchPage, FetchRequest, Hit, ListRequest, RecallRequest
 from memory_core.recall.outcomes import Answered, Failed, Gathered, Read, error_text, excluded
-from memory_core.recall.pool import run_all, single_cpu
+from memory_core.recall.pool import run_all
 from memory_core.recall.relevance import floor
 from memory_core.recall.types import AnswerQuery, FetchQuery, HolisticRecall, ScopeSection
 
@@ -369,10 +367,9 @@ def gather(
     plans = _plans(request, mode)
     fetched = [(s, p) for s, p in zip(request.sections, plans, strict=True) if p.step is _Step.FETCH]
     fetch_together: FetchTogether | None = getattr(engine, "fetch_together", None)
-    # one read for the fetch sections on the host's executor, or on one CPU, where threads add CPU, not speed
-    # ("the read pool" in docs/live-turn.md)
-    one_read = executor is not None or single_cpu()
-    together = one_read and mode is not None and len(fetched) > 1 and fetch_together is not None
+    # one read for the fetch sections on a host's executor; concurrent sections on the shared pool, which
+    # finished packs sooner in paired runs at 10-13% more CPU ("the read pool" in docs/live-turn.md)
+    together = executor is not None and mode is not None and len(fetched) > 1 and fetch_together is not None
     calls: list[Callable[[], Gathered | _Listed | list[Gathered]]] = []
     if together:
         assert mode is not None and fetch_together is not None

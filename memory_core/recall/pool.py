@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future, ThreadPoolExecutor, wait
 from typing import Final, Generic, TypeVar
 
-__all__ = ["RECALL_WORKERS", "Started", "run_all", "shared_pool", "single_cpu"]
+__all__ = ["RECALL_WORKERS", "Started", "run_all", "shared_pool"]
 
 RECALL_WORKERS: Final = 8
 """Threads of the shared read pool (*memory-core*: bounds the reads all packs of a process run at once)."""
@@ -45,16 +45,6 @@ def shared_pool() -> ThreadPoolExecutor:
                 max_workers=RECALL_WORKERS, thread_name_prefix="memory-core-recall", initializer=_mark_shared_worker
             )
         return _pool
-
-
-def single_cpu() -> bool:
-    """Whether this process may run on one CPU only (its affinity, as ``taskset`` sets it; else the CPU count).
-
-    Read on every call: a host may pin itself after it started (the live-turn bench does).
-    """
-    getaffinity = getattr(os, "sched_getaffinity", None)
-    allowed = len(getaffinity(0)) if getaffinity is not None else (os.cpu_count() or 1)
-    return allowed <= 1
 
 
 def _forget_pool_after_fork() -> None:

@@ -604,25 +604,29 @@ class ItemIndex:
         """The namespaces of scopes ``pids``, as ``(code, their scope ids)`` in ``scope_order`` (under the lock).
 
         A namespace's last write is its scopes' latest (``scopes.last_write``, read in the read's snapshot: once
-        per transaction with ``memo``, which the pack's sections share).
+        per transaction with ``memo``, which the pack's sections share); a scope the table does not list (none
+        should) was written last of all. Each section looks up its own scopes, not every row of the table.
         """
-        wanted = {int(p) for p in pids}
-        last: dict[int, int] = {}
         read = "SELECT ns, kind, last_write FROM scopes"
-        rows = conn.execute(read).fetchall() if memo is None else memo.once(read, conn.execute(read).fetchall)
-        for ns, kind, at in rows:
-            code = self._ns_codes.get(str(ns))
-            pid = None if code is None else self._pair_of.get((code, _KINDS.get(str(kind), -1)))
-            if pid in wanted and code is not None:
-                last[code] = max(last.get(code, 0), int(at or 0))
-        for pid in wanted:  # a scope the table does not list (none should): written last of all
-            last.setdefault(int(self._pair_ns[pid]), 0)
+
+        def table() -> dict[tuple[str, str], int]:
+            return {(str(ns), str(kind)): int(at or 0) for ns, kind, at in conn.execute(read)}
+
+        written = table() if memo is None else memo.once(read, table)
+        last: dict[int, int] = {}
+        codes, kinds = self._pair_ns[pids].tolist(), self._pair_kind[pids].tolist()
+        for code, kind in zip(codes, kinds, strict=True):
+            at = written.get((self._ns_keys[code], _KIND_NAMES[kind]), 0)
+            last[code] = max(last.get(code, 0), at)
         by_ns = {self._ns_of[code]: code for code in last}
         ranked = scope_order(query, {ns: last[code] for ns, code in by_ns.items()}, flt.effective_reach())
-        groups: dict[int, list[int]] = {}  # each namespace's scope ids in ``pids`` order: one pass, not one per code
-        for pid, code in zip(pids.tolist(), self._pair_ns[pids].tolist(), strict=True):
-            groups.setdefault(int(code), []).append(int(pid))
-        return [(by_ns[ns], np.array(groups.get(by_ns[ns], ()), dtype=np.int64)) for ns in ranked]
+        # each namespace's scope ids in ``pids`` order, as slices of one stable sort by the namespace's place
+        ordered = [by_ns[ns] for ns in ranked]
+        place = {code: i for i, code in enumerate(ordered)}
+        places = np.fromiter((place[code] for code in codes), dtype=np.int64, count=len(codes))
+        by_place = np.argsort(places, kind="stable")
+        grouped, bounds = pids[by_place], np.searchsorted(places[by_place], np.arange(len(ordered) + 1))
+        return [(code, grouped[bounds[i] : bounds[i + 1]]) for i, code in enumerate(ordered)]
 
     def _with_rows(self, rows: CandidateRows, order: list[tuple[int, IntArray]]) -> int:
         """How many of the namespaces ``order`` lists hold at least one of ``rows`` (under the lock)."""
