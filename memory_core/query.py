@@ -95,8 +95,27 @@ class Hit(ContractModel):
     tier: Tier | None = None
 
     @classmethod
-    def of(cls, item: Document | Conversation | Learning, score: float = 0.0, item_id: str | None = None) -> Hit:
-        """The hit for a stored item (trusted data: built without re-validation)."""
+    def of(
+        cls,
+        item: Document | Conversation | Learning,
+        score: float = 0.0,
+        item_id: str | None = None,
+        state: tuple[MemoryStatus, Tier] | None = None,
+    ) -> Hit:
+        """The hit for a stored item (trusted data: built without re-validation).
+
+        ``state``: its status and tier, set as ``model_copy(update=...)`` would set them (an engine that keeps a log
+        builds its hits annotated rather than building and copying each).
+        """
+        if state is None:
+            return cls.model_construct(
+                id=item_id or item.id,
+                kind=item.item_kind,
+                text=item.render_text(),
+                meta=item.item_meta,
+                score=score,
+                confidence=item.confidence_value(),
+            )
         return cls.model_construct(
             id=item_id or item.id,
             kind=item.item_kind,
@@ -104,6 +123,8 @@ class Hit(ContractModel):
             meta=item.item_meta,
             score=score,
             confidence=item.confidence_value(),
+            status=state[0],
+            tier=state[1],
         )
 
 

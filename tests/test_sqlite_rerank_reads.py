@@ -136,6 +136,28 @@ def test_the_sections_of_a_pack_share_one_full_pooled_product(engine: SQLiteEngi
     conn.close()
 
 
+def test_holding_a_seq_not_embedded_keeps_the_pooled_product(engine: SQLiteEngine) -> None:
+    """A host's new turn waits for its vectors: holding it adds no vector row, so the pack's other sections (and
+    the next read of the same query array) keep the product computed before it was held."""
+    conn = _connect(engine)
+    index = PooledIndex()
+    query = np.eye(DIMS, dtype=np.float32)[3]
+    first = index.nearest(conn, MODEL, np.array(_seqs(conn), dtype=np.int64), query, 3)
+    assert index.products == 1
+    engine.store(Document.of("Lake report 10: not embedded yet"))
+    conn.close()
+    conn = _connect(engine)
+    keys = np.array(_seqs(conn), dtype=np.int64)
+    assert index.nearest(conn, MODEL, keys, query, 3) == first and index.products == 1  # held, no vector
+    assert index.held() == len(keys)
+    engine.embed_backlog()
+    conn.close()
+    conn = _connect(engine)
+    index.nearest(conn, MODEL, keys, query, 3)
+    assert index.products == 2  # its vector written: the rows held changed, computed again
+    conn.close()
+
+
 def test_a_pack_reads_its_candidates_vectors_once(engine: SQLiteEngine) -> None:
     request = FetchRequest(query="kayak lake report", mode=FetchMode.HYBRID, limit=3)
     engine.fetch(request)

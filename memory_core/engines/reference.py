@@ -29,6 +29,8 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Iterable, Iterator, Mapping
+from functools import lru_cache
+from operator import itemgetter
 from typing import TypeVar
 from urllib.parse import parse_qs, urlsplit
 
@@ -111,11 +113,20 @@ def names_scope(query_words: set[str], ns: Namespace, below: Namespace) -> bool:
     ``query_words`` are ``scoring.tokenize(query)``; segments at or above ``below`` (the read's reach) are shared
     by every scope it admits, so they name none in particular.
     """
-    for _, segment_id in ns.segments[below.depth :] if ns.is_within(below) else ns.segments:
-        words = tokenize(segment_id)
-        if words and all(w in query_words for w in words):
+    for words in _segment_words(ns, below):
+        if all(w in query_words for w in words):
             return True
     return False
+
+
+@lru_cache(maxsize=16384)
+def _segment_words(ns: Namespace, below: Namespace) -> tuple[tuple[str, ...], ...]:
+    """The words (``tokenize``) of each segment id of ``ns`` below ``below`` that has any, in order.
+
+    Kept per process: a pack's scope choices ask it of every scope, every pack.
+    """
+    segments = ns.segments[below.depth :] if ns.is_within(below) else ns.segments
+    return tuple(words for _, segment_id in segments if (words := tuple(tokenize(segment_id))))
 
 
 def choose_scopes(query: str, last_write: Mapping[Namespace, int], reach: Reach, max_scopes: int) -> set[Namespace]:
@@ -143,7 +154,10 @@ def scope_order(query: str, last_write: Mapping[Namespace, int], reach: Reach) -
     The scopes the query names (``names_scope``) first, then the most recently written, ties by namespace.
     """
     words = set(tokenize(query))
-    return sorted(last_write, key=lambda ns: (not names_scope(words, ns, reach.at), -last_write[ns], str(ns)))
+    below = reach.at
+    keyed = [((not names_scope(words, ns, below), -at, str(ns)), ns) for ns, at in last_write.items()]
+    keyed.sort(key=itemgetter(0))  # the keys are distinct (str(ns) is), so the order is the keys' alone
+    return [ns for _, ns in keyed]
 
 
 def _scoped(rows: Iterable[tuple[str, AnyItem]], query: str, flt: MetaFilter, max_scopes: int) -> list[str]:

@@ -32,8 +32,10 @@ Concurrency (``recall.pool``): the reads are submitted from the calling thread, 
 and the call waits for every future it started, so no read outlives it. An engine that ranks several fetches in
 one read (``FetchTogether``: the SQLite engine's ``fetch_together``) gets a pack's fetch sections as one
 read when the pack reads on a host's executor (``executor`` given), so what they share (the snapshot, the query
-words' counts) is read once (issue 12 "bounded sections"); each section's hits are those ``fetch`` returns, and
-an error still skips only its own section. On the shared pool the sections still read concurrently.
+words' counts, the pending fold) is read once (issue 12 "bounded sections"); each section's hits are those
+``fetch`` returns, and an error still skips only its own section. On the shared pool the sections read
+concurrently: one read costs 4-13% less CPU per pack, but in paired runs on a busy 2-core machine, pinned to one
+core or not, the concurrent sections mostly finished the pack sooner (``docs/live-turn.md``, "the read pool").
 """
 
 from __future__ import annotations
@@ -365,8 +367,8 @@ def gather(
     plans = _plans(request, mode)
     fetched = [(s, p) for s, p in zip(request.sections, plans, strict=True) if p.step is _Step.FETCH]
     fetch_together: FetchTogether | None = getattr(engine, "fetch_together", None)
-    # with the shared pool the sections read concurrently: on a busy machine one thread per section got the
-    # pack more CPU share than one read for all (p50 63-74 against 92-112 ms on the demo's data, load 7)
+    # one read for the fetch sections on a host's executor; concurrent sections on the shared pool, which
+    # mostly finished packs sooner in paired runs, at 4-13% more CPU ("the read pool" in docs/live-turn.md)
     together = executor is not None and mode is not None and len(fetched) > 1 and fetch_together is not None
     calls: list[Callable[[], Gathered | _Listed | list[Gathered]]] = []
     if together:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Final
 
 import numpy as np
@@ -27,6 +28,7 @@ __all__ = [
     "RRF_K",
     "SPEAKER_BOOST",
     "envelope",
+    "first_name",
     "fuse",
     "names_speaker",
     "query_words",
@@ -93,8 +95,18 @@ def names_speaker(query_words: frozenset[str], speaker: str | None) -> bool:
     """Whether a query (its lowercase words) names ``speaker`` by their first name."""
     if not speaker:
         return False
-    first = _NAME.findall(speaker.lower())
-    return bool(first) and first[0] in query_words
+    first = first_name(speaker)
+    return first is not None and first in query_words
+
+
+@lru_cache(maxsize=4096)
+def first_name(speaker: str) -> str | None:
+    """A speaker's first name, lowercase (its first word of letters); None when it has none.
+
+    Kept per process: a rerank asks it of every candidate, and a store holds few speakers.
+    """
+    found = _NAME.search(speaker.lower())
+    return found.group(0) if found else None
 
 
 def query_words(query: str) -> frozenset[str]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -68,9 +68,8 @@ class Quantised:
 
     @property
     def shape(self) -> tuple[int, int]:
-        """``(t, d)``, as the float vectors' shape."""
-        t, d = self.values.shape
-        return int(t), int(d)
+        """``(t, d)``, as the float vectors' shape (the values' own: a rerank asks ~100 texts per fetch)."""
+        return cast(tuple[int, int], self.values.shape)
 
     @property
     def nbytes(self) -> int:

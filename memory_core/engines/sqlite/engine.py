@@ -508,10 +508,16 @@ class SQLiteEngine(MemoryEngine):
     def _hits_of(
         self, conn: sqlite3.Connection, pages: Sequence[Sequence[tuple[int, float]]], memo: ReadMemo
     ) -> list[list[Hit]]:
-        """The hits of several ranked pages of one read, their items parsed and annotated together."""
+        """The hits of several ranked pages of one read, their items parsed and annotated together.
+
+        Each hit is built with its status and tier (``log_view.states``, one statement), not built and copied.
+        """
         parsed = self._parsed(conn, list(dict.fromkeys(seq for page in pages for seq, _ in page)), memo)
-        hits = [[Hit.of(parsed[seq][1], s, parsed[seq][0]) for seq, s in page if seq in parsed] for page in pages]
-        return log_view.annotate_each(conn, hits, self._past)
+        state = log_view.states(conn, list(dict.fromkeys(parsed[seq][0] for seq in parsed)), self._past)
+        return [
+            [Hit.of(parsed[seq][1], s, parsed[seq][0], state.get(parsed[seq][0])) for seq, s in page if seq in parsed]
+            for page in pages
+        ]
 
     def _ranked(
         self,
@@ -531,6 +537,7 @@ class SQLiteEngine(MemoryEngine):
             if request.max_scopes is None
             else Bounded(request.query, request.max_scopes, scoped.SCOPE_WINDOW),  # loads only what it can rank
             served=lambda keys: log_view.served_mask(conn, keys, request.tiers, self._past, memo),  # live, named tiers
+            memo=memo,
         )
         if request.max_scopes is not None and len(rows):
             rows = self._within_scopes(conn, rows, request, request.max_scopes)

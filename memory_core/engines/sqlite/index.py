@@ -52,6 +52,7 @@ from memory_core.namespace import Namespace, Reach
 from memory_core.scoring import EMBED_DIM
 
 from .filters import compile_filter
+from .read_memo import ReadMemo
 from .rows import chunks, ns_of_key, placeholders
 from .search import FloatArray, IntArray
 
@@ -545,6 +546,7 @@ class ItemIndex:
         *,
         bounded: Bounded | None = None,
         served: Callable[[IntArray], BoolArray | None] | None = None,
+        memo: ReadMemo | None = None,
     ) -> CandidateRows:
         """The snapshot's indexed rows at or below ``snapshot`` that ``flt`` admits (index refreshed in it).
 
@@ -560,10 +562,11 @@ class ItemIndex:
                 every admitted scope whole.
             served: Which of the rows' seqs the read serves (``log_view.served_mask``; None: every one); the
                 rows it drops are left out.
+            memo: The transaction's shared values: the snapshot's three lookups are read once per transaction.
         """
         if not _simple(flt):
             return _keep(self._by_sql(conn, flt, snapshot, exclude_agent), served)
-        snap = _snapshot(conn)
+        snap = _snapshot(conn) if memo is None else memo.once("index.snapshot", lambda: _snapshot(conn))
         with self._lock:
             self._sync(conn, snap)
             pids = self._scopes_of(flt)
@@ -571,7 +574,7 @@ class ItemIndex:
                 order: list[tuple[int, IntArray]] = []
                 loaded = self._ensure(conn, pids, None, snap)
             else:
-                order = self._order(conn, flt, pids, bounded.query)
+                order = self._order(conn, flt, pids, bounded.query, memo)
                 loaded = self._ensure(conn, _pids(order[: bounded.max_scopes]), bounded.window, snap)
         if not loaded:
             return self._private(conn, flt, snapshot, exclude_agent, bounded, served)
@@ -596,26 +599,34 @@ class ItemIndex:
                 return self._private(conn, flt, snapshot, exclude_agent, bounded, served)
 
     def _order(
-        self, conn: sqlite3.Connection, flt: MetaFilter, pids: IntArray, query: str
+        self, conn: sqlite3.Connection, flt: MetaFilter, pids: IntArray, query: str, memo: ReadMemo | None = None
     ) -> list[tuple[int, IntArray]]:
         """The namespaces of scopes ``pids``, as ``(code, their scope ids)`` in ``scope_order`` (under the lock).
 
-        A namespace's last write is its scopes' latest (``scopes.last_write``, read in the read's snapshot).
+        A namespace's last write is its scopes' latest (``scopes.last_write``, read in the read's snapshot: once
+        per transaction with ``memo``, which the pack's sections share); a scope the table does not list (none
+        should) was written last of all. Each section looks up its own scopes, not every row of the table.
         """
-        wanted = {int(p) for p in pids}
+        read = "SELECT ns, kind, last_write FROM scopes"
+
+        def table() -> dict[tuple[str, str], int]:
+            return {(str(ns), str(kind)): int(at or 0) for ns, kind, at in conn.execute(read)}
+
+        written = table() if memo is None else memo.once(read, table)
         last: dict[int, int] = {}
-        for ns, kind, at in conn.execute("SELECT ns, kind, last_write FROM scopes"):
-            code = self._ns_codes.get(str(ns))
-            pid = None if code is None else self._pair_of.get((code, _KINDS.get(str(kind), -1)))
-            if pid in wanted and code is not None:
-                last[code] = max(last.get(code, 0), int(at or 0))
-        for pid in wanted:  # a scope the table does not list (none should): written last of all
-            last.setdefault(int(self._pair_ns[pid]), 0)
+        codes, kinds = self._pair_ns[pids].tolist(), self._pair_kind[pids].tolist()
+        for code, kind in zip(codes, kinds, strict=True):
+            at = written.get((self._ns_keys[code], _KIND_NAMES[kind]), 0)
+            last[code] = max(last.get(code, 0), at)
         by_ns = {self._ns_of[code]: code for code in last}
         ranked = scope_order(query, {ns: last[code] for ns, code in by_ns.items()}, flt.effective_reach())
-        codes = [by_ns[ns] for ns in ranked]
-        pair_ns = self._pair_ns[pids]
-        return [(code, pids[pair_ns == code]) for code in codes]
+        # each namespace's scope ids in ``pids`` order, as slices of one stable sort by the namespace's place
+        ordered = [by_ns[ns] for ns in ranked]
+        place = {code: i for i, code in enumerate(ordered)}
+        places = np.fromiter((place[code] for code in codes), dtype=np.int64, count=len(codes))
+        by_place = np.argsort(places, kind="stable")
+        grouped, bounds = pids[by_place], np.searchsorted(places[by_place], np.arange(len(ordered) + 1))
+        return [(code, grouped[bounds[i] : bounds[i + 1]]) for i, code in enumerate(ordered)]
 
     def _with_rows(self, rows: CandidateRows, order: list[tuple[int, IntArray]]) -> int:
         """How many of the namespaces ``order`` lists hold at least one of ``rows`` (under the lock)."""

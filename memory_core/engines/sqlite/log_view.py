@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 
@@ -31,7 +31,7 @@ from .log_ops import Past
 from .read_memo import ReadMemo
 from .search import BoolArray, Candidates, IntArray, order, query_vector, score
 
-__all__ = ["annotate", "annotate_each", "listed_sql", "rank_beliefs", "served_mask", "shown_ids"]
+__all__ = ["annotate", "annotate_each", "listed_sql", "rank_beliefs", "served_mask", "shown_ids", "states"]
 
 
 def _seqs(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, int]:
@@ -104,6 +104,10 @@ def listed_sql(past: Past | None, *, every_status: bool) -> tuple[str, list[Any]
     )
 
 
+_STATUS: Final = {s.value: s for s in MemoryStatus}
+_TIER: Final = {t.value: t for t in Tier}
+
+
 def shown_ids(ids: Sequence[str], past: Past | None) -> list[str]:
     """``ids`` without those not held at the view's LSN (all of them now)."""
     if past is None:
@@ -116,20 +120,28 @@ def annotate(conn: sqlite3.Connection, hits: Sequence[Hit], past: Past | None) -
     return annotate_each(conn, [hits], past)[0]
 
 
-def annotate_each(conn: sqlite3.Connection, lists: Sequence[Sequence[Hit]], past: Past | None) -> list[list[Hit]]:
-    """``annotate`` for several lists of hits of one read, in one statement."""
-    ids = list(dict.fromkeys(h.id for hits in lists for h in hits))
+def states(conn: sqlite3.Connection, ids: Sequence[str], past: Past | None) -> dict[str, tuple[MemoryStatus, Tier]]:
+    """``id → (status, tier)`` of the stored items among ``ids`` (now, or at the view's LSN), in one statement."""
     if not ids:
-        return [[] for _ in lists]
+        return {}
     rows = conn.execute(
-        "SELECT id, status, tier FROM items WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(ids),)
+        "SELECT id, status, tier FROM items WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(list(ids)),)
     )
-    state = {str(i): (MemoryStatus(s), Tier(t)) for i, s, t in rows}
+    state = {str(i): (_STATUS[s], _TIER[t]) for i, s, t in rows}
     if past is not None:
         for item_id in state:
             then = past.then.get(item_id)
             if then is not None:
                 state[item_id] = (then.status, then.tier)
+    return state
+
+
+def annotate_each(conn: sqlite3.Connection, lists: Sequence[Sequence[Hit]], past: Past | None) -> list[list[Hit]]:
+    """``annotate`` for several lists of hits of one read, in one statement."""
+    ids = list(dict.fromkeys(h.id for hits in lists for h in hits))
+    if not ids:
+        return [[] for _ in lists]
+    state = states(conn, ids, past)
     return [
         [h.model_copy(update={"status": state[h.id][0], "tier": state[h.id][1]}) if h.id in state else h for h in hits]
         for hits in lists

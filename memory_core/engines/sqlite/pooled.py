@@ -62,7 +62,8 @@ class PooledIndex:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._generation = 0
-        """Bumped whenever the held rows change (``_product`` is of one generation)."""
+        """Bumped whenever the held vectors change (``_product`` is of one generation): a vector row written, or
+        seqs held with vectors; seqs held as not embedded add no row."""
         self.products = 0
         self.rows_read = 0
         self.private_reads = 0
@@ -172,7 +173,8 @@ class PooledIndex:
         known = np.concatenate([self._known, seqs])
         order = np.argsort(known, kind="stable")
         self._known, self._row = known[order], np.concatenate([self._row, rows])[order]
-        self._generation += 1
+        if embedded:  # seqs held as not embedded leave every vector row, and so the last product, as they were
+            self._generation += 1
 
     def nearest(self, conn: sqlite3.Connection, model: str, keys: IntArray, query: F32, n: int) -> list[int]:
         """The seqs among ``keys`` (ascending) whose pooled vectors of ``model`` are nearest ``query``, best first.

@@ -8,7 +8,9 @@ everything that depends only on the transaction's snapshot is read once, not onc
 * the rows a standard read does not serve (``log_view.served_mask``: the ``items_unserved`` index);
 * each query word's document count in an FTS5 table, counted up to a cutoff (``fts.classify``); with the
   engine's ``fts_counts.SharedCounts``, those of the index state the snapshot sees, shared with every other read
-  of that state in the process (the other sections of a pack read one by one, the next pack).
+  of that state in the process (the other sections of a pack read one by one, the next pack);
+* the item index's view of the snapshot (``index.ItemIndex.candidates``: three lookups, once per pack, not once
+  per section).
 
 Every value is a function of the snapshot alone, so a read given a memo ranks exactly as one without. A memo
 lives for one transaction and one thread: it is never shared across snapshots (the shared counts are keyed by
@@ -18,11 +20,15 @@ the index state, not by the memo). Only read transactions make memos.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from .fts_counts import Counts, SharedCounts
 
 __all__ = ["ReadMemo"]
+
+_T = TypeVar("_T")
 
 
 @dataclass
@@ -36,6 +42,7 @@ class ReadMemo:
         doc_counts: ``(table, word, limit) → rows of table holding word``, counted up to ``limit`` (this
             transaction's, used when ``shared`` is None).
         shared: The process's counts per index state (``fts_counts.SharedCounts``), if any.
+        values: Other values of the snapshot by name (``once``).
     """
 
     snapshot: int | None = None
@@ -43,6 +50,7 @@ class ReadMemo:
     unserved: list[tuple[int, str, str]] | None = None
     doc_counts: Counts = field(default_factory=dict)
     shared: SharedCounts | None = None
+    values: dict[str, Any] = field(default_factory=dict)
     _tables: dict[str, Counts] = field(default_factory=dict, repr=False)
 
     def counts(self, conn: sqlite3.Connection, table: str) -> Counts:
@@ -53,6 +61,13 @@ class ReadMemo:
         if held is None:
             held = self._tables[table] = self.shared.counts(conn, table)
         return held
+
+    def once(self, name: str, read: Callable[[], _T]) -> _T:
+        """``read()``, called on the first use of ``name`` in this transaction and kept (a snapshot's value)."""
+        if name not in self.values:
+            self.values[name] = read()
+        out: _T = self.values[name]
+        return out
 
     def newest_seq(self, conn: sqlite3.Connection) -> int:
         """The snapshot's newest item ``seq`` (0 for an empty store), read once."""

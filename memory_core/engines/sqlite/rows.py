@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 from typing import Any, Final
 
 import numpy as np
@@ -71,8 +72,13 @@ def ns_key(ns: Namespace) -> str:
     return "" if ns.is_root else f"{ns}/"
 
 
+@lru_cache(maxsize=16384)
 def ns_of_key(key: str) -> Namespace:
-    """The namespace a stored key names."""
+    """The namespace a stored key names (kept per process: a pack's scope choices parse every scope's key).
+
+    Raises:
+        InvalidRequest: a malformed key (never kept: the next call parses it again).
+    """
     return ROOT if key == "" else Namespace.parse(key[:-1])
 
 

@@ -56,6 +56,7 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from datetime import time as dtime
+from functools import lru_cache
 from typing import Final
 from zoneinfo import ZoneInfo
 
@@ -131,9 +132,15 @@ def fts_query(query: str) -> str | None:
     return " OR ".join(f'"{w}"' for w in words)
 
 
+@lru_cache(maxsize=256)
 def query_vector(query: str) -> npt.NDArray[np.float32]:
-    """The query's reference embedding as float32 (computed once per read)."""
-    return np.asarray(embed(query), dtype=np.float32)
+    """The query's reference embedding as float32, read-only, kept per process for the 256 latest queries.
+
+    A pack's sections (their lexical stages, dense nominations and beliefs) asked it ~6 times per ``pre_turn``.
+    """
+    out = np.asarray(embed(query), dtype=np.float32)
+    out.flags.writeable = False
+    return out
 
 
 def hint_window(hint: TimeHint) -> tuple[int, int]:
