@@ -421,7 +421,8 @@ class Database:
         self._check_lock = threading.Lock()
         self._gate = _Gate(self.path.with_name(self.path.name + GATE_SUFFIX))
         self._wal = self.path.with_name(self.path.name + "-wal")
-        self._checkpointed_size = 0  # the log's size after this process's last checkpoint (``_checkpoint``)
+        self._checkpointed_size = 0  # the log's size at the last checkpoint this process knows of (``_checkpoint``)
+        self._file_written: int | None = None  # the file's mtime then: a checkpoint writes it
         self._stats_lock = threading.Lock()
         self.stats = WriteStats()
         try:
@@ -654,8 +655,11 @@ class Database:
     def _checkpoint(self, conn: sqlite3.Connection, past: int) -> bool:
         """Copy the write-ahead log into the file (``PASSIVE``: never waits) once it has grown by ``past`` bytes.
 
-        Grown since this process's last checkpoint, or past ``past`` from nothing once a restart cut the file back
-        (``journal_size_limit``). A log that readers keep from restarting (the host's reads hold its frames when
+        Grown since the last checkpoint this process knows of: its own, or any process's (a checkpoint is what
+        writes the database file in WAL mode, so its modification time tells), or past ``past`` from nothing once
+        a restart cut the file back (``journal_size_limit``). So a host's live write, whose threshold is
+        ``LIVE_CHECKPOINT_BYTES``, checkpoints only when no background work has checkpointed meanwhile. A log
+        that readers keep from restarting (the host's reads hold its frames when
         the next write comes) only grows: measured against its whole size, every background commit after it
         first passed ``past`` checkpointed again (362 checkpoints of ~11 ms at p50, two fsyncs each, beside 856
         build windows in one bench phase at 10k), keeping the file system's journal busy under the host's writes.
@@ -665,12 +669,16 @@ class Database:
         """
         try:
             size = self._wal.stat().st_size
+            written = self.path.stat().st_mtime_ns  # only checkpoints write the file itself (WAL mode)
         except OSError:
             return False
         with self._stats_lock:
             if size < self._checkpointed_size:  # cut back since: a restart
                 self._checkpointed_size = 0
-            if size <= self._checkpointed_size + past:  # not grown by ``past`` since this process's last one
+            elif self._file_written not in (None, written):  # a checkpoint ran since (another process's too)
+                self._checkpointed_size = size
+            self._file_written = written
+            if size <= self._checkpointed_size + past:  # not grown by ``past`` since the last one
                 return False
             self._checkpointed_size = size
         started = time.monotonic()
