@@ -26,17 +26,17 @@ coming; the gate is released when a process dies (``flock`` locks belong to the 
 orders writers: SQLite's own locks keep them correct, so a gate file removed by the last process closing the
 database (as SQLite removes the WAL) while another opens it costs at most a moment's ordering.
 
-**Checkpoints.** SQLite's automatic checkpoint runs inside whichever commit crosses 1,000 pages of log, and
-again in every commit while readers keep it from finishing: a live write would pay for a build's pages (and a
-sync of the file). Connections run with ``wal_autocheckpoint = 0``; a background write checkpoints
-(``PASSIVE``, never waiting) after its commit once the log has grown by ``CHECKPOINT_BYTES`` since its process's
-last checkpoint (or past it, after a restart cut the file back), a live write only by ``LIVE_CHECKPOINT_BYTES``
-(a host writing with nothing in the background still bounds its log). Growth, not size: a log the host's readers
-keep from restarting only grows, and measured by its size every background commit checkpointed again. The log's file
-keeps its size when SQLite starts writing it from the top again after a checkpoint, so connections run with
-``journal_size_limit = CHECKPOINT_BYTES`` (sqlite.org/pragma.html#pragma_journal_size_limit): the file is cut
-back to it then, and only a log that grew past it again is checkpointed (without it, once the log had passed
-4 MB, every background commit checkpointed: 568 checkpoints in one bench phase against 516 build windows).
+**Checkpoints.** SQLite's automatic checkpoint runs inside whichever commit crosses 1,000 pages of log, and again in
+every commit while readers keep it from finishing: a live write would pay for a build's pages (and a sync of the
+file). Connections run with ``wal_autocheckpoint = 0``; a background write checkpoints (``PASSIVE``, never waiting)
+after its commit once the log has grown by ``CHECKPOINT_BYTES`` since the last checkpoint any process ran (or past
+it, after a restart cut the file back), a live write only by ``LIVE_CHECKPOINT_BYTES`` (a host writing with nothing
+in the background still bounds its log). Growth, not size: a log the host's readers keep from restarting only grows,
+and measured by its size every background commit checkpointed again. The log's file keeps its size when SQLite
+starts writing it from the top again after a checkpoint, so connections run with ``journal_size_limit =
+CHECKPOINT_BYTES`` (sqlite.org/pragma.html#pragma_journal_size_limit): the file is cut back to it then, and only a
+log that grew past it again is checkpointed (without it, once the log had passed 4 MB, every background commit
+checkpointed: 568 checkpoints in one bench phase against 516 build windows).
 
 **Restarts.** Once a checkpoint has copied the whole log, the next write transaction *restarts* it: inside its
 commit, under the write lock, it writes the log's header again, fsyncs it and cuts the file back to

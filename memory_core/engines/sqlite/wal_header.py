@@ -1,9 +1,9 @@
 """The write-ahead log's header: which incarnation of the log a commit wrote into.
 
-When a checkpoint has copied every frame of the log into the database, the next write transaction *restarts*
-the log: it writes the log's 32-byte header again with new salt values and syncs it before its first frame
-(sqlite.org/fileformat.html §4.1 and sqlite.org/walformat.html §1.2; ``PRAGMA synchronous`` below ``OFF``), and
-then cuts the file back to ``journal_size_limit`` (sqlite.org/pragma.html#pragma_journal_size_limit). The salts
+When a checkpoint has copied every frame of the log into the database, the next write transaction *restarts* the
+log: it writes the log's 32-byte header again with new salt values and syncs it before its first frame
+(sqlite.org/fileformat.html §4.1; the sync since SQLite's ticket ff5be73dee, at any ``synchronous`` but ``OFF``),
+and then cuts the file back to ``journal_size_limit`` (sqlite.org/pragma.html#pragma_journal_size_limit). The salts
 are bytes 16-23 of the header, so a commit restarted the log exactly when they differ before and after it.
 
 Only the ``-wal`` file is read here: SQLite's locks live on the database file and on ``-shm``, and a process's
