@@ -260,10 +260,10 @@ def test_a_fully_checkpointed_log_is_restarted_by_background_work_never_by_a_liv
     assert sum(h.restarts for h in holds.values()) == 3  # no other transaction restarted it
 
 
-def _spy(fn: Callable[[sqlite3.Connection, int], None], seen: list[int]) -> Callable[[sqlite3.Connection, int], None]:
-    def spy(conn: sqlite3.Connection, past: int) -> None:
+def _spy(fn: Callable[[sqlite3.Connection, int], bool], seen: list[int]) -> Callable[[sqlite3.Connection, int], bool]:
+    def spy(conn: sqlite3.Connection, past: int) -> bool:
         seen.append(past)
-        fn(conn, past)
+        return fn(conn, past)
 
     return spy
 
