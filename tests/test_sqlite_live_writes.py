@@ -203,10 +203,67 @@ def test_a_checkpointed_log_is_checkpointed_again_only_once_it_grows_past_the_th
         assert wal.stat().st_size <= connection.CHECKPOINT_BYTES  # cut back when SQLite wrote it from the top
 
 
-def _spy(fn: Callable[[sqlite3.Connection, int], None], seen: list[int]) -> Callable[[sqlite3.Connection, int], None]:
-    def spy(conn: sqlite3.Connection, past: int) -> None:
+def test_a_log_a_reader_keeps_from_restarting_is_checkpointed_once_per_threshold_of_growth(tmp_path: Path) -> None:
+    """A reader holding an old snapshot keeps a checkpoint from copying the frames after it, so the log cannot
+    restart and only grows: measured against its whole size, every background commit after it first passed
+    ``CHECKPOINT_BYTES`` checkpointed again (two fsyncs each); measured by its growth, once per threshold."""
+    db = tmp_path / "memory.db"
+    with SQLiteEngine(db) as engine:
+        engine.store_many([turn(0, BUILT)])
+        reader = sqlite3.connect(db, isolation_level=None)
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM items").fetchone()  # a snapshot the log's later frames are not in
+        stats = engine._db.stats
+        wal = engine._db._wal
+        n = 0
+        while wal.stat().st_size < 3 * connection.CHECKPOINT_BYTES + connection.CHECKPOINT_BYTES // 2:
+            engine.store_many([Document.of(f"page {n} " + f"line {n} of many words " * 4000, MemoryMeta())])
+            n += 1
+            assert n < 600
+        commits = stats.background
+        reader.execute("COMMIT")
+        reader.close()
+        holds = stats.holds
+    assert stats.checkpoints == 3  # at 4, 8 and 12 MB of growth
+    assert commits > 3 * stats.checkpoints  # many background commits past the threshold checkpointed nothing
+    assert "restart" not in holds and sum(h.restarts for h in holds.values()) == 0  # nothing was fully copied
+
+
+def test_a_fully_checkpointed_log_is_restarted_by_background_work_never_by_a_live_write(tmp_path: Path) -> None:
+    """Issue 12: the first commit after a checkpoint copied the whole log restarts the log (writes its header
+    again, fsyncs it, cuts the file back) under the write lock. A host's live write that came first paid it (12 ms
+    at p99 while a worker checkpointed), so the background writer that checkpointed restarts the log itself at
+    once, and a live write right after finds it restarted."""
+    with SQLiteEngine(tmp_path / "memory.db") as engine:
+        db = engine._db
+        order: list[tuple[str, bool]] = []
+        real = db._held
+
+        def held(kind: str, seconds: float, items: int = 0, restarted: bool = False) -> None:
+            order.append((kind, restarted))
+            real(kind, seconds, items, restarted)
+
+        db._held = held  # type: ignore[method-assign]
+        n = 0
+        while db.stats.checkpoints < 3:  # background batches past the threshold, a live write after each
+            engine.store_many([Document.of(f"page {n} " + f"line {n} of many words " * 4000, MemoryMeta())])
+            engine.store_with(turn(n, HOST, tag=" live"), WriteOptions.accepted())
+            n += 1
+            assert n < 400
+        holds = db.stats.holds
+    checkpoints = [i for i, (kind, _) in enumerate(order) if kind == "checkpoint"]
+    assert len(checkpoints) == 3
+    for i in checkpoints:  # each one copied the whole log (no reader held it) and the next commit restarted it
+        assert order[i + 1] == ("restart", True), order[i - 2 : i + 3]
+    assert holds["restart"].count == holds["restart"].restarts == 3
+    assert holds["live"].count >= n and holds["live"].restarts == 0
+    assert sum(h.restarts for h in holds.values()) == 3  # no other transaction restarted it
+
+
+def _spy(fn: Callable[[sqlite3.Connection, int], bool], seen: list[int]) -> Callable[[sqlite3.Connection, int], bool]:
+    def spy(conn: sqlite3.Connection, past: int) -> bool:
         seen.append(past)
-        fn(conn, past)
+        return fn(conn, past)
 
     return spy
 

@@ -26,15 +26,26 @@ coming; the gate is released when a process dies (``flock`` locks belong to the 
 orders writers: SQLite's own locks keep them correct, so a gate file removed by the last process closing the
 database (as SQLite removes the WAL) while another opens it costs at most a moment's ordering.
 
-**Checkpoints.** SQLite's automatic checkpoint runs inside whichever commit crosses 1,000 pages of log, and
-again in every commit while readers keep it from finishing: a live write would pay for a build's pages (and a
-sync of the file). Connections run with ``wal_autocheckpoint = 0``; a background write checkpoints
-(``PASSIVE``, never waiting) after its commit once the log passes ``CHECKPOINT_BYTES``, a live write only past
-``LIVE_CHECKPOINT_BYTES`` (a host writing with nothing in the background still bounds its log). The log's file
-keeps its size when SQLite starts writing it from the top again after a checkpoint, so connections run with
-``journal_size_limit = CHECKPOINT_BYTES`` (sqlite.org/pragma.html#pragma_journal_size_limit): the file is cut
-back to it then, and only a log that grew past it again is checkpointed (without it, once the log had passed
-4 MB, every background commit checkpointed: 568 checkpoints in one bench phase against 516 build windows).
+**Checkpoints.** SQLite's automatic checkpoint runs inside whichever commit crosses 1,000 pages of log, and again in
+every commit while readers keep it from finishing: a live write would pay for a build's pages (and a sync of the
+file). Connections run with ``wal_autocheckpoint = 0``; a background write checkpoints (``PASSIVE``, never waiting)
+after its commit once the log has grown by ``CHECKPOINT_BYTES`` since the last checkpoint any process ran (or past
+it, after a restart cut the file back), a live write only by ``LIVE_CHECKPOINT_BYTES`` (a host writing with nothing
+in the background still bounds its log). Growth, not size: a log the host's readers keep from restarting only grows,
+and measured by its size every background commit checkpointed again. The log's file keeps its size when SQLite
+starts writing it from the top again after a checkpoint, so connections run with ``journal_size_limit =
+CHECKPOINT_BYTES`` (sqlite.org/pragma.html#pragma_journal_size_limit): the file is cut back to it then, and only a
+log that grew past it again is checkpointed (without it, once the log had passed 4 MB, every background commit
+checkpointed: 568 checkpoints in one bench phase against 516 build windows).
+
+**Restarts.** Once a checkpoint has copied the whole log, the next write transaction *restarts* it: inside its
+commit, under the write lock, it writes the log's header again, fsyncs it and cuts the file back to
+``journal_size_limit`` (``wal_header``; 2-30 ms on a busy disk). When that was a host's live write, the host
+paid it: the host's short live transaction had a long tail only while a worker checkpointed. So a background
+write whose checkpoint copied everything restarts the log at once in its own small transaction
+(``_restart_log``, kind ``restart``), and ``Holds.restarts`` counts, per kind, the transactions that restarted
+it (read from the log's header before and after the commit, never from ``-shm``: closing any descriptor of a
+file SQLite locks drops the process's locks on it, sqlite.org/howtocorrupt.html §2.2).
 
 **Durability** (``docs/live-turn.md``): a live ``accepted`` write (``relaxed``) and every background write commit
 with ``synchronous = NORMAL``: in WAL mode a commit survives the death of the process at once, and no fsync is
@@ -61,7 +72,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from memory_core.errors import ConfigError, EngineError, EngineUnavailable, MemoryCoreError
 
-from . import log_txn
+from . import log_txn, wal_header
 
 __all__ = [
     "INTEGRITY_TTL_S",
@@ -233,19 +244,23 @@ class Holds:
         count: Transactions of this kind.
         most_s: The longest hold, seconds.
         most_items: The most items one transaction counted.
+        restarts: Transactions whose commit restarted the write-ahead log (wrote its header again, synced it and
+            cut the file back: ``wal_header``), paying an fsync and a truncation under the write lock.
         recent: The last ``HOLD_SAMPLES`` holds, seconds.
     """
 
     count: int = 0
     most_s: float = 0.0
     most_items: int = 0
+    restarts: int = 0
     recent: deque[float] = field(default_factory=lambda: deque(maxlen=HOLD_SAMPLES))
 
-    def add(self, held: float, items: int) -> None:
-        """Count one transaction that held the lock ``held`` seconds and counted ``items``."""
+    def add(self, held: float, items: int, restarted: bool = False) -> None:
+        """Count one transaction that held the lock ``held`` seconds, counted ``items``, and maybe restarted the log."""
         self.count += 1
         self.most_s = max(self.most_s, held)
         self.most_items = max(self.most_items, items)
+        self.restarts += restarted
         self.recent.append(held)
 
     def quantile(self, q: float) -> float:
@@ -256,13 +271,14 @@ class Holds:
         return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))]
 
     def summary(self) -> dict[str, float]:
-        """``{count, p50_ms, p99_ms, max_ms, most_items}`` (JSON-ready)."""
+        """``{count, p50_ms, p99_ms, max_ms, most_items, restarts}`` (JSON-ready)."""
         return {
             "count": self.count,
             "p50_ms": self.quantile(0.5) * 1000,
             "p99_ms": self.quantile(0.99) * 1000,
             "max_ms": self.most_s * 1000,
             "most_items": self.most_items,
+            "restarts": self.restarts,
         }
 
 
@@ -319,6 +335,10 @@ class WriteStats:
     def hold_summary(self) -> dict[str, dict[str, float]]:
         """``{kind: Holds.summary()}`` for every kind seen (JSON-ready)."""
         return {kind: holds.summary() for kind, holds in sorted(self.holds.items())}
+
+
+def _restart_body(conn: sqlite3.Connection) -> None:
+    """A background transaction's body that writes nothing of its own (``Database._restart_log``)."""
 
 
 class _Gate:
@@ -401,6 +421,8 @@ class Database:
         self._check_lock = threading.Lock()
         self._gate = _Gate(self.path.with_name(self.path.name + GATE_SUFFIX))
         self._wal = self.path.with_name(self.path.name + "-wal")
+        self._checkpointed_size = 0  # the log's size at the last checkpoint this process knows of (``_checkpoint``)
+        self._file_written: int | None = None  # the file's mtime then: a checkpoint writes it
         self._stats_lock = threading.Lock()
         self.stats = WriteStats()
         try:
@@ -522,12 +544,12 @@ class Database:
         with self._stats_lock:
             setattr(self.stats, field, getattr(self.stats, field) + 1)
 
-    def _held(self, kind: str, seconds: float, items: int = 0) -> None:
+    def _held(self, kind: str, seconds: float, items: int = 0, restarted: bool = False) -> None:
         with self._stats_lock:
             holds = self.stats.holds.get(kind)
             if holds is None:
                 holds = self.stats.holds[kind] = Holds()
-            holds.add(seconds, items)
+            holds.add(seconds, items, restarted)
 
     def _behind(self, conn: sqlite3.Connection) -> int | None:
         """The background transactions committed so far (``meta.background_tx``; None before the schema exists)."""
@@ -598,13 +620,16 @@ class Database:
             out = fn(conn)
             if background:
                 conn.execute(_COUNT_BACKGROUND, (BACKGROUND_KEY,))
+            before = wal_header.salt(self._wal)  # the write lock is held: only this commit can change it
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
         done = time.monotonic()
-        self._held(kind, done - _tx.began, _tx.items)
+        after = wal_header.salt(self._wal)
+        restarted = before is not None and after is not None and after != before
+        self._held(kind, done - _tx.began, _tx.items, restarted)
         if not background:
             self._held("live.wait", _tx.began - asked)
         self._count("background" if background else "live")
@@ -627,17 +652,58 @@ class Database:
             os.close(fd)
         self._count("syncs")
 
-    def _checkpoint(self, conn: sqlite3.Connection, past: int) -> None:
-        """Copy the write-ahead log into the file (``PASSIVE``: never waits) once it has grown past ``past`` bytes."""
+    def _checkpoint(self, conn: sqlite3.Connection, past: int) -> bool:
+        """Copy the write-ahead log into the file (``PASSIVE``: never waits) once it has grown by ``past`` bytes.
+
+        Grown since the last checkpoint this process knows of: its own, or any process's (a checkpoint is what
+        writes the database file in WAL mode, so its modification time tells), or past ``past`` from nothing once
+        a restart cut the file back (``journal_size_limit``). So a host's live write, whose threshold is
+        ``LIVE_CHECKPOINT_BYTES``, checkpoints only when no background work has checkpointed meanwhile. A log
+        that readers keep from restarting (the host's reads hold its frames when
+        the next write comes) only grows: measured against its whole size, every background commit after it
+        first passed ``past`` checkpointed again (362 checkpoints of ~11 ms at p50, two fsyncs each, beside 856
+        build windows in one bench phase at 10k), keeping the file system's journal busy under the host's writes.
+
+        Returns:
+            True when a checkpoint ran and copied every frame of the log (the next write restarts it).
+        """
         try:
             size = self._wal.stat().st_size
+            written = self.path.stat().st_mtime_ns  # only checkpoints write the file itself (WAL mode)
         except OSError:
-            return
-        if size > past:
-            started = time.monotonic()
-            conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
-            self._held("checkpoint", time.monotonic() - started)
-            self._count("checkpoints")
+            return False
+        with self._stats_lock:
+            if size < self._checkpointed_size:  # cut back since: a restart
+                self._checkpointed_size = 0
+            elif self._file_written not in (None, written):  # a checkpoint ran since (another process's too)
+                self._checkpointed_size = size
+            self._file_written = written
+            if size <= self._checkpointed_size + past:  # not grown by ``past`` since the last one
+                return False
+            self._checkpointed_size = size
+        started = time.monotonic()
+        busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        self._held("checkpoint", time.monotonic() - started)
+        self._count("checkpoints")
+        return not busy and frames > 0 and copied == frames
+
+    def _restart_log(self, conn: sqlite3.Connection) -> None:
+        """Restart the write-ahead log now, in a background transaction, after a checkpoint copied all of it.
+
+        The first write transaction after such a checkpoint restarts the log: it writes the log's header again,
+        fsyncs it and cuts the file back to ``journal_size_limit``, inside its commit, under the write lock
+        (``wal_header``). When that first write was a host's live write, the host paid it. So the background
+        writer that checkpointed writes that first transaction itself, at once (its body is the
+        ``meta.background_tx`` count every background transaction writes). It makes one attempt, never waiting:
+        when another writer holds the lock, or a live write waits (the gate), that writer's commit restarts the
+        log (``Holds.restarts`` counts which kinds of transaction did). A reader still reading the copied
+        frames makes SQLite append to the log instead, and no restart is due then.
+        """
+        try:
+            self._write(conn, _restart_body, background=True, wait=False, kind="restart")
+        except sqlite3.OperationalError as exc:
+            if not is_locked(exc) or conn.in_transaction:
+                raise
 
     def try_write(self, fn: Callable[[sqlite3.Connection], _T], kind: str = "index") -> _T | None:
         """Run ``fn(conn)`` in a background write transaction only if it can begin now; else None at once.
@@ -703,7 +769,8 @@ class Database:
             self._set_sync(conn, "NORMAL" if relaxed or background else self.options.synchronous.upper())
             if background:
                 out = self._write(conn, fn, background=True, wait=True, kind=kind or "background")
-                self._checkpoint(conn, CHECKPOINT_BYTES)
+                if self._checkpoint(conn, CHECKPOINT_BYTES):
+                    self._restart_log(conn)
                 return out
             with self._gate.shared():
                 before = self._behind(conn)  # the background commits it may wait for start after this
