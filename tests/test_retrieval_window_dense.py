@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 from memory_core import Conversation, Document, FetchRequest, MemoryMeta, Namespace, Role, Turn
 from memory_core.engines.sqlite import SQLiteEngine
 from memory_core.engines.sqlite import windowed as windowed_module
+from memory_core.engines.sqlite.pooled import PooledIndex
 from memory_core.engines.sqlite.rerank import RERANK_POOL
 from memory_core.query import FetchMode
 from memory_core.retrieval.dense import DENSE_POOL
@@ -123,3 +125,28 @@ def test_a_turn_only_its_window_places_is_nominated_and_ranked(tmp_path: Path, m
         assert target.id not in [h.id for h in keyword]  # below the lexical head
         monkeypatch.setattr(windowed_module.window_candidates, "__defaults__", (0,))
         assert target.id not in [h.id for h in engine.fetch(request).hits]  # the turn's own vector misses it
+
+
+def test_the_pooled_copy_holds_previous_turns_and_answers_a_fetchs_second_source_from_its_first(
+    tmp_path: Path,
+) -> None:
+    with SQLiteEngine(tmp_path / "m.db", embedder=Topics()) as engine:
+        target = stored(engine)
+        conn = sqlite3.connect(tmp_path / "m.db")
+        seqs = {str(i): int(s) for s, i in conn.execute("SELECT seq, id FROM items")}
+        keys = np.array(sorted(seqs.values()), dtype=np.int64)
+        index, query = PooledIndex(), unit((0, 1.0))
+        first = index.scored(conn, "topics", keys, query)
+        assert first.keys.tolist() == keys.tolist()  # every item embedded
+        middle = int(np.searchsorted(keys, seqs[target.id]))
+        assert first.prev[middle] == seqs[target.id] - 1  # the thread's first turn, stored just before it
+        assert first.prev[0] == -1  # a document has no previous turn
+        assert index.scored(conn, "topics", keys, query) is first  # the same arrays: the pooled source's answer
+        engine.store(Document.of("report medium late", MemoryMeta()))
+        engine.embed_backlog()  # a row written since, not among the keys: their answer holds
+        assert index.scored(conn, "topics", keys, query) is first
+        assert len(index.scored(conn, "hash", keys, query).keys) == 0  # another model's: none embedded
+        again = index.scored(conn, "topics", keys, query)  # the copy was emptied: read and scored again
+        assert again is not first and np.array_equal(again.cos, first.cos) and np.array_equal(again.prev, first.prev)
+        assert index.scored(conn, "topics", keys.copy(), query) is not again  # other candidates: scored anew
+        conn.close()

@@ -117,6 +117,9 @@ class PooledIndex:
         self._generation += 1
         self._product: tuple[F32, int, F32] | None = None
         """The last full product: ``(query, generation of the rows, cosines)``."""
+        self._scored: tuple[F32, IntArray, int, Scored] | None = None
+        """The last ``scored`` answer: ``(query, keys, generation, answer)``: a fetch's pooled and window sources
+        ask with the same arrays."""
 
     def held(self) -> int:
         """How many seqs the copy holds (embedded or not)."""
@@ -247,7 +250,9 @@ class PooledIndex:
                     own = self._read(conn, missing, model)
             held, pos, prevs = self._known, self._row, self._prev
             vectors = self._vectors[: self._count]
-            product, generation = self._product, self._generation
+            product, generation, last = self._product, self._generation, self._scored
+        if not own and last is not None and last[0] is q and last[1] is keys and last[2] == generation:
+            return last[3]  # the same query over the same candidates and rows: this fetch's other source
         if len(keys) == 0:
             return Scored(keys[:0], np.zeros(0, dtype=np.float32), keys[:0], vectors[:0], keys[:0])
         at = np.minimum(np.searchsorted(held, keys), max(len(held) - 1, 0))
@@ -281,7 +286,11 @@ class PooledIndex:
             order = np.argsort(chosen, kind="stable")  # ties by seq, as over one array
             chosen, cos, prev, rows = chosen[order], cos[order], prev[order], rows[order]
             return Scored(chosen, cos, prev, vectors, rows, theirs)
-        return Scored(chosen, cos, prev, vectors, rows)
+        answer = Scored(chosen, cos, prev, vectors, rows)
+        with self._lock:
+            if self._generation == generation:
+                self._scored = (q, keys, generation, answer)
+        return answer
 
     def _missing(self, keys: IntArray) -> IntArray:
         """The ``keys`` (ascending) not held (under the lock)."""

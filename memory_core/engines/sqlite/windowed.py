@@ -65,6 +65,10 @@ def window_candidates(
         return []
     before, after = neighbours(scored.keys, scored.prev)
     alone = (before < 0) & (after < 0)  # its window is itself: the pooled source's ranking already
-    skip = alone | np.isin(scored.keys, np.fromiter(taken, dtype=np.int64, count=len(taken)))
+    held = np.sort(np.fromiter(taken, dtype=np.int64, count=len(taken)))
+    skip = alone
+    if len(held):
+        at = np.minimum(np.searchsorted(held, scored.keys), len(held) - 1)
+        skip = alone | (held[at] == scored.keys)
     best = window_top(scored.cos, before, after, scored.vectors, n, skip)
     return hybrid_hits(conn, rows, [int(s) for s in scored.keys[best]], query)
