@@ -65,6 +65,8 @@ def window_candidates(
         return []
     before, after = neighbours(scored.keys, scored.prev)
     alone = (before < 0) & (after < 0)  # its window is itself: the pooled source's ranking already
+    if alone.all():  # documents and passages only (a pack's Brain section): nothing to add
+        return []
     held = np.sort(np.fromiter(taken, dtype=np.int64, count=len(taken)))
     skip = alone
     if len(held):
