@@ -105,6 +105,7 @@ from .scoped import newest_per_scope, row_scopes, windowed
 from .scopes import build_scopes, counts, decode_cursor, encode_cursor, scope_rows
 from .search import hint_window
 from .token_cache import TokenCache
+from .windowed import window_candidates
 from .writes import Prepared, delete_seqs, index_within, insert, pending_texts, prepare
 
 __all__ = ["SQLiteEngine"]
@@ -574,6 +575,8 @@ class SQLiteEngine(MemoryEngine):
         dense = dense_candidates(conn, self._pooled, rows, ranked, request.query, pooled, model)
         taken = {s for s, _ in ranked[:RERANK_POOL]} | set(dense)
         dense += dated_candidates(conn, self._pooled, rows, taken, request.query, pooled, model)
+        taken |= set(dense)
+        dense += window_candidates(conn, self._pooled, rows, taken, request.query, pooled, model)
         return rerank(conn, ranked, request.query, tokens, model, now, dense, self._tokens.load)[:want]
 
     def _within_scopes(

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from dataclasses import dataclass
 from typing import Final
 
 import numpy as np
@@ -38,7 +39,7 @@ from memory_core.retrieval.dense import F32, IntArray, top
 
 from .rows import chunks, placeholders
 
-__all__ = ["PooledIndex"]
+__all__ = ["PooledIndex", "Scored"]
 
 _FULL_PRODUCT: Final = 8
 """Multiply every held row when the candidates are at least 1/8 of them (as ``index.ItemIndex`` does)."""
@@ -48,6 +49,39 @@ _NONE: Final = -1
 PAGE: Final = 20_000
 """New ``item_vectors`` rows one refresh statement reads (their numbers, seqs and models, ~20k rows ≈ 2 MB of
 tuples; memory-core choice, as ``index.LOAD_PAGE``): a backlog embedded meanwhile is never held at once."""
+
+
+@dataclass(frozen=True)
+class Scored:
+    """A fetch's embedded candidates as the copy holds them (``PooledIndex.scored``).
+
+    Attributes:
+        keys: ``(n,)`` their seqs, ascending.
+        cos: ``(n,)`` their pooled vectors' cosines with the query.
+        prev: ``(n,)`` each one's previous turn as embedded (``item_vectors.prev``; -1: none).
+        held: The pooled vectors ``rows`` index (read only), then ``extra``'s.
+        rows: ``(n,)`` each key's row in ``held`` (from ``len(held)`` on: in ``extra``).
+        extra: Vectors an older snapshot read for itself (``private_reads``).
+    """
+
+    keys: IntArray
+    cos: F32
+    prev: IntArray
+    held: F32
+    rows: IntArray
+    extra: F32 | None = None
+
+    def vectors(self, at: IntArray) -> F32:
+        """``(len(at), d)``: the pooled vectors of the keys at positions ``at``."""
+        rows = self.rows[at]
+        if self.extra is None:
+            out: F32 = self.held[rows]
+            return out
+        mine = rows >= len(self.held)
+        out = np.empty((len(rows), self.held.shape[1]), dtype=np.float32)
+        out[~mine] = self.held[rows[~mine]]
+        out[mine] = self.extra[rows[mine] - len(self.held)]
+        return out
 
 
 class PooledIndex:
@@ -79,9 +113,14 @@ class PooledIndex:
         """Held seqs, ascending."""
         self._row: IntArray = np.zeros(0, dtype=np.int64)
         """Each held seq's row in ``_vectors`` (``_NONE``: not embedded by the model)."""
+        self._prev: IntArray = np.zeros(0, dtype=np.int64)
+        """Each held seq's previous turn as embedded (``item_vectors.prev``; ``_NONE``: none, or not embedded)."""
         self._generation += 1
         self._product: tuple[F32, int, F32] | None = None
         """The last full product: ``(query, generation of the rows, cosines)``."""
+        self._scored: tuple[F32, IntArray, int, Scored] | None = None
+        """The last ``scored`` answer: ``(query, keys, generation, answer)``: a fetch's pooled and window sources
+        ask with the same arrays."""
 
     def held(self) -> int:
         """How many seqs the copy holds (embedded or not)."""
@@ -89,7 +128,7 @@ class PooledIndex:
 
     def nbytes(self) -> int:
         """Bytes the held arrays take, their spare capacity included."""
-        return self._vectors.nbytes + self._known.nbytes + self._row.nbytes
+        return self._vectors.nbytes + self._known.nbytes + self._row.nbytes + self._prev.nbytes
 
     def refresh(self, conn: sqlite3.Connection, model: str, dims: int) -> int:
         """Take in the rows of held seqs written since the last call (inside the reader's transaction).
@@ -124,12 +163,13 @@ class PooledIndex:
         if not len(hit):
             return
         blobs = self._read(conn, np.unique(seqs[hit]), self._model)
-        self._row = self._row.copy()  # a reader's arrays never change under it
+        self._row, self._prev = self._row.copy(), self._prev.copy()  # a reader's arrays never change under it
         for i in hit.tolist():
-            pos, blob = int(at[i]), blobs.get(int(seqs[i]))
-            if blob is None:  # another model's row, or not a vector of this size
-                self._row[pos] = _NONE
+            pos, read = int(at[i]), blobs.get(int(seqs[i]))
+            if read is None:  # another model's row, or not a vector of this size
+                self._row[pos] = self._prev[pos] = _NONE
                 continue
+            blob, self._prev[pos] = read
             row = int(self._row[pos])
             if row == _NONE:
                 row = self._room(1)
@@ -148,31 +188,33 @@ class PooledIndex:
         self._count = need
         return start
 
-    def _read(self, conn: sqlite3.Connection, seqs: IntArray, model: str) -> dict[int, bytes]:
-        """``seq → pooled blob`` of the ``seqs`` with a row of ``model`` (by primary key)."""
-        out: dict[int, bytes] = {}
+    def _read(self, conn: sqlite3.Connection, seqs: IntArray, model: str) -> dict[int, tuple[bytes, int]]:
+        """``seq → (pooled blob, previous turn or _NONE)`` of the ``seqs`` with a row of ``model`` (by primary key)."""
+        out: dict[int, tuple[bytes, int]] = {}
         for chunk in chunks(seqs.tolist()):
-            for seq, blob in conn.execute(
-                f"SELECT seq, pooled FROM item_vectors WHERE seq IN ({placeholders(len(chunk))}) AND model = ?",
+            for seq, blob, prev in conn.execute(
+                f"SELECT seq, pooled, prev FROM item_vectors WHERE seq IN ({placeholders(len(chunk))}) AND model = ?",
                 (*chunk, model),
             ):
                 if len(blob) == 4 * self._dims:
-                    out[int(seq)] = bytes(blob)
+                    out[int(seq)] = (bytes(blob), _NONE if prev is None else int(prev))
         self.rows_read += len(out)
         return out
 
-    def _hold(self, seqs: IntArray, blobs: dict[int, bytes]) -> None:
+    def _hold(self, seqs: IntArray, blobs: dict[int, tuple[bytes, int]]) -> None:
         """Hold ``seqs`` (ascending, none held), with the vectors of those in ``blobs`` (under the lock)."""
         rows = np.full(len(seqs), _NONE, dtype=np.int64)
+        prevs = np.array([blobs[s][1] if s in blobs else _NONE for s in seqs.tolist()], dtype=np.int64)
         embedded = [i for i, s in enumerate(seqs.tolist()) if s in blobs]
         if embedded:
             start = self._room(len(embedded))
-            joined = b"".join(blobs[int(seqs[i])] for i in embedded)
+            joined = b"".join(blobs[int(seqs[i])][0] for i in embedded)
             self._vectors[start : start + len(embedded)] = np.frombuffer(joined, dtype="<f4").reshape(-1, self._dims)
             rows[embedded] = np.arange(start, start + len(embedded))
         known = np.concatenate([self._known, seqs])
         order = np.argsort(known, kind="stable")
         self._known, self._row = known[order], np.concatenate([self._row, rows])[order]
+        self._prev = np.concatenate([self._prev, prevs])[order]
         if embedded:  # seqs held as not embedded leave every vector row, and so the last product, as they were
             self._generation += 1
 
@@ -188,9 +230,18 @@ class PooledIndex:
             query: The query's ``(dims,)`` unit pooled vector.
             n: At most this many.
         """
+        scored = self.scored(conn, model, keys, query)
+        best, _ = top(scored.cos, n)
+        return [int(s) for s in scored.keys[best]]
+
+    def scored(self, conn: sqlite3.Connection, model: str, keys: IntArray, query: F32) -> Scored:
+        """The embedded seqs among ``keys`` (ascending) with their cosines to ``query``, previous turns and vectors.
+
+        Refreshes the copy and loads the ``keys`` it does not hold, inside the reader's transaction (``nearest``).
+        """
         q = np.asarray(query, dtype=np.float32)
         top_n = self.refresh(conn, model, int(q.shape[-1]))
-        own: dict[int, bytes] = {}
+        own: dict[int, tuple[bytes, int]] = {}
         with self._lock:
             missing = self._missing(keys)
             if len(missing):
@@ -199,16 +250,19 @@ class PooledIndex:
                 else:  # an older snapshot: rows written since may be missing from it
                     self.private_reads += 1
                     own = self._read(conn, missing, model)
-            held, pos = self._known, self._row
+            held, pos, prevs = self._known, self._row, self._prev
             vectors = self._vectors[: self._count]
-            product, generation = self._product, self._generation
+            product, generation, last = self._product, self._generation, self._scored
+        if not own and last is not None and last[0] is q and last[1] is keys and last[2] == generation:
+            return last[3]  # the same query over the same candidates and rows: this fetch's other source
         if len(keys) == 0:
-            return []
+            return Scored(keys[:0], np.zeros(0, dtype=np.float32), keys[:0], vectors[:0], keys[:0])
         at = np.minimum(np.searchsorted(held, keys), max(len(held) - 1, 0))
         found = (held[at] == keys) if len(held) else np.zeros(len(keys), dtype=bool)
         rows = pos[at[found]]
         keep = rows != _NONE
         found[np.flatnonzero(found)[~keep]] = False
+        prev = prevs[at[found]]
         rows = rows[keep]
         if len(rows) == 0:
             cos: F32 = np.zeros(0, dtype=np.float32)
@@ -224,15 +278,21 @@ class PooledIndex:
         else:
             cos = vectors[rows] @ q
         chosen = keys[found]
-        if own:  # seqs an older snapshot read for itself
+        if own:  # seqs an older snapshot read for itself: rows after the held ones, in the order of ``mine``
             mine = np.array(sorted(own), dtype=np.int64)
-            theirs = np.frombuffer(b"".join(own[int(s)] for s in mine), dtype="<f4").reshape(len(mine), -1)
+            theirs = np.frombuffer(b"".join(own[int(s)][0] for s in mine), dtype="<f4").reshape(len(mine), -1)
             chosen = np.concatenate([chosen, mine])
             cos = np.concatenate([cos, theirs @ q])
+            prev = np.concatenate([prev, np.array([own[int(s)][1] for s in mine], dtype=np.int64)])
+            rows = np.concatenate([rows, len(vectors) + np.arange(len(mine))])
             order = np.argsort(chosen, kind="stable")  # ties by seq, as over one array
-            chosen, cos = chosen[order], cos[order]
-        best, _ = top(cos, n)
-        return [int(s) for s in chosen[best]]
+            chosen, cos, prev, rows = chosen[order], cos[order], prev[order], rows[order]
+            return Scored(chosen, cos, prev, vectors, rows, theirs)
+        answer = Scored(chosen, cos, prev, vectors, rows)
+        with self._lock:
+            if self._generation == generation:
+                self._scored = (q, keys, generation, answer)
+        return answer
 
     def _missing(self, keys: IntArray) -> IntArray:
         """The ``keys`` (ascending) not held (under the lock)."""
