@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -212,3 +214,39 @@ def test_a_probe_failure_on_a_file_at_rest_stands(tmp_path: Path) -> None:
         Database(SQLiteOptions(path=path), probe=probe)
     assert calls == [1]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["memory.db"]
+
+
+_LOCK_PROBE = """
+import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR)
+try:
+    fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 510, 0x40000002, 0)  # SQLite's SHARED byte range
+    print("free")
+except OSError:
+    print("held")
+"""
+
+
+def _shared_lock_seen_from_another_process(path: Path) -> str:
+    run = subprocess.run([sys.executable, "-c", _LOCK_PROBE, str(path)], capture_output=True, text=True, check=True)
+    return run.stdout.strip()
+
+
+def test_opening_the_file_again_in_one_process_keeps_the_locks_sqlite_holds_on_it(tmp_path: Path) -> None:
+    """Closing any descriptor of a file drops all of a process's POSIX locks on it (sqlite.org/howtocorrupt.html
+    §2.2): a second engine on the same file must never open it outside SQLite, or a reader of the first loses its
+    SHARED lock and another process may change the file under it."""
+    path = tmp_path / "memory.db"
+    with SQLiteEngine(path) as engine:
+        engine.store(Document.of("hello there", MemoryMeta()))
+    reader = sqlite3.connect(path, isolation_level=None)
+    try:
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        assert _shared_lock_seen_from_another_process(path) == "held"
+        with SQLiteEngine(path) as again:
+            again.list(ListRequest())
+            assert _shared_lock_seen_from_another_process(path) == "held"
+        assert _shared_lock_seen_from_another_process(path) == "held"
+    finally:
+        reader.close()

@@ -91,7 +91,6 @@ __all__ = [
 
 _T = TypeVar("_T")
 
-SQLITE_HEADER = b"SQLite format 3\x00"
 """The first 16 bytes of every SQLite database file (sqlite.org/fileformat.html §1.3)."""
 DEFAULT_BUSY_TIMEOUT_MS = 2_000
 """The unit of how long a transaction waits for the file's locks, ms (see ``RETRY_ATTEMPTS``)."""
@@ -214,15 +213,14 @@ def _check_writable(path: Path) -> None:
 
 
 def _check_file(path: Path) -> None:
-    """Refuse a file that is not SQLite, reading only its header (nothing is written)."""
-    if not path.exists():
-        return
-    if not path.is_file():
+    """Refuse a path that is not a regular file; its content is read by SQLite itself (``_probe_read_only``).
+
+    The file is never opened here: closing any descriptor of a file drops every POSIX lock this process holds on
+    it, SQLite's included, so an engine already open on it in this process would lose its locks
+    (sqlite.org/howtocorrupt.html, section 2.2). SQLite's own opens share one lock record per file.
+    """
+    if path.exists() and not path.is_file():
         raise EngineUnavailable(f"{path} is not a file")
-    with path.open("rb") as fh:
-        head = fh.read(len(SQLITE_HEADER))
-    if head and head != SQLITE_HEADER:
-        raise EngineUnavailable(f"{path} is not a sqlite database (unknown header); the file was left untouched")
 
 
 def _signature(path: Path) -> tuple[int, int, int]:
