@@ -54,7 +54,7 @@ def test_a_turn_stored_accepted_is_never_embedded_on_the_hosts_thread(tmp_path: 
 
         reports = []
 
-        def work() -> None:  # what a worker does: a build job, then the embedding job (workers.embedding)
+        def work() -> None:  # what a worker does: a build job, then the embedding job (workers.handlers.run_embed)
             reports.append(
                 BackgroundRunner(engine).run(BuildBeliefs(request=ConsolidateRequest(reach=Reach.subtree())))
             )

@@ -23,16 +23,17 @@ from memory_core.namespace import Namespace, Reach
 from memory_core.tools.jobs import ORDER_RETRY_S, ToolWrite, apply_tool_write
 from workers.coordination import MAX_JOB_ID_CHARS, Flight, scope_key, single_flight
 from workers.dead_letters import TRANSIENT, DeadLetter, keep
-from workers.embedding import EmbedItems, waiting
 
 if TYPE_CHECKING:  # types only: workers.execution imports this module
     from workers.execution import Delivery, Runtime
 
 __all__ = [
+    "EMBED_PER_JOB",
     "MAX_SCOPES_PER_JOB",
     "BuildReport",
     "BuildScopes",
     "Deferred",
+    "EmbedItems",
     "batches",
     "ScopeReport",
     "run_build",
@@ -46,6 +47,7 @@ __all__ = [
     "run_compact_log",
     "run_tool_write",
     "submit_embedding",
+    "waiting",
 ]
 
 log = logging.getLogger(__name__)
@@ -207,7 +209,7 @@ def _build(rt: Runtime, d: Delivery, name: str, scopes: Iterable[BuildScope], al
                 continue
             unrecorded = unit
             reports.append(ScopeReport.of(scope, flight))
-        embedding = submit_embedding(rt)  # the model runs in its own job (workers.embedding)
+        embedding = submit_embedding(rt)  # the model runs in its own job (``run_embed``)
         if waits:
             raise Deferred(max(waits))
     except BaseException:
@@ -283,13 +285,44 @@ def run_retention(rt: Runtime, d: Delivery) -> dict[str, Any]:
     return (planned if dry_run else retention.apply(rt.engine, planned)).to_dict()
 
 
+EMBED_PER_JOB: Final = 4096
+"""Most items one job encodes (~7 minutes for MiniLM int8 at 10 items/s on a loaded core: inside the time limit)."""
+
+
+class EmbedItems(ContractModel):
+    """Encode up to ``limit`` stored items that have no vectors of the current model, oldest first.
+
+    Storing an item never runs the model (issue 14 §3); when and how the jobs run: docs/jobs.md ("Job kinds") and
+    docs/retrieval.md. An engine without ``embed_backlog`` embeds nothing.
+    """
+
+    job: Literal["embed_items"] = "embed_items"
+    limit: int = Field(default=EMBED_PER_JOB, gt=0, le=EMBED_PER_JOB)
+
+    def name(self) -> str:
+        """``embed_items``."""
+        return self.job
+
+    def describe(self) -> str:
+        """Flower's summary: ``embed_items up to 4096``."""
+        return f"embed_items up to {self.limit}"
+
+
+def waiting(engine: object) -> int:
+    """Items the engine's current model has not encoded (0 for an engine that embeds nothing in the background)."""
+    stats = getattr(engine, "stats", None)
+    if not callable(getattr(engine, "embed_backlog", None)) or not callable(stats):
+        return 0
+    return int(stats().get("embedding_wait", 0))
+
+
 def submit_embedding(rt: Runtime) -> str | None:
     """Submit an ``EmbedItems`` when the engine has items waiting for the model; its job id, else None."""
     return rt.queue.submit(EmbedItems()) if waiting(rt.engine) else None
 
 
 def run_embed(rt: Runtime, d: Delivery, job: EmbedItems) -> dict[str, Any]:
-    """Encode up to ``job.limit`` waiting items (``workers.embedding``); the next job when more wait."""
+    """Encode up to ``job.limit`` waiting items (``EmbedItems``); the next job when more wait."""
     embed = getattr(rt.engine, "embed_backlog", None)
     done = int(embed(limit=job.limit)) if callable(embed) else 0
     left = waiting(rt.engine)

@@ -19,9 +19,9 @@ from memory_core.lifecycle.jobs import BuildBeliefs, IngestBrain
 from memory_core.settings import Settings
 from memory_core.tools.jobs import ToolWrite
 from workers.coordination import MAX_JOB_ID_CHARS, check_job_id, new_job_id
-from workers.embedding import EmbedItems
 from workers.handlers import (
     BuildScopes,
+    EmbedItems,
     run_build,
     run_build_due,
     run_build_scopes,

@@ -20,8 +20,8 @@ from memory_core.retrieval.embedder import Encoded, HashEmbedder
 from memory_core.settings import Settings
 from workers.coordination import SqliteCoordination
 from workers.dead_letters import SqliteDeadLetters
-from workers.embedding import EMBED_PER_JOB, EmbedItems
 from workers.execution import Delivery, Runtime, Verdict, execute
+from workers.handlers import EMBED_PER_JOB, EmbedItems
 from workers.kinds import JOB_KINDS
 from workers.queue import JobQueue, open_coordination
 

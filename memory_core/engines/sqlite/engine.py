@@ -22,7 +22,7 @@ power-loss durability for speed; ``?busy_timeout_ms=N``). The folder is created 
   one pack share one encoding (``queries``: started at the fetch's entry, on the encoder thread), and the
   candidates' token vectors are kept per process as stored, int8 (``token_cache``). The model never runs on a write:
   ``embed_backlog`` encodes what waits, in batches, on the workers (the ``embed_items`` job,
-  ``workers.embedding``). A hybrid fetch also takes up to ``retrieval.dense.DENSE_POOL`` candidates nearest the
+  ``workers.handlers.run_embed``). A hybrid fetch also takes up to ``retrieval.dense.DENSE_POOL`` candidates nearest the
   query's pooled vector (``pooled``).
 * ``fetch(max_scopes=N)`` ranks the items of at most N scopes (namespaces holding admitted items): those the
   query names first, then the most recently written by ``scopes.last_write`` (``reference.choose_scopes``,
@@ -409,7 +409,7 @@ class SQLiteEngine(MemoryEngine):
         The model runs outside any transaction; each batch's vectors are written in background transactions
         (``connection``: a live write goes first) of at most ``VECTORS_CHUNK`` items, each committing once it
         has held the lock ``connection.TX_BUDGET_S``, and the call ends with one fsync of the log, holding no
-        lock. This is the workers' work (the ``embed_items`` job, ``workers.embedding``): never called on a
+        lock. This is the workers' work (the ``embed_items`` job, ``workers.handlers.run_embed``): never called on a
         write.
 
         Args:
