@@ -29,6 +29,7 @@ SUITES = (
     "postgres_bench",
     "log_bench",
     "postgres_log_bench",
+    "model_bench",
 )
 """Benchmark modules, each with ``run(quick) -> list[Row]``."""
 
