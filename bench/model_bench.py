@@ -142,7 +142,7 @@ def _paired_pre_turn(
     for i in range(calls):
         order = (0, 1) if i % 2 == 0 else (1, 0)
         for side in order:
-            text = questions[i % (len(questions) - 3)]
+            text = questions[i % max(1, len(questions) - 3)]
             start = time.perf_counter()
             memories[side].pre_turn({"thread_id": "bench", "turn_index": i, "user_text": text})
             samples[side].append((time.perf_counter() - start) * 1000)
@@ -250,7 +250,7 @@ def run(quick: bool = False, sizes: Sizes | None = None, model: Embedder | None 
             engines = (SQLiteEngine(paths["minilm"], embedder=models["minilm"]),
                        SQLiteEngine(paths["hash"], embedder=models["hash"]))  # fmt: skip
             try:
-                calls = min(size.calls, len(questions) - 3)
+                calls = min(size.calls, max(1, len(questions) - 3))
                 on, off, encodes = _paired_pre_turn(engines, agent, questions, calls)
             finally:
                 for engine in engines:
