@@ -244,8 +244,8 @@ def run(quick: bool = False, sizes: Sizes | None = None, model: Embedder | None 
             setup = f"sqlite, {stored:,} turns"
             note = (
                 f"same filler turns (LoCoMo replicated) in both stores, {how}; every item embedded by its model, "
-                f"each distinct text encoded once ({encoded['minilm']:,} new to MiniLM here) and its vectors "
-                f"written for every copy; filled in {fill_s:.0f} s"
+                f"each distinct text encoded once per run ({encoded['minilm']:,} first met at this size) and its "
+                f"vectors written for every copy (bench.model_bench.shared_vectors); filled in {fill_s:.0f} s"
             )
             engines = (SQLiteEngine(paths["minilm"], embedder=models["minilm"]),
                        SQLiteEngine(paths["hash"], embedder=models["hash"]))  # fmt: skip
