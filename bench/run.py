@@ -2,7 +2,8 @@
 
 Runs the SQLite engine benchmarks (``bench.sqlite_bench``), the job-flow benchmarks (``bench.workers_bench``,
 needs Redis), the main job on LoCoMo (``bench.locomo_bench``), the cost of scrubbing a write
-(``bench.scrub_bench``) and the HTTP API and prefetch cache on a LoCoMo replay (``bench.http_bench``); each row
+(``bench.scrub_bench``), the HTTP API and prefetch cache on a LoCoMo replay (``bench.http_bench``) and the ranking
+model's costs beside ``hash`` (``bench.model_bench``); each row
 sits beside its baseline measured in
 the same run. The table is printed and written to ``bench/results/latest.md``.
 """
@@ -29,6 +30,7 @@ SUITES = (
     "postgres_bench",
     "log_bench",
     "postgres_log_bench",
+    "model_bench",
 )
 """Benchmark modules, each with ``run(quick) -> list[Row]``."""
 
