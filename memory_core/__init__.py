@@ -1,8 +1,8 @@
 """memory-core: long-term memory for AI agents, with a thin synchronous core and Celery background jobs.
 
 The public contract lives here: the item model, namespaces and reaches, requests and responses, errors,
-``MemoryEngine`` and ``open_engine``. See ``../shared/reference/tinymemory-contract.md`` for the contract this
-follows.
+``MemoryEngine`` and ``open_engine``. It follows the TinyMemory engine contract, restated in docs/engines.md
+(the operations and the conformance suite) and docs/limits.md (the limits).
 """
 
 from memory_core.consolidation import (

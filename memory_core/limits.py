@@ -1,7 +1,7 @@
 """Named limits of the engine contract, each with its source.
 
-Unless noted, values come from the TinyMemory contract reference §1.2 (``../shared/reference/
-tinymemory-contract.md``); those marked *memory-core* are this project's own bounds.
+Unless noted, values come from the TinyMemory engine contract's limits (its §1.2, restated in docs/limits.md and
+docs/engines.md); those marked *memory-core* are this project's own bounds.
 """
 
 from __future__ import annotations
