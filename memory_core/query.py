@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import date, datetime
 from enum import StrEnum
-from typing import Annotated, ClassVar, Self
+from typing import Annotated, Any, ClassVar, Self
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import AfterValidator, Field, model_validator
@@ -107,25 +107,17 @@ class Hit(ContractModel):
         ``state``: its status and tier, set as ``model_copy(update=...)`` would set them (an engine that keeps a log
         builds its hits annotated rather than building and copying each).
         """
-        if state is None:
-            return cls.model_construct(
-                id=item_id or item.id,
-                kind=item.item_kind,
-                text=item.render_text(),
-                meta=item.item_meta,
-                score=score,
-                confidence=item.confidence_value(),
-            )
-        return cls.model_construct(
-            id=item_id or item.id,
-            kind=item.item_kind,
-            text=item.render_text(),
-            meta=item.item_meta,
-            score=score,
-            confidence=item.confidence_value(),
-            status=state[0],
-            tier=state[1],
-        )
+        fields: dict[str, Any] = {
+            "id": item_id or item.id,
+            "kind": item.item_kind,
+            "text": item.render_text(),
+            "meta": item.item_meta,
+            "score": score,
+            "confidence": item.confidence_value(),
+        }
+        if state is not None:
+            fields["status"], fields["tier"] = state
+        return cls.model_construct(**fields)
 
 
 class TimeHint(ContractModel):
