@@ -15,6 +15,8 @@ In the same run:
 * **pre_turn p50/p99, MiniLM ÷ hash**: one agent's ``pre_turn`` (a LoCoMo question, each question new to both
   engines, so each call encodes its query) on the MiniLM store and on the hash store, call by call, the pair's
   order alternating (``common.paired``'s scheme);
+* **hybrid fetch p50/p99, MiniLM ÷ hash**: one ``fetch`` (hybrid, limit 10, the whole store) paired the same way:
+  the query's encoding and the ranking alone (issue 14 §6), without the rest of a pack;
 * **bytes per item**: ``length(pooled) + length(tokens)`` of every ``item_vectors`` row (mean = SUM / rows,
   p50, max), MiniLM beside hash;
 * **embedding throughput on a worker**: items/s of ``embed_items`` jobs run through ``workers.execution.execute``
@@ -40,6 +42,7 @@ import numpy as np
 from bench.bulk_fill import SEED, bulk_fill
 from bench.common import Row, machine, percentile, print_table
 from bench.sqlite_bench import _fill, _locomo, _turns
+from memory_core import FetchMode, FetchRequest
 from memory_core.engines.sqlite import SQLiteEngine
 from memory_core.engines.sqlite import vectors as stored_vectors
 from memory_core.lifecycle.agent import AgentMemory
@@ -129,6 +132,20 @@ def _lexical(path: Path, stored: int, bulk_above: int, hashed: Embedder) -> str:
     return "every turn stored through the engine"
 
 
+def _alternating(
+    calls: tuple[Callable[[int, str], object], Callable[[int, str], object]], questions: list[str], n: int
+) -> tuple[list[float], list[float]]:
+    """``n`` pairs of timed calls (ms), the pair's order alternating; call ``i`` asks ``questions[i]`` (cycled)."""
+    samples: tuple[list[float], list[float]] = ([], [])
+    for i in range(n):
+        text = questions[i % max(1, len(questions) - 3)]
+        for side in (0, 1) if i % 2 == 0 else (1, 0):
+            start = time.perf_counter()
+            calls[side](i, text)
+            samples[side].append((time.perf_counter() - start) * 1000)
+    return samples
+
+
 def _paired_pre_turn(
     engines: tuple[SQLiteEngine, SQLiteEngine], agent: str, questions: list[str], calls: int
 ) -> tuple[list[float], list[float], list[float]]:
@@ -137,17 +154,38 @@ def _paired_pre_turn(
     for k in range(3):  # warm: questions the timed calls never ask
         for memory in memories:
             memory.pre_turn({"thread_id": "warm", "turn_index": k, "user_text": questions[-1 - k]})
-    samples: tuple[list[float], list[float]] = ([], [])
     encodes = [engine.query_encodes for engine in engines]
-    for i in range(calls):
-        order = (0, 1) if i % 2 == 0 else (1, 0)
-        for side in order:
-            text = questions[i % max(1, len(questions) - 3)]
-            start = time.perf_counter()
-            memories[side].pre_turn({"thread_id": "bench", "turn_index": i, "user_text": text})
-            samples[side].append((time.perf_counter() - start) * 1000)
+    first, second = memories
+    on, off = _alternating(
+        (
+            lambda i, text: first.pre_turn({"thread_id": "bench", "turn_index": i, "user_text": text}),
+            lambda i, text: second.pre_turn({"thread_id": "bench", "turn_index": i, "user_text": text}),
+        ),
+        questions,
+        calls,
+    )
     per_call = [(engine.query_encodes - before) / calls for engine, before in zip(engines, encodes, strict=True)]
-    return samples[0], samples[1], per_call
+    return on, off, per_call
+
+
+def _paired_fetch(
+    engines: tuple[SQLiteEngine, SQLiteEngine], questions: list[str], calls: int
+) -> tuple[list[float], list[float]]:
+    """One hybrid ``fetch`` (limit 10, the whole store) on each engine, paired as ``_paired_pre_turn``; ms each.
+
+    The query's encoding and the ranking (candidates, late interaction, fusion) with nothing else of a pack.
+    """
+    first, second = engines
+    for engine in engines:  # warm: a question the timed calls never ask
+        engine.fetch(FetchRequest(query=questions[-1], mode=FetchMode.HYBRID, limit=10))
+    return _alternating(
+        (
+            lambda i, text: first.fetch(FetchRequest(query=text, mode=FetchMode.HYBRID, limit=10)),
+            lambda i, text: second.fetch(FetchRequest(query=text, mode=FetchMode.HYBRID, limit=10)),
+        ),
+        questions,
+        calls,
+    )
 
 
 class _Submitted:
@@ -252,6 +290,7 @@ def run(quick: bool = False, sizes: Sizes | None = None, model: Embedder | None 
             try:
                 calls = min(size.calls, max(1, len(questions) - 3))
                 on, off, encodes = _paired_pre_turn(engines, agent, questions, calls)
+                fetch_on, fetch_off = _paired_fetch(engines, questions, calls)
             finally:
                 for engine in engines:
                     engine.close()
@@ -259,6 +298,19 @@ def run(quick: bool = False, sizes: Sizes | None = None, model: Embedder | None 
             timing = f"{note}; {calls} pairs alternating; query encodes per pre_turn {encodes[0]:.2f}; {load}"
             rows.extend(
                 Row(f"pre_turn p{q}, MiniLM", setup, percentile(on, q), "ms", percentile(off, q), "hash", timing)
+                for q in (50, 99)
+            )
+            ranked = f"query encode + ranking, no pack; {calls} pairs alternating; {load}"
+            rows.extend(
+                Row(
+                    f"hybrid fetch p{q}, MiniLM",
+                    setup,
+                    percentile(fetch_on, q),
+                    "ms",
+                    percentile(fetch_off, q),
+                    "hash",
+                    ranked,
+                )  # fmt: skip
                 for q in (50, 99)
             )
             sizes_of = {name: item_bytes(path, models[name].name) for name, path in paths.items()}
