@@ -10,7 +10,7 @@ import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -52,6 +52,54 @@ def _check_redis_url(url: str) -> None:
     db = parts.path.lstrip("/")
     if db and not db.isdigit():
         raise ValueError(f"the database {db!r} is not a number: expected redis://host:port/0 ({_ENCODE_HINT})")
+    _check_redis_query(parts.scheme.lower(), parts.query)
+
+
+_TLS_QUERY: dict[str, frozenset[str] | None] = {
+    "ssl_cert_reqs": frozenset({"none", "optional", "required"}),
+    "ssl_check_hostname": frozenset({"true", "false"}),
+    "ssl_ca_certs": None,  # a path: any value but blank
+    "ssl_certfile": None,
+    "ssl_keyfile": None,
+}
+"""The query options a Redis URL may carry (``rediss://`` only), with the values they take (None: any non-blank).
+
+The URL reaches kombu's ``Connection`` (kombu 5.7 ``utils/url.py`` ``parse_url``: every query option becomes a
+keyword argument, ``ssl_*`` ones folded into ``ssl``), Celery's Redis result backend and redis-py's ``from_url``
+(6.4 ``connection.py``): only these options are taken by all three, and only these spellings of their values
+(redis-py's ``ssl_cert_reqs`` knows ``none``/``optional``/``required``; kombu's also ``CERT_*``).
+"""
+
+
+def _check_redis_query(scheme: str, query: str) -> None:
+    """Refuse a query option of a Redis URL that a client would choke on or ignore (``_TLS_QUERY``).
+
+    Raises:
+        ValueError: naming the option (never its value: ``?password=`` is a secret).
+    """
+    seen: set[str] = set()
+    for pair in query.split("&") if query else []:
+        name, _, value = pair.partition("=")
+        name = unquote(name)
+        if name not in _TLS_QUERY:
+            if name.lower() in {"password", "username", "user"}:
+                raise ValueError(
+                    f"the query option {name!r} is not taken by the broker's clients: put the credentials in the "
+                    f"URL, redis://[user]:password@host[:port][/db] ({_ENCODE_HINT})"
+                )
+            raise ValueError(
+                f"the query option {name!r} is not one the broker's clients take; a Redis URL takes "
+                f"{', '.join(_TLS_QUERY)} (rediss:// only)"
+            )
+        if scheme != "rediss":
+            raise ValueError(f"the query option {name!r} is a TLS option: it needs a rediss:// URL")
+        if name in seen:
+            raise ValueError(f"the query option {name!r} is given twice")
+        seen.add(name)
+        allowed, value = _TLS_QUERY[name], unquote(value)
+        if not value.strip() or (allowed is not None and value not in allowed):
+            expected = " or ".join(sorted(allowed)) if allowed is not None else "a path"
+            raise ValueError(f"the query option {name}={value!r} is not valid: expected {expected}")
 
 
 def check_url(url: str | None, schemes: tuple[str, ...]) -> str | None:
@@ -59,7 +107,9 @@ def check_url(url: str | None, schemes: tuple[str, ...]) -> str | None:
 
     ``redis://`` and ``rediss://`` URLs must name a host, and may give a numeric port (1-65535) and a numeric
     database (``redis://[:password@]host[:port][/db]``, redis-py's URL format); a password holding ``/ # ?``
-    must be URL-encoded, or it splits the URL. ``filesystem://`` (the server-less broker) takes no host or path:
+    must be URL-encoded, or it splits the URL. Their query takes only the TLS options every client of the job
+    flow takes (``rediss://`` only, ``_TLS_QUERY``): ``?password=`` and the rest are refused, before a job is
+    queued, instead of failing inside a client. ``filesystem://`` (the server-less broker) takes no host or path:
     its folders live under ``var_dir``. ``file:///abs/path`` is a result folder.
 
     Args:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from memory_core import Document, EngineUnavailable, FetchMode, FetchRequest, HealthState, ListRequest, MemoryMeta
+from memory_core import Document, EngineError, FetchMode, FetchRequest, HealthState, ListRequest, MemoryMeta
 from memory_core.engines.sqlite import SQLiteEngine
 
 
@@ -32,7 +32,7 @@ def test_a_file_damaged_mid_way_opens_but_health_reports_it_down(tmp_path: Path)
         health = engine.health()
         assert health.state is HealthState.DOWN
         assert str(path) in (health.reason or "") and "damaged" in (health.reason or "")
-        with pytest.raises(EngineUnavailable, match=str(path)):
+        with pytest.raises(EngineError, match=str(path)):
             engine.list(ListRequest(limit=500))
 
 
@@ -48,7 +48,7 @@ def test_damage_a_read_meets_is_reported_by_health_from_then_on(tmp_path: Path) 
         other.close()
         assert engine.health().state is HealthState.OK
         assert len(engine.fetch(FetchRequest(query="walrus", mode=FetchMode.VECTOR)).hits) == 10
-        with pytest.raises(EngineUnavailable, match=str(path)):
+        with pytest.raises(EngineError, match=str(path)):
             engine.fetch(FetchRequest(query="walrus", mode=FetchMode.KEYWORD))
         health = engine.health()
         assert health.state is HealthState.DOWN

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from memory_core import ConfigError, Conflict, Document, EngineUnavailable, ListRequest, MemoryMeta
+from memory_core import ConfigError, Conflict, Document, EngineError, EngineUnavailable, ListRequest, MemoryMeta
 from memory_core.engines import open_engine
 from memory_core.engines.sqlite import SQLiteEngine
 from memory_core.engines.sqlite.connection import Database, SQLiteOptions
@@ -55,16 +55,18 @@ def test_a_file_that_is_not_a_usable_database_is_refused_and_left_untouched(
     path = folder / "memory.db"
     path.write_bytes(_trashed_after_header(tmp_path) if content is None else content)
     before = _fingerprint(path)
-    with pytest.raises(EngineUnavailable, match=str(path)):
+    with pytest.raises(EngineError, match=str(path)) as caught:
         open_engine(f"sqlite:///{path}")
+    assert not caught.value.retryable  # the same bytes fail again: permanent, never reported as transient
     assert _fingerprint(path) == before
     assert sorted(p.name for p in folder.iterdir()) == ["memory.db"]
 
 
 def test_a_directory_at_the_path_is_refused(tmp_path: Path) -> None:
     (tmp_path / "memory.db").mkdir()
-    with pytest.raises(EngineUnavailable, match="not a file"):
+    with pytest.raises(EngineError, match="not a file") as caught:
         SQLiteEngine(tmp_path / "memory.db")
+    assert not caught.value.retryable  # a folder stays a folder: never reported as transient
 
 
 def test_a_missing_folder_is_created(tmp_path: Path) -> None:

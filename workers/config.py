@@ -14,6 +14,7 @@ from urllib.parse import urlsplit, urlunsplit
 import redis
 
 from beat_schedule import ENTRIES
+from memory_core.engines import mask_url
 from memory_core.errors import ConfigError
 from memory_core.settings import Settings
 from workers.coordination import redis_options
@@ -57,13 +58,12 @@ def is_redis_url(url: str | None) -> bool:
 
 
 def redact(url: str) -> str:
-    """``url`` without its credentials (``redis://:***@host:6379/0``), for printing and logs."""
-    parts = urlsplit(url)
-    if parts.password is None and parts.username is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f":***@{host}" + (f":{parts.port}" if parts.port else "")
-    return parts._replace(netloc=netloc).geturl()
+    """``url`` without its secrets (``redis://user:***@host:6379/0``), for printing and logs.
+
+    The project's one masking rule, ``memory_core.engines.mask_url``: the password of the authority and the value
+    of a secret query parameter (``?password=…``) become ``***``; the user name is kept.
+    """
+    return mask_url(url)
 
 
 _AUTH_ERRORS: tuple[type[BaseException], ...] = (

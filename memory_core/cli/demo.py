@@ -208,7 +208,9 @@ def _run(
             monitor = open_monitor()
             if broker is not None:
                 probe_or_exit(monitor, engine)
-            transport = settings.broker_url or f"server-less (files under {home / 'broker'})"
+            transport = (
+                mask_url(settings.broker_url) if settings.broker_url else f"server-less (files under {home / 'broker'})"
+            )
             console.print(Rule("memory-core demo"))
             shown = mask_url(settings.engine)
             console.print(f"engine  {shown}\nbroker  {transport}\nworker  log {home / 'worker.log'}")

@@ -238,12 +238,12 @@ def test_status_with_the_broker_down_gives_a_reason_for_every_unknown_and_the_ou
     assert result.exit_code == 0, result.output
     jobs = json.loads(result.output)["jobs"]
     assert jobs["broker"]["answering"] is False and "ConnectionError" in jobs["broker"]["reason"]
-    assert jobs["broker"]["url"] == "redis://:***@127.0.0.1:1/0"
+    assert jobs["broker"]["url"] == "redis://u:***@127.0.0.1:1/0"
     assert jobs["outbox"] == 1
     assert set(jobs["unknown"]) == {"queues", "running", "dead_letters"}
     assert all("the broker is not answering (ConnectionError" in why for why in jobs["unknown"].values())
     text = invoke(down, "status").output
-    assert "broker  redis://:***@127.0.0.1:1/0 is not answering: ConnectionError" in text
+    assert "broker  redis://u:***@127.0.0.1:1/0 is not answering: ConnectionError" in text
     assert "running ? (broker not answering); dead letters ? (broker not answering)" in text
     assert "outbox  1 job waiting to be published" in text
     assert "s3cret" not in text
@@ -443,3 +443,44 @@ def test_flower_on_a_port_in_use_exits_2_naming_the_port_and_where_it_came_from(
     assert f"flower cannot listen on 127.0.0.1:{port} ({given}): Address already in use" in result.stderr
     assert "--port or MEMORY_CORE_FLOWER_PORT" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """``memory-core ARGS`` in a child process: its entry point maps an error no command handled to an exit code."""
+    return subprocess.run(
+        [sys.executable, "-m", "memory_core", *args],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+PASSWORD_IN_QUERY = "redis://127.0.0.1:6379/9?password=hunter2"
+
+
+@pytest.mark.parametrize(
+    ("url", "args", "says"),
+    [
+        (PASSWORD_IN_QUERY, ("ingest", "--broker"), "'password' is not taken by the broker's clients"),
+        (PASSWORD_IN_QUERY, ("worker", "--broker"), "'password' is not taken by the broker's clients"),
+        (PASSWORD_IN_QUERY, ("beat", "--broker"), "'password' is not taken by the broker's clients"),
+        (PASSWORD_IN_QUERY, ("status", "--broker"), "'password' is not taken by the broker's clients"),
+        ("redis://127.0.0.1:6379/9?ssl_cert_reqs=bogus", ("ingest",), "'ssl_cert_reqs' is a TLS option"),
+        ("rediss://127.0.0.1:6379/9?ssl_cert_reqs=bogus", ("ingest",), "ssl_cert_reqs='bogus' is not valid"),
+    ],
+)
+def test_a_broker_url_with_a_query_option_no_client_takes_stops_every_command_before_a_job_is_queued(
+    env: dict[str, str], tmp_path: Path, url: str, args: tuple[str, ...], says: str
+) -> None:
+    doc = tmp_path / "notes.md"
+    doc.write_text("# Notes\n\nRefunds take five days.")
+    command, *flag = args
+    argv = [command, *([str(doc)] if command == "ingest" else []), *flag, *([url] if flag else [])]
+    result = cli({**env, "MEMORY_CORE_BROKER_URL": "" if flag else url}, *argv)
+    out = result.stdout + result.stderr
+    assert result.returncode == 2, out  # a configuration error, not kombu's TypeError/KeyError (exit 1)
+    assert f"MEMORY_CORE_BROKER_URL: the query option {says}" in " ".join(out.split())
+    assert "hunter2" not in out and "Traceback" not in out and "Error:" not in out.replace("ConfigError:", "")
+    outbox = Path(env["MEMORY_CORE_VAR_DIR"]) / "outbox.db"
+    assert not outbox.exists() or sqlite3.connect(outbox).execute("SELECT count(*) FROM outbox").fetchone() == (0,)

@@ -131,6 +131,26 @@ def test_an_engine_that_cannot_be_opened_reads_the_same_in_every_command(
     }
 
 
+@pytest.mark.parametrize("what", ["text", "folder", "truncated"])
+def test_a_path_that_is_no_sqlite_database_exits_2_without_the_retry_hint(
+    env: dict[str, str], tmp_path: Path, chat: Path, what: str
+) -> None:
+    """A text file, a folder, or a database cut short stays so: it is refused as permanent, never as transient."""
+    path = tmp_path / "not.db"
+    if what == "text":
+        path.write_text("these are notes, not a database\n" * 200)
+    elif what == "folder":
+        path.mkdir()
+    else:
+        invoke({**env, "MEMORY_CORE_ENGINE": f"sqlite:///{path}"}, "replay", str(chat), "--inline")
+        path.write_bytes(path.read_bytes()[:1500])  # past the 100-byte header: the schema pages are gone
+    for command in COMMANDS:
+        result = invoke(env, *_args(command, chat), "--engine", f"sqlite:///{path}")
+        assert result.exit_code == 2, (command, result.output)
+        assert result.stderr.startswith(f"engine error: {path} is not a"), (command, result.stderr)
+        assert "transient" not in result.output and "retry" not in result.output, (command, result.output)
+
+
 @pytest.mark.parametrize("command", [["status"], ["replay", "CHAT", "--inline"]], ids=lambda c: c[0])
 def test_an_engine_failing_mid_command_exits_1_with_the_mapped_error(
     plugin_env: dict[str, str], chat: Path, command: list[str]

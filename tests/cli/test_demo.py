@@ -248,7 +248,7 @@ def test_a_broker_that_does_not_answer_exits_2_with_the_reason_before_any_worker
     result = CliRunner().invoke(app, ["demo", "--sample", "tiny-1", "--broker", "redis://u:pw@127.0.0.1:1/9"], env=env)
     get_settings.cache_clear()
     assert result.exit_code == 2, result.output
-    assert "--broker redis://:***@127.0.0.1:1/9 is not answering: ConnectionError" in result.output
+    assert "--broker redis://u:***@127.0.0.1:1/9 is not answering: ConnectionError" in result.output
     assert "pw" not in result.output
     assert not (tmp_path / "var" / "demo" / "worker.log").exists()
 

@@ -221,6 +221,16 @@ def test_an_engine_plugin_target_that_cannot_be_loaded_is_a_config_error_naming_
         ("redis://redis:6379/zero", "database 'zero' is not a number"),
         ("redis://redis:port/0", "port is not a number"),
         ("filesystem:///elsewhere", "plain filesystem://"),
+        # query options: kombu takes each as a keyword (a TypeError for ?password=, a KeyError for a bad cert mode)
+        ("redis://127.0.0.1:6379/9?password=pa/ss", "'password' is not taken by the broker's clients"),
+        ("redis://u:pa%2Fss@h:6379/9?password=pa/ss", "'password' is not taken"),
+        ("redis://127.0.0.1:6379/9?ssl_cert_reqs=bogus", "'ssl_cert_reqs' is a TLS option: it needs a rediss://"),
+        ("rediss://127.0.0.1:6379/9?ssl_cert_reqs=bogus", "ssl_cert_reqs='bogus' is not valid"),
+        ("rediss://h:6380/0?ssl_cert_reqs=CERT_REQUIRED", "expected none or optional or required"),  # redis-py: no
+        ("rediss://h:6380/0?ssl_check_hostname=yes", "expected false or true"),
+        ("rediss://h:6380/0?ssl_ca_certs=", "expected a path"),
+        ("rediss://h:6380/0?ssl_cert_reqs=none&ssl_cert_reqs=required", "given twice"),
+        ("redis://h:6379/0?socket_timeout=5", "'socket_timeout' is not one the broker's clients take"),
     ],
 )
 def test_a_broker_url_the_flow_cannot_use_is_a_config_error_naming_the_variable(
@@ -245,6 +255,29 @@ def test_usable_broker_and_result_urls_are_kept_and_blank_means_server_less() ->
     assert settings(result_backend="file:///srv/results").result_backend == "file:///srv/results"
     with pytest.raises(ValueError, match="result_backend"):
         settings(result_backend="rpc://")
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "rediss://h:6380/0?ssl_cert_reqs=required",
+        "rediss://u:pw@h:6380/0?ssl_cert_reqs=none&ssl_check_hostname=false",
+        "rediss://h:6380/0?ssl_ca_certs=/etc/ca.pem&ssl_certfile=/etc/c.pem&ssl_keyfile=/etc/k.pem",
+    ],
+)
+def test_the_query_options_a_broker_url_may_carry_are_taken_by_kombu_celery_and_redis_py(url: str) -> None:
+    import kombu
+    import redis
+    from celery.backends.redis import RedisBackend
+
+    from workers.celery_app import app
+
+    kept = settings(broker_url=url)
+    assert kept.broker_url == url
+    kombu.Connection(url).close()  # kombu 5.7 turns each query option into a keyword argument
+    redis.Redis.from_url(url).close()  # the coordination store's client: an unknown option is a TypeError
+    RedisBackend(app=app, url=result_backend_url(kept))  # the result backend the broker URL gives
+    assert celery_config(kept)["broker_url"] == url
 
 
 def test_queue_names_map_logical_names_to_the_configured_ones_and_report_strangers() -> None:

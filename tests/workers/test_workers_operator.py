@@ -110,6 +110,16 @@ def test_urls_are_printed_without_credentials() -> None:
     assert redact("redis://:pw@redis:6379/0") == "redis://:***@redis:6379/0"
     assert redact("redis://redis:6379/0") == "redis://redis:6379/0"
     assert redact("filesystem://") == "filesystem://"
+    assert redact("redis://ops:pw@redis:6379/0") == "redis://ops:***@redis:6379/0"  # the user name is kept
+    assert redact("redis://redis:6379/9?password=hunter2") == "redis://redis:6379/9?password=***"
+    assert redact("rediss://redis/0?ssl_cert_reqs=none&token=t0k") == "rediss://redis/0?ssl_cert_reqs=none&token=***"
+
+
+def test_broker_urls_are_masked_by_the_engines_rule() -> None:
+    from memory_core.engines import mask_url
+
+    for url in ("redis://u:pw@h:1/0?password=x&key=y", "rediss://h/0?sslpassword=s", "redis://:p%2Fw@h/0"):
+        assert redact(url) == mask_url(url)
 
 
 def test_a_compose_redis_password_that_is_not_url_safe_stops_the_worker_with_a_config_error(tmp_path: Path) -> None:

@@ -195,8 +195,8 @@ def map_error(exc: BaseException, path: Path) -> MemoryCoreError:
     text = str(exc).lower()
     if is_locked(exc):
         return EngineUnavailable(f"{path} stayed locked by another writer; try again later")
-    if is_corrupt(exc):
-        return EngineUnavailable(f"{path} is not a usable sqlite database: {text}")
+    if is_corrupt(exc):  # permanent: retrying reads the same bytes (not ``EngineUnavailable``, which is transient)
+        return EngineError(f"{path} is not a usable sqlite database: {text}")
     if any(m in text for m in _READ_ONLY_MARKERS):
         return EngineError(f"{path} cannot be written: {text}")
     return EngineError(f"sqlite error on {path}: {text}")
@@ -220,7 +220,7 @@ def _check_file(path: Path) -> None:
     (sqlite.org/howtocorrupt.html, section 2.2). SQLite's own opens share one lock record per file.
     """
     if path.exists() and not path.is_file():
-        raise EngineUnavailable(f"{path} is not a file")
+        raise EngineError(f"{path} is not a file")
 
 
 def _signature(path: Path) -> tuple[int, int, int]:
@@ -404,7 +404,7 @@ class Database:
 
     Raises:
         ConfigError: the folder or file is read-only.
-        EngineUnavailable: the file exists but is not a SQLite database (it is left untouched).
+        EngineError: the file exists but is not a SQLite database, or the path is not a file (left untouched).
     """
 
     def __init__(self, options: SQLiteOptions, probe: Callable[[sqlite3.Connection], object] | None = None) -> None:
@@ -717,8 +717,7 @@ class Database:
             kind: What it writes, for ``WriteStats.holds``.
 
         Raises:
-            EngineUnavailable: the file is corrupt.
-            EngineError: any other SQLite failure.
+            EngineError: the file is corrupt (permanent), or any other SQLite failure.
         """
         conn = self.connection()
         try:
@@ -757,8 +756,8 @@ class Database:
             kind: What a write writes, for ``WriteStats.holds`` (default ``background`` or ``live``).
 
         Raises:
-            EngineUnavailable: the file stayed locked through ``busy_timeout_ms × RETRY_ATTEMPTS``, or is corrupt.
-            EngineError: any other SQLite failure.
+            EngineUnavailable: the file stayed locked through ``busy_timeout_ms × RETRY_ATTEMPTS``.
+            EngineError: the file is corrupt (permanent), or any other SQLite failure.
         """
         conn = self.connection()
         try:
@@ -816,8 +815,8 @@ class Database:
         ``INTEGRITY_TTL_S``; concurrent callers wait for the one check running.
 
         Raises:
-            EngineUnavailable: the file is locked through every retry or cannot be read as a database.
-            EngineError: any other SQLite failure.
+            EngineUnavailable: the file is locked through every retry.
+            EngineError: the file cannot be read as a database (permanent), or any other SQLite failure.
         """
         with self._check_lock:
             due = self._checked_at is None or time.monotonic() - self._checked_at >= INTEGRITY_TTL_S

@@ -216,7 +216,7 @@ class SQLiteEngine(MemoryEngine):
 
     Raises:
         ConfigError: the folder or file is read-only.
-        EngineUnavailable: the file is not a SQLite database, or is corrupt (left untouched).
+        EngineError: the file is not a SQLite database, or is corrupt (left untouched); not retryable.
         Conflict: the file's schema is newer than this code's, or belongs to another application.
     """
 
