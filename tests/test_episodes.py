@@ -17,8 +17,8 @@ AT = datetime(2026, 2, 1, tzinfo=UTC)
 def test_each_turn_is_one_conversation_item_capped_with_a_marker() -> None:
     engine = ReferenceEngine()
     memory = AgentMemory(engine, MemoryLayout("team:acme"), "helper")
-    memory.pre_turn(PreTurn(thread_id="t", turn_index=0, user_text="u" * (USER_TEXT_CAP + 5), at=AT))
-    memory.post_turn(PostTurn(thread_id="t", turn_index=0, assistant_text="a" * (ASSISTANT_TEXT_CAP + 7), at=AT))
+    memory.pre_turn(PreTurn(thread_id="t", turn_index=0, user_text="u" * USER_TEXT_CAP + " tail", at=AT))
+    memory.post_turn(PostTurn(thread_id="t", turn_index=0, assistant_text="a" * ASSISTANT_TEXT_CAP + " tailed", at=AT))
     items = engine.list(ListRequest(limit=10)).items
     assert [h.kind for h in items] == [ItemKind.CONVERSATION, ItemKind.CONVERSATION]
     user, reply = sorted(items, key=lambda h: h.text[:6])[::-1]

@@ -51,17 +51,18 @@ def test_a_huge_user_text_is_logged_capped_with_a_marker_and_ranked_for_the_capp
     ctx = _agent(engine).pre_turn({"thread_id": "t", "turn_index": 0, "user_text": text})
     assert ctx.log_error is None
     [logged] = engine.stored
-    assert logged.startswith(text[:USER_TEXT_CAP]) and len(logged) <= USER_TEXT_CAP + _MARKER_MAX
-    assert logged.endswith(f"truncated by memory: {len(text) - USER_TEXT_CAP} of {len(text)} characters left out]")
+    kept = text[:3_997]  # the cut at 4,000 splits "pol|icy": memory keeps up to "refund " and drops the space
+    assert logged == kept.rstrip() + TRUNCATION_MARKER.format(dropped=len(text) - 3_996, total=len(text))
+    assert len(logged) <= USER_TEXT_CAP + _MARKER_MAX
     assert engine.queries and max(len(q) for q in engine.queries) <= USER_TEXT_CAP
 
 
 def test_a_huge_reply_is_logged_capped_at_8000_with_a_marker() -> None:
     engine = CountingEngine()
-    text = "a" * 20_000
+    text = "a " * 10_000
     _agent(engine).post_turn({"thread_id": "t", "turn_index": 0, "assistant_text": text})
     [logged] = engine.stored
-    assert logged == "a" * ASSISTANT_TEXT_CAP + TRUNCATION_MARKER.format(dropped=12_000, total=20_000)
+    assert logged == "a " * 3_999 + "a" + TRUNCATION_MARKER.format(dropped=12_001, total=20_000)
 
 
 def test_texts_within_the_caps_are_kept_whole() -> None:
@@ -70,7 +71,7 @@ def test_texts_within_the_caps_are_kept_whole() -> None:
     agent.pre_turn({"thread_id": "t", "turn_index": 0, "user_text": "u" * USER_TEXT_CAP})
     agent.post_turn({"thread_id": "t", "turn_index": 0, "assistant_text": "a" * ASSISTANT_TEXT_CAP})
     assert engine.stored == ["u" * USER_TEXT_CAP, "a" * ASSISTANT_TEXT_CAP]
-    assert cap_text("u" * (USER_TEXT_CAP + 1), USER_TEXT_CAP).startswith("u" * USER_TEXT_CAP + " [… truncated")
+    assert cap_text("u " * USER_TEXT_CAP, USER_TEXT_CAP).startswith("u " * 1_999 + "u [… truncated")
 
 
 def test_a_retried_huge_turn_is_a_replay() -> None:
@@ -89,11 +90,11 @@ def test_the_caps_are_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     get_settings.cache_clear()
     engine = CountingEngine()
     agent = _agent(engine)
-    agent.pre_turn({"thread_id": "t", "turn_index": 0, "user_text": "0123456789abc"})
-    agent.post_turn({"thread_id": "t", "turn_index": 0, "assistant_text": "b" * 21})
+    agent.pre_turn({"thread_id": "t", "turn_index": 0, "user_text": "0123456789 abc"})
+    agent.post_turn({"thread_id": "t", "turn_index": 0, "assistant_text": "b" * 20 + " c"})
     assert engine.stored == [
-        "0123456789" + TRUNCATION_MARKER.format(dropped=3, total=13),
-        "b" * 20 + TRUNCATION_MARKER.format(dropped=1, total=21),
+        "0123456789" + TRUNCATION_MARKER.format(dropped=4, total=14),
+        "b" * 20 + TRUNCATION_MARKER.format(dropped=2, total=22),
     ]
     assert max(len(q) for q in engine.queries) <= 10
     engine.queries.clear()
@@ -107,3 +108,39 @@ def test_a_malformed_cap_is_a_config_error_naming_it(monkeypatch: pytest.MonkeyP
     get_settings.cache_clear()
     with pytest.raises(ConfigError, match="MEMORY_CORE_USER_TEXT_CAP"):
         _agent(CountingEngine())
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        ("one two three", "one two"),  # the cut at 10 splits "thr|ee": the whole run goes
+        ("one two th", "one two th"),  # within the cap: whole
+        ("one two th ee", "one two th"),  # the cut falls on whitespace: no run is split
+        ("one two th\tee", "one two th"),  # any whitespace ends a run
+        ("one two   three", "one two"),  # whitespace before the split run is dropped with it
+        ("onetwothree", ""),  # one run: nothing of it is kept
+        ("   onetwothree", ""),
+    ],
+)
+def test_a_cut_never_keeps_part_of_a_run(text: str, kept: str) -> None:
+    capped = cap_text(text, 10)
+    if len(text) <= 10:
+        assert capped == text
+    else:
+        marker = TRUNCATION_MARKER.format(dropped=len(text) - len(kept), total=len(text))
+        assert capped == (kept + marker if kept else marker.lstrip())
+
+
+def test_a_cut_keeps_at_most_the_cap_for_every_length_and_cut() -> None:
+    text = "ab cde  fghi\njklmn opqrst uvwxyz"
+    for cap in range(1, len(text) + 2):
+        capped = cap_text(text, cap)
+        if cap >= len(text):
+            assert capped == text
+            continue
+        kept, marker = capped.split("[… truncated", 1)
+        assert kept == "" or kept.endswith(" ")
+        kept = kept[:-1]
+        assert len(kept) <= cap and text.startswith(kept) and not kept.endswith((" ", "\n"))
+        assert kept.split() == text[: len(kept)].split() and set(kept.split()) <= set(text.split())  # whole runs
+        assert marker.startswith(f" by memory: {len(text) - len(kept)} of {len(text)} ")

@@ -3,12 +3,17 @@
 ```
 memory-core conformance --engine reference://             # one row per check: check, result, ms, detail
 memory-core conformance --engine reference:// --faults    # one row per injected fault: which check caught it
-memory-core conformance --engine sqlite:///var/m.db --json
+memory-core conformance --engine sqlite:///tmp/fresh.db --json
 ```
+
+The suite writes, forgets and rolls the log back to LSNs of its own; a rollback is store-wide (seed 002), so a
+run beside a host undoes the host's changes, and any run leaves records behind. The command therefore refuses an
+engine that already holds anything (``conformance.fresh``), with exit 2, unless ``--allow-existing`` says the
+caller accepts that.
 
 Exit codes: 0 when every check passes (with ``--faults``: when every fault is caught by the check the contract
 names for it, reference §2; a fault caught only by another check is a failure too), 1 otherwise, 2 when the
-engine URL cannot be opened (the error lists the known schemes).
+engine URL cannot be opened (the error lists the known schemes) or the engine is not empty.
 """
 
 from __future__ import annotations
@@ -22,8 +27,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from memory_core.cli import app
-from memory_core.cli._common import EngineOption, echo_json, open_engine_or_exit
+from memory_core.cli._common import EngineOption, echo_json, engine_errors, fail, open_engine_or_exit
 from memory_core.conformance import FaultResult, SuiteReport, run, run_faults
+from memory_core.conformance.fresh import held_data
+from memory_core.engine import MemoryEngine
 from memory_core.engines import mask_url, open_engine
 from memory_core.settings import get_settings
 
@@ -75,6 +82,18 @@ def _faults_table(url: str, results: list[FaultResult]) -> Table:
     return table
 
 
+def _refuse_unless_fresh(engine: MemoryEngine, url: str) -> None:
+    """Exit 2 when ``engine`` already holds anything: the suite's rollbacks are store-wide (seed 002)."""
+    with engine_errors():
+        held = held_data(engine)
+    if held is not None:
+        raise fail(
+            f"engine `{mask_url(url)}` is not empty: {held}. The conformance suite writes, forgets and rolls the "
+            "log back store-wide, which undoes other writers' changes and leaves records behind: run it against "
+            "a fresh `sqlite:///…` file or `reference://` (--allow-existing runs it anyway)"
+        )
+
+
 @app.command()
 def conformance(
     engine: EngineOption = None,
@@ -83,12 +102,22 @@ def conformance(
         typer.Option("--faults", help="Inject each of the 23 faults; exit 1 unless each is caught by its named check."),
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+    allow_existing: Annotated[
+        bool,
+        typer.Option(
+            "--allow-existing",
+            help="Run on an engine that already holds data, accepting that the suite's rollbacks undo other "
+            "writers' changes made meanwhile and that its records stay behind.",
+        ),
+    ] = False,
 ) -> None:
-    """Run the 23-check conformance suite against an engine (or, with --faults, test the suite itself)."""
+    """Run the 23-check conformance suite against a fresh engine (or, with --faults, test the suite itself)."""
     url = engine or get_settings().engine
     console = Console()
     if faults:
-        open_engine_or_exit(url, scrub=False).close()  # a bad URL exits 2 before any fault runs
+        with open_engine_or_exit(url, scrub=False) as checked:  # a bad URL exits 2 before any fault runs
+            if not allow_existing:
+                _refuse_unless_fresh(checked, url)
         results = run_faults(lambda: open_engine(url))
         if as_json:
             echo_json(json.dumps({"engine": mask_url(url), "faults": [r.to_dict() for r in results]}, indent=2))
@@ -98,6 +127,8 @@ def conformance(
             raise typer.Exit(code=1)
         return
     with open_engine_or_exit(url, scrub=False) as opened:  # the engine as it is (tests run it through the wrapper)
+        if not allow_existing:
+            _refuse_unless_fresh(opened, url)
         report = run(opened)
     if as_json:
         echo_json(json.dumps(report.to_dict(), indent=2))

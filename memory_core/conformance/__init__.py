@@ -16,8 +16,9 @@ assert report.passed, report.render()
 | ``runner`` | ``run`` (stop at the first failure, always clean up) and ``run_faults`` |
 | ``faults`` | ``FaultyEngine`` and its 23 faults, each with the check that must catch it |
 | ``testing`` | ``conformance_test`` / ``assert_conforms`` for an engine's own test module |
+| ``fresh`` | ``held_data``: what an engine already holds (the CLI refuses a store that is not fresh) |
 
-The CLI is ``memory-core conformance --engine URL [--faults] [--json]``.
+The CLI is ``memory-core conformance --engine URL [--faults] [--json] [--allow-existing]``.
 """
 
 from memory_core.conformance.context import Run

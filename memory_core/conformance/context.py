@@ -1,9 +1,10 @@
 """A run's identity (``Run``) and the helpers every check uses (``CheckContext``).
 
 A run writes only under its own workspace, ``memory-core-conformance/<nonce>``, and every text it stores
-carries the marker word ``tmconf<nonce>``; filter probes live in ``<workspace>/probes``. So the suite can run
-against an engine that already holds data, and its cleanup removes exactly what it wrote (contract reference
-§2, "How a run works").
+carries the marker word ``tmconf<nonce>``; filter probes live in ``<workspace>/probes``. So no check reads or
+forgets another item, and cleanup removes exactly the items it wrote (contract reference §2, "How a run works").
+The log checks' rollbacks are store-wide all the same (seed 002), so the command runs only against an engine
+holding nothing yet (``conformance.fresh``).
 
 Every listing pages with ``limit=2`` so that cursors are exercised, and fails on a non-zero score, a repeated
 cursor, or a listing that does not end within 10,000 pages (reference §2).

@@ -109,7 +109,9 @@ def run(engine: MemoryEngine, *, nonce: str | None = None) -> SuiteReport:
     failed check (later checks are reported as skipped), and always runs ``cleanup``.
 
     Args:
-        engine: The engine under test; it may already hold data, which the run leaves alone.
+        engine: The engine under test; a fresh one. Its items outside the run's workspace are never written,
+            but the log checks roll back to LSNs of their own, which undoes every later record store-wide
+            (seed 002), another writer's too, and the run's log records stay behind (``conformance.fresh``).
         nonce: The run's nonce (lowercase letters and digits); a fresh one by default.
 
     Returns:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from memory_core import BeliefsRequest, Learning, ListRequest, Reach
+from memory_core import BeliefsRequest, Document, Learning, ListRequest, MemoryMeta, Reach
 from memory_core.cli import load_commands
 from memory_core.engines import open_engine
 from memory_core.settings import get_settings
@@ -484,3 +484,49 @@ def test_a_broker_url_with_a_query_option_no_client_takes_stops_every_command_be
     assert "hunter2" not in out and "Traceback" not in out and "Error:" not in out.replace("ConfigError:", "")
     outbox = Path(env["MEMORY_CORE_VAR_DIR"]) / "outbox.db"
     assert not outbox.exists() or sqlite3.connect(outbox).execute("SELECT count(*) FROM outbox").fetchone() == (0,)
+
+
+def _host_store(url: str) -> tuple[str, int]:
+    """A store a host already uses: one live document; its id and the log's LSN."""
+    with open_engine(url) as engine:
+        receipt = engine.store(Document.of("the host's note: Lisbon since March", MemoryMeta(workspace="host")))
+        return receipt.id, engine.current_lsn()
+
+
+@pytest.mark.parametrize("extra", [[], ["--faults"], ["--json"]], ids=["suite", "faults", "json"])
+def test_conformance_refuses_a_store_holding_data_and_leaves_it_untouched(
+    env: dict[str, str], extra: list[str]
+) -> None:
+    url = env["MEMORY_CORE_ENGINE"]  # no --engine: the user's own store
+    host_id, lsn = _host_store(url)
+    result = invoke(env, "conformance", *extra)
+    assert result.exit_code == 2, result.output
+    error = " ".join(result.stderr.split())
+    assert f"is not empty: its log is at LSN {lsn}" in error
+    assert "rolls the log back store-wide" in error and "fresh `sqlite:///…` file or `reference://`" in error
+    assert "--allow-existing" in error and "passed" not in result.stdout
+    with open_engine(url) as engine:
+        assert engine.current_lsn() == lsn  # nothing written, forgotten or rolled back
+        assert [h.id for h in engine.list(ListRequest(limit=10)).items] == [host_id]
+
+
+def test_conformance_on_a_fresh_file_passes_once_then_refuses_its_own_leftovers(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    url = f"sqlite:///{tmp_path / 'fresh.db'}"
+    first = invoke(env, "conformance", "--engine", url, "--json")
+    assert first.exit_code == 0, first.output
+    assert json.loads(first.stdout)["passed"] is True
+    second = invoke(env, "conformance", "--engine", url)
+    assert second.exit_code == 2 and "is not empty: its log is at LSN" in " ".join(second.stderr.split())
+
+
+def test_conformance_allow_existing_runs_on_a_store_holding_data(env: dict[str, str]) -> None:
+    url = env["MEMORY_CORE_ENGINE"]
+    host_id, lsn = _host_store(url)
+    result = invoke(env, "conformance", "--allow-existing", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["passed"] is True
+    with open_engine(url) as engine:
+        assert engine.current_lsn() > lsn  # the run wrote: the flag accepts exactly that
+        assert [h.id for h in engine.list(ListRequest(limit=10)).items] == [host_id]  # a quiet store: the host's stays
