@@ -119,6 +119,36 @@ class Hit(ContractModel):
             fields["status"], fields["tier"] = state
         return cls.model_construct(**fields)
 
+    @classmethod
+    def of_belief(
+        cls,
+        belief_id: str,
+        text: str,
+        meta_json: str,
+        confidence: float,
+        derived_from: Sequence[str],
+        score: float = 0.0,
+    ) -> Hit:
+        """The hit for a stored belief row (trusted data: ``meta_json`` is the stored ``MemoryMeta`` JSON).
+
+        Args:
+            belief_id: The belief's public id.
+            text: Its statement.
+            meta_json: Its metadata as stored (JSON text).
+            confidence: Its confidence, 0..1.
+            derived_from: The ids of the items it was built from (``derived_from``).
+            score: Its score in the ranking that returns it.
+        """
+        return cls.model_construct(
+            id=belief_id,
+            kind=ItemKind.LEARNING,
+            text=text,
+            meta=MemoryMeta.model_validate_json(meta_json),
+            score=score,
+            confidence=confidence,
+            derived_from=tuple(derived_from),
+        )
+
 
 class TimeHint(ContractModel):
     """``{from, to, zone?}``: days a question refers to. Ranking only, never a filter (reference §1.3).

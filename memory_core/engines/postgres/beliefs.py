@@ -43,7 +43,7 @@ from memory_core.beliefs import retract as retract_beliefs
 from memory_core.engines.sqlite.rows import META_COLUMN_NAMES, meta_columns, now_us, ns_of_key
 from memory_core.items import parse_item
 from memory_core.memory_log import RecordOp
-from memory_core.meta import ItemKind, MemoryMeta, MetaFilter
+from memory_core.meta import MetaFilter
 from memory_core.namespace import Reach
 from memory_core.query import FetchMode, Hit
 from memory_core.scoring import embed, tokenize
@@ -363,15 +363,7 @@ _BODY: Final = (
 
 
 def _hit(hid: Any, text: Any, meta: Any, conf: Any, derived: Any) -> Hit:
-    return Hit.model_construct(
-        id=str(hid),
-        kind=ItemKind.LEARNING,
-        text=str(text),
-        meta=MemoryMeta.model_validate_json(meta),
-        score=0.0,
-        confidence=float(conf),
-        derived_from=tuple(str(d) for d in derived or ()),
-    )
+    return Hit.of_belief(str(hid), str(text), meta, float(conf), [str(d) for d in derived or ()])
 
 
 @dataclass(frozen=True)

@@ -49,7 +49,7 @@ import numpy as np
 import numpy.typing as npt
 
 from memory_core.beliefs import BeliefStatus
-from memory_core.meta import ItemKind, MemoryMeta, MetaFilter
+from memory_core.meta import ItemKind, MetaFilter
 from memory_core.namespace import Namespace, Reach
 from memory_core.query import FetchMode, Hit
 from memory_core.scoring import EMBED_DIM
@@ -360,15 +360,7 @@ def _hits(
             f"SELECT {_HIT_COLUMNS} FROM beliefs b WHERE b.bid IN ({placeholders(len(chunk))}) AND b.status = ?",
             (*chunk, _ACTIVE),
         ):
-            rows[int(bid)] = Hit.model_construct(
-                id=str(hid),
-                kind=ItemKind.LEARNING,
-                text=str(text),
-                meta=MemoryMeta.model_validate_json(meta),
-                score=0.0,
-                confidence=float(conf),
-                derived_from=evidence.get(int(bid), ()),
-            )
+            rows[int(bid)] = Hit.of_belief(str(hid), str(text), meta, float(conf), evidence.get(int(bid), ()))
     if cache is not None:
         cache.update(rows)
         rows = {bid: cache[bid] for bid, _ in ranked if bid in cache}

@@ -20,7 +20,7 @@ import numpy as np
 
 from memory_core.beliefs import Belief, BeliefStatus
 from memory_core.memory_log import STANDARD_TIERS, MemoryStatus, Tier
-from memory_core.meta import ItemKind, MemoryMeta, MetaFilter
+from memory_core.meta import MetaFilter
 from memory_core.query import FetchMode, Hit
 
 from . import beliefs_store
@@ -225,16 +225,4 @@ def _hits(conn: sqlite3.Connection, ranked: Sequence[tuple[int, float]]) -> list
             (json.dumps(bids),),
         )
     }
-    return [
-        Hit.model_construct(
-            id=rows[bid][0],
-            kind=ItemKind.LEARNING,
-            text=rows[bid][1],
-            meta=MemoryMeta.model_validate_json(rows[bid][2]),
-            score=s,
-            confidence=rows[bid][3],
-            derived_from=evidence.get(bid, ()),
-        )
-        for bid, s in ranked
-        if bid in rows
-    ]
+    return [Hit.of_belief(*rows[bid], evidence.get(bid, ()), score=s) for bid, s in ranked if bid in rows]
