@@ -5,17 +5,16 @@ agent in the layout does not make a small agent's turn cost more. Counted with `
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from memory_core.engines.sqlite import SQLiteEngine, scoped
-from memory_core.items import Role, Turn
-from memory_core.lifecycle.agent import AgentMemory, turn_item
+from memory_core.lifecycle.agent import AgentMemory
 from memory_core.lifecycle.layout import MemoryLayout
 from memory_core.meta import MetaFilter
+from tests._turns import say
 
 WINDOW = 30
 LAYOUT = MemoryLayout()
@@ -29,20 +28,7 @@ def engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[SQLiteEn
 
 
 def _say(engine: SQLiteEngine, agent: str, start: int, n: int) -> None:
-    node = AgentMemory(engine, LAYOUT, agent).node
-    items = [
-        turn_item(
-            node,
-            agent,
-            f"t{i % 3}",
-            i,
-            Turn(role=Role.USER, text=f"My {agent} garden grew {i} tomatoes and a kayak trip on day {i}."),
-            at=datetime(2023, 1, 1, tzinfo=UTC) + timedelta(hours=i),
-        )
-        for i in range(start, start + n)
-    ]
-    for i in range(0, len(items), 100):
-        engine.store_many(items[i : i + 100])
+    say(engine, LAYOUT, agent, agent, start, n)
 
 
 def _rows(engine: SQLiteEngine, flt: MetaFilter) -> list[int]:

@@ -10,18 +10,17 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from memory_core.engines.sqlite import SQLiteEngine, scoped
 from memory_core.engines.sqlite.index import ItemIndex
-from memory_core.items import Role, Turn
-from memory_core.lifecycle.agent import AgentMemory, turn_item
+from memory_core.lifecycle.agent import AgentMemory
 from memory_core.lifecycle.layout import MemoryLayout
 from memory_core.meta import MetaFilter
 from memory_core.query import FetchRequest, ForgetTarget
+from tests._turns import say
 
 WINDOW = 30
 LAYOUT = MemoryLayout()
@@ -36,21 +35,7 @@ def _window(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _say(engine: SQLiteEngine, node_of: str, agent: str, start: int, n: int) -> list[str]:
     """``n`` turns by ``agent`` in ``node_of``'s node; their ids."""
-    node = AgentMemory(engine, LAYOUT, node_of).node
-    items = [
-        turn_item(
-            node,
-            agent,
-            f"t{i % 3}",
-            i,
-            Turn(role=Role.USER, text=f"My {agent} garden grew {i} tomatoes and a kayak trip on day {i}."),
-            at=datetime(2023, 1, 1, tzinfo=UTC) + timedelta(hours=i),
-        )
-        for i in range(start, start + n)
-    ]
-    for i in range(0, len(items), 100):
-        engine.store_many(items[i : i + 100])
-    return [item.id for item in items]
+    return say(engine, LAYOUT, node_of, agent, start, n)
 
 
 @pytest.fixture

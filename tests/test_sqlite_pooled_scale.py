@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -21,12 +20,12 @@ from memory_core import Document
 from memory_core.engines.sqlite import SQLiteEngine, scoped
 from memory_core.engines.sqlite import pooled as pooled_module
 from memory_core.engines.sqlite.pooled import PooledIndex
-from memory_core.items import Role, Turn
-from memory_core.lifecycle.agent import AgentMemory, turn_item
+from memory_core.lifecycle.agent import AgentMemory
 from memory_core.lifecycle.layout import MemoryLayout
 from memory_core.query import FetchMode, FetchRequest
 from memory_core.retrieval.dense import nearest
 from memory_core.retrieval.embedder import HashEmbedder
+from tests._turns import say
 
 MODEL = HashEmbedder.name
 WINDOW = 30
@@ -36,21 +35,8 @@ BIG = 400
 
 
 def _say(engine: SQLiteEngine, node_of: str, agent: str, n: int) -> None:
-    """``n`` turns by ``agent`` in ``node_of``'s node (as ``test_sqlite_index_scale``)."""
-    node = AgentMemory(engine, LAYOUT, node_of).node
-    items = [
-        turn_item(
-            node,
-            agent,
-            f"t{i % 3}",
-            i,
-            Turn(role=Role.USER, text=f"My {agent} garden grew {i} tomatoes and a kayak trip on day {i}."),
-            at=datetime(2023, 1, 1, tzinfo=UTC) + timedelta(hours=i),
-        )
-        for i in range(n)
-    ]
-    for i in range(0, len(items), 100):
-        engine.store_many(items[i : i + 100])
+    """``n`` turns by ``agent`` in ``node_of``'s node."""
+    say(engine, LAYOUT, node_of, agent, 0, n)
 
 
 @pytest.fixture(autouse=True)
