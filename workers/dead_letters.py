@@ -19,6 +19,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 
 from memory_core._model import ContractModel, Timestamp
 from memory_core.errors import EngineUnavailable, InvalidRequest, NotFound
+from memory_core.lifecycle.caps import cap_text
 from workers.coordination import LocalDb, RedisCalls
 
 __all__ = [
@@ -45,6 +46,7 @@ TRANSIENT: tuple[type[BaseException], ...] = (
 """The one list of errors that say "try again later"; anything else is the job's own fault (dead-lettered)."""
 
 MAX_PAYLOAD_CHARS = 1_000_000  # payload text kept per letter; a longer one is cut (and cannot be requeued)
+MAX_MESSAGE_CHARS = 2000  # of the error's text kept per letter, cut as the payload is
 MAX_ECHOED_ID_CHARS = 80  # of an id or prefix an error message repeats
 
 
@@ -56,7 +58,11 @@ def quote_id(ref: str) -> str:
 
 
 def _payload(payload: Any) -> tuple[Any, bool]:
-    """A payload as stored, and whether it was cut: JSON values as they are, bytes decoded, past the cap cut text."""
+    """A payload as stored, and whether it was cut: JSON values as they are, bytes decoded, past the cap cut text.
+
+    A cut follows the one cap rule (``cap_text``, docs/limits.md): at most ``MAX_PAYLOAD_CHARS`` characters, never
+    part of a whitespace-delimited run (a credential cut in half would slip past the scrubber), then the marker.
+    """
     if isinstance(payload, bytes | bytearray):
         payload = bytes(payload).decode("utf-8", errors="replace")
     try:
@@ -64,7 +70,7 @@ def _payload(payload: Any) -> tuple[Any, bool]:
     except (TypeError, ValueError):
         payload = text = repr(payload)
     if len(text) > MAX_PAYLOAD_CHARS:
-        return text[:MAX_PAYLOAD_CHARS], True
+        return cap_text(text, MAX_PAYLOAD_CHARS), True
     return payload, False
 
 
@@ -113,7 +119,7 @@ class DeadLetter(ContractModel):
             queue=queue,
             payload=kept,
             error=name,
-            message=text[:2000],
+            message=cap_text(text, MAX_MESSAGE_CHARS),
             attempts=attempts,
             at=datetime.now(UTC),
             truncated=truncated,

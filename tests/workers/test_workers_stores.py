@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import threading
 import time
 import uuid
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 
 from memory_core.errors import InvalidRequest, NotFound
+from memory_core.lifecycle.caps import TRUNCATION_MARKER
 from workers.coordination import redis_client
 from workers.dead_letters import MAX_PAYLOAD_CHARS, DeadLetter, DeadLetterStore, RedisDeadLetters, SqliteDeadLetters
 from workers.queue import Outbox, OutboxEntry
@@ -56,11 +58,39 @@ def test_dead_letters_list_newest_first_drop_the_oldest_past_the_cap_and_purge(l
     assert letters.purge() == 2 and letters.count() == 0
 
 
+SECRET = "sk-ABCDEFGHIJKLMNOPQRSTUVWXYZ1234567890abcd"
+_MARKER_MAX = len(TRUNCATION_MARKER.format(dropped=10**7, total=10**7))
+
+
 def test_a_huge_raw_payload_is_cut_and_marked() -> None:
     cut = DeadLetter.of("x", "MalformedMessage", payload="z" * (MAX_PAYLOAD_CHARS + 10))
-    assert cut.truncated and len(cut.payload) == MAX_PAYLOAD_CHARS
+    assert cut.truncated and cut.payload == TRUNCATION_MARKER.format(dropped=10**6 + 10, total=10**6 + 10).lstrip()
+    words = DeadLetter.of("w", "MalformedMessage", payload="word " * (MAX_PAYLOAD_CHARS // 5 + 2))
+    assert words.truncated and words.payload.startswith("word word ") and "characters left out]" in words.payload
+    assert len(words.payload) <= MAX_PAYLOAD_CHARS + _MARKER_MAX
     raw = DeadLetter.of("y", "MalformedMessage", payload=b"\xff\xfebytes")
     assert isinstance(raw.payload, str) and not raw.truncated
+
+
+@pytest.mark.parametrize("inside", [1, 3, 20, len(SECRET) - 1])
+@pytest.mark.parametrize("as_json", [False, True], ids=["raw", "json"])
+def test_a_payload_cut_at_the_cap_never_keeps_part_of_a_secret(inside: int, as_json: bool) -> None:
+    # the cap falls after ``inside`` characters of the secret: the whole whitespace-delimited run goes (cap_text)
+    head = '{"text": "' if as_json else ""  # json.dumps(payload) opens with it
+    filler = ("U " * MAX_PAYLOAD_CHARS)[-(MAX_PAYLOAD_CHARS - inside - len(head)) :]  # ends with a space
+    payload: Any = {"text": filler + SECRET + " tail"} if as_json else filler + SECRET + " tail"
+    payload_text = payload if isinstance(payload, str) else json.dumps(payload)
+    assert payload_text.index(SECRET) == MAX_PAYLOAD_CHARS - inside  # the cut splits the secret
+    cut = DeadLetter.of("s", "MalformedMessage", payload=payload)
+    assert cut.truncated and isinstance(cut.payload, str)
+    assert SECRET[:3] not in cut.payload  # not even "sk-"
+    assert cut.payload.endswith(" characters left out]") and len(cut.payload) <= MAX_PAYLOAD_CHARS + _MARKER_MAX
+
+
+def test_an_error_message_cut_never_keeps_part_of_a_secret() -> None:
+    message = "U" * 1990 + " " + SECRET
+    cut = DeadLetter.of("m", "InvalidRequest", message=message)
+    assert SECRET[:3] not in cut.message and cut.message.startswith("U" * 1990) and "left out]" in cut.message
 
 
 GOOD = {
