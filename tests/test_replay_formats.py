@@ -88,6 +88,26 @@ def test_a_bad_jsonl_line_is_refused_naming_the_line_and_field(line: str, field:
     assert err.value.field == field
 
 
+@pytest.mark.parametrize(
+    ("line", "field", "why"),
+    [
+        ('{"thread": "t", "role": "user", "content": 5}', "content", "expected a string, got int"),
+        ('{"thread": "t", "role": "user", "content": ["x"]}', "content", "expected a string, got list"),
+        ('{"thread": "t", "role": "user", "content": true}', "content", "expected a string, got bool"),
+        ('{"thread": 7, "role": "user", "content": "x"}', "thread", "expected a string, got int"),
+        ('{"thread": {"id": 1}, "role": "user", "content": "x"}', "thread", "expected a string, got dict"),
+        ('{"thread": "t", "role": "user"}', "content", "content is missing or blank"),
+        ('{"thread": "t", "role": "user", "content": null}', "content", "content is missing or blank"),
+        ('{"thread": " ", "role": "user", "content": "x"}', "thread", "thread is missing or blank"),
+    ],
+)
+def test_a_jsonl_field_of_the_wrong_type_is_named_with_its_type_not_as_missing(line: str, field: str, why: str) -> None:
+    with pytest.raises(InvalidRequest) as err:
+        parse_jsonl(["", line])
+    assert err.value.field == f"line 2.{field}"
+    assert err.value.reason == why
+
+
 def _node(node_id: str, parent: str | None, role: str | None, text: str, t: float = 1.7e9) -> dict:
     message = (
         None

@@ -219,12 +219,26 @@ def _role(value: Any, where: str) -> Literal["user", "assistant"]:
     raise InvalidRequest(f"role must be user or assistant, got {value!r}", field=where)
 
 
+def _text(row: dict[str, Any], name: str, where: str) -> str:
+    """``row[name]``: a string holding more than whitespace.
+
+    Raises:
+        InvalidRequest: ``<where>.<name>``: absent, null or blank ("missing or blank"), or not a string (its type).
+    """
+    value = row.get(name)
+    if value is not None and not isinstance(value, str):
+        raise InvalidRequest(f"expected a string, got {type(value).__name__}", field=f"{where}.{name}")
+    if value is None or not value.strip():
+        raise InvalidRequest(f"{name} is missing or blank", field=f"{where}.{name}")
+    return value
+
+
 def parse_jsonl(lines: Iterable[str]) -> ConversationFile:
     """Read JSONL ``{thread, role, content, at}`` lines (blank lines skipped).
 
     Raises:
-        InvalidRequest: a line that is not a JSON object, lacks a thread, role or content, or holds a NUL character
-            (named by line: ``line 7.content``).
+        InvalidRequest: a line that is not a JSON object, lacks a thread, role or content, has a thread or content
+            that is not a string (naming its type), or holds a NUL character (named by line: ``line 7.content``).
     """
     out = ConversationFile(format="jsonl")
     for number, line in enumerate(lines, start=1):
@@ -239,11 +253,7 @@ def parse_jsonl(lines: Iterable[str]) -> ConversationFile:
             raise InvalidRequest(_TOO_DEEP, field=where) from None
         if not isinstance(row, dict):
             raise InvalidRequest("not a JSON object", field=where)
-        thread, content = row.get("thread"), row.get("content")
-        if not isinstance(thread, str) or not thread.strip():
-            raise InvalidRequest("thread is missing or blank", field=f"{where}.thread")
-        if not isinstance(content, str) or not content.strip():
-            raise InvalidRequest("content is missing or blank", field=f"{where}.content")
+        thread, content = _text(row, "thread", where), _text(row, "content", where)
         role = _role(row.get("role"), f"{where}.role")
         turn = ReplayTurn(
             thread_id=thread, role=role, speaker=role, text=content, at=_parse_at(row.get("at"), f"{where}.at")
