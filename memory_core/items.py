@@ -38,6 +38,7 @@ __all__ = [
     "Turn",
     "canonical_json",
     "fingerprint",
+    "is_memory_id",
     "parse_item",
     "validate_item",
 ]
@@ -344,3 +345,12 @@ def canonical_json(item: _Item) -> str:
 def fingerprint(item: _Item) -> str:
     """The item id: first 20 bytes of SHA-256 over ``canonical_json(item)``, as 40 lowercase hex."""
     return hashlib.sha256(canonical_json(item).encode("utf-8")).hexdigest()[:40]
+
+
+def is_memory_id(text: str) -> bool:
+    """True when ``text`` has the shape of a memory's id: 40 lowercase hex; pure.
+
+    Items (``fingerprint``) and built beliefs (``beliefs.model.belief_id``) alike are named so, so a prefix, an
+    upper-case copy or any other text names no memory (``memory-core history`` says so rather than "no records").
+    """
+    return len(text) == 40 and all(c in "0123456789abcdef" for c in text)

@@ -23,6 +23,7 @@ from memory_core.cli import app
 from memory_core.cli._common import EngineOption, SignedArguments, echo_json, engine_session, fail, renamed_field, shown
 from memory_core.engine import MemoryEngine
 from memory_core.errors import InvalidRequest
+from memory_core.items import is_memory_id
 from memory_core.memory_log import LogChange, LogRecord
 
 __all__ = ["history", "log", "lsn_for", "render_records", "retract", "rollback"]
@@ -45,6 +46,15 @@ def render_records(records: Sequence[LogRecord]) -> str:
         reason = f"  {shown(r.reason)}" if r.reason else ""
         lines.append(f"{r.lsn:>6} txn {r.txn:<6} {r.op.value:<9} {shown(r.id)}  {state:<15} {_when(r.at)}{reason}")
     return "\n".join(lines)
+
+
+def _not_an_id(item_id: str) -> str:
+    """Why ``item_id`` names no memory: the text (cut at 80 characters), and what an id looks like; pure."""
+    said = repr(item_id) if len(item_id) <= 80 else f"{item_id[:80]!r}… ({len(item_id)} characters)"
+    return (
+        f"{shown(said)} is not a memory id: give the whole id, 40 lowercase hex characters as `memory-core log` "
+        "prints it (a prefix is not resolved)"
+    )
 
 
 def _change(change: LogChange, as_json: bool) -> None:
@@ -127,9 +137,16 @@ def history(
     engine: EngineOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Print every record about one memory, and its status now."""
+    """Print every record about one memory, and its status now.
+
+    ID is the whole id ``log`` prints; an id no memory could have (a prefix, or not 40 lowercase hex) that has no
+    records exits 2 naming ``id``, as a blank id does, rather than printing "no records" (a whole id with
+    none is a true answer: it may name a memory whose records were compacted).
+    """
     with engine_session(engine, read_only=True) as memory_engine:
         records = memory_engine.history(item_id)
+        if not records and not is_memory_id(item_id):
+            raise InvalidRequest(_not_an_id(item_id), field="id")
     if as_json:
         echo_json("[" + ", ".join(r.to_json() for r in records) + "]")
         return

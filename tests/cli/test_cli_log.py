@@ -110,6 +110,22 @@ def test_bad_input_exits_2_naming_the_field_and_writes_nothing(
     assert _lsn(url) == before
 
 
+@pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
+def test_history_of_a_prefix_or_a_malformed_id_exits_2_naming_id(store: tuple[str, str, str], as_json: bool) -> None:
+    url, turn, _ = store
+    flags = ("--json",) if as_json else ()
+    for given in (turn[:8], turn.upper(), turn + "0", "zz!bad", "x" * 500):
+        result = invoke(url, "history", given, *flags)
+        assert result.exit_code == 2, (given, result.output)
+        assert result.stdout == "" and "Traceback" not in result.stderr
+        assert "invalid request: id: " in result.stderr and "is not a memory id" in result.stderr
+        assert "a prefix is not resolved" in result.stderr and len(result.stderr) < 400  # a long id is cut
+    whole = invoke(url, "history", turn, *flags)  # the whole id still reads its records
+    assert whole.exit_code == 0 and turn in whole.stdout
+    unknown = invoke(url, "history", "0" * 40, *flags)  # a whole id with no records is an answer, not an error
+    assert unknown.exit_code == 0 and unknown.stdout.strip() in ("[]", f"no records about {'0' * 40}")
+
+
 def test_retract_names_unknown_ids_and_exits_1_when_none_is_stored(store: tuple[str, str, str]) -> None:
     url, turn, belief = store
     before = _lsn(url)
