@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memory_core import Document, FetchRequest, MemoryMeta, Reach
+from memory_core import Document, FetchRequest, ListRequest, MemoryMeta, Reach
 from memory_core.consolidation import ConsolidateRequest
 from memory_core.engines.sqlite import SQLiteEngine
 from memory_core.lifecycle.agent import AgentMemory
@@ -80,6 +80,26 @@ def test_changing_the_model_re_embeds_in_the_background(tmp_path: Path) -> None:
         assert engine.embed_backlog(limit=3) == 3 and engine.stats()["embedding_wait"] == 2
         engine.forget({"ids": [Document.of("note 4", MemoryMeta()).id]})  # a deleted item's vectors go with it
         assert engine.embed_backlog() == 1 and engine.stats()["embedding_wait"] == 0
+
+
+def test_only_live_items_wait_for_the_model_and_the_job_embeds_exactly_those(tmp_path: Path) -> None:
+    # status's "waiting for embedding" and what the embedding job encodes are one query (``vectors._WAITING``):
+    # an item a supersede retracted is not served, so it neither waits nor is encoded; brought back, it waits
+    model = Recording()
+    with SQLiteEngine(tmp_path / "m.db", embedder=model) as engine:
+        agent = AgentMemory(engine, MemoryLayout("team:t"), "ann")
+        for i in range(10):
+            agent.learn(f"value {i} of the thing", key=f"k{i}")
+        before = engine.current_lsn()
+        assert agent.learn("a new value of the thing", key="k0").superseded
+        assert len(engine.list(ListRequest(limit=100)).items) == 10  # live: status's item count
+        assert engine.stats()["embedding_wait"] == 10
+        assert engine.embed_backlog() == 10 and engine.stats()["embedding_wait"] == 0
+        encoded = [t for _, texts in model.calls for t in texts]
+        assert len(encoded) == 10 and not any("value 0 of" in t for t in encoded)  # the superseded one: never
+        engine.rollback(before, "undo the new value")  # the old value is live again, and has no vectors
+        assert engine.stats()["embedding_wait"] == 1
+        assert engine.embed_backlog() == 1 and "value 0 of" in model.calls[-1][1][0]
 
 
 class Marked(HashEmbedder):

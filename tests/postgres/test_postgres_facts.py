@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -13,6 +13,7 @@ from memory_core.facts.store import FactStore
 from memory_core.memory_log import RecordOp
 from memory_core.namespace import Namespace
 from memory_core.query import FetchMode, FetchRequest, ListRequest
+from memory_core.retrieval.embedder import Encoded, HashEmbedder
 
 pytestmark = pytest.mark.postgres
 
@@ -54,3 +55,31 @@ def test_forgetting_a_key_removes_its_superseded_values_too(engine: PostgresEngi
     for item_id in (old.id, new.id):
         assert engine.history(item_id)[-1].op is RecordOp.TOMBSTONE
     assert engine.list(ListRequest(limit=10)).items == ()
+
+
+class _Recording(HashEmbedder):
+    """The hash embedder, recording the texts it encoded."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+
+    def encode(self, texts: Sequence[str]) -> Encoded:
+        self.texts.extend(texts)
+        return super().encode(texts)
+
+
+def test_a_superseded_fact_neither_waits_for_the_model_nor_is_encoded(pg_url: str) -> None:
+    model = _Recording()
+    with PostgresEngine(pg_url, embedder=model) as engine:  # the rule of SQLite's (tests/test_retrieval_background)
+        facts = FactStore(engine, ROOT)
+        for i in range(10):
+            facts.learn(f"value {i} of the thing", key=f"k{i}", at=T0)
+        before = engine.current_lsn()
+        assert facts.learn("a new value of the thing", key="k0", at=T0.replace(hour=10)).superseded
+        assert len(engine.list(ListRequest(limit=100)).items) == 10
+        assert engine.embed_waiting() == 10
+        assert engine.embed_backlog() == 10 and engine.embed_waiting() == 0
+        assert len(model.texts) == 10 and not any("value 0 of" in t for t in model.texts)
+        engine.rollback(before, "undo the new value")  # the old value is live again, and has no vectors
+        assert engine.embed_waiting() == 1
+        assert engine.embed_backlog() == 1 and "value 0 of" in model.texts[-1]

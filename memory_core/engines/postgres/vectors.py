@@ -32,9 +32,11 @@ from .schema import SCHEMA
 __all__ = ["Loaded", "backlog", "load", "unembedded", "write"]
 
 _WAITING: Final = (
-    f"FROM {SCHEMA}.items i WHERE NOT EXISTS (SELECT 1 FROM {SCHEMA}.item_vectors v WHERE v.seq = i.seq "
-    "AND v.model = %s)"
+    f"FROM {SCHEMA}.items i WHERE i.status = 'live' AND NOT EXISTS (SELECT 1 FROM {SCHEMA}.item_vectors v "
+    "WHERE v.seq = i.seq AND v.model = %s)"
 )
+"""What waits for the model (``backlog``) and what the job encodes (``unembedded``): live items with no vectors of
+the model, the rule of ``engines.sqlite.vectors._WAITING``."""
 _PREV: Final = (
     f"(SELECT p.seq FROM {SCHEMA}.items p WHERE p.thread_id = i.thread_id AND p.turn_last < i.turn_first "
     "AND p.ns = i.ns AND p.kind = 'conversation' AND i.kind = 'conversation' "
@@ -43,13 +45,13 @@ _PREV: Final = (
 
 
 def backlog(conn: Conn, model: str) -> int:
-    """Items with no vectors of ``model`` (waiting for the embedding job)."""
+    """Live items with no vectors of ``model`` (waiting for the embedding job: ``_WAITING``)."""
     row = conn.execute(f"SELECT count(*) {_WAITING}", (model,)).fetchone()
     return int(row[0]) if row else 0
 
 
 def unembedded(conn: Conn, model: str, limit: int) -> list[tuple[int, str]]:
-    """Up to ``limit`` ``(seq, item JSON)`` of items with no vectors of ``model``, oldest first."""
+    """Up to ``limit`` ``(seq, item JSON)`` of live items with no vectors of ``model``, oldest first."""
     rows = conn.execute(f"SELECT i.seq, i.item {_WAITING} ORDER BY i.seq LIMIT %s", (model, limit)).fetchall()
     return [(int(seq), str(body)) for seq, body in rows]
 

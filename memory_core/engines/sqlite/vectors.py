@@ -39,16 +39,22 @@ NUMBERED: Final = (
     "CREATE INDEX item_vectors_n ON item_vectors(n)",
 )
 """Statements of schema version 6: ``n`` numbers rows in write order (``pooled.PooledIndex`` reads new ones)."""
-_WAITING: Final = "FROM bodies b LEFT JOIN item_vectors v ON v.seq = b.seq AND v.model = ? WHERE v.seq IS NULL"
+_WAITING: Final = (
+    "FROM bodies b JOIN items i ON i.seq = b.seq AND i.status = 'live' "
+    "LEFT JOIN item_vectors v ON v.seq = b.seq AND v.model = ? WHERE v.seq IS NULL"
+)
+"""What waits for the model, the one rule ``backlog`` (status's count) and ``unembedded`` (the job) share: live
+items (any tier) with no vectors of the model. An item that is retracted (a superseded fact) or stale is served
+by no read, so it is not encoded; brought back live (``rollback``, a restore) it waits again."""
 
 
 def backlog(conn: sqlite3.Connection, model: str) -> int:
-    """Items with no vectors of ``model`` (waiting for the embedding job)."""
+    """Live items with no vectors of ``model`` (waiting for the embedding job: ``_WAITING``)."""
     return int(conn.execute(f"SELECT count(*) {_WAITING}", (model,)).fetchone()[0])
 
 
 def unembedded(conn: sqlite3.Connection, model: str, limit: int) -> list[tuple[int, str]]:
-    """Up to ``limit`` ``(seq, text)`` of items with no vectors of ``model``, oldest first."""
+    """Up to ``limit`` ``(seq, text)`` of live items with no vectors of ``model``, oldest first (``_WAITING``)."""
     rows = conn.execute(f"SELECT b.seq, b.text {_WAITING} ORDER BY b.seq LIMIT ?", (model, limit)).fetchall()
     return [(int(seq), str(text)) for seq, text in rows]
 
