@@ -13,6 +13,8 @@ from memory_core import ConsolidateRequest, Conversation, MemoryMeta, Reach
 from memory_core.cli import load_commands
 from memory_core.engines.sqlite import SQLiteEngine
 from memory_core.items import Role, Turn
+from memory_core.lifecycle.agent import AgentMemory
+from memory_core.lifecycle.layout import MemoryLayout
 from memory_core.namespace import Namespace
 from memory_core.settings import get_settings
 
@@ -42,7 +44,11 @@ def invoke(url: str, *args: str):  # type: ignore[no-untyped-def]
 
 
 def _refs(url: str, *extra: str) -> list[str]:
-    result = invoke(url, "recall", "Where does Ana live?", "--json", *extra)
+    return _refs_for(url, "Where does Ana live?", *extra)
+
+
+def _refs_for(url: str, query: str, *extra: str) -> list[str]:
+    result = invoke(url, "recall", query, "--json", *extra)
     assert result.exit_code == 0, result.output
     return [r["id"] if isinstance(r, dict) else r for r in json.loads(result.stdout)["refs"]]
 
@@ -124,6 +130,19 @@ def test_history_of_a_prefix_or_a_malformed_id_exits_2_naming_id(store: tuple[st
     assert whole.exit_code == 0 and turn in whole.stdout
     unknown = invoke(url, "history", "0" * 40, *flags)  # a whole id with no records is an answer, not an error
     assert unknown.exit_code == 0 and unknown.stdout.strip() in ("[]", f"no records about {'0' * 40}")
+
+
+@pytest.mark.parametrize("blank", ["", "   "])
+def test_recall_of_a_blank_query_is_the_latest_of_everything_as_the_library_reads_it(
+    store: tuple[str, str, str], blank: str
+) -> None:
+    # not an error: AgentMemory.recall, POST /v1/recall ({query?}) and a pack's sections read a blank query as
+    # newest first (recall/gather.py "Fetch"), and the command prints that pack
+    url, turn, _ = store
+    assert turn in _refs_for(url, blank)
+    with SQLiteEngine(url.removeprefix("sqlite:///")) as engine:
+        library = AgentMemory(engine, MemoryLayout(get_settings().layout_root), "assistant").recall(None)
+    assert _refs_for(url, blank) == list(library.refs)
 
 
 def test_retract_names_unknown_ids_and_exits_1_when_none_is_stored(store: tuple[str, str, str]) -> None:
