@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -173,3 +174,16 @@ def test_a_negative_number_is_an_argument_and_text_starting_with_a_dash_follows_
     assert [r["text"] for r in listed(facts_env)] == ["-40", "-x marks the spot"]
     refused = invoke(facts_env, "facts", "set", "-x marks the spot")
     assert refused.exit_code == 2 and "No such option" in refused.stderr
+
+
+def test_status_counts_only_live_items_in_the_scopes_table_as_in_its_items_line(facts_env: dict[str, str]) -> None:
+    for key in ("ui.theme", "ui.font"):
+        assert invoke(facts_env, "facts", "set", f"The {key} is plain", "--key", key).exit_code == 0
+    assert invoke(facts_env, "facts", "set", "The ui.theme is light", "--key", "ui.theme").exit_code == 0
+    status = json.loads(invoke(facts_env, "status", "--json").output)
+    assert status["items"] == {"learning": 2} and status["engine_stats"]["items"] == 3  # one value superseded
+    assert [(s["namespace"], s["items"]) for s in status["scopes"]] == [("team:acme", 2)]  # was 3: the held rows
+    assert status["engine_stats"]["embedding_wait"] == 2  # the superseded value waits for no model either
+    text = invoke(facts_env, "status").output
+    assert "items   2 (learning 2)" in text and "2 waiting for embedding" in text
+    assert re.search(r"team:acme\s*│\s*learning\s*│\s*2\s*│", text), text

@@ -77,9 +77,9 @@ def test_a_superseded_fact_neither_waits_for_the_model_nor_is_encoded(pg_url: st
         before = engine.current_lsn()
         assert facts.learn("a new value of the thing", key="k0", at=T0.replace(hour=10)).superseded
         assert len(engine.list(ListRequest(limit=100)).items) == 10
-        assert engine.embed_waiting() == 10
-        assert engine.embed_backlog() == 10 and engine.embed_waiting() == 0
+        assert engine.stats()["embedding_wait"] == 10
+        assert engine.embed_backlog() == 10 and engine.stats()["embedding_wait"] == 0
         assert len(model.texts) == 10 and not any("value 0 of" in t for t in model.texts)
         engine.rollback(before, "undo the new value")  # the old value is live again, and has no vectors
-        assert engine.embed_waiting() == 1
+        assert engine.stats()["embedding_wait"] == 1
         assert engine.embed_backlog() == 1 and "value 0 of" in model.texts[-1]

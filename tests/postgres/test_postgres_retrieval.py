@@ -60,9 +60,9 @@ def test_a_turn_matches_its_neighbours_words_until_the_neighbour_is_forgotten(en
 def test_embed_backlog_stores_token_vectors_once_and_a_forget_drops_them(engine: PostgresEngine, pg_url: str) -> None:
     turns = [_turn(f"turn number {i} about gardening", i) for i in range(5)]
     engine.store_many(turns)
-    assert engine.embed_waiting() == 5
+    assert engine.stats()["embedding_wait"] == 5
     assert engine.embed_backlog(batch=2) == 5
-    assert engine.embed_backlog() == 0 and engine.embed_waiting() == 0
+    assert engine.embed_backlog() == 0 and engine.stats()["embedding_wait"] == 0
     with psycopg.connect(pg_url) as conn:
         rows = conn.execute(f"SELECT model, prev, length(tokens) FROM {SCHEMA}.item_vectors ORDER BY seq").fetchall()
     assert [r[0] for r in rows] == ["hash"] * 5

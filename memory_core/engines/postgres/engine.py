@@ -223,10 +223,6 @@ class PostgresEngine(LogHooks, MemoryEngine):
                 break
         return done
 
-    def embed_waiting(self) -> int:
-        """Items with no vectors of the current model (the embedding job's backlog)."""
-        return self._read(partial(vectors.backlog, model=self.model.embedder.name))
-
     # deletes ---------------------------------------------------------------------------------------------
     def _forget(self, target: ForgetTarget) -> ForgetReport:
         if target.ids is not None:
@@ -524,11 +520,14 @@ class PostgresEngine(LogHooks, MemoryEngine):
         kinds = [k.value for k in request.admitted_kinds()]
         sql, params = reach_sql(request.reach, "s.ns")
 
-        def read(conn: Conn) -> list[ScopeRow]:
+        def read(conn: Conn) -> list[ScopeRow]:  # live items per scope: the rule of ``sqlite.scopes.scope_rows``
             rows = conn.execute(
+                f"WITH gone AS (SELECT ns, kind, count(*) AS n FROM {SCHEMA}.items "
+                "WHERE (status <> 'live' OR tier = 'archive') AND status <> 'live' GROUP BY ns, kind) "
                 f"SELECT s.ns, s.kind, s.last_write, s.last_build, "
-                f"(SELECT count(*) FROM {SCHEMA}.items i WHERE i.ns = s.ns AND i.kind = s.kind) "
-                f"FROM {SCHEMA}.scopes s WHERE s.kind = ANY(%s::text[]) AND ({sql}) ORDER BY s.ns, s.kind",
+                f"(SELECT count(*) FROM {SCHEMA}.items i WHERE i.ns = s.ns AND i.kind = s.kind) - coalesce(g.n, 0) "
+                f"FROM {SCHEMA}.scopes s LEFT JOIN gone g ON g.ns = s.ns AND g.kind = s.kind "
+                f"WHERE s.kind = ANY(%s::text[]) AND ({sql}) ORDER BY s.ns, s.kind",
                 [kinds, *params],
             ).fetchall()
             return [(str(r[0]), str(r[1]), int(r[2]), None if r[3] is None else int(r[3]), int(r[4])) for r in rows]
@@ -540,7 +539,13 @@ class PostgresEngine(LogHooks, MemoryEngine):
         return self._read(partial(beliefs.evidence_of, belief_ids=belief_ids))
 
     def stats(self) -> dict[str, Any]:
-        """Row counts: ``items``, ``pending`` (always 0: no write is deferred), ``beliefs``, ``superseded``."""
+        """Row counts, for tests and the CLI: the keys and meanings of ``SQLiteEngine.stats``.
+
+        ``items``, ``pending`` (always 0: no write is deferred), ``beliefs`` (active), ``superseded``, and
+        ``embedding_wait``: items the current model has not encoded yet (``vectors.backlog``, without loading the
+        model), which ``workers.handlers.waiting`` reads to submit the ``embed_items`` job and ``status`` shows.
+        """
+        model = self.model.name
 
         def read(conn: Conn) -> dict[str, Any]:
             row = conn.execute(
@@ -549,7 +554,8 @@ class PostgresEngine(LogHooks, MemoryEngine):
                 f"(SELECT count(*) FROM {SCHEMA}.beliefs WHERE status = 'superseded')"
             ).fetchone()
             assert row is not None
-            return {"items": int(row[0]), "pending": 0, "beliefs": int(row[1]), "superseded": int(row[2])}
+            out = {"items": int(row[0]), "pending": 0, "beliefs": int(row[1]), "superseded": int(row[2])}
+            return {**out, "embedding_wait": vectors.backlog(conn, model)}
 
         return self._read(read)
 

@@ -13,7 +13,7 @@ import threading
 from concurrent.futures import Future
 
 from memory_core.engines.sqlite.queries import QUERY_CACHE, QueryEncodings, QueryVectors
-from memory_core.retrieval.embedder import F32, Embedder, embedder_for
+from memory_core.retrieval.embedder import F32, Embedder, embedder_for, embedder_name
 from memory_core.settings import get_settings
 
 __all__ = ["QUERY_CACHE", "Model"]
@@ -39,6 +39,19 @@ class Model:
                 settings = get_settings()
                 self._embedder = embedder_for(settings.embedder, settings.embedder_model)
             return self._embedder
+
+    @property
+    def name(self) -> str:
+        """The ``Embedder.name`` the current model's vectors carry, without loading a pinned model.
+
+        The embedder's if made, else the setting's (``embedder_name``, the rule of the SQLite engine's): what
+        ``stats``' ``embedding_wait`` counts against, so ``memory-core status`` never loads the model.
+        """
+        with self._lock:
+            if self._embedder is not None:
+                return self._embedder.name
+        settings = get_settings()
+        return embedder_name(settings.embedder, settings.embedder_model)
 
     @property
     def label(self) -> str:

@@ -9,7 +9,7 @@ import base64
 import json
 import sqlite3
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
 
 from memory_core.consolidation import BuildScope, ConsolidateRequest
 from memory_core.errors import InvalidRequest
@@ -29,7 +29,7 @@ __all__ = [
 ]
 
 ScopeRow = tuple[str, str, int, int | None, int]
-"""``(ns key, kind, last_write µs, last_build µs or None, items held)`` of one (node, kind) scope."""
+"""``(ns key, kind, last_write µs, last_build µs or None, live items held)`` of one (node, kind) scope."""
 
 CURSOR_VALUE_BOUND = 2**63
 """Cursor values are below this: SQLite's INTEGER is a signed 64-bit value (sqlite.org/datatype3.html §2)."""
@@ -42,21 +42,35 @@ _COUNTS = {
 }
 
 
+_NOT_LIVE: Final = (
+    "WITH gone AS (SELECT ns, kind, count(*) AS n FROM items INDEXED BY items_unserved "
+    "WHERE (status != 'live' OR tier = 'archive') AND status != 'live' GROUP BY ns, kind) "
+)
+"""Items held but not live (retracted, e.g. a superseded fact's old value, or stale) per scope, read through the
+partial index ``items_unserved`` in one pass: a scope's live items are all its items (a covering count on
+``items_ns_kind``) less these, without reading every item row."""
+
+
 def scope_rows(conn: sqlite3.Connection, request: ConsolidateRequest) -> list[ScopeRow]:
-    """Every (node, kind) scope the request's reach and kinds admit, with its write and build marks."""
+    """Every (node, kind) scope the request's reach and kinds admit, with its write and build marks.
+
+    A scope's count is of its live items (any tier), the items ``list`` serves and ``memory-core status``'s
+    items line counts: a retracted item (a superseded fact's old value) is still held but is neither served
+    nor built from (docs/log-model.md).
+    """
     kinds = [k.value for k in request.admitted_kinds()]
     sql, params = reach_sql(request.reach, "s.ns", kinds=kinds, kind_col="s.kind")
     rows = conn.execute(
-        f"SELECT s.ns, s.kind, s.last_write, s.last_build, "
-        f"(SELECT count(*) FROM items i WHERE i.ns = s.ns AND i.kind = s.kind) "
-        f"FROM scopes s WHERE {sql} ORDER BY s.ns, s.kind",
+        f"{_NOT_LIVE}SELECT s.ns, s.kind, s.last_write, s.last_build, "
+        f"(SELECT count(*) FROM items i WHERE i.ns = s.ns AND i.kind = s.kind) - coalesce(g.n, 0) "
+        f"FROM scopes s LEFT JOIN gone g ON g.ns = s.ns AND g.kind = s.kind WHERE {sql} ORDER BY s.ns, s.kind",
         params,
     ).fetchall()
     return [(str(r[0]), str(r[1]), int(r[2]), None if r[3] is None else int(r[3]), int(r[4])) for r in rows]
 
 
 def build_scopes(rows: Sequence[ScopeRow]) -> list[BuildScope]:
-    """One ``BuildScope`` per node holding items (pure): its kinds, item count, newest write, oldest build."""
+    """One ``BuildScope`` per node holding live items (pure): its kinds, item count, newest write, oldest build."""
     by_ns: dict[str, list[ScopeRow]] = {}
     for row in rows:
         if row[4] > 0:
