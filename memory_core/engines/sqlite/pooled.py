@@ -24,6 +24,12 @@ least an eighth of the rows held, every row is multiplied and the candidates' co
 gathering their rows first); else their rows are gathered. The sections of a pack ask with the same query
 vector (one encoding per query text, ``queries``): the last full product is kept with the query array and the
 generation of the rows it covers, so the pack's other sections pick from it.
+
+Where the candidates sit in the copy (``Layout``: which are embedded, their rows, their previous turns and their
+window neighbours) does not depend on the query, so the last one is kept while the candidates are equal and the
+held seqs, rows and previous turns unchanged (a version bumped by every change to them). A whole-store fetch of
+a 100k-item file so looks its candidates up once per change of the copy, not twice per fetch (issue 14 §6:
+four 100k-key binary searches and a scatter per fetch, about a fifth of its ranking CPU, ``docs/retrieval.md``).
 """
 
 from __future__ import annotations
