@@ -17,6 +17,10 @@ In the same run:
   order alternating (``common.paired``'s scheme);
 * **hybrid fetch p50/p99, MiniLM ÷ hash**: one ``fetch`` (hybrid, limit 10, the whole store) paired the same way:
   the query's encoding and the ranking alone (issue 14 §6), without the rest of a pack;
+* **hybrid fetch CPU p50/p99, MiniLM ÷ hash**: the same calls' CPU time on the fetching thread
+  (``time.thread_time``): the ranking's own work (candidates, BM25, the pooled and window sources, late
+  interaction), without the query's encoding (the encoder thread) and without the time other processes take the
+  core, so it moves with the store's size, not with the machine's load;
 * **bytes per item**: ``length(pooled) + length(tokens)`` of every ``item_vectors`` row (mean = SUM / rows,
   p50, max), MiniLM beside hash;
 * **embedding throughput on a worker**: items/s of ``embed_items`` jobs run through ``workers.execution.execute``
@@ -133,16 +137,24 @@ def _lexical(path: Path, stored: int, bulk_above: int, hashed: Embedder) -> str:
 
 
 def _alternating(
-    calls: tuple[Callable[[int, str], object], Callable[[int, str], object]], questions: list[str], n: int
+    calls: tuple[Callable[[int, str], object], Callable[[int, str], object]],
+    questions: list[str],
+    n: int,
+    cpu: tuple[list[float], list[float]] | None = None,
 ) -> tuple[list[float], list[float]]:
-    """``n`` pairs of timed calls (ms), the pair's order alternating; call ``i`` asks ``questions[i]`` (cycled)."""
+    """``n`` pairs of timed calls (ms), the pair's order alternating; call ``i`` asks ``questions[i]`` (cycled).
+
+    ``cpu``, when given, receives each call's CPU time on the calling thread (ms, ``time.thread_time``).
+    """
     samples: tuple[list[float], list[float]] = ([], [])
     for i in range(n):
         text = questions[i % max(1, len(questions) - 3)]
         for side in (0, 1) if i % 2 == 0 else (1, 0):
-            start = time.perf_counter()
+            start, used = time.perf_counter(), time.thread_time()
             calls[side](i, text)
             samples[side].append((time.perf_counter() - start) * 1000)
+            if cpu is not None:
+                cpu[side].append((time.thread_time() - used) * 1000)
     return samples
 
 
@@ -169,11 +181,15 @@ def _paired_pre_turn(
 
 
 def _paired_fetch(
-    engines: tuple[SQLiteEngine, SQLiteEngine], questions: list[str], calls: int
+    engines: tuple[SQLiteEngine, SQLiteEngine],
+    questions: list[str],
+    calls: int,
+    cpu: tuple[list[float], list[float]] | None = None,
 ) -> tuple[list[float], list[float]]:
     """One hybrid ``fetch`` (limit 10, the whole store) on each engine, paired as ``_paired_pre_turn``; ms each.
 
     The query's encoding and the ranking (candidates, late interaction, fusion) with nothing else of a pack.
+    ``cpu`` receives each call's CPU time on the fetching thread (``_alternating``).
     """
     first, second = engines
     for engine in engines:  # warm: a question the timed calls never ask
@@ -185,6 +201,7 @@ def _paired_fetch(
         ),
         questions,
         calls,
+        cpu,
     )
 
 
@@ -290,7 +307,9 @@ def run(quick: bool = False, sizes: Sizes | None = None, model: Embedder | None 
             try:
                 calls = min(size.calls, max(1, len(questions) - 3))
                 on, off, encodes = _paired_pre_turn(engines, agent, questions, calls)
-                fetch_on, fetch_off = _paired_fetch(engines, questions, calls)
+                cpu_on: list[float] = []
+                cpu_off: list[float] = []
+                fetch_on, fetch_off = _paired_fetch(engines, questions, calls, (cpu_on, cpu_off))
             finally:
                 for engine in engines:
                     engine.close()
@@ -310,6 +329,19 @@ def run(quick: bool = False, sizes: Sizes | None = None, model: Embedder | None 
                     percentile(fetch_off, q),
                     "hash",
                     ranked,
+                )  # fmt: skip
+                for q in (50, 99)
+            )
+            used = f"CPU time of the fetching thread (time.thread_time), the same calls; no query encoding; {load}"
+            rows.extend(
+                Row(
+                    f"hybrid fetch CPU p{q}, MiniLM",
+                    setup,
+                    percentile(cpu_on, q),
+                    "ms",
+                    percentile(cpu_off, q),
+                    "hash",
+                    used,
                 )  # fmt: skip
                 for q in (50, 99)
             )

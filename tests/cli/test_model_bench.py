@@ -41,6 +41,8 @@ def test_the_model_rows_sit_beside_hash_at_each_size_and_the_worker_row_follows(
         "pre_turn p99, MiniLM",
         "hybrid fetch p50, MiniLM",
         "hybrid fetch p99, MiniLM",
+        "hybrid fetch CPU p50, MiniLM",
+        "hybrid fetch CPU p99, MiniLM",
         "bytes per item, mean, MiniLM",
         "bytes per item, p50, MiniLM",
         "bytes per item, max, MiniLM",
@@ -52,10 +54,12 @@ def test_the_model_rows_sit_beside_hash_at_each_size_and_the_worker_row_follows(
     ]
     assert all(r.baseline_name == "hash" and r.baseline is not None and r.baseline > 0 for r in rows)
     assert all(math.isfinite(r.value) and r.value > 0 for r in rows)
-    assert [r.unit for r in rows] == [*(["ms"] * 4 + ["B"] * 3) * 2, "items/s"]
-    assert "every turn stored through the engine" in rows[0].note and "bench.bulk_fill" in rows[7].note
+    assert [r.unit for r in rows] == [*(["ms"] * 6 + ["B"] * 3) * 2, "items/s"]
+    assert "every turn stored through the engine" in rows[0].note and "bench.bulk_fill" in rows[9].note
+    for at in (4, 13):  # the fetching thread's CPU time: within the same calls' wall time
+        assert rows[at].value <= rows[at - 2].value * 1.01 + 0.05 and "thread_time" in rows[at].note
     assert all("query encodes per pre_turn 1.00" in r.note for r in rows if r.bench.startswith("pre_turn"))
-    for at in (4, 11):  # both views of a turn within 16 KB (issue 14 §6); the max is no smaller than the mean
+    for at in (6, 15):  # both views of a turn within 16 KB (issue 14 §6); the max is no smaller than the mean
         mean, p50, most = rows[at : at + 3]
         assert p50.value <= most.value <= 16 * 1024 and mean.value <= most.value
 

@@ -24,6 +24,12 @@ least an eighth of the rows held, every row is multiplied and the candidates' co
 gathering their rows first); else their rows are gathered. The sections of a pack ask with the same query
 vector (one encoding per query text, ``queries``): the last full product is kept with the query array and the
 generation of the rows it covers, so the pack's other sections pick from it.
+
+Where the candidates sit in the copy (``Layout``: which are embedded, their rows, their previous turns and their
+window neighbours) does not depend on the query, so the last one is kept while the candidates are equal and the
+held seqs, rows and previous turns unchanged (a version bumped by every change to them). A whole-store fetch of
+a 100k-item file so looks its candidates up once per change of the copy, not twice per fetch (issue 14 §6:
+four 100k-key binary searches and a scatter per fetch, about a fifth of its ranking CPU, ``docs/retrieval.md``).
 """
 
 from __future__ import annotations
@@ -31,15 +37,17 @@ from __future__ import annotations
 import sqlite3
 import threading
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Final
 
 import numpy as np
 
 from memory_core.retrieval.dense import F32, IntArray, top
+from memory_core.retrieval.window_dense import neighbours
 
 from .rows import chunks, placeholders
 
-__all__ = ["PooledIndex", "Scored"]
+__all__ = ["Layout", "PooledIndex", "Scored"]
 
 _FULL_PRODUCT: Final = 8
 """Multiply every held row when the candidates are at least 1/8 of them (as ``index.ItemIndex`` does)."""
@@ -49,6 +57,41 @@ _NONE: Final = -1
 PAGE: Final = 20_000
 """New ``item_vectors`` rows one refresh statement reads (their numbers, seqs and models, ~20k rows ≈ 2 MB of
 tuples; memory-core choice, as ``index.LOAD_PAGE``): a backlog embedded meanwhile is never held at once."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where a fetch's candidates sit in the copy: which are embedded, their rows and previous turns.
+
+    It depends on the candidates and the held seqs only, not on the query, so ``PooledIndex.scored`` keeps the
+    last one and reuses it while the candidates are equal and the held seqs, rows and previous turns unchanged
+    (``PooledIndex.layouts``): a whole-store fetch of a 100k-item file otherwise looks its 100k keys up again
+    on every call, and again in each source of the same fetch.
+
+    Attributes:
+        asked: ``(n,)`` the candidates asked about, ascending.
+        version: The copy's layout version it was computed at.
+        keys: ``(e,)`` the embedded ones among them, ascending.
+        rows: ``(e,)`` each one's row in the copy's vectors.
+        prev: ``(e,)`` each one's previous turn as embedded (-1: none).
+    """
+
+    asked: IntArray
+    version: int
+    keys: IntArray
+    rows: IntArray
+    prev: IntArray
+
+    @cached_property
+    def neighbours(self) -> tuple[IntArray, IntArray]:
+        """``retrieval.window_dense.neighbours`` of ``keys``: each one's previous and next turn among them."""
+        return neighbours(self.keys, self.prev)
+
+    def same(self, keys: IntArray, version: int) -> bool:
+        """Whether this layout answers for candidates ``keys`` at the copy's layout ``version``."""
+        if version != self.version:
+            return False
+        return len(keys) == len(self.asked) and bool(np.array_equal(keys, self.asked))
 
 
 @dataclass(frozen=True)
@@ -62,6 +105,7 @@ class Scored:
         held: The pooled vectors ``rows`` index (read only), then ``extra``'s.
         rows: ``(n,)`` each key's row in ``held`` (from ``len(held)`` on: in ``extra``).
         extra: Vectors an older snapshot read for itself (``private_reads``).
+        layout: The ``Layout`` ``keys``, ``rows`` and ``prev`` come from; None with ``extra``.
     """
 
     keys: IntArray
@@ -70,6 +114,16 @@ class Scored:
     held: F32
     rows: IntArray
     extra: F32 | None = None
+    layout: Layout | None = None
+
+    def neighbours(self) -> tuple[IntArray, IntArray]:
+        """Each key's previous and next turn among ``keys`` (``retrieval.window_dense.neighbours``), positions.
+
+        Kept with the layout, so the fetches that ask about the same candidates compute them once.
+        """
+        if self.layout is not None:
+            return self.layout.neighbours
+        return neighbours(self.keys, self.prev)
 
     def vectors(self, at: IntArray) -> F32:
         """``(len(at), d)``: the pooled vectors of the keys at positions ``at``."""
@@ -91,6 +145,8 @@ class PooledIndex:
         rows_read: Pooled vectors read from the file (of held seqs written since, and of seqs loaded on demand).
         private_reads: Reads whose snapshot was older than the copy's, their missing seqs read for themselves.
         products: Full products computed (for tests).
+        layouts: ``Layout``s computed, each looking every candidate up among the held seqs (for tests: a run of
+            fetches over the same candidates computes one).
     """
 
     def __init__(self) -> None:
@@ -98,9 +154,12 @@ class PooledIndex:
         self._generation = 0
         """Bumped whenever the held vectors change (``_product`` is of one generation): a vector row written, or
         seqs held with vectors; seqs held as not embedded add no row."""
+        self._version = 0
+        """Bumped whenever the held seqs, their rows or previous turns change (a ``Layout`` is of one version)."""
         self.products = 0
         self.rows_read = 0
         self.private_reads = 0
+        self.layouts = 0
         self._reset("", "", 0, 0)
 
     def _reset(self, instance: str, model: str, dims: int, after: int) -> None:
@@ -116,6 +175,9 @@ class PooledIndex:
         self._prev: IntArray = np.zeros(0, dtype=np.int64)
         """Each held seq's previous turn as embedded (``item_vectors.prev``; ``_NONE``: none, or not embedded)."""
         self._generation += 1
+        self._version += 1
+        self._layout: Layout | None = None
+        """The last ``Layout`` computed."""
         self._product: tuple[F32, int, F32] | None = None
         """The last full product: ``(query, generation of the rows, cosines)``."""
         self._scored: tuple[F32, IntArray, int, Scored] | None = None
@@ -176,6 +238,7 @@ class PooledIndex:
                 self._row[pos] = row
             self._vectors[row] = np.frombuffer(blob, dtype="<f4")
         self._generation += 1
+        self._version += 1
 
     def _room(self, k: int) -> int:
         """The first of ``k`` new rows in ``_vectors``, grown by doubling (under the lock)."""
@@ -215,6 +278,7 @@ class PooledIndex:
         order = np.argsort(known, kind="stable")
         self._known, self._row = known[order], np.concatenate([self._row, rows])[order]
         self._prev = np.concatenate([self._prev, prevs])[order]
+        self._version += 1
         if embedded:  # seqs held as not embedded leave every vector row, and so the last product, as they were
             self._generation += 1
 
@@ -242,28 +306,33 @@ class PooledIndex:
         q = np.asarray(query, dtype=np.float32)
         top_n = self.refresh(conn, model, int(q.shape[-1]))
         own: dict[int, tuple[bytes, int]] = {}
+        private = False
         with self._lock:
-            missing = self._missing(keys)
-            if len(missing):
-                if top_n == self._after:  # the snapshot sees the held state: load into the shared copy
-                    self._hold(missing, self._read(conn, missing, model))
-                else:  # an older snapshot: rows written since may be missing from it
-                    self.private_reads += 1
-                    own = self._read(conn, missing, model)
-            held, pos, prevs = self._known, self._row, self._prev
+            layout = self._layout
+            if layout is None or not layout.same(keys, self._version):
+                layout = None
+                missing = self._missing(keys)
+                if len(missing):
+                    if top_n == self._after:  # the snapshot sees the held state: load into the shared copy
+                        self._hold(missing, self._read(conn, missing, model))
+                    else:  # an older snapshot: rows written since may be missing from it
+                        self.private_reads += 1
+                        private = True
+                        own = self._read(conn, missing, model)
+            held, pos, prevs, version = self._known, self._row, self._prev, self._version
             vectors = self._vectors[: self._count]
             product, generation, last = self._product, self._generation, self._scored
         if not own and last is not None and last[0] is q and last[1] is keys and last[2] == generation:
             return last[3]  # the same query over the same candidates and rows: this fetch's other source
         if len(keys) == 0:
             return Scored(keys[:0], np.zeros(0, dtype=np.float32), keys[:0], vectors[:0], keys[:0])
-        at = np.minimum(np.searchsorted(held, keys), max(len(held) - 1, 0))
-        found = (held[at] == keys) if len(held) else np.zeros(len(keys), dtype=bool)
-        rows = pos[at[found]]
-        keep = rows != _NONE
-        found[np.flatnonzero(found)[~keep]] = False
-        prev = prevs[at[found]]
-        rows = rows[keep]
+        if layout is None:
+            layout = self._locate(keys, held, pos, prevs, version)
+            with self._lock:
+                self.layouts += 1
+                if not private and self._version == version:  # every key held: it answers until the state changes
+                    self._layout = layout
+        chosen, prev, rows = layout.keys, layout.prev, layout.rows
         if len(rows) == 0:
             cos: F32 = np.zeros(0, dtype=np.float32)
         elif product is not None and product[0] is q and product[1] == generation:  # this query's, same rows
@@ -277,7 +346,6 @@ class PooledIndex:
             cos = full[rows]
         else:
             cos = vectors[rows] @ q
-        chosen = keys[found]
         if own:  # seqs an older snapshot read for itself: rows after the held ones, in the order of ``mine``
             mine = np.array(sorted(own), dtype=np.int64)
             theirs = np.frombuffer(b"".join(own[int(s)][0] for s in mine), dtype="<f4").reshape(len(mine), -1)
@@ -288,11 +356,21 @@ class PooledIndex:
             order = np.argsort(chosen, kind="stable")  # ties by seq, as over one array
             chosen, cos, prev, rows = chosen[order], cos[order], prev[order], rows[order]
             return Scored(chosen, cos, prev, vectors, rows, theirs)
-        answer = Scored(chosen, cos, prev, vectors, rows)
+        answer = Scored(chosen, cos, prev, vectors, rows, layout=layout)
         with self._lock:
             if self._generation == generation:
                 self._scored = (q, keys, generation, answer)
         return answer
+
+    @staticmethod
+    def _locate(keys: IntArray, held: IntArray, pos: IntArray, prevs: IntArray, version: int) -> Layout:
+        """The ``Layout`` of ``keys`` (ascending) among held seqs ``held`` (rows ``pos``, previous turns ``prevs``)."""
+        at = np.minimum(np.searchsorted(held, keys), max(len(held) - 1, 0))
+        found = (held[at] == keys) if len(held) else np.zeros(len(keys), dtype=bool)
+        rows = pos[at[found]]
+        keep = rows != _NONE
+        found[np.flatnonzero(found)[~keep]] = False
+        return Layout(keys.copy(), version, keys[found], rows[keep], prevs[at[found]])
 
     def _missing(self, keys: IntArray) -> IntArray:
         """The ``keys`` (ascending) not held (under the lock)."""

@@ -24,7 +24,7 @@ from collections.abc import Collection
 import numpy as np
 
 from memory_core.retrieval.embedder import F32
-from memory_core.retrieval.window_dense import WINDOW_POOL, neighbours, window_top
+from memory_core.retrieval.window_dense import WINDOW_POOL, window_top
 
 from .index import CandidateRows
 from .pooled import PooledIndex
@@ -63,14 +63,15 @@ def window_candidates(
     scored = index.scored(conn, model, rows.keys, pooled)
     if len(scored.keys) == 0:
         return []
-    before, after = neighbours(scored.keys, scored.prev)
+    before, after = scored.neighbours()  # kept with the candidates' layout (``pooled.Layout``)
     alone = (before < 0) & (after < 0)  # its window is itself: the pooled source's ranking already
     if alone.all():  # documents and passages only (a pack's Brain section): nothing to add
         return []
-    held = np.sort(np.fromiter(taken, dtype=np.int64, count=len(taken)))
     skip = alone
-    if len(held):
-        at = np.minimum(np.searchsorted(held, scored.keys), len(held) - 1)
-        skip = alone | (held[at] == scored.keys)
+    if taken:  # the few taken seqs looked up among the candidates, not each candidate among them
+        held = np.unique(np.fromiter(taken, dtype=np.int64, count=len(taken)))
+        at = np.minimum(np.searchsorted(scored.keys, held), len(scored.keys) - 1)
+        skip = alone.copy()
+        skip[at[scored.keys[at] == held]] = True
     best = window_top(scored.cos, before, after, scored.vectors, n, skip)
     return hybrid_hits(conn, rows, [int(s) for s in scored.keys[best]], query)
