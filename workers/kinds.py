@@ -57,19 +57,6 @@ JobHandler = Callable[["Runtime", "Delivery", Any], dict[str, Any]]
 TaskHandler = Callable[["Runtime", "Delivery"], dict[str, Any]]  # a maintenance task: no job
 
 
-def _describe_build(job: BuildBeliefs) -> str:
-    reach = job.request.reach  # agent:alice, source:notion/** +ancestors
-    at = str(reach.at) + ("/**" if reach.descendants else "") + (" +ancestors" if reach.inherit else "")
-    kinds = ", ".join(k.value for k in job.request.kinds) or "all kinds"
-    return f"build_beliefs {at} [{kinds}]"
-
-
-def _describe_ingest(job: IngestBrain) -> str:
-    sources = ", ".join(sorted({d.source.id for d in job.documents}))
-    n = len(job.documents)
-    return f"ingest_brain {n} document{'s' if n != 1 else ''} ({sources})"
-
-
 @dataclass(frozen=True)
 class JobKind:
     """One kind of background job (one row of ``JOB_KINDS``).
@@ -226,8 +213,8 @@ def queue_name(settings: Settings, attr: str) -> str:
 
 JOB_KINDS = JobKinds(
     (
-        JobKind(BuildBeliefs, "memory.build_beliefs", "queue_beliefs", run_build, _describe_build, coalesce=True),
-        JobKind(IngestBrain, "memory.ingest_brain", "queue_ingest", run_ingest, _describe_ingest),
+        JobKind(BuildBeliefs, "memory.build_beliefs", "queue_beliefs", run_build, BuildBeliefs.describe, coalesce=True),
+        JobKind(IngestBrain, "memory.ingest_brain", "queue_ingest", run_ingest, IngestBrain.describe),
         JobKind(ToolWrite, "memory.tool_write", "queue_ingest", run_tool_write, ToolWrite.describe),
         JobKind(EmbedItems, "memory.embed_items", "queue_beliefs", run_embed, EmbedItems.describe, coalesce=True),
         JobKind(

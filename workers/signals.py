@@ -111,11 +111,6 @@ def drain_on_start(sender: Any = None, **_: Any) -> None:
         log.warning("outbox drain at worker start failed: %s", exc)
 
 
-def close_process(**_: Any) -> None:
-    """Close the worker process's runtime."""
-    close_runtime()
-
-
 def unknown_task(
     sender: Any = None, message: Any = None, exc: Any = None, name: Any = None, id: Any = None, **_: Any
 ) -> None:
@@ -167,7 +162,7 @@ def connect() -> None:
         (hub.beat_init, check_broker),
         (hub.beat_init, make_folders),
         (hub.worker_ready, drain_on_start),
-        (hub.worker_process_shutdown, close_process),
+        (hub.worker_process_shutdown, close_runtime),
         (hub.task_unknown, unknown_task),
         (hub.task_rejected, rejected),
         (hub.task_failure, failed),

@@ -48,6 +48,13 @@ class BuildBeliefs(ContractModel):
         """``build_beliefs``."""
         return self.job
 
+    def describe(self) -> str:
+        """Flower's summary: ``build_beliefs agent:alice [conversation]``, ``source:notion/** +ancestors`` …."""
+        reach = self.request.reach
+        at = str(reach.at) + ("/**" if reach.descendants else "") + (" +ancestors" if reach.inherit else "")
+        kinds = ", ".join(k.value for k in self.request.kinds) or "all kinds"
+        return f"build_beliefs {at} [{kinds}]"
+
 
 def _layout_root(root: Namespace) -> Namespace:
     if root.depth > MAX_LAYOUT_ROOT_DEPTH:
@@ -79,6 +86,12 @@ class IngestBrain(ContractModel):
     def name(self) -> str:
         """``ingest_brain``."""
         return self.job
+
+    def describe(self) -> str:
+        """Flower's summary: ``ingest_brain 3 documents (notion)``."""
+        n = len(self.documents)
+        sources = ", ".join(sorted({d.source.id for d in self.documents}))
+        return f"ingest_brain {n} document{'s' if n != 1 else ''} ({sources})"
 
     def placed_at(self, root: Namespace | str | None) -> IngestBrain:
         """A copy whose documents go under the layout root ``root`` (None: the runner's own layout).
