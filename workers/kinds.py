@@ -6,16 +6,16 @@ add a kind: docs/jobs.md ("Job kinds").
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Annotated, Any, Union
 
-from pydantic import Field, TypeAdapter, ValidationError
+from pydantic import Field, TypeAdapter
 
-from memory_core._model import ContractModel, invalid_from
+from memory_core._model import ContractModel
 from memory_core.errors import ConfigError, InvalidRequest
-from memory_core.lifecycle.jobs import BuildBeliefs, IngestBrain
+from memory_core.lifecycle.jobs import BuildBeliefs, IngestBrain, parse_tagged
 from memory_core.settings import Settings
 from memory_core.tools.jobs import ToolWrite
 from workers.coordination import MAX_JOB_ID_CHARS, check_job_id, new_job_id
@@ -138,7 +138,7 @@ class JobKinds:
         """
         return JobKinds((*self.rows, row), self.maintenance)
 
-    @property
+    @cached_property
     def tags(self) -> frozenset[str]:
         """Every kind's ``"job"`` tag."""
         return frozenset(row.tag for row in self.rows)
@@ -184,15 +184,7 @@ class JobKinds:
         """
         if isinstance(value, ContractModel) and any(type(value) is row.model for row in self.rows):
             return value
-        try:
-            if isinstance(value, str | bytes | bytearray):
-                return self._adapter.validate_json(value)  # type: ignore[no-any-return]
-            if isinstance(value, Mapping):
-                return self._adapter.validate_python(dict(value))  # type: ignore[no-any-return]
-        except ValidationError as exc:
-            error = invalid_from(exc, union_tags=self.tags)
-            raise (error if error.field else InvalidRequest(error.message, field="job")) from None
-        raise InvalidRequest(f"expected a job object, got {type(value).__name__}", field="job")
+        return parse_tagged(self._adapter, value, self.tags)  # type: ignore[no-any-return]
 
     def describe(self, job: ContractModel) -> str:
         """The job's summary for Flower (its kind's ``describe``)."""
