@@ -59,13 +59,9 @@ TaskHandler = Callable[["Runtime", "Delivery"], dict[str, Any]]  # a maintenance
 
 @dataclass(frozen=True)
 class JobKind:
-    """One kind of background job (one row of ``JOB_KINDS``).
+    """One kind of background job, one row of ``JOB_KINDS``: its columns are docs/jobs.md's ("Adding a kind").
 
-    Attributes:
-        model: The job's ``ContractModel``; its ``job`` field is a one-value ``Literal``, the kind's tag.
-        queue: The ``Settings`` field naming its queue (``queue_beliefs`` …).
-        describe: The job's one-line summary, Flower's args column (``argsrepr``).
-        coalesce: True when identical jobs queued together collapse into the first (one pending mark).
+    ``queue`` names a ``Settings`` field (``queue_beliefs`` …); ``describe`` fills Flower's args column.
     """
 
     model: type[ContractModel]
