@@ -132,9 +132,9 @@ def run_build(rt: Runtime, d: Delivery, job: BuildBeliefs) -> dict[str, Any]:
 
 
 def run_build_scopes(rt: Runtime, d: Delivery, job: BuildScopes) -> dict[str, Any]:
-    """``run_build`` over each scope of ``job.requests`` once; a scope failing for good is dead-lettered alone.
+    """``run_build`` over each scope of ``job.requests`` once; one failing for good is dead-lettered alone.
 
-    Its letter is the one-scope ``build_beliefs`` job, id ``<job id>:<scope key>``.
+    Its letter's id and payload: docs/jobs.md ("Batches").
 
     Raises:
         Deferred: as ``run_build``.
