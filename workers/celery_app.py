@@ -32,10 +32,8 @@ def run_task(task: Task, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[
         retries=int(request.retries or 0),
     )
     outcome = execute(runtime(), delivery)
-    if outcome.verdict is Verdict.RETRY:  # max_retries=None: the flow counts attempts
-        raise task.retry(countdown=outcome.countdown, exc=outcome.error, max_retries=None)
-    if outcome.verdict is Verdict.DEFER:  # the same job again when the wait ends
-        raise task.retry(countdown=outcome.countdown, max_retries=None)
+    if outcome.verdict in (Verdict.RETRY, Verdict.DEFER):  # max_retries=None: the flow counts attempts
+        raise task.retry(countdown=outcome.countdown, exc=outcome.error, max_retries=None)  # a deferral: no error
     if outcome.verdict is Verdict.DEAD:
         letter = outcome.letter
         raise DeadLettered(f"{letter.error}: {letter.message}" if letter else "dead-lettered")

@@ -14,7 +14,7 @@ from urllib.parse import urlsplit, urlunsplit
 import redis
 
 from beat_schedule import ENTRIES
-from memory_core.engines import mask_url
+from memory_core.engines import mask_url as redact  # the one masking rule: ``redis://user:***@host:6379/0``
 from memory_core.errors import ConfigError
 from memory_core.settings import Settings
 from workers.coordination import redis_options
@@ -55,15 +55,6 @@ SOFT_SHUTDOWN_S = 10.0  # on a warm shutdown, seconds before running tasks are c
 def is_redis_url(url: str | None) -> bool:
     """True for ``redis://`` and ``rediss://`` URLs."""
     return url is not None and urlsplit(url).scheme.lower() in {"redis", "rediss"}
-
-
-def redact(url: str) -> str:
-    """``url`` without its secrets (``redis://user:***@host:6379/0``), for printing and logs.
-
-    The project's one masking rule, ``memory_core.engines.mask_url``: the password of the authority and the value
-    of a secret query parameter (``?password=…``) become ``***``; the user name is kept.
-    """
-    return mask_url(url)
 
 
 _AUTH_ERRORS: tuple[type[BaseException], ...] = (

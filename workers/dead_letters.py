@@ -75,14 +75,9 @@ def _payload(payload: Any) -> tuple[Any, bool]:
 
 
 class DeadLetter(ContractModel):
-    """One dead letter.
+    """One dead letter; its fields, and how ``requeue`` uses ``id`` and ``engine``: docs/jobs.md ("Dead letters").
 
-    Attributes:
-        id: The job id (the Celery task id); requeue reuses it.
-        payload: The job JSON object, or the raw text when it was not a JSON object (``truncated``: cut).
-        error: The error class (``InvalidRequest``, ``EngineUnavailable``, ``ContentDisallowed``, …).
-        attempts: How many times the job was started (0 when it never started).
-        engine: The engine key the job was submitted for, when known (``requeue`` submits it there).
+    ``error`` is the error's class name (``InvalidRequest``, ``ContentDisallowed``, …), ``message`` its text.
     """
 
     id: str

@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from functools import cached_property
 from typing import Any, Generic, TypeVar
 
 from memory_core._model import ContractModel
@@ -68,49 +69,40 @@ class Runtime:
     ) -> None:
         self.settings = settings
         self.kinds = kinds
-        self._engine = engine
-        self._coordination = coordination
-        self._letters = letters
-        self._queue = queue
         self.layout = MemoryLayout(settings.layout_root)
         self.engine_key = engine_key(settings.engine)
+        given = {"engine": engine, "coordination": coordination, "letters": letters, "queue": queue}
+        vars(self).update((name, part) for name, part in given.items() if part is not None)  # as if opened
 
-    @property
+    @cached_property
     def engine(self) -> MemoryEngine:
         """The engine."""
-        if self._engine is None:
-            self._engine = open_worker_engine(self.settings)
-        return self._engine
+        return open_worker_engine(self.settings)
 
     @property
     def runner(self) -> BackgroundRunner:
         """A ``BackgroundRunner`` over the engine and layout."""
         return BackgroundRunner(self.engine, self.layout)
 
-    @property
+    @cached_property
     def coordination(self) -> Coordination:
         """The coordination store."""
-        if self._coordination is None:
-            self._coordination = open_coordination(self.settings)
-        return self._coordination
+        return open_coordination(self.settings)
 
-    @property
+    @cached_property
     def letters(self) -> DeadLetterStore:
         """The dead-letter store."""
-        if self._letters is None:
-            self._letters = open_dead_letters(self.settings)
-        return self._letters
+        return open_dead_letters(self.settings)
 
-    @property
+    @cached_property
     def queue(self) -> JobQueue:
         """A ``JobQueue`` for follow-up jobs (sharing the coordination store)."""
-        if self._queue is None:
-            self._queue = JobQueue(self.settings, coordination=self.coordination, kinds=self.kinds)
-        return self._queue
+        return JobQueue(self.settings, coordination=self.coordination, kinds=self.kinds)
 
     def close(self) -> None:
         """Close whatever was opened."""
-        for part in (self._queue, self._engine, self._coordination, self._letters):
+        for name in ("queue", "engine", "coordination", "letters"):
+            part = vars(self).get(name)
             if part is not None:
                 try:
                     part.close()
@@ -154,8 +146,8 @@ def runtime() -> Runtime:
     return _runtime.get()
 
 
-def close_runtime() -> None:
-    """Close this process's ``Runtime`` (worker process shutdown)."""
+def close_runtime(**_: Any) -> None:
+    """Close this process's ``Runtime`` (at worker process shutdown: a Celery signal handler)."""
     _runtime.reset(Runtime.close)
 
 

@@ -108,10 +108,6 @@ class BuildScopes(ContractModel):
     job: Literal["build_scopes"] = "build_scopes"
     requests: tuple[ConsolidateRequest, ...] = Field(min_length=1, max_length=MAX_SCOPES_PER_JOB)
 
-    def name(self) -> str:
-        """``build_scopes``."""
-        return self.job
-
     def describe(self) -> str:
         """Flower's summary: ``build_scopes 2 (agent:alice, agent:bob)``."""
         reaches = ", ".join(str(r.reach.at) for r in self.requests[:3]) + (", …" if len(self.requests) > 3 else "")
@@ -132,36 +128,29 @@ def run_build(rt: Runtime, d: Delivery, job: BuildBeliefs) -> dict[str, Any]:
     Raises:
         Deferred: a scope must wait (its minimum interval, or another delivery of this job building it).
     """
-    return _build(rt, d, job.name(), rt.engine.scopes(job.request), alone=False)
+    return _build(rt, d, job.job, rt.engine.scopes(job.request), alone=False)
 
 
 def run_build_scopes(rt: Runtime, d: Delivery, job: BuildScopes) -> dict[str, Any]:
-    """``run_build`` over each scope of ``job.requests`` once; a scope failing for good is dead-lettered alone.
+    """``run_build`` over each scope of ``job.requests`` once; one failing for good is dead-lettered alone.
 
-    Its letter is the one-scope ``build_beliefs`` job, id ``<job id>:<scope key>``.
+    Its letter's id and payload: docs/jobs.md ("Batches").
 
     Raises:
         Deferred: as ``run_build``.
     """
     scopes = {scope_key(rt.engine_key, s): s for r in job.requests for s in rt.engine.scopes(r)}
-    return _build(rt, d, job.name(), scopes.values(), alone=True)
+    return _build(rt, d, job.job, scopes.values(), alone=True)
 
 
 def _dead_scope(rt: Runtime, d: Delivery, unit: str, scope: BuildScope, exc: Exception) -> ScopeReport:
     letter_id = f"{d.job_id}:{unit}"
     if len(letter_id) > MAX_JOB_ID_CHARS:
         letter_id = f"scope-{unit}-{uuid.uuid4().hex}"
-    job = BuildBeliefs(request=scope.request())
-    engine = d.kwargs.get("engine")
-    letter = DeadLetter.of(
-        letter_id,
-        exc,
-        payload=job.to_dict(),
-        task="memory.build_beliefs",
-        queue=d.queue,
-        attempts=1,
-        message=f"scope {scope.namespace} of batch {d.job_id}: {exc}",
-        engine=engine if isinstance(engine, str) else None,
+    args = [BuildBeliefs(request=scope.request()).to_dict()]  # the one-scope job it would have been
+    message = f"scope {scope.namespace} of batch {d.job_id}: {exc}"
+    letter = DeadLetter.of_call(
+        letter_id, exc, args, d.kwargs, task="memory.build_beliefs", queue=d.queue, attempts=1, message=message
     )
     keep(lambda: rt.letters, letter, logging.ERROR)
     kinds = tuple(k.value for k in scope.kinds)
@@ -234,7 +223,7 @@ def run_ingest(rt: Runtime, d: Delivery, job: IngestBrain) -> dict[str, Any]:
     jobs += builds if len(builds) == 1 else batches([b.request for b in builds])
     follow_ups = [rt.queue.submit(j) for j in jobs]
     embedding = submit_embedding(rt)
-    return {"job": job.name(), "stored": len(report.stored), "follow_ups": follow_ups, "embedding": embedding}
+    return {"job": job.job, "stored": len(report.stored), "follow_ups": follow_ups, "embedding": embedding}
 
 
 def run_build_due(rt: Runtime, d: Delivery) -> dict[str, Any]:
@@ -299,10 +288,6 @@ class EmbedItems(ContractModel):
     job: Literal["embed_items"] = "embed_items"
     limit: int = Field(default=EMBED_PER_JOB, gt=0, le=EMBED_PER_JOB)
 
-    def name(self) -> str:
-        """``embed_items``."""
-        return self.job
-
     def describe(self) -> str:
         """Flower's summary: ``embed_items up to 4096``."""
         return f"embed_items up to {self.limit}"
@@ -327,7 +312,7 @@ def run_embed(rt: Runtime, d: Delivery, job: EmbedItems) -> dict[str, Any]:
     done = int(embed(limit=job.limit)) if callable(embed) else 0
     left = waiting(rt.engine)
     follow_up = rt.queue.submit(EmbedItems(limit=job.limit)) if left else None
-    return {"job": job.name(), "embedded": done, "waiting": left, "follow_up": follow_up}
+    return {"job": job.job, "embedded": done, "waiting": left, "follow_up": follow_up}
 
 
 def run_embed_due(rt: Runtime, d: Delivery) -> dict[str, Any]:

@@ -6,16 +6,16 @@ add a kind: docs/jobs.md ("Job kinds").
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Annotated, Any, Union
 
-from pydantic import Field, TypeAdapter, ValidationError
+from pydantic import Field, TypeAdapter
 
-from memory_core._model import ContractModel, invalid_from
+from memory_core._model import ContractModel
 from memory_core.errors import ConfigError, InvalidRequest
-from memory_core.lifecycle.jobs import BuildBeliefs, IngestBrain
+from memory_core.lifecycle.jobs import BuildBeliefs, IngestBrain, parse_tagged
 from memory_core.settings import Settings
 from memory_core.tools.jobs import ToolWrite
 from workers.coordination import MAX_JOB_ID_CHARS, check_job_id, new_job_id
@@ -57,28 +57,11 @@ JobHandler = Callable[["Runtime", "Delivery", Any], dict[str, Any]]
 TaskHandler = Callable[["Runtime", "Delivery"], dict[str, Any]]  # a maintenance task: no job
 
 
-def _describe_build(job: BuildBeliefs) -> str:
-    reach = job.request.reach  # agent:alice, source:notion/** +ancestors
-    at = str(reach.at) + ("/**" if reach.descendants else "") + (" +ancestors" if reach.inherit else "")
-    kinds = ", ".join(k.value for k in job.request.kinds) or "all kinds"
-    return f"build_beliefs {at} [{kinds}]"
-
-
-def _describe_ingest(job: IngestBrain) -> str:
-    sources = ", ".join(sorted({d.source.id for d in job.documents}))
-    n = len(job.documents)
-    return f"ingest_brain {n} document{'s' if n != 1 else ''} ({sources})"
-
-
 @dataclass(frozen=True)
 class JobKind:
-    """One kind of background job (one row of ``JOB_KINDS``).
+    """One kind of background job, one row of ``JOB_KINDS``: its columns are docs/jobs.md's ("Adding a kind").
 
-    Attributes:
-        model: The job's ``ContractModel``; its ``job`` field is a one-value ``Literal``, the kind's tag.
-        queue: The ``Settings`` field naming its queue (``queue_beliefs`` …).
-        describe: The job's one-line summary, Flower's args column (``argsrepr``).
-        coalesce: True when identical jobs queued together collapse into the first (one pending mark).
+    ``queue`` names a ``Settings`` field (``queue_beliefs`` …); ``describe`` fills Flower's args column.
     """
 
     model: type[ContractModel]
@@ -151,7 +134,7 @@ class JobKinds:
         """
         return JobKinds((*self.rows, row), self.maintenance)
 
-    @property
+    @cached_property
     def tags(self) -> frozenset[str]:
         """Every kind's ``"job"`` tag."""
         return frozenset(row.tag for row in self.rows)
@@ -197,15 +180,7 @@ class JobKinds:
         """
         if isinstance(value, ContractModel) and any(type(value) is row.model for row in self.rows):
             return value
-        try:
-            if isinstance(value, str | bytes | bytearray):
-                return self._adapter.validate_json(value)  # type: ignore[no-any-return]
-            if isinstance(value, Mapping):
-                return self._adapter.validate_python(dict(value))  # type: ignore[no-any-return]
-        except ValidationError as exc:
-            error = invalid_from(exc, union_tags=self.tags)
-            raise (error if error.field else InvalidRequest(error.message, field="job")) from None
-        raise InvalidRequest(f"expected a job object, got {type(value).__name__}", field="job")
+        return parse_tagged(self._adapter, value, self.tags)  # type: ignore[no-any-return]
 
     def describe(self, job: ContractModel) -> str:
         """The job's summary for Flower (its kind's ``describe``)."""
@@ -226,8 +201,8 @@ def queue_name(settings: Settings, attr: str) -> str:
 
 JOB_KINDS = JobKinds(
     (
-        JobKind(BuildBeliefs, "memory.build_beliefs", "queue_beliefs", run_build, _describe_build, coalesce=True),
-        JobKind(IngestBrain, "memory.ingest_brain", "queue_ingest", run_ingest, _describe_ingest),
+        JobKind(BuildBeliefs, "memory.build_beliefs", "queue_beliefs", run_build, BuildBeliefs.describe, coalesce=True),
+        JobKind(IngestBrain, "memory.ingest_brain", "queue_ingest", run_ingest, IngestBrain.describe),
         JobKind(ToolWrite, "memory.tool_write", "queue_ingest", run_tool_write, ToolWrite.describe),
         JobKind(EmbedItems, "memory.embed_items", "queue_beliefs", run_embed, EmbedItems.describe, coalesce=True),
         JobKind(

@@ -22,7 +22,7 @@ from workers.monitor import require_broker
 from workers.queue import JobQueue
 from workers.transport import attempts_of, dead_letter, letter_id, refuse
 
-__all__ = ["BROKER_CHECK_TIMEOUT_S", "ExpectedLetters", "check_broker", "connect", "open_engine_at_start"]
+__all__ = ["BROKER_CHECK_TIMEOUT_S", "check_broker", "connect", "expected_letter", "open_engine_at_start"]
 
 log = logging.getLogger(__name__)
 
@@ -38,18 +38,12 @@ _CONSUMER_LETTERED = frozenset(  # Celery 5's consumer reports about a message t
 LETTER_LOGGERS = ("celery.app.trace", "celery.worker.consumer.consumer")
 
 
-class ExpectedLetters(logging.Filter):
-    """Drop the tracebacks and body dumps Celery logs beside a dead letter already logged on one line."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        """False for a record that only repeats a dead letter."""
-        exc = record.exc_info[1] if record.exc_info else None
-        if record.name == "celery.app.trace" and isinstance(exc, DeadLettered):
-            return False
-        return not (record.name == "celery.worker.consumer.consumer" and record.msg in _CONSUMER_LETTERED)
-
-
-EXPECTED_LETTERS = ExpectedLetters()  # one instance: ``addFilter`` does not add it twice
+def expected_letter(record: logging.LogRecord) -> bool:
+    """A log filter: False for the tracebacks and body dumps Celery logs beside a dead letter already logged."""
+    exc = record.exc_info[1] if record.exc_info else None
+    if record.name == "celery.app.trace" and isinstance(exc, DeadLettered):
+        return False
+    return not (record.name == "celery.worker.consumer.consumer" and record.msg in _CONSUMER_LETTERED)
 
 
 def _stop(role: str, what: str, exc: ConfigError) -> NoReturn:
@@ -111,11 +105,6 @@ def drain_on_start(sender: Any = None, **_: Any) -> None:
         log.warning("outbox drain at worker start failed: %s", exc)
 
 
-def close_process(**_: Any) -> None:
-    """Close the worker process's runtime."""
-    close_runtime()
-
-
 def unknown_task(
     sender: Any = None, message: Any = None, exc: Any = None, name: Any = None, id: Any = None, **_: Any
 ) -> None:
@@ -158,7 +147,7 @@ def failed(
 def connect() -> None:
     """Attach the log filter and connect the handlers (connecting twice is harmless)."""
     for name in LETTER_LOGGERS:
-        logging.getLogger(name).addFilter(EXPECTED_LETTERS)
+        logging.getLogger(name).addFilter(expected_letter)  # one function: never added twice
     hub: Any = signals  # Celery's signals are untyped
     for signal, handler in (
         (hub.worker_init, make_folders),
@@ -167,7 +156,7 @@ def connect() -> None:
         (hub.beat_init, check_broker),
         (hub.beat_init, make_folders),
         (hub.worker_ready, drain_on_start),
-        (hub.worker_process_shutdown, close_process),
+        (hub.worker_process_shutdown, close_runtime),
         (hub.task_unknown, unknown_task),
         (hub.task_rejected, rejected),
         (hub.task_failure, failed),

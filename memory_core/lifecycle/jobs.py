@@ -14,8 +14,9 @@ root runs it as the host meant.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
-from typing import Annotated, Any, ClassVar, Literal, Self
+from typing import Annotated, Any, ClassVar, Literal, Self, TypeVar
 
 from pydantic import AfterValidator, Field, TypeAdapter, ValidationError, model_validator
 
@@ -35,6 +36,7 @@ __all__ = [
     "JobReport",
     "OutcomeKind",
     "parse_job",
+    "parse_tagged",
 ]
 
 
@@ -47,6 +49,13 @@ class BuildBeliefs(ContractModel):
     def name(self) -> str:
         """``build_beliefs``."""
         return self.job
+
+    def describe(self) -> str:
+        """Flower's summary: ``build_beliefs agent:alice [conversation]``, ``source:notion/** +ancestors`` …."""
+        reach = self.request.reach
+        at = str(reach.at) + ("/**" if reach.descendants else "") + (" +ancestors" if reach.inherit else "")
+        kinds = ", ".join(k.value for k in self.request.kinds) or "all kinds"
+        return f"build_beliefs {at} [{kinds}]"
 
 
 def _layout_root(root: Namespace) -> Namespace:
@@ -80,6 +89,12 @@ class IngestBrain(ContractModel):
         """``ingest_brain``."""
         return self.job
 
+    def describe(self) -> str:
+        """Flower's summary: ``ingest_brain 3 documents (notion)``."""
+        n = len(self.documents)
+        sources = ", ".join(sorted({d.source.id for d in self.documents}))
+        return f"ingest_brain {n} document{'s' if n != 1 else ''} ({sources})"
+
     def placed_at(self, root: Namespace | str | None) -> IngestBrain:
         """A copy whose documents go under the layout root ``root`` (None: the runner's own layout).
 
@@ -93,6 +108,7 @@ BackgroundJob = Annotated[BuildBeliefs | IngestBrain, Field(discriminator="job")
 """Any background job, tagged by ``"job"``."""
 
 _JOB_ADAPTER: TypeAdapter[BuildBeliefs | IngestBrain] = TypeAdapter(BackgroundJob)
+_Job = TypeVar("_Job")
 
 
 def parse_job(value: Any) -> BuildBeliefs | IngestBrain:
@@ -103,13 +119,22 @@ def parse_job(value: Any) -> BuildBeliefs | IngestBrain:
     """
     if isinstance(value, BuildBeliefs | IngestBrain):
         return value
+    return parse_tagged(_JOB_ADAPTER, value, frozenset({"build_beliefs", "ingest_brain"}))
+
+
+def parse_tagged(adapter: TypeAdapter[_Job], value: Any, tags: frozenset[str]) -> _Job:
+    """A job of any union tagged by ``"job"`` (its ``tags``), from a JSON object or JSON text.
+
+    Raises:
+        InvalidRequest: not a job object, an unknown ``job`` tag, or a malformed field (named; else ``job``).
+    """
     try:
         if isinstance(value, str | bytes | bytearray):
-            return _JOB_ADAPTER.validate_json(value)
-        if isinstance(value, dict):
-            return _JOB_ADAPTER.validate_python(value)
+            return adapter.validate_json(value)
+        if isinstance(value, Mapping):
+            return adapter.validate_python(dict(value))
     except ValidationError as exc:
-        error = invalid_from(exc, union_tags=frozenset({"build_beliefs", "ingest_brain"}))
+        error = invalid_from(exc, union_tags=tags)
         raise (error if error.field else InvalidRequest(error.message, field="job")) from None
     raise InvalidRequest(f"expected a job object, got {type(value).__name__}", field="job")
 

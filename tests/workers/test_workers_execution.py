@@ -224,7 +224,7 @@ def test_build_due_submits_the_scopes_written_since_their_last_build_as_one_batc
                 BuildScope(namespace=Namespace.parse("agent:never"), kinds=kinds, last_write=t0),
             ]
 
-    rt._engine = Marked()
+    rt.engine = Marked()
     out = execute(rt, Delivery("memory.build_due", "j5"))
     assert out.verdict is Verdict.DONE and out.result == {"scopes": 3, "due": 2, "jobs": ["follow-1"]}
     queue = rt.queue
@@ -256,7 +256,7 @@ def batch_delivery(rt: Runtime, job_id: str, *agents: str) -> Delivery:
 
 def test_a_batch_builds_each_scope_under_its_own_gate_and_dead_letters_a_failing_one_alone(rt: Runtime) -> None:
     engine = BrokenEngine({"agent:b"})
-    rt._engine = engine
+    rt.engine = engine
     for agent in "abc":
         converse(engine, agent, f"I am {agent}.")
     kinds = (ItemKind.CONVERSATION,)
@@ -283,7 +283,7 @@ def test_a_batch_builds_each_scope_under_its_own_gate_and_dead_letters_a_failing
 
 def test_a_transient_failure_in_a_batch_retries_it_and_the_retry_builds_only_what_is_left(rt: Runtime) -> None:
     engine = BrokenEngine(set(), fail_at={"agent:b"})
-    rt._engine = engine
+    rt.engine = engine
     for agent in "abc":
         converse(engine, agent, f"I am {agent}.")
     first = execute(rt, batch_delivery(rt, "batch-2", "a", "b", "c"), random.Random(0))
@@ -305,7 +305,7 @@ def test_when_the_store_cannot_count_attempts_celerys_retry_count_caps_the_retri
         def begin_job(self, job_id: str, pending: str | None) -> Started:
             raise EngineUnavailable("redis down")
 
-    rt._coordination = Down(tmp_path / "d.db", "t", 60, 60)
+    rt.coordination = Down(tmp_path / "d.db", "t", 60, 60)
     assert (
         execute(
             rt,
@@ -465,7 +465,7 @@ class HookedEngine(FlakyEngine):
 
 @pytest.fixture
 def hooked(rt: Runtime) -> Runtime:
-    rt._engine = HookedEngine()
+    rt.engine = HookedEngine()
     return rt
 
 
