@@ -1,8 +1,8 @@
 """The host side of the job flow: ``JobQueue.submit(job)`` returns a job id at once and never raises an outage.
 
 A submit of a fresh id sends the id's bind in the broker's write that pushes the message (``Ride``: Celery's own
-publish, no round trip of its own); a coalescing kind's submit claims its pending mark in one round trip first
-(whether to publish, and the message's ``triggered_us``, are its answer). Publishes are bounded by
+publish, no round trip of its own); a coalescing kind's push is one script that claims its pending mark and pushes
+only when it was free, with Redis's stamp as the message's ``triggered_us`` (``ClaimRide``). Publishes are bounded by
 ``publish_timeout_s``; an unreachable broker or store parks the job in the ``Outbox`` (SQLite, ``var_dir``) under
 the same id. ``publish`` and ``requeue`` are the operator's path (publish now or raise, never park). The
 guarantees (outbox, circuit breaker, one payload per id, coalescing): docs/jobs.md.
@@ -78,6 +78,7 @@ __all__ = [
     "open_dead_letters",
     "open_tool_writes",
     "requeue",
+    "settle_ride",
     "stamp_slot",
     "take_ride",
 ]
@@ -231,11 +232,14 @@ class Ride:
     """Redis commands sent in the write that pushes this thread's next job message, before the push.
 
     ``workers.transport``'s Redis channel takes the ride (``take_ride``) as it pushes a message to a queue, so the
-    commands cost no round trip of their own; ``replies`` then holds their replies (an exception for a command
-    Redis refused). Untaken (another transport pushed, or the publish failed first), the caller sends them itself.
+    commands cost no round trip of their own. It reads the write's replies only when Celery publishes the job's
+    task-sent event, or when the publish returns (``settle``): Redis answers while Celery builds the event. Then
+    ``replies`` holds the commands' replies (an exception for a command Redis refused), and ``error`` why the push
+    did not happen (no event is sent for it). Untaken (another transport pushed, or the publish failed first), the
+    caller sends the commands itself.
     """
 
-    __slots__ = ("commands", "replies", "taken")
+    __slots__ = ("answer", "commands", "error", "replies", "taken")
     must = False
     """Whether the push may not go without the ride (``take_ride`` raises ``Unridable`` where it cannot ride)."""
 
@@ -243,6 +247,18 @@ class Ride:
         self.commands = commands
         self.replies: list[Any] = []
         self.taken = False
+        self.answer: Callable[[], list[Any]] | None = None  # reads the write's replies (set by the transport)
+        self.error: Exception | None = None
+
+    def settle(self) -> Exception | None:
+        """Read the replies of the write, once (``land``); the error the push ended with, else None."""
+        answer, self.answer = self.answer, None
+        if answer is not None:
+            try:
+                self.land(answer())
+            except Exception as exc:
+                self.error = exc
+        return self.error
 
     def pack(self, pushes: list[tuple[Any, ...]], message: dict[str, Any]) -> list[tuple[Any, ...]]:
         """The push's write: these commands, then kombu's ``pushes`` of ``message`` (``(name, key, value)``)."""
@@ -345,6 +361,12 @@ def stamp_slot(text: str, body: Any, encoding: Any, mark: str) -> Slot | None:
 
 
 _rides = threading.local()
+
+
+def settle_ride() -> bool:
+    """Settle this thread's ride (``Ride.settle``) before another publish; False when its push did not happen."""
+    ride: Ride | None = getattr(_rides, "current", None)
+    return ride is None or ride.settle() is None
 
 
 def take_ride(able: bool = True) -> Ride | None:
@@ -613,6 +635,9 @@ class JobQueue:
             self._send(kind, job, job_id, text, kwargs)
         finally:
             _rides.current = None
+            error = ride.settle()  # read by the task-sent event's publish already, unless none followed
+        if error is not None:
+            raise error
         if not ride.taken:  # a channel that carries no rides pushed it: bind now
             self._quietly(self.coordination.claim_job, job_id, digest, None, 0)
         elif ride.commands and (not ride.replies or isinstance(ride.replies[0], Exception)):

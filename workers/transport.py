@@ -31,7 +31,7 @@ from memory_core.errors import InvalidRequest
 from workers.dead_letters import DeadLetter, keep
 from workers.execution import runtime
 from workers.kinds import check_job_id
-from workers.queue import take_ride
+from workers.queue import settle_ride, take_ride
 
 __all__ = [
     "BODY_ENCODINGS",
@@ -318,27 +318,37 @@ def _packed(commands: list[tuple[Any, ...]]) -> bytes:
     return b"".join(parts)
 
 
-def _replies(pool: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
-    """Send ``commands`` in one write on one of ``pool``'s connections; their raw replies, in order.
+def _sent(pool: Any, commands: list[tuple[Any, ...]]) -> Callable[[], list[Any]]:
+    """Send ``commands`` in one write on one of ``pool``'s connections; the call returned reads their raw replies.
 
-    A command Redis refuses gives its ``ResponseError`` as its reply; a connection error drops the connection and
-    raises (nothing is retried, as for kombu's own push under ``host_config``).
+    The connection is held until they are read. A command Redis refuses gives its ``ResponseError`` as its reply;
+    a connection error drops the connection and raises (nothing is retried, as for kombu's own push under
+    ``host_config``).
     """
     conn = pool.get_connection()
     try:
         conn.send_packed_command([_packed(commands)])
-        replies: list[Any] = []
-        for _ in commands:
-            try:
-                replies.append(conn.read_response())
-            except redis.ResponseError as exc:
-                replies.append(exc)
-        return replies
     except BaseException:
         conn.disconnect()
-        raise
-    finally:
         pool.release(conn)
+        raise
+
+    def read() -> list[Any]:
+        try:
+            replies: list[Any] = []
+            for _ in commands:
+                try:
+                    replies.append(conn.read_response())
+                except redis.ResponseError as exc:
+                    replies.append(exc)
+            return replies
+        except BaseException:
+            conn.disconnect()
+            raise
+        finally:
+            pool.release(conn)
+
+    return read
 
 
 class _SafeRedisChannel(_GuardedGet, kombu_redis.Channel):
@@ -364,8 +374,8 @@ class _SafeRedisChannel(_GuardedGet, kombu_redis.Channel):
 
         kombu 5.7 hands a batched push's commands (``LPUSH``, a ``PEXPIRE`` per priority when the queue expires) to
         ``_publish_batch.add``; the ride packs them with its own (``Ride.pack``) into one write on the channel's
-        pool, one round trip, and reads the replies (``Ride.land``: a refused push raises, as kombu's would). A
-        push into a publish batch, or under kombu's ``global_keyprefix``, carries no ride.
+        pool, one round trip, whose replies it reads later (``Ride.settle``). A push into a publish batch, or under
+        kombu's ``global_keyprefix``, carries no ride.
         """
         parent: Any = super()
         ride = take_ride("_publish_batch" not in kwargs and not self.global_keyprefix)
@@ -374,7 +384,17 @@ class _SafeRedisChannel(_GuardedGet, kombu_redis.Channel):
             return
         pushes = _Pushes()
         parent._put(queue, message, _publish_batch=pushes, **kwargs)
-        ride.land(_replies(self.pool, ride.pack(pushes, message)))
+        ride.answer = _sent(self.pool, ride.pack(pushes, message))
+
+    def _put_fanout(self, exchange: str, message: Any, routing_key: str, **kwargs: Any) -> None:
+        """Kombu's fanout publish (Celery's events), after this thread's ride is read (``settle_ride``).
+
+        A push that did not happen (refused, failed, or an identical job queued) gets no task-sent event: the
+        publish that sent it raises its error once it returns (``Celery``'s event dispatcher would only buffer it).
+        """
+        if settle_ride():
+            parent: Any = super()
+            parent._put_fanout(exchange, message, routing_key, **kwargs)
 
 
 class SafeRedisTransport(_GuardedDelivery, kombu_redis.Transport):

@@ -163,3 +163,30 @@ def test_a_submit_costs_celerys_publish_alone(flow: Flow, wire: list[bytes]) -> 
         queue.close()
         raw.close()
         flow.client().delete(sink, *lone.values())
+
+
+@pytest.mark.redis
+def test_a_push_redis_refuses_gets_no_task_sent_event_and_its_job_is_parked(flow: Flow, wire: list[bytes]) -> None:
+    tag = uuid.uuid4().hex[:6]
+    lone = {f"queue_{q}": f"{flow.uid}-{tag}-{q}" for q in ("beliefs", "ingest", "maintenance")}
+    settings = flow.settings(**lone, var_dir=str(flow.base / f"var-{tag}"))
+    build = BuildBeliefs(request={"reach": Reach.exact(f"agent:refused-{tag}").to_dict()})
+    queues = [JobQueue(settings), JobQueue(settings)]  # one each: a failed publish opens its breaker
+    client = flow.client()
+    try:
+        queues[0].submit(DOC)  # each declares its queue: kombu's declaration would meet the string first
+        queues[1].submit(BuildBeliefs(request={"reach": Reach.exact(f"agent:warm-{tag}").to_dict()}))
+        client.delete(lone["queue_ingest"], lone["queue_beliefs"])
+        client.set(lone["queue_ingest"], "not a list")  # LPUSH answers WRONGTYPE
+        client.set(lone["queue_beliefs"], "not a list")
+        del wire[:]
+        sent = [queues[0].send(DOC), queues[1].send(build)]
+        assert [s.state for s in sent] == ["parked", "parked"]
+        assert sum(b"LPUSH" in w for w in wire) == 2  # both pushes were tried, in the script or beside the bind
+        assert not any(b"PUBLISH" in w for w in wire)  # Flower is told of no task that was not queued
+        assert client.get(f"{settings.redis_prefix}:pending:{pending_key(queues[1].engine, build)}") is None
+        assert queues[0].outbox.waiting() == 2
+    finally:
+        for queue in queues:
+            queue.close()
+        client.delete(*lone.values())
