@@ -77,8 +77,8 @@ __all__ = [
     "open_coordination",
     "open_dead_letters",
     "open_tool_writes",
+    "current_ride",
     "requeue",
-    "settle_ride",
     "stamp_slot",
     "take_ride",
 ]
@@ -363,10 +363,10 @@ def stamp_slot(text: str, body: Any, encoding: Any, mark: str) -> Slot | None:
 _rides = threading.local()
 
 
-def settle_ride() -> bool:
-    """Settle this thread's ride (``Ride.settle``) before another publish; False when its push did not happen."""
+def current_ride() -> Ride | None:
+    """The ``Ride`` of this thread's publish under way, taken or not; None outside ``JobQueue``'s publishes."""
     ride: Ride | None = getattr(_rides, "current", None)
-    return ride is None or ride.settle() is None
+    return ride
 
 
 def take_ride(able: bool = True) -> Ride | None:

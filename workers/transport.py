@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable
 from queue import Empty
 from time import monotonic
-from typing import Any
+from typing import Any, cast
 
 import redis
 from celery.backends.filesystem import FilesystemBackend
@@ -31,7 +31,7 @@ from memory_core.errors import InvalidRequest
 from workers.dead_letters import DeadLetter, keep
 from workers.execution import runtime
 from workers.kinds import check_job_id
-from workers.queue import settle_ride, take_ride
+from workers.queue import current_ride, take_ride
 
 __all__ = [
     "BODY_ENCODINGS",
@@ -387,14 +387,24 @@ class _SafeRedisChannel(_GuardedGet, kombu_redis.Channel):
         ride.answer = _sent(self.pool, ride.pack(pushes, message))
 
     def _put_fanout(self, exchange: str, message: Any, routing_key: str, **kwargs: Any) -> None:
-        """Kombu's fanout publish (Celery's events), after this thread's ride is read (``settle_ride``).
+        """Kombu's fanout publish (Celery's events); within a ``JobQueue`` publish, sent once its ride is read.
 
-        A push that did not happen (refused, failed, or an identical job queued) gets no task-sent event: the
-        publish that sent it raises its error once it returns (``Celery``'s event dispatcher would only buffer it).
+        The event is serialised first, then the ride's replies read (``Ride.settle``: Redis answered meanwhile), then
+        the event written on the channel's pool as kombu's ``PUBLISH`` per topic (no client made for it). A push that
+        did not happen (refused, failed, an identical job queued) gets no task-sent event: ``JobQueue`` raises its
+        error once the publish returns (Celery's event dispatcher would only buffer it).
         """
-        if settle_ride():
-            parent: Any = super()
+        ride, parent = current_ride(), cast(Any, super())
+        if ride is None or "_publish_batch" in kwargs or self.global_keyprefix:
             parent._put_fanout(exchange, message, routing_key, **kwargs)
+            return
+        payload = _dumps(message)
+        commands = [("PUBLISH", topic, payload) for topic in parent._get_publish_topics(exchange, routing_key)]
+        if ride.settle() is not None:
+            return
+        for reply in _sent(self.pool, commands)():
+            if isinstance(reply, Exception):
+                raise reply
 
 
 class SafeRedisTransport(_GuardedDelivery, kombu_redis.Transport):

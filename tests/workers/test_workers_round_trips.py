@@ -190,3 +190,32 @@ def test_a_push_redis_refuses_gets_no_task_sent_event_and_its_job_is_parked(flow
         for queue in queues:
             queue.close()
         client.delete(*lone.values())
+
+
+@pytest.mark.redis
+def test_each_published_job_gets_one_task_sent_event_and_a_coalesced_trigger_none(flow: Flow) -> None:
+    tag = uuid.uuid4().hex[:6]
+    lone = {f"queue_{q}": f"{flow.uid}-{tag}-{q}" for q in ("beliefs", "ingest", "maintenance")}
+    queue = JobQueue(flow.settings(**lone))
+    build = BuildBeliefs(request={"reach": Reach.exact(f"agent:events-{tag}").to_dict()})
+    client = flow.client()
+    listener = client.pubsub()
+    listener.psubscribe("*celeryev*task.sent*")
+    try:
+        assert listener.get_message(timeout=5) is not None  # the subscription is live
+        ids = [queue.submit(DOC), queue.submit(build), queue.submit(build)]
+        sent: list[dict[str, Any]] = []
+        for _ in range(50):  # this session's events, among any other session's on the same database
+            got = listener.get_message(timeout=0.2)
+            if got is not None and got["type"] == "pmessage":
+                sent.append(json.loads(base64.b64decode(json.loads(got["data"])["body"])))
+            if sum(event["uuid"] in ids for event in sent) >= 2 and got is None:
+                break
+    finally:
+        listener.close()
+        queue.close()
+        client.delete(*lone.values())
+    ours = [event for event in sent if event["uuid"] in ids or f"events-{tag}" in str(event.get("args"))]
+    assert ids[2] == ids[1] and sorted(event["uuid"] for event in ours) == sorted(ids[:2])  # none for the third
+    assert {event["type"] for event in ours} == {"task-sent"}
+    assert {event["name"] for event in ours} == {"memory.ingest_brain", "memory.build_beliefs"}
