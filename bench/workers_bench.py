@@ -11,10 +11,9 @@ is deleted afterwards. Each figure sits beside a baseline measured in the same r
   ``saferepr`` the arguments for raw alone), its app configured alike (``workers.baseline``: the host's
   configuration, the same task-sent events and serializer). Goal (issue 13): p50 ≤ 1.25×. The note gives raw
   with its message prepared once beforehand too (no serialisation counted for raw). Round trips: raw is
-  Celery's two (the push and the task-sent event). A fresh ``IngestBrain`` id's bind is sent in the push's write
-  (``workers.queue.Ride``), so that submit makes raw's two; a ``BuildBeliefs`` makes one more before them (bind
-  the id, claim the pending mark: ``Coordination.claim_job``), since whether to publish at all and the message's
-  ``triggered_us`` are its answer.
+  Celery's two (the push and the task-sent event), and so is submit: a fresh ``IngestBrain`` id's bind is sent in
+  the push's write (``workers.queue.Ride``); a ``BuildBeliefs`` push is one script that claims the pending mark,
+  binds the id and pushes with Redis's stamp as ``triggered_us`` (``workers.queue.ClaimRide``).
 * per-job time through one worker (concurrency 1) of a ``BuildBeliefs`` whose ``consolidate`` does nothing
   (the ``nop`` engine below: real scopes, an empty build) beside the raw no-op task through a worker configured
   alike (late acks, events, results). Goal (issue 13): ≤ 2×. This is the flow's own cost: kinds table,
@@ -234,7 +233,7 @@ def _submit_rows(b: Bench) -> list[Row]:
                 percentile(base, q),
                 "raw celery apply_async of the same message from the same job, configured alike",
                 "both publish Flower's task-sent event; submit: "
-                + ("the id's bind in the push's write" if label == "IngestBrain" else "+ one claim round trip first"),
+                + ("the id's bind in the push's write" if label == "IngestBrain" else "claim, bind, push: one script"),
                 extra={
                     "raw_prepared_ms": percentile(raw_prepared, q),
                     "cpu_ms": percentile(own, q),

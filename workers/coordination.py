@@ -46,12 +46,14 @@ __all__ = [
     "Pending",
     "RedisCalls",
     "RedisCoordination",
+    "Slot",
     "SqliteCoordination",
     "check_job_id",
     "engine_key",
     "job_digest",
     "new_job_id",
     "pending_key",
+    "pending_of",
     "redis_client",
     "redis_options",
     "scope_key",
@@ -179,6 +181,28 @@ class Pending:
     job_id: str
     stamp_us: int
     fresh: bool
+
+
+def pending_of(reply: Any) -> Pending:
+    """A Redis claim script's reply ``[serving id, stamp µs, 1 if fresh]`` (text or bytes) as a ``Pending``."""
+    job_id = reply[0].decode() if isinstance(reply[0], bytes) else str(reply[0])
+    return Pending(job_id, int(reply[1]), bool(int(reply[2])))
+
+
+@dataclass(frozen=True)
+class Slot:
+    """Where a queue entry's text carries a placeholder stamp ``mark``: ``head + enc(before + mark + after) + tail``.
+
+    ``enc`` is base64 when ``base64`` (``before``/``after``: the raw bytes of the base64 groups around the mark),
+    else the identity; a claim script writes the stamp it takes in place of ``mark`` (the same number of digits).
+    """
+
+    head: str
+    mark: str
+    before: bytes
+    after: bytes
+    tail: str
+    base64: bool
 
 
 class _Store:
@@ -389,7 +413,7 @@ class SqliteCoordination(_Store):
         self._store.close()
 
 
-_CLAIM = """
+_CLAIM_MARK = """
 local cur = redis.call('GET', KEYS[1])
 if cur then
   local id, stamp = string.match(cur, '^(.*)|(%d+)$')
@@ -398,8 +422,35 @@ end
 local t = redis.call('TIME')
 local now = t[1] .. string.rep('0', 6 - #t[2]) .. t[2]
 redis.call('SET', KEYS[1], ARGV[1] .. '|' .. now, 'PX', ARGV[2])
-return {ARGV[1], now, 1}
 """
+_CLAIM = _CLAIM_MARK + "return {ARGV[1], now, 1}"
+_CLAIM_PUSH = (  # the claim; when fresh: bind the id, write the stamp into the entry's slot, push it
+    _CLAIM_MARK
+    + """
+if #now ~= #ARGV[6] then return redis.error_reply('ERR the stamp does not fit its slot') end
+redis.call('SET', KEYS[2], ARGV[3], 'EX', ARGV[4], 'NX')
+local mid = ARGV[7] .. now .. ARGV[8]
+if ARGV[10] == '1' then  -- base64 (RFC 4648 §4): 3 bytes -> 4 of A-Z a-z 0-9 + /, '=' pads
+  local function e(n)
+    if n < 26 then return n + 65 elseif n < 52 then return n + 71 elseif n < 62 then return n - 4 end
+    return (n == 62 and 43) or 47
+  end
+  local out = {}
+  for i = 1, #mid, 3 do
+    local a, b, c = string.byte(mid, i, i + 2)
+    local n = a * 65536 + (b or 0) * 256 + (c or 0)
+    local s4 = n % 64
+    local s3 = ((n - s4) / 64) % 64
+    local s2 = ((n - s4 - s3 * 64) / 4096) % 64
+    local s1 = (n - s4 - s3 * 64 - s2 * 4096) / 262144
+    out[#out + 1] = string.char(e(s1), e(s2), (b and e(s3)) or 61, (c and e(s4)) or 61)
+  end
+  mid = table.concat(out)
+end
+redis.call('LPUSH', KEYS[3], ARGV[5] .. mid .. ARGV[9])
+for i = 4, #KEYS do redis.call(ARGV[2 * i + 3], KEYS[i], ARGV[2 * i + 4]) end
+return {ARGV[1], now, 1}"""
+)
 _CLEAR = """
 local cur = redis.call('GET', KEYS[1])
 if cur and string.match(cur, '^(.*)|%d+$') == ARGV[1] then redis.call('DEL', KEYS[1]) end
@@ -491,9 +542,7 @@ class RedisCoordination(_Store, RedisCalls):
                 pipe.eval(_CLAIM, 1, self.key("pending", pending), job_id, ttl_s * 1000)
 
         got = self._pipeline(fill)
-        claimed = Pending(job_id, 0, True)
-        if pending is not None:
-            claimed = Pending(str(got[1][0]), int(got[1][1]), bool(int(got[1][2])))
+        claimed = Pending(job_id, 0, True) if pending is None else pending_of(got[1])
         if int(got[0]):
             return claimed
         if pending is not None and claimed.fresh:  # marked pending under an id that names another job: undo
@@ -525,17 +574,30 @@ class RedisCoordination(_Store, RedisCalls):
 
         return answer
 
-    def claim_pending(self, job_id: str, pending: str, ttl_s: int) -> Pending:
-        """``claim_job``'s pending claim alone (one ``EVAL``), for a fresh id whose bind goes with its push."""
-        got = self._call(self.client.eval, _CLAIM, 1, self.key("pending", pending), job_id, ttl_s * 1000)
-        return Pending(str(got[0]), int(got[1]), bool(int(got[2])))
+    def claim_push_command(
+        self, job_id: str, digest: str, pending: str, ttl_s: int, slot: Slot, pushes: list[tuple[Any, ...]]
+    ) -> tuple[Any, ...]:
+        """``claim_job`` of a fresh id and, when fresh, its push: one Redis command (``EVAL``, reply ``pending_of``).
+
+        When the mark is fresh the script binds the id, writes Redis's stamp into the entry's ``slot`` and runs
+        ``pushes``: the ``LPUSH`` of the entry (its text replaced by the stamped one), then kombu's further
+        ``(name, key, value)`` commands. ``JobQueue`` sends it in place of the broker's push (issue 13 §4).
+        """
+        keys = [self.key("pending", pending), self.key("job", job_id, "payload"), pushes[0][1]]
+        keys += [push[1] for push in pushes[1:]]
+        args: list[Any] = [job_id, ttl_s * 1000, digest, self.job_ttl_s, slot.head, slot.mark, slot.before]
+        args += [slot.after, slot.tail, int(slot.base64)]
+        for push in pushes[1:]:
+            args += [push[0], push[2]]
+        return ("EVAL", _CLAIM_PUSH, len(keys), *keys, *args)
 
     def bind_command(self, job_id: str, digest: str) -> tuple[Any, ...]:
-        """The bind of a fresh id as one Redis command (reply 1: bound), for a pipeline on this store's server.
+        """The bind of a fresh id as one Redis command (reply ``OK``: bound), for a pipeline on this store's server.
 
-        ``JobQueue`` sends it in the broker's pipeline that pushes the job (one round trip with the push).
+        ``JobQueue`` sends it in the broker's pipeline that pushes the job (one round trip with the push). Nothing
+        can have bound a fresh id, so ``_BIND``'s comparison is left out: a plain ``SET … NX`` (no script to run).
         """
-        return ("EVAL", _BIND, 1, self.key("job", job_id, "payload"), digest, self.job_ttl_s)
+        return ("SET", self.key("job", job_id, "payload"), digest, "EX", self.job_ttl_s, "NX")
 
     def run_gate(self, scope: str, event: Event) -> tuple[str, int, int]:
         """See ``_Store.run_gate``: one ``EVALSHA`` of the generic interpreter (``workers.gate``)."""

@@ -1,8 +1,8 @@
 """The host side of the job flow: ``JobQueue.submit(job)`` returns a job id at once and never raises an outage.
 
 A submit of a fresh id sends the id's bind in the broker's write that pushes the message (``Ride``: Celery's own
-publish, no round trip of its own); a coalescing kind's submit claims its pending mark in one round trip first
-(whether to publish, and the message's ``triggered_us``, are its answer). Publishes are bounded by
+publish, no round trip of its own); a coalescing kind's push is one script that claims its pending mark and pushes
+only when it was free, with Redis's stamp as the message's ``triggered_us`` (``ClaimRide``). Publishes are bounded by
 ``publish_timeout_s``; an unreachable broker or store parks the job in the ``Outbox`` (SQLite, ``var_dir``) under
 the same id. ``publish`` and ``requeue`` are the operator's path (publish now or raise, never park). The
 guarantees (outbox, circuit breaker, one payload per id, coalescing): docs/jobs.md.
@@ -10,6 +10,7 @@ guarantees (outbox, circuit breaker, one payload per id, coalescing): docs/jobs.
 
 from __future__ import annotations
 
+import binascii
 import json
 import logging
 import threading
@@ -17,6 +18,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -48,10 +50,12 @@ from workers.coordination import (
     LocalDb,
     Pending,
     RedisCoordination,
+    Slot,
     SqliteCoordination,
     engine_key,
     job_digest,
     pending_key,
+    pending_of,
     redis_client,
 )
 from workers.dead_letters import DeadLetter, DeadLetterStore, RedisDeadLetters, SqliteDeadLetters, quote_id
@@ -59,6 +63,9 @@ from workers.kinds import JOB_KINDS, JobKind, JobKinds, check_job_id, new_job_id
 
 __all__ = [
     "MAX_FAULTS",
+    "STAMP_MARK",
+    "ClaimRide",
+    "Coalesced",
     "DrainReport",
     "JobQueue",
     "Outbox",
@@ -66,10 +73,13 @@ __all__ = [
     "QueueSink",
     "Ride",
     "Submitted",
+    "Unridable",
     "open_coordination",
     "open_dead_letters",
     "open_tool_writes",
+    "current_ride",
     "requeue",
+    "stamp_slot",
     "take_ride",
 ]
 
@@ -219,28 +229,161 @@ class Outbox:
 
 # commands riding with a push ----------------------------------------------------------------------------------
 class Ride:
-    """Redis commands sent in the pipeline that pushes this thread's next job message, before the push.
+    """Redis commands sent in the write that pushes this thread's next job message, before the push.
 
     ``workers.transport``'s Redis channel takes the ride (``take_ride``) as it pushes a message to a queue, so the
-    commands cost no round trip of their own; ``replies`` then holds their replies (an exception for a command
-    Redis refused). Untaken (another transport pushed, or the publish failed first), the caller sends them itself.
+    commands cost no round trip of their own. It reads the write's replies only when Celery publishes the job's
+    task-sent event, or when the publish returns (``settle``): Redis answers while Celery builds the event. Then
+    ``replies`` holds the commands' replies (an exception for a command Redis refused), and ``error`` why the push
+    did not happen (no event is sent for it). Untaken (another transport pushed, or the publish failed first), the
+    caller sends the commands itself.
     """
 
-    __slots__ = ("commands", "replies", "taken")
+    __slots__ = ("answer", "commands", "error", "replies", "taken")
+    must = False
+    """Whether the push may not go without the ride (``take_ride`` raises ``Unridable`` where it cannot ride)."""
 
     def __init__(self, commands: tuple[tuple[Any, ...], ...]) -> None:
         self.commands = commands
         self.replies: list[Any] = []
         self.taken = False
+        self.answer: Callable[[], list[Any]] | None = None  # reads the write's replies (set by the transport)
+        self.error: Exception | None = None
+
+    def settle(self) -> Exception | None:
+        """Read the replies of the write, once (``land``); the error the push ended with, else None."""
+        answer, self.answer = self.answer, None
+        if answer is not None:
+            try:
+                self.land(answer())
+            except Exception as exc:
+                self.error = exc
+        return self.error
+
+    def pack(self, pushes: list[tuple[Any, ...]], message: dict[str, Any]) -> list[tuple[Any, ...]]:
+        """The push's write: these commands, then kombu's ``pushes`` of ``message`` (``(name, key, value)``)."""
+        return [*self.commands, *pushes]
+
+    def land(self, replies: list[Any]) -> None:
+        """Keep the commands' replies; a push Redis refused raises its error, as kombu's own push would."""
+        self.replies = replies[: len(self.commands)]
+        for reply in replies[len(self.commands) :]:
+            if isinstance(reply, Exception):
+                raise reply
+
+
+class Unridable(Exception):
+    """A ``ClaimRide`` cannot go with this push (raised before anything is sent: the claim goes on its own)."""
+
+
+class Coalesced(Exception):
+    """Raised through Celery's publish by a ``ClaimRide``: an identical job is queued (nothing pushed, no event)."""
+
+    def __init__(self, pending: Pending) -> None:
+        super().__init__(pending.job_id)
+        self.pending = pending
+
+
+STAMP_MARK = 9_999_999_999_999_999
+"""The ``triggered_us`` a claimed build's message is serialised with; the claim script writes Redis's stamp there.
+
+Sixteen digits, as every µs stamp from 2001 to 2286 (the script refuses another width). A message that left with it
+would read as a trigger of now (``workers.gate`` takes the earlier of a stamp and now): never coalesced away.
+"""
+
+
+class ClaimRide(Ride):
+    """A coalescing job's claim with its push inside: one ``EVAL`` that pushes only when the pending mark is fresh.
+
+    ``command(slot, pushes)`` is ``RedisCoordination.claim_push_command`` with the job bound. ``pending`` holds the
+    claim's answer; a claim another job holds raises ``Coalesced`` out of the publish, so Celery sends no event.
+    """
+
+    __slots__ = ("command", "pending")
+    must = True
+
+    def __init__(self, command: Callable[[Slot, list[tuple[Any, ...]]], tuple[Any, ...]]) -> None:
+        super().__init__(())
+        self.command = command
+        self.pending: Pending | None = None
+
+    def pack(self, pushes: list[tuple[Any, ...]], message: dict[str, Any]) -> list[tuple[Any, ...]]:
+        """The claim script, pushing the message with its stamp in place of ``STAMP_MARK``.
+
+        Raises:
+            Unridable: the message holds the mark more or fewer times than once, or kombu's pushes are not one
+                ``LPUSH`` of it and ``(name, key, value)`` commands.
+        """
+        props = message.get("properties")
+        encoding = props.get("body_encoding") if isinstance(props, dict) else None
+        if not pushes or pushes[0][0] != "LPUSH" or any(len(push) != 3 for push in pushes):
+            raise Unridable(f"kombu's push is not one LPUSH of the message: {[push[0] for push in pushes]}")
+        slot = stamp_slot(pushes[0][2], message.get("body"), encoding, str(STAMP_MARK))
+        if slot is None:
+            raise Unridable("the message does not hold the stamp's mark once")
+        return [self.command(slot, pushes)]
+
+    def land(self, replies: list[Any]) -> None:
+        """Keep the claim's answer; raise a refused script's error, or ``Coalesced`` when another job serves."""
+        if isinstance(replies[0], Exception):
+            raise replies[0]
+        self.pending = pending_of(replies[0])
+        if not self.pending.fresh:
+            raise Coalesced(self.pending)
+
+
+def stamp_slot(text: str, body: Any, encoding: Any, mark: str) -> Slot | None:
+    """Where ``mark`` sits in the kombu queue entry ``text`` whose ``body`` (``body_encoding`` ``encoding``) holds it.
+
+    Base64 (kombu's virtual transports' default) maps each 3 bytes of the body to 4 characters, so the slot is the
+    groups around the mark; a plain body carries the mark as typed. Source: RFC 4648 §4.
+
+    Returns:
+        The ``Slot``, or None when the body holds ``mark`` more or fewer times than once, or ``text`` does not
+        hold the body, or the encoding is neither base64 nor plain text (blank or ``utf-8``).
+    """
+    if not isinstance(body, str):
+        return None
+    if not encoding or str(encoding).lower() == "utf-8":
+        at = text.find(mark)
+        if at < 0 or text.count(mark) != 1:
+            return None
+        return Slot(text[:at], mark, b"", b"", text[at + len(mark) :], base64=False)
+    if encoding != "base64":
+        return None
+    raw, raw_mark, start = binascii.a2b_base64(body), mark.encode(), text.find(body)
+    at = raw.find(raw_mark)
+    if at < 0 or start < 0 or raw.count(raw_mark) != 1:
+        return None
+    lo, hi = at - at % 3, min(len(raw), -(-(at + len(raw_mark)) // 3) * 3)
+    head, tail = text[: start + lo // 3 * 4], text[start + -(-hi // 3) * 4 :]
+    return Slot(head, mark, raw[lo:at], raw[at + len(raw_mark) : hi], tail, base64=True)
 
 
 _rides = threading.local()
 
 
-def take_ride() -> Ride | None:
-    """The ``Ride`` this thread's next push should carry, marked taken; None when none waits."""
+def current_ride() -> Ride | None:
+    """The ``Ride`` of this thread's publish under way, taken or not; None outside ``JobQueue``'s publishes."""
+    ride: Ride | None = getattr(_rides, "current", None)
+    return ride
+
+
+def take_ride(able: bool = True) -> Ride | None:
+    """The ``Ride`` this thread's next push should carry, marked taken; None when none waits.
+
+    Args:
+        able: False when the push cannot carry commands (a kombu publish batch, prefixed keys): then None.
+
+    Raises:
+        Unridable: ``able`` is False and the ride waiting is one the push may not go without (``Ride.must``).
+    """
     ride: Ride | None = getattr(_rides, "current", None)
     if ride is None or ride.taken:
+        return None
+    if not able:
+        if ride.must:
+            raise Unridable("this push cannot carry commands")
         return None
     ride.taken = True
     return ride
@@ -293,13 +436,13 @@ class JobQueue:
         self._queues = {kind.task: queue_for(self.settings, kind.task, kinds) for kind in kinds}
         store, conf = self.coordination, self.app.conf
         self._bind_command: Callable[[str, str], tuple[Any, ...]] | None = None
-        self._claim_pending: Callable[[str, str, int], Pending] | None = None
-        if (  # the coordination store is the broker's Redis: a fresh id's bind rides with its push
+        self._claim_push: Callable[..., tuple[Any, ...]] | None = None
+        if (  # the coordination store is the broker's Redis: a fresh id's bind (and claim) rides with its push
             isinstance(store, RedisCoordination)
             and conf.broker_transport == SAFE_REDIS_TRANSPORT
             and _same_redis(store.client, str(conf.broker_url))
         ):
-            self._bind_command, self._claim_pending = store.bind_command, store.claim_pending
+            self._bind_command, self._claim_push = store.bind_command, store.claim_push_command
         self._letters = letters
         self._lock = threading.Lock()
         self._closed_until = self._circuit_s = 0.0
@@ -408,20 +551,25 @@ class JobQueue:
         return max(1, int(min(self.settings.visibility_timeout_s, self.settings.build_due_interval_s)))
 
     def _publish(self, job: ContractModel, job_id: str, engine: str | None = None, fresh: bool = False) -> str:
-        """Publish under ``job_id``; a ``fresh`` id's bind goes beside the publish (nothing can have bound it)."""
+        """Publish under ``job_id``; a ``fresh`` id's bind (and claim) goes in the push's write (nothing bound it)."""
         kind = self.kinds.of(job)
         stamp = engine or self.engine
         text = job.to_json()  # one serialisation: the digest, the pending key and the message's argument
         digest = job_digest(kind.task, job, text)
         key = pending_key(stamp, job, text) if kind.coalesce else None
+        if fresh and key is not None and self._claim_push is not None:  # claim, bind and push: one script
+            ride = ClaimRide(partial(self._claim_push, job_id, digest, key, self.pending_ttl_s))
+            more = {"engine": stamp, "triggered_us": STAMP_MARK, "pending": key}
+            try:
+                self._send_claimed(kind, job, job_id, text, more, key, digest, ride)
+                return job_id
+            except Coalesced as coalesced:  # an identical job is still queued: it serves this trigger
+                return coalesced.pending.job_id
+            except Unridable as exc:  # nothing was sent: the claim takes its own round trip
+                log.debug("job %s: the claim goes on its own: %s", job_id, exc)
         kwargs: dict[str, Any] = {"engine": stamp}
-        if fresh and (key is None or self._claim_pending is not None):
-            if key is not None and self._claim_pending is not None:  # the claim's answer decides: asked first
-                pending = self._claim_pending(job_id, key, self.pending_ttl_s)
-                if not pending.fresh:
-                    return pending.job_id  # an identical job is still queued: it serves this trigger
-                kwargs.update(triggered_us=pending.stamp_us, pending=key)
-            self._send_claimed(kind, job, job_id, text, kwargs, key, digest)
+        if fresh and key is None:
+            self._send_claimed(kind, job, job_id, text, kwargs, None, digest)
             return job_id
         claimed = self.coordination.claim_job(job_id, digest, key, self.pending_ttl_s)
         if claimed is None:
@@ -445,22 +593,32 @@ class JobQueue:
         kwargs: dict[str, Any],
         key: str | None,
         digest: str | None = None,
+        ride: Ride | None = None,
     ) -> None:
-        """Publish (with the id's bind when ``digest`` is given); a failed publish gives the pending mark back."""
+        """Publish (with the id's bind, or ``ride``, when ``digest`` is given); a failed publish gives the mark back."""
         try:
             if digest is None:
                 self._send(kind, job, job_id, text, kwargs)
             else:
-                self._send_bound(kind, job, job_id, text, digest, kwargs)
+                self._send_bound(kind, job, job_id, text, digest, kwargs, ride)
+        except (Coalesced, Unridable):
+            raise  # no mark of this job's was taken
         except BaseException:
             if key is not None:
                 self._quietly(self.coordination.clear_pending, key, job_id)
             raise
 
     def _send_bound(
-        self, kind: JobKind, job: ContractModel, job_id: str, text: str, digest: str, kwargs: dict[str, Any]
+        self,
+        kind: JobKind,
+        job: ContractModel,
+        job_id: str,
+        text: str,
+        digest: str,
+        kwargs: dict[str, Any],
+        ride: Ride | None = None,
     ) -> None:
-        """Publish a fresh id with its bind: riding with the push (``Ride``), else sent before it and read after.
+        """Publish a fresh id with its bind: riding with the push (``ride``: default the bind), else sent first.
 
         A failed bind is logged, not raised: the job is published, only a later replay check of its id is lost.
         """
@@ -471,15 +629,18 @@ class JobQueue:
             finally:
                 answer()
             return
-        ride = Ride((self._bind_command(job_id, digest),))
+        ride = ride or Ride((self._bind_command(job_id, digest),))
         _rides.current = ride
         try:
             self._send(kind, job, job_id, text, kwargs)
         finally:
             _rides.current = None
+            error = ride.settle()  # read by the task-sent event's publish already, unless none followed
+        if error is not None:
+            raise error
         if not ride.taken:  # a channel that carries no rides pushed it: bind now
             self._quietly(self.coordination.claim_job, job_id, digest, None, 0)
-        elif not ride.replies or isinstance(ride.replies[0], Exception):
+        elif ride.commands and (not ride.replies or isinstance(ride.replies[0], Exception)):
             log.warning("job %s: binding its id failed: %s", job_id, ride.replies[0] if ride.replies else "no reply")
 
     def _send(self, kind: JobKind, job: ContractModel, job_id: str, text: str, kwargs: dict[str, Any]) -> None:

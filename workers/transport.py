@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable
 from queue import Empty
 from time import monotonic
-from typing import Any
+from typing import Any, cast
 
 import redis
 from celery.backends.filesystem import FilesystemBackend
@@ -31,7 +31,7 @@ from memory_core.errors import InvalidRequest
 from workers.dead_letters import DeadLetter, keep
 from workers.execution import runtime
 from workers.kinds import check_job_id
-from workers.queue import take_ride
+from workers.queue import current_ride, take_ride
 
 __all__ = [
     "BODY_ENCODINGS",
@@ -303,28 +303,52 @@ class _Pushes(list[tuple[Any, ...]]):
         self.append((name.upper(), *args))  # ``lpush``, ``pexpire``: redis-py method names, command names too
 
 
-def _replies(client: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
-    """Send ``commands`` in one write on one of ``client``'s pooled connections; their raw replies, in order.
+def _packed(commands: list[tuple[Any, ...]]) -> bytes:
+    """``commands`` in the Redis protocol: each an array of bulk strings (bytes as given, else ``str``'s UTF-8).
 
-    A command Redis refuses gives its ``ResponseError`` as its reply; a connection error drops the connection and
-    raises (nothing is retried, as for kombu's own push under ``host_config``).
+    What redis-py's ``pack_commands`` makes of one-word command names, in under half its time (a hot path: every
+    submit). Source: https://redis.io/docs/latest/develop/reference/protocol-spec/ (RESP arrays, bulk strings).
     """
-    pool = client.connection_pool
+    parts: list[bytes] = []
+    for command in commands:
+        parts.append(b"*%d\r\n" % len(command))
+        for arg in command:
+            data = arg if isinstance(arg, bytes) else str(arg).encode()
+            parts += (b"$", str(len(data)).encode(), b"\r\n", data, b"\r\n")
+    return b"".join(parts)
+
+
+def _sent(pool: Any, commands: list[tuple[Any, ...]]) -> Callable[[], list[Any]]:
+    """Send ``commands`` in one write on one of ``pool``'s connections; the call returned reads their raw replies.
+
+    The connection is held until they are read. A command Redis refuses gives its ``ResponseError`` as its reply;
+    a connection error drops the connection and raises (nothing is retried, as for kombu's own push under
+    ``host_config``).
+    """
     conn = pool.get_connection()
     try:
-        conn.send_packed_command(conn.pack_commands(commands))
-        replies: list[Any] = []
-        for _ in commands:
-            try:
-                replies.append(conn.read_response())
-            except redis.ResponseError as exc:
-                replies.append(exc)
-        return replies
+        conn.send_packed_command([_packed(commands)])
     except BaseException:
         conn.disconnect()
-        raise
-    finally:
         pool.release(conn)
+        raise
+
+    def read() -> list[Any]:
+        try:
+            replies: list[Any] = []
+            for _ in commands:
+                try:
+                    replies.append(conn.read_response())
+                except redis.ResponseError as exc:
+                    replies.append(exc)
+            return replies
+        except BaseException:
+            conn.disconnect()
+            raise
+        finally:
+            pool.release(conn)
+
+    return read
 
 
 class _SafeRedisChannel(_GuardedGet, kombu_redis.Channel):
@@ -346,23 +370,40 @@ class _SafeRedisChannel(_GuardedGet, kombu_redis.Channel):
             return True
 
     def _put(self, queue: str, message: Any, **kwargs: Any) -> None:
-        """Kombu's push, with a ``workers.queue.Ride`` waiting in this thread first in the push's write.
+        """Kombu's push, carrying the ``workers.queue.Ride`` waiting in this thread in the push's write.
 
         kombu 5.7 hands a batched push's commands (``LPUSH``, a ``PEXPIRE`` per priority when the queue expires) to
-        ``_publish_batch.add``; they are sent after the ride's in one write: one round trip for both.
+        ``_publish_batch.add``; the ride packs them with its own (``Ride.pack``) into one write on the channel's
+        pool, one round trip, whose replies it reads later (``Ride.settle``). A push into a publish batch, or under
+        kombu's ``global_keyprefix``, carries no ride.
         """
         parent: Any = super()
-        ride = None if "_publish_batch" in kwargs else take_ride()
+        ride = take_ride("_publish_batch" not in kwargs and not self.global_keyprefix)
         if ride is None:
             parent._put(queue, message, **kwargs)
             return
         pushes = _Pushes()
         parent._put(queue, message, _publish_batch=pushes, **kwargs)
-        with self.conn_or_acquire() as client:  # the client kombu's own push would use
-            replies = _replies(client, [*ride.commands, *pushes])
-        ride.replies = replies[: len(ride.commands)]
-        for reply in replies[len(ride.commands) :]:
-            if isinstance(reply, Exception):  # the push itself was refused: raised as kombu's own push would
+        ride.answer = _sent(self.pool, ride.pack(pushes, message))
+
+    def _put_fanout(self, exchange: str, message: Any, routing_key: str, **kwargs: Any) -> None:
+        """Kombu's fanout publish (Celery's events); within a ``JobQueue`` publish, sent once its ride is read.
+
+        The event is serialised first, then the ride's replies read (``Ride.settle``: Redis answered meanwhile), then
+        the event written on the channel's pool as kombu's ``PUBLISH`` per topic (no client made for it). A push that
+        did not happen (refused, failed, an identical job queued) gets no task-sent event: ``JobQueue`` raises its
+        error once the publish returns (Celery's event dispatcher would only buffer it).
+        """
+        ride, parent = current_ride(), cast(Any, super())
+        if ride is None or "_publish_batch" in kwargs or self.global_keyprefix:
+            parent._put_fanout(exchange, message, routing_key, **kwargs)
+            return
+        payload = _dumps(message)
+        commands = [("PUBLISH", topic, payload) for topic in parent._get_publish_topics(exchange, routing_key)]
+        if ride.settle() is not None:
+            return
+        for reply in _sent(self.pool, commands)():
+            if isinstance(reply, Exception):
                 raise reply
 
 

@@ -22,6 +22,8 @@ DETECTORS: Final[tuple[Detector, ...]] = (*CREDENTIAL_DETECTORS, *PII_DETECTORS)
 """Every detector, in the order they run."""
 WRAP_REACH: Final = 1200
 """How far past a vendor prefix a token wrapped over several lines is looked for, characters."""
+_NEEDLES: Final = tuple(sorted({needle for detector in DETECTORS for needle in detector.needles}))
+"""Every detector's needles, each looked for once a text (``_present``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +76,8 @@ def find(text: str, policy: Policy | None = None) -> list[Finding]:
     _detect(norm, DETECTORS, policy, found)
     if "\n" in norm.text:  # a token a line break cut in two (a pasted key, a JWT wrapped at 76 columns)
         lowered = norm.text.lower()
-        wrappable = tuple(d for d in DETECTORS if d.wrappable and _may_run(d, lowered))
+        present = _present(lowered)
+        wrappable = tuple(d for d in DETECTORS if d.wrappable and _may_run(d, present))
         needles = {n for d in wrappable for n in d.needles}
         for lo, hi in _around(lowered, needles):
             joined = unwrapped(norm, lo, hi)
@@ -102,8 +105,13 @@ def _around(lowered: str, needles: set[str], before: int = 8, after: int = WRAP_
     return merged
 
 
-def _may_run(detector: Detector, lowered: str) -> bool:
-    return not detector.needles or any(needle in lowered for needle in detector.needles)
+def _present(lowered: str) -> frozenset[str]:
+    """The needles the lower-cased text holds (one scan each, however many detectors share the text)."""
+    return frozenset(needle for needle in _NEEDLES if needle in lowered)
+
+
+def _may_run(detector: Detector, present: frozenset[str]) -> bool:
+    return not detector.needles or not present.isdisjoint(detector.needles)
 
 
 def _detect(
@@ -120,11 +128,11 @@ def _detect(
     covers each of them and more (the whole of a token whose first line alone was found) replaces them.
     """
     text_n = norm.text
-    lowered = text_n.lower()
+    needles = _present(text_n.lower())
     windows: dict[re.Pattern[str], list[tuple[int, int]]] = {}
     present: dict[re.Pattern[str], bool] = {}
     for detector in detectors:
-        if not _may_run(detector, lowered):
+        if not _may_run(detector, needles):
             continue
         if detector.prefilter is not None:
             if detector.prefilter not in present:

@@ -7,6 +7,8 @@ commands is one); scripts are loaded before counting (``EVALSHA`` of a script Re
 
 from __future__ import annotations
 
+import base64
+import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,7 +28,7 @@ from workers.baseline import NOOP, create_baseline
 from workers.coordination import RedisCoordination, pending_key
 from workers.dead_letters import SqliteDeadLetters
 from workers.execution import Runtime, Verdict, execute
-from workers.queue import JobQueue
+from workers.queue import STAMP_MARK, JobQueue
 
 
 class Counting(redis.connection.Connection):
@@ -122,7 +124,7 @@ def writes(sent: list[bytes], fn: Any) -> int:
 
 
 @pytest.mark.redis
-def test_a_submit_costs_celerys_publish_and_one_round_trip_at_most(flow: Flow, wire: list[bytes]) -> None:
+def test_a_submit_costs_celerys_publish_alone(flow: Flow, wire: list[bytes]) -> None:
     tag = uuid.uuid4().hex[:6]
     lone = {f"queue_{q}": f"{flow.uid}-{tag}-{q}" for q in ("beliefs", "ingest", "maintenance")}
     sink = f"{flow.uid}-{tag}-sink"
@@ -138,11 +140,19 @@ def test_a_submit_costs_celerys_publish_and_one_round_trip_at_most(flow: Flow, w
         assert publish == 2  # Celery's own: the push, then the task-sent event
         ids: list[str] = []
         assert writes(wire, lambda: ids.append(queue.submit(DOC))) == publish  # the fresh id's bind rides the push
-        assert sum(b"EVAL" in w and b"LPUSH" in w for w in wire) == 1
-        assert writes(wire, lambda: ids.append(queue.submit(builds[1]))) == publish + 1  # the claim is answered first
-        assert b"EVAL" in wire[0] and b"LPUSH" not in wire[0] and b"EVAL" in wire[1] and b"LPUSH" in wire[1]
-        assert writes(wire, lambda: ids.append(queue.submit(builds[1]))) == 1  # coalesced into the queued one
-        assert ids[2] == ids[1]
+        assert sum(b"$3\r\nSET\r\n" in w and b"LPUSH" in w for w in wire) == 1
+        # the claim, the bind and the push are one script: the claim's answer decides inside Redis
+        assert writes(wire, lambda: ids.append(queue.submit(builds[1]))) == publish
+        assert b"EVAL" in wire[0] and b"memory.build_beliefs" in wire[0] and b"PUBLISH" in wire[1]
+        mark = flow.client().get(f"{settings.redis_prefix}:pending:{pending_key(queue.engine, builds[1])}")
+        assert mark is not None and mark.split("|")[0] == ids[1]
+        entry = json.loads(flow.client().lindex(lone["queue_beliefs"], 0) or "null")  # the last pushed
+        assert entry["headers"]["id"] == ids[1]
+        _, kwargs, _ = json.loads(base64.b64decode(entry["body"]))
+        assert kwargs["triggered_us"] == int(mark.split("|")[1]) != STAMP_MARK  # Redis's stamp, in its slot
+        assert writes(wire, lambda: ids.append(queue.submit(builds[1]))) == 1  # coalesced: no push, no event
+        assert ids[2] == ids[1] and b"PUBLISH" not in wire[0]
+        assert flow.client().llen(lone["queue_beliefs"]) == 2
         # the binds that rode with the pushes hold: each id names its payload and no other
         for job_id, job, other in ((ids[0], DOC, OTHER), (ids[1], builds[1], DOC)):
             with pytest.raises(InvalidRequest) as caught:
@@ -153,3 +163,59 @@ def test_a_submit_costs_celerys_publish_and_one_round_trip_at_most(flow: Flow, w
         queue.close()
         raw.close()
         flow.client().delete(sink, *lone.values())
+
+
+@pytest.mark.redis
+def test_a_push_redis_refuses_gets_no_task_sent_event_and_its_job_is_parked(flow: Flow, wire: list[bytes]) -> None:
+    tag = uuid.uuid4().hex[:6]
+    lone = {f"queue_{q}": f"{flow.uid}-{tag}-{q}" for q in ("beliefs", "ingest", "maintenance")}
+    settings = flow.settings(**lone, var_dir=str(flow.base / f"var-{tag}"))
+    build = BuildBeliefs(request={"reach": Reach.exact(f"agent:refused-{tag}").to_dict()})
+    queues = [JobQueue(settings), JobQueue(settings)]  # one each: a failed publish opens its breaker
+    client = flow.client()
+    try:
+        queues[0].submit(DOC)  # each declares its queue: kombu's declaration would meet the string first
+        queues[1].submit(BuildBeliefs(request={"reach": Reach.exact(f"agent:warm-{tag}").to_dict()}))
+        client.delete(lone["queue_ingest"], lone["queue_beliefs"])
+        client.set(lone["queue_ingest"], "not a list")  # LPUSH answers WRONGTYPE
+        client.set(lone["queue_beliefs"], "not a list")
+        del wire[:]
+        sent = [queues[0].send(DOC), queues[1].send(build)]
+        assert [s.state for s in sent] == ["parked", "parked"]
+        assert sum(b"LPUSH" in w for w in wire) == 2  # both pushes were tried, in the script or beside the bind
+        assert not any(b"PUBLISH" in w for w in wire)  # Flower is told of no task that was not queued
+        assert client.get(f"{settings.redis_prefix}:pending:{pending_key(queues[1].engine, build)}") is None
+        assert queues[0].outbox.waiting() == 2
+    finally:
+        for queue in queues:
+            queue.close()
+        client.delete(*lone.values())
+
+
+@pytest.mark.redis
+def test_each_published_job_gets_one_task_sent_event_and_a_coalesced_trigger_none(flow: Flow) -> None:
+    tag = uuid.uuid4().hex[:6]
+    lone = {f"queue_{q}": f"{flow.uid}-{tag}-{q}" for q in ("beliefs", "ingest", "maintenance")}
+    queue = JobQueue(flow.settings(**lone))
+    build = BuildBeliefs(request={"reach": Reach.exact(f"agent:events-{tag}").to_dict()})
+    client = flow.client()
+    listener = client.pubsub()
+    listener.psubscribe("*celeryev*task.sent*")
+    try:
+        assert listener.get_message(timeout=5) is not None  # the subscription is live
+        ids = [queue.submit(DOC), queue.submit(build), queue.submit(build)]
+        sent: list[dict[str, Any]] = []
+        for _ in range(50):  # this session's events, among any other session's on the same database
+            got = listener.get_message(timeout=0.2)
+            if got is not None and got["type"] == "pmessage":
+                sent.append(json.loads(base64.b64decode(json.loads(got["data"])["body"])))
+            if sum(event["uuid"] in ids for event in sent) >= 2 and got is None:
+                break
+    finally:
+        listener.close()
+        queue.close()
+        client.delete(*lone.values())
+    ours = [event for event in sent if event["uuid"] in ids or f"events-{tag}" in str(event.get("args"))]
+    assert ids[2] == ids[1] and sorted(event["uuid"] for event in ours) == sorted(ids[:2])  # none for the third
+    assert {event["type"] for event in ours} == {"task-sent"}
+    assert {event["name"] for event in ours} == {"memory.ingest_brain", "memory.build_beliefs"}
