@@ -46,6 +46,7 @@ class Counted:
         self.trips: list[int] = []
         self.reads: list[bool] = []
         self.runs: list[tuple[bool, int]] = []
+        self.prepared = 0
 
     def read_trips(self) -> int:
         """Round trips of the reads (a write's ``BEGIN``/``COMMIT`` are the driver's, outside the trace)."""
@@ -57,6 +58,11 @@ def _wire(trace: str) -> int:
     return sum(
         1 for line in trace.splitlines() if line.startswith("F") and line.split("\t")[2:3] in (["Sync"], ["Query"])
     )
+
+
+def _prepares(trace: str) -> int:
+    """Statements prepared in a libpq protocol trace: a ``Parse`` naming the statement (psycopg's ``_pg3_<n>``)."""
+    return sum(1 for line in trace.splitlines() if line.startswith("F") and '\tParse\t "_pg3_' in line)
 
 
 def _count(engine: PostgresEngine, monkeypatch: pytest.MonkeyPatch) -> Counted:
@@ -83,7 +89,9 @@ def _count(engine: PostgresEngine, monkeypatch: pytest.MonkeyPatch) -> Counted:
                 finally:
                     conn.pgconn.untrace()
                     out.seek(0)
-                    trips = _wire(out.read())
+                    trace = out.read()
+                    trips = _wire(trace)
+                    counted.prepared += _prepares(trace)
                     counted.trips.append(trips)
                     counted.runs.append((bool(kw.get("read")), trips))
 
@@ -160,3 +168,21 @@ def test_a_hybrid_fetch_reads_its_page_bodies_with_the_vectors(
     page = engine.fetch(FetchRequest(query="kayak trip", mode=FetchMode.HYBRID, limit=3))
     assert len(page.hits) == 3 and counted.reads == [True]
     assert len(counted.statements) == 3 and counted.trips == [3]  # counts + frequencies, candidates, vectors
+
+
+def test_a_fetch_repeated_on_one_connection_never_pays_a_trip_to_prepare(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One pooled connection, so every fetch runs its statements where the earlier ones ran: psycopg prepares a
+    # statement once it has run a few times there, and that ``Parse`` must travel with its execution
+    # (``driver.PooledConnection``), not wait for a ``Sync`` of its own: that was a fetch's fourth round trip,
+    # paid by whichever fetch the pool lent that connection.
+    with PostgresEngine(f"{pg_url}?pool_min_size=1&pool_max_size=1", embedder=HashEmbedder()) as engine:
+        _memory(engine)
+        counted = _count(engine, monkeypatch)
+        request = FetchRequest(query="rescue dog Max", mode=FetchMode.HYBRID, limit=3, beliefs=3)
+        for _ in range(10):
+            assert engine.fetch(request).hits
+    assert counted.reads == [True] * 10
+    assert counted.trips == [TRIPS_PER_FETCH] * 10
+    assert counted.prepared >= 1  # statements were prepared within these fetches, in no trip of their own

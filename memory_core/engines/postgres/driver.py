@@ -10,6 +10,12 @@
 * **Round trips.** A write runs in a transaction (``BEGIN`` … ``COMMIT``); a read (``run(read=True)``) runs
   its statements in autocommit, each seeing the data committed before it started, which is what a
   ``READ COMMITTED`` transaction gives too (PostgreSQL docs §13.2.1), without the two round trips.
+* **A statement is one round trip, prepared or not** (``PooledConnection``). psycopg prepares a statement
+  once it has run ``prepare_threshold`` (5) times on a connection, which spares the server its parsing and
+  planning from then on; but outside a pipeline its ``Parse`` waits for a ``Sync`` of its own, and so does the
+  deallocation when its cache of prepared statements fills (psycopg 3 "Prepared statements"): an extra round
+  trip, paid by whichever call was lent that connection. A pooled connection sends each statement as a
+  pipeline of one, so the ``Parse`` travels with the ``Bind``/``Execute`` ahead of the one ``Sync``.
 * **Errors.** A server that is down, restarting or out of connections, a pool wait past ``pool_timeout_s`` and a
   statement past ``statement_timeout_ms`` are ``EngineUnavailable`` (retryable: workers retry, ``pre_turn``
   reports it). A serialization failure or deadlock is retried a few times first. Authentication, a missing
@@ -28,13 +34,14 @@ from typing import Any, Final, TypeVar
 
 import psycopg
 import psycopg.errors
+from psycopg import pq
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from memory_core.errors import ConfigError, EngineError, EngineUnavailable, MemoryCoreError
 
 from .options import SETTING, PgOptions
 
-__all__ = ["Conn", "Driver", "classify", "pipelined"]
+__all__ = ["Conn", "Driver", "PooledConnection", "classify", "pipelined"]
 
 _T = TypeVar("_T")
 Conn = psycopg.Connection[Any]
@@ -102,6 +109,26 @@ def classify(exc: BaseException, options: PgOptions) -> MemoryCoreError:
     return EngineError(f"postgresql {options.masked}: {type(exc).__name__}: {raw}")
 
 
+class PooledConnection(psycopg.Connection[Any]):
+    """A pool's connection: ``execute`` costs one round trip even when psycopg prepares the statement.
+
+    Outside a pipeline, the statement runs as a pipeline of one: psycopg queues the ``Parse`` of a statement it
+    prepares (and the ``Close`` of one it evicts) with the ``Bind``/``Execute`` instead of waiting for each,
+    and the one ``Sync`` at the pipeline's end is the only wait (PostgreSQL docs §55.2.4, "Pipelining"). Inside
+    a pipeline (``pipelined``), or with a libpq older than 14, it is psycopg's ``execute`` as is.
+    """
+
+    def execute(
+        self, query: Any, params: Any = None, *, prepare: bool | None = None, binary: bool = False
+    ) -> psycopg.Cursor[Any]:
+        """Run ``query`` as psycopg's ``execute`` does (same arguments, result and errors), in one round trip."""
+        if self.pgconn.pipeline_status != pq.PipelineStatus.OFF or not psycopg.Pipeline.is_supported():
+            return super().execute(query, params, prepare=prepare, binary=binary)
+        with self.pipeline():
+            cursor = super().execute(query, params, prepare=prepare, binary=binary)
+        return cursor
+
+
 def _retryable(exc: BaseException, conn: Conn | None) -> bool:
     if isinstance(exc, psycopg.errors.SerializationFailure | psycopg.errors.DeadlockDetected):
         return True
@@ -124,6 +151,7 @@ class Driver:
         self._used: weakref.WeakKeyDictionary[Conn, float] = weakref.WeakKeyDictionary()
         self._pool = ConnectionPool(
             options.conninfo,
+            connection_class=PooledConnection,
             min_size=options.pool_min_size,
             max_size=options.pool_max_size,
             timeout=options.pool_timeout_s,
