@@ -7,13 +7,13 @@ is deleted afterwards. Each figure sits beside a baseline measured in the same r
 * ``JobQueue.submit`` p50/p99 (ms) for an ``IngestBrain`` (a publish) and a ``BuildBeliefs`` (pending mark
   + publish) beside a raw Celery ``apply_async`` of a no-op task carrying the same message, made from the same
   job on each call as submit does (``job.to_dict()``; the same ``engine`` keyword, and a build's
-  ``triggered_us``/``pending``; the same Flower summaries ``argsrepr``/``kwargsrepr``, so Celery does not
+  ``pending``; the same Flower summaries ``argsrepr``/``kwargsrepr``, so Celery does not
   ``saferepr`` the arguments for raw alone), its app configured alike (``workers.baseline``: the host's
   configuration, the same task-sent events and serializer). Goal (issue 13): p50 ≤ 1.25×. The note gives raw
   with its message prepared once beforehand too (no serialisation counted for raw). Round trips: raw is
   Celery's two (the push and the task-sent event), and so is submit: a fresh ``IngestBrain`` id's bind is sent in
   the push's write (``workers.queue.Ride``); a ``BuildBeliefs`` push is one script that claims the pending mark,
-  binds the id and pushes with Redis's stamp as ``triggered_us`` (``workers.queue.ClaimRide``).
+  binds the id, keeps Redis's stamp as the job's mark and runs kombu's push (``workers.queue.ClaimRide``).
 * per-job time through one worker (concurrency 1) of a ``BuildBeliefs`` whose ``consolidate`` does nothing
   (the ``nop`` engine below: real scopes, an empty build) beside the raw no-op task through a worker configured
   alike (late acks, events, results). Goal (issue 13): ≤ 2×. This is the flow's own cost: kinds table,
@@ -180,7 +180,7 @@ def _submit_rows(b: Bench) -> list[Row]:
     raw = create_baseline(b.settings(), producer=True)
     sink = f"bench-{b.uid}-sink"
     doc = IngestBrain(documents=(BrainDocument.new("bench", "A small document.", title="t"),))
-    coalesce = {"triggered_us": 1_764_650_000_000_000, "pending": "0" * 32}  # a build message's two more keywords
+    coalesce = {"pending": "0" * 32}  # a build message's one more keyword
 
     def raw_send(job: IngestBrain | BuildBeliefs, more: dict[str, Any]) -> None:
         """The same message as submit's, built from the same job: body, and the summaries Flower shows."""

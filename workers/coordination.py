@@ -18,7 +18,7 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -46,7 +46,6 @@ __all__ = [
     "Pending",
     "RedisCalls",
     "RedisCoordination",
-    "Slot",
     "SqliteCoordination",
     "check_job_id",
     "engine_key",
@@ -65,7 +64,7 @@ T = TypeVar("T")
 
 BUSY_TIMEOUT_S = 10.0
 """How long a SQLite writer waits for another process's lock before ``EngineUnavailable``, seconds."""
-JOB_MARKS = ("attempts", "progress", "done", "payload")  # P:job:<id>:<mark>
+JOB_MARKS = ("attempts", "progress", "done", "payload", "stamp")  # P:job:<id>:<mark>
 
 
 class LocalDb:
@@ -167,11 +166,16 @@ class Left:
 
 @dataclass(frozen=True)
 class Started:
-    """``begin_job``'s answer: done already (a twin), starts counted (this one too), units done before."""
+    """``begin_job``'s answer: done already (a twin), starts counted (this one too), units done before, and stamp.
+
+    ``stamp_us`` is the store-clock stamp (µs) of the claim that queued the job (None: no pending mark was given,
+    or the job's ``stamp`` mark is gone).
+    """
 
     done: bool
     attempts: int
     progress: frozenset[str]
+    stamp_us: int | None = None
 
 
 @dataclass(frozen=True)
@@ -183,26 +187,15 @@ class Pending:
     fresh: bool
 
 
-def pending_of(reply: Any) -> Pending:
-    """A Redis claim script's reply ``[serving id, stamp µs, 1 if fresh]`` (text or bytes) as a ``Pending``."""
-    job_id = reply[0].decode() if isinstance(reply[0], bytes) else str(reply[0])
-    return Pending(job_id, int(reply[1]), bool(int(reply[2])))
+def pending_of(reply: Any) -> Pending | None:
+    """The claim script's reply ``[serving id, stamp µs, 1 fresh | 0 queued | -1 refused]`` (text or bytes).
 
-
-@dataclass(frozen=True)
-class Slot:
-    """Where a queue entry's text carries a placeholder stamp ``mark``: ``head + enc(before + mark + after) + tail``.
-
-    ``enc`` is base64 when ``base64`` (``before``/``after``: the raw bytes of the base64 groups around the mark),
-    else the identity; a claim script writes the stamp it takes in place of ``mark`` (the same number of digits).
+    Returns:
+        The ``Pending``, or None when the id is bound to another payload (nothing was claimed).
     """
-
-    head: str
-    mark: str
-    before: bytes
-    after: bytes
-    tail: str
-    base64: bool
+    job_id = reply[0].decode() if isinstance(reply[0], bytes) else str(reply[0])
+    state = int(reply[2])
+    return None if state < 0 else Pending(job_id, int(reply[1]), state == 1)
 
 
 class _Store:
@@ -217,6 +210,8 @@ class _Store:
 
     def claim_job(self, job_id: str, digest: str, pending: str | None, ttl_s: int) -> Pending | None:
         """A submit's one round trip: bind the id to its payload digest (issue 11 §3), claim the pending mark.
+
+        A fresh claim binds the id and keeps its stamp as the job's ``stamp`` mark (``begin_job`` reads it).
 
         Returns:
             None when the id names another payload; else who serves the trigger (a non-coalescing job: itself, stamp 0).
@@ -316,16 +311,16 @@ class SqliteCoordination(_Store):
             current = self._get(db, bound)
             if current is not None and current != digest:
                 return None
-            if current is None:
-                self._set(db, bound, digest, self.job_ttl_s)
-            if pending is None:
-                return Pending(job_id, 0, fresh=True)
-            queued = self._get(db, self.key("pending", pending))
+            queued = None if pending is None else self._get(db, self.key("pending", pending))
             if queued is not None:
                 other, stamp = queued.rsplit("|", 1)
                 return Pending(other, int(stamp), fresh=False)
+            self._set(db, bound, digest, self.job_ttl_s)
+            if pending is None:
+                return Pending(job_id, 0, fresh=True)
             now = self.now_us()
             self._set(db, self.key("pending", pending), f"{job_id}|{now}", ttl_s)
+            self._set(db, self.key("job", job_id, "stamp"), str(now), self.job_ttl_s)
             return Pending(job_id, now, fresh=True)
 
     def _load(self, db: sqlite3.Connection, scope: str) -> dict[str, Mark]:
@@ -358,17 +353,22 @@ class SqliteCoordination(_Store):
             return self._load(db, scope)
 
     def begin_job(self, job_id: str, pending: str | None) -> Started:
-        """A delivery's start in one round trip: clear its pending mark, count a start unless done, read progress."""
+        """A delivery's start in one round trip: clear its pending mark, count a start unless done, read progress.
+
+        With ``pending`` given it reads the job's ``stamp`` mark too (its claim's stamp, ``Started.stamp_us``).
+        """
         with self._tx() as db:
+            stamp = None
             if pending is not None:
                 self._clear(db, pending, job_id)
+                stamp = self._get(db, self.key("job", job_id, "stamp"))
             done = self._get(db, self.key("job", job_id, "done")) is not None
             progress = frozenset(json.loads(self._get(db, self.key("job", job_id, "progress")) or "[]"))
             k = self.key("job", job_id, "attempts")
             count = int(self._get(db, k) or 0) + (0 if done else 1)
             if not done:
                 self._set(db, k, str(count), self.job_ttl_s)
-            return Started(done, count, progress)
+            return Started(done, count, progress, None if stamp is None else int(stamp))
 
     def attempts(self, job_id: str) -> int:
         """How many starts of ``job_id`` were counted (0 when none)."""
@@ -413,7 +413,9 @@ class SqliteCoordination(_Store):
         self._store.close()
 
 
-_CLAIM_MARK = """
+_CLAIM = """
+local bound = redis.call('GET', KEYS[2])
+if bound and bound ~= ARGV[3] then return {ARGV[1], 0, -1} end
 local cur = redis.call('GET', KEYS[1])
 if cur then
   local id, stamp = string.match(cur, '^(.*)|(%d+)$')
@@ -422,35 +424,11 @@ end
 local t = redis.call('TIME')
 local now = t[1] .. string.rep('0', 6 - #t[2]) .. t[2]
 redis.call('SET', KEYS[1], ARGV[1] .. '|' .. now, 'PX', ARGV[2])
+redis.call('SET', KEYS[2], ARGV[3], 'EX', ARGV[4])
+redis.call('SET', KEYS[3], now, 'EX', ARGV[4])
+for i = 4, #KEYS do redis.call(ARGV[2 * i - 3], KEYS[i], ARGV[2 * i - 2]) end
+return {ARGV[1], now, 1}
 """
-_CLAIM = _CLAIM_MARK + "return {ARGV[1], now, 1}"
-_CLAIM_PUSH = (  # the claim; when fresh: bind the id, write the stamp into the entry's slot, push it
-    _CLAIM_MARK
-    + """
-if #now ~= #ARGV[6] then return redis.error_reply('ERR the stamp does not fit its slot') end
-redis.call('SET', KEYS[2], ARGV[3], 'EX', ARGV[4], 'NX')
-local mid = ARGV[7] .. now .. ARGV[8]
-if ARGV[10] == '1' then  -- base64 (RFC 4648 §4): 3 bytes -> 4 of A-Z a-z 0-9 + /, '=' pads
-  local function e(n)
-    if n < 26 then return n + 65 elseif n < 52 then return n + 71 elseif n < 62 then return n - 4 end
-    return (n == 62 and 43) or 47
-  end
-  local out = {}
-  for i = 1, #mid, 3 do
-    local a, b, c = string.byte(mid, i, i + 2)
-    local n = a * 65536 + (b or 0) * 256 + (c or 0)
-    local s4 = n % 64
-    local s3 = ((n - s4) / 64) % 64
-    local s2 = ((n - s4 - s3 * 64) / 4096) % 64
-    local s1 = (n - s4 - s3 * 64 - s2 * 4096) / 262144
-    out[#out + 1] = string.char(e(s1), e(s2), (b and e(s3)) or 61, (c and e(s4)) or 61)
-  end
-  mid = table.concat(out)
-end
-redis.call('LPUSH', KEYS[3], ARGV[5] .. mid .. ARGV[9])
-for i = 4, #KEYS do redis.call(ARGV[2 * i + 3], KEYS[i], ARGV[2 * i + 4]) end
-return {ARGV[1], now, 1}"""
-)
 _CLEAR = """
 local cur = redis.call('GET', KEYS[1])
 if cur and string.match(cur, '^(.*)|%d+$') == ARGV[1] then redis.call('DEL', KEYS[1]) end
@@ -534,20 +512,11 @@ class RedisCoordination(_Store, RedisCalls):
         self._call(self.client.eval, _CLEAR, 1, self.key("pending", key), job_id)
 
     def claim_job(self, job_id: str, digest: str, pending: str | None, ttl_s: int) -> Pending | None:
-        """See ``_Store.claim_job``: both scripts in one pipeline (``EVAL``: no ``SCRIPT EXISTS`` trip)."""
-
-        def fill(pipe: Any) -> None:
-            pipe.eval(_BIND, 1, self.key("job", job_id, "payload"), digest, self.job_ttl_s)
-            if pending is not None:
-                pipe.eval(_CLAIM, 1, self.key("pending", pending), job_id, ttl_s * 1000)
-
-        got = self._pipeline(fill)
-        claimed = Pending(job_id, 0, True) if pending is None else pending_of(got[1])
-        if int(got[0]):
-            return claimed
-        if pending is not None and claimed.fresh:  # marked pending under an id that names another job: undo
-            self.clear_pending(pending, job_id)
-        return None
+        """See ``_Store.claim_job``: one ``EVAL`` (of ``_BIND``, or ``claim_command``'s: no ``SCRIPT EXISTS`` trip)."""
+        if pending is None:
+            bound = self._call(self.client.eval, _BIND, 1, self.key("job", job_id, "payload"), digest, self.job_ttl_s)
+            return Pending(job_id, 0, True) if int(bound) else None
+        return pending_of(self._call(self.client.eval, *self.claim_command(job_id, digest, pending, ttl_s)[1:]))
 
     def bind_later(self, job_id: str, digest: str) -> Callable[[], bool | None]:
         """See ``_Store.bind_later``: the bind's ``EVAL`` is sent now, on a connection held until answered."""
@@ -574,22 +543,22 @@ class RedisCoordination(_Store, RedisCalls):
 
         return answer
 
-    def claim_push_command(
-        self, job_id: str, digest: str, pending: str, ttl_s: int, slot: Slot, pushes: list[tuple[Any, ...]]
+    def claim_command(
+        self, job_id: str, digest: str, pending: str, ttl_s: int, pushes: Sequence[tuple[Any, ...]] = ()
     ) -> tuple[Any, ...]:
-        """``claim_job`` of a fresh id and, when fresh, its push: one Redis command (``EVAL``, reply ``pending_of``).
+        """``claim_job`` with a pending mark and, when fresh, ``pushes``: one Redis command (``EVAL``, ``pending_of``).
 
-        When the mark is fresh the script binds the id, writes Redis's stamp into the entry's ``slot`` and runs
-        ``pushes``: the ``LPUSH`` of the entry (its text replaced by the stamped one), then kombu's further
-        ``(name, key, value)`` commands. ``JobQueue`` sends it in place of the broker's push (issue 13 §4).
+        The script refuses an id bound to another payload; else, when the mark is free, it takes Redis's ``TIME`` as
+        the trigger's stamp, marks the key pending, binds the id, keeps the stamp as the job's ``stamp`` mark (the
+        message carries none: ``begin_job`` reads it) and runs kombu's ``(name, key, value)`` push commands as given.
+        ``JobQueue`` sends it in place of the broker's push (issue 13 §4).
         """
-        keys = [self.key("pending", pending), self.key("job", job_id, "payload"), pushes[0][1]]
-        keys += [push[1] for push in pushes[1:]]
-        args: list[Any] = [job_id, ttl_s * 1000, digest, self.job_ttl_s, slot.head, slot.mark, slot.before]
-        args += [slot.after, slot.tail, int(slot.base64)]
-        for push in pushes[1:]:
-            args += [push[0], push[2]]
-        return ("EVAL", _CLAIM_PUSH, len(keys), *keys, *args)
+        keys = [self.key("pending", pending), self.key("job", job_id, "payload"), self.key("job", job_id, "stamp")]
+        args: list[Any] = [job_id, ttl_s * 1000, digest, self.job_ttl_s]
+        for name, key, value in pushes:
+            keys.append(key)
+            args += [name, value]
+        return ("EVAL", _CLAIM, len(keys), *keys, *args)
 
     def bind_command(self, job_id: str, digest: str) -> tuple[Any, ...]:
         """The bind of a fresh id as one Redis command (reply ``OK``: bound), for a pipeline on this store's server.
@@ -621,19 +590,21 @@ class RedisCoordination(_Store, RedisCalls):
         """See ``SqliteCoordination.begin_job``: one pipeline (the job's keys keep their own slots)."""
 
         def fill(pipe: Any) -> None:
-            if pending is not None:
-                pipe.eval(_CLEAR, 1, self.key("pending", pending), job_id)
             pipe.exists(self.key("job", job_id, "done"))
             pipe.incr(self.key("job", job_id, "attempts"))
             pipe.expire(self.key("job", job_id, "attempts"), self.job_ttl_s)
             pipe.smembers(self.key("job", job_id, "progress"))
+            if pending is not None:
+                pipe.eval(_CLEAR, 1, self.key("pending", pending), job_id)
+                pipe.get(self.key("job", job_id, "stamp"))
 
-        got = self._pipeline(fill)[0 if pending is None else 1 :]
+        got = self._pipeline(fill)
         done, count = bool(got[0]), int(got[1])
         if done:  # a twin is no attempt: the pipeline cannot branch, so take it back (the twin's path only)
             self.forgive_attempt(job_id)
             count -= 1
-        return Started(done, count, frozenset(str(u) for u in got[3]))
+        stamp = got[5] if pending is not None else None
+        return Started(done, count, frozenset(str(u) for u in got[3]), None if stamp is None else int(stamp))
 
     def attempts(self, job_id: str) -> int:
         """See ``SqliteCoordination.attempts``."""

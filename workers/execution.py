@@ -161,7 +161,11 @@ class DeadLettered(Exception):
 
 @dataclass(frozen=True)
 class Delivery:
-    """One message as the task saw it; ``progress``: the scopes earlier deliveries finished (None: not read)."""
+    """One message as the task saw it; ``progress``: the scopes earlier deliveries finished (None: not read).
+
+    ``stamp_us`` is the trigger's store-clock stamp, set by ``execute``: the message's ``triggered_us`` when it has
+    one (queued before the stamp moved to the store), else its claim's ``stamp`` mark; None: always new.
+    """
 
     task: str
     job_id: str
@@ -170,6 +174,7 @@ class Delivery:
     queue: str | None = None
     retries: int = 0
     progress: frozenset[str] | None = None
+    stamp_us: int | None = None
 
 
 class Verdict(StrEnum):
@@ -277,7 +282,8 @@ def execute(rt: Runtime, d: Delivery, rng: random.Random | None = None) -> Outco
             log.info("job %s: a twin of a finished job, dropped", d.job_id)
             return Outcome(Verdict.DUPLICATE, result={"duplicate": True})
         attempts = started.attempts
-        d = replace(d, progress=started.progress)
+        sent = d.kwargs.get("triggered_us")  # a message queued before the stamp moved to the store carries it
+        d = replace(d, progress=started.progress, stamp_us=sent if sent is not None else started.stamp_us)
     except TRANSIENT as exc:  # the store cannot count: fall back on Celery's own retry count
         return _retry(rt, d, exc, d.retries + 1, rng)
     except Exception as exc:  # the store answered something unreadable: keep the job as a letter

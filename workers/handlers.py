@@ -160,7 +160,7 @@ def _dead_scope(rt: Runtime, d: Delivery, unit: str, scope: BuildScope, exc: Exc
 def _build(rt: Runtime, d: Delivery, name: str, scopes: Iterable[BuildScope], alone: bool) -> dict[str, Any]:
     # A scope is recorded done before the next one builds, or when the delivery ends unfinished; the last of a
     # finished delivery is not: the job's done mark covers it (a round trip fewer).
-    stamp = d.kwargs.get("triggered_us")
+    stamp = d.stamp_us
     done_before = rt.coordination.progress(d.job_id) if d.progress is None else d.progress
     reports: list[ScopeReport] = []
     waits: list[float] = []

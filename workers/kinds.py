@@ -51,6 +51,8 @@ __all__ = [
 
 MAINTENANCE_QUEUE = "queue_maintenance"  # the Settings field of beat's queue (and Celery's default)
 JOB_KWARGS = frozenset({"engine"})  # the host's engine_key; a coalescing kind's job carries COALESCE_KWARGS too
+# ``pending`` names the job's pending mark; ``triggered_us`` is read from messages queued before the claim's stamp
+# moved to the job's ``stamp`` mark (docs/jobs.md, "Migration notes"); no submit writes it now
 COALESCE_KWARGS = frozenset({"triggered_us", "pending"})
 
 JobHandler = Callable[["Runtime", "Delivery", Any], dict[str, Any]]

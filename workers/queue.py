@@ -2,7 +2,7 @@
 
 A submit of a fresh id sends the id's bind in the broker's write that pushes the message (``Ride``: Celery's own
 publish, no round trip of its own); a coalescing kind's push is one script that claims its pending mark and pushes
-only when it was free, with Redis's stamp as the message's ``triggered_us`` (``ClaimRide``). Publishes are bounded by
+only when it was free, keeping Redis's stamp as the job's ``stamp`` mark (``ClaimRide``). Publishes are bounded by
 ``publish_timeout_s``; an unreachable broker or store parks the job in the ``Outbox`` (SQLite, ``var_dir``) under
 the same id. ``publish`` and ``requeue`` are the operator's path (publish now or raise, never park). The
 guarantees (outbox, circuit breaker, one payload per id, coalescing): docs/jobs.md.
@@ -10,7 +10,6 @@ guarantees (outbox, circuit breaker, one payload per id, coalescing): docs/jobs.
 
 from __future__ import annotations
 
-import binascii
 import json
 import logging
 import threading
@@ -50,7 +49,6 @@ from workers.coordination import (
     LocalDb,
     Pending,
     RedisCoordination,
-    Slot,
     SqliteCoordination,
     engine_key,
     job_digest,
@@ -63,7 +61,6 @@ from workers.kinds import JOB_KINDS, JobKind, JobKinds, check_job_id, new_job_id
 
 __all__ = [
     "MAX_FAULTS",
-    "STAMP_MARK",
     "ClaimRide",
     "Coalesced",
     "DrainReport",
@@ -79,7 +76,6 @@ __all__ = [
     "open_tool_writes",
     "current_ride",
     "requeue",
-    "stamp_slot",
     "take_ride",
 ]
 
@@ -260,8 +256,8 @@ class Ride:
                 self.error = exc
         return self.error
 
-    def pack(self, pushes: list[tuple[Any, ...]], message: dict[str, Any]) -> list[tuple[Any, ...]]:
-        """The push's write: these commands, then kombu's ``pushes`` of ``message`` (``(name, key, value)``)."""
+    def pack(self, pushes: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+        """The push's write: these commands, then kombu's ``pushes`` (``(name, key, value)``)."""
         return [*self.commands, *pushes]
 
     def land(self, replies: list[Any]) -> None:
@@ -284,80 +280,45 @@ class Coalesced(Exception):
         self.pending = pending
 
 
-STAMP_MARK = 9_999_999_999_999_999
-"""The ``triggered_us`` a claimed build's message is serialised with; the claim script writes Redis's stamp there.
-
-Sixteen digits, as every µs stamp from 2001 to 2286 (the script refuses another width). A message that left with it
-would read as a trigger of now (``workers.gate`` takes the earlier of a stamp and now): never coalesced away.
-"""
-
-
 class ClaimRide(Ride):
     """A coalescing job's claim with its push inside: one ``EVAL`` that pushes only when the pending mark is fresh.
 
-    ``command(slot, pushes)`` is ``RedisCoordination.claim_push_command`` with the job bound. ``pending`` holds the
-    claim's answer; a claim another job holds raises ``Coalesced`` out of the publish, so Celery sends no event.
+    ``command(pushes)`` is ``RedisCoordination.claim_command`` with the job bound; the message goes as Celery
+    serialised it. ``pending`` holds the claim's answer; a claim another job holds raises ``Coalesced`` out of the
+    publish, so Celery sends no event.
     """
 
     __slots__ = ("command", "pending")
     must = True
 
-    def __init__(self, command: Callable[[Slot, list[tuple[Any, ...]]], tuple[Any, ...]]) -> None:
+    def __init__(self, command: Callable[[list[tuple[Any, ...]]], tuple[Any, ...]]) -> None:
         super().__init__(())
         self.command = command
         self.pending: Pending | None = None
 
-    def pack(self, pushes: list[tuple[Any, ...]], message: dict[str, Any]) -> list[tuple[Any, ...]]:
-        """The claim script, pushing the message with its stamp in place of ``STAMP_MARK``.
+    def pack(self, pushes: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+        """The claim script, running kombu's ``pushes`` when the claim is fresh.
 
         Raises:
-            Unridable: the message holds the mark more or fewer times than once, or kombu's pushes are not one
-                ``LPUSH`` of it and ``(name, key, value)`` commands.
+            Unridable: a push is not a ``(name, key, value)`` command.
         """
-        props = message.get("properties")
-        encoding = props.get("body_encoding") if isinstance(props, dict) else None
-        if not pushes or pushes[0][0] != "LPUSH" or any(len(push) != 3 for push in pushes):
-            raise Unridable(f"kombu's push is not one LPUSH of the message: {[push[0] for push in pushes]}")
-        slot = stamp_slot(pushes[0][2], message.get("body"), encoding, str(STAMP_MARK))
-        if slot is None:
-            raise Unridable("the message does not hold the stamp's mark once")
-        return [self.command(slot, pushes)]
+        if not pushes or any(len(push) != 3 for push in pushes):
+            raise Unridable(f"kombu's pushes are not (name, key, value) commands: {[push[0] for push in pushes]}")
+        return [self.command(pushes)]
 
     def land(self, replies: list[Any]) -> None:
-        """Keep the claim's answer; raise a refused script's error, or ``Coalesced`` when another job serves."""
+        """Keep the claim's answer; raise a refused script's error, or ``Coalesced`` when another job serves.
+
+        Raises:
+            InvalidRequest: ``field="job_id"``: the id is bound to another payload (nothing was pushed).
+        """
         if isinstance(replies[0], Exception):
             raise replies[0]
         self.pending = pending_of(replies[0])
+        if self.pending is None:
+            raise InvalidRequest("the job id names another job", field="job_id")
         if not self.pending.fresh:
             raise Coalesced(self.pending)
-
-
-def stamp_slot(text: str, body: Any, encoding: Any, mark: str) -> Slot | None:
-    """Where ``mark`` sits in the kombu queue entry ``text`` whose ``body`` (``body_encoding`` ``encoding``) holds it.
-
-    Base64 (kombu's virtual transports' default) maps each 3 bytes of the body to 4 characters, so the slot is the
-    groups around the mark; a plain body carries the mark as typed. Source: RFC 4648 §4.
-
-    Returns:
-        The ``Slot``, or None when the body holds ``mark`` more or fewer times than once, or ``text`` does not
-        hold the body, or the encoding is neither base64 nor plain text (blank or ``utf-8``).
-    """
-    if not isinstance(body, str):
-        return None
-    if not encoding or str(encoding).lower() == "utf-8":
-        at = text.find(mark)
-        if at < 0 or text.count(mark) != 1:
-            return None
-        return Slot(text[:at], mark, b"", b"", text[at + len(mark) :], base64=False)
-    if encoding != "base64":
-        return None
-    raw, raw_mark, start = binascii.a2b_base64(body), mark.encode(), text.find(body)
-    at = raw.find(raw_mark)
-    if at < 0 or start < 0 or raw.count(raw_mark) != 1:
-        return None
-    lo, hi = at - at % 3, min(len(raw), -(-(at + len(raw_mark)) // 3) * 3)
-    head, tail = text[: start + lo // 3 * 4], text[start + -(-hi // 3) * 4 :]
-    return Slot(head, mark, raw[lo:at], raw[at + len(raw_mark) : hi], tail, base64=True)
 
 
 _rides = threading.local()
@@ -436,13 +397,13 @@ class JobQueue:
         self._queues = {kind.task: queue_for(self.settings, kind.task, kinds) for kind in kinds}
         store, conf = self.coordination, self.app.conf
         self._bind_command: Callable[[str, str], tuple[Any, ...]] | None = None
-        self._claim_push: Callable[..., tuple[Any, ...]] | None = None
+        self._claim_command: Callable[..., tuple[Any, ...]] | None = None
         if (  # the coordination store is the broker's Redis: a fresh id's bind (and claim) rides with its push
             isinstance(store, RedisCoordination)
             and conf.broker_transport == SAFE_REDIS_TRANSPORT
             and _same_redis(store.client, str(conf.broker_url))
         ):
-            self._bind_command, self._claim_push = store.bind_command, store.claim_push_command
+            self._bind_command, self._claim_command = store.bind_command, store.claim_command
         self._letters = letters
         self._lock = threading.Lock()
         self._closed_until = self._circuit_s = 0.0
@@ -553,21 +514,20 @@ class JobQueue:
     def _publish(self, job: ContractModel, job_id: str, engine: str | None = None, fresh: bool = False) -> str:
         """Publish under ``job_id``; a ``fresh`` id's bind (and claim) goes in the push's write (nothing bound it)."""
         kind = self.kinds.of(job)
-        stamp = engine or self.engine
+        target = engine or self.engine
         text = job.to_json()  # one serialisation: the digest, the pending key and the message's argument
         digest = job_digest(kind.task, job, text)
-        key = pending_key(stamp, job, text) if kind.coalesce else None
-        if fresh and key is not None and self._claim_push is not None:  # claim, bind and push: one script
-            ride = ClaimRide(partial(self._claim_push, job_id, digest, key, self.pending_ttl_s))
-            more = {"engine": stamp, "triggered_us": STAMP_MARK, "pending": key}
+        key = pending_key(target, job, text) if kind.coalesce else None
+        kwargs: dict[str, Any] = {"engine": target} if key is None else {"engine": target, "pending": key}
+        if fresh and key is not None and self._claim_command is not None:  # claim, bind and push: one script
+            ride = ClaimRide(partial(self._claim_command, job_id, digest, key, self.pending_ttl_s))
             try:
-                self._send_claimed(kind, job, job_id, text, more, key, digest, ride)
+                self._send_claimed(kind, job, job_id, text, kwargs, key, digest, ride)
                 return job_id
             except Coalesced as coalesced:  # an identical job is still queued: it serves this trigger
                 return coalesced.pending.job_id
             except Unridable as exc:  # nothing was sent: the claim takes its own round trip
                 log.debug("job %s: the claim goes on its own: %s", job_id, exc)
-        kwargs: dict[str, Any] = {"engine": stamp}
         if fresh and key is None:
             self._send_claimed(kind, job, job_id, text, kwargs, None, digest)
             return job_id
@@ -579,8 +539,6 @@ class JobQueue:
             )
         if not claimed.fresh:
             return claimed.job_id  # an identical job is still queued: it serves this trigger
-        if key is not None:
-            kwargs.update(triggered_us=claimed.stamp_us, pending=key)
         self._send_claimed(kind, job, job_id, text, kwargs, key)
         return job_id
 

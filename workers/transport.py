@@ -384,7 +384,7 @@ class _SafeRedisChannel(_GuardedGet, kombu_redis.Channel):
             return
         pushes = _Pushes()
         parent._put(queue, message, _publish_batch=pushes, **kwargs)
-        ride.answer = _sent(self.pool, ride.pack(pushes, message))
+        ride.answer = _sent(self.pool, ride.pack(pushes))
 
     def _put_fanout(self, exchange: str, message: Any, routing_key: str, **kwargs: Any) -> None:
         """Kombu's fanout publish (Celery's events); within a ``JobQueue`` publish, sent once its ride is read.

@@ -154,17 +154,22 @@ def test_per_job_marks_count_record_and_forget(store: Coordination) -> None:
 
 
 def test_a_delivery_begins_in_one_call_clearing_its_pending_mark_and_reading_its_marks(store: Coordination) -> None:
-    assert claim(store, "k", "job-1").fresh
+    claimed = claim(store, "k", "job-1")
+    assert claimed.fresh
     first = store.begin_job("job-1", "k")
-    assert (first.done, first.attempts, first.progress) == (False, 1, frozenset())
+    assert (first.done, first.attempts, first.progress, first.stamp_us) == (False, 1, frozenset(), claimed.stamp_us)
     assert claim(store, "k", "job-2").fresh  # the pending mark was cleared: a new trigger queues a new job
     store.add_progress("job-1", "scope-a")
     again = store.begin_job("job-1", "k")  # a retry: "k" now names job-2, which it leaves alone
     assert (again.done, again.attempts, again.progress) == (False, 2, {"scope-a"})
+    assert again.stamp_us == claimed.stamp_us  # the claim's stamp outlives its pending mark: a retry keeps it
     assert not claim(store, "k", "job-3").fresh
     store.mark_done("job-1")
     twin = store.begin_job("job-1", None)
     assert twin.done and twin.attempts == 2 and store.attempts("job-1") == 2  # a twin of a done job is no attempt
+    assert twin.stamp_us is None  # no pending mark named: not read
+    store.forget_job("job-1")  # a requeue starts the id afresh, its stamp too
+    assert store.begin_job("job-1", "k").stamp_us is None
 
 
 def test_an_unreachable_redis_is_engine_unavailable() -> None:

@@ -448,6 +448,28 @@ def test_a_build_too_soon_after_the_last_one_is_deferred_to_the_intervals_end_wi
     assert engine.calls == ["agent:a", "agent:b"]
 
 
+def test_a_claimed_build_takes_its_triggers_stamp_from_the_store_and_an_older_message_from_its_keywords(
+    rt: Runtime,
+) -> None:
+    engine = rt.engine
+    assert isinstance(engine, FlakyEngine)
+    converse(engine, "a", "I live in Oslo.")
+    claimed = rt.coordination.claim_job("j60", "digest-j60", "k60", 30)  # the trigger: stamped by the store
+    assert claimed is not None and claimed.fresh
+    assert execute(rt, build_delivery("j61", Reach.exact("agent:a"))).verdict is Verdict.DONE  # a later pass
+    enters: dict[str, list[str]] = {}
+    for job_id, kwargs in [
+        ("j60", {"pending": "k60"}),  # its claim's stamp, read at begin: the later pass covered it
+        ("j62", {"triggered_us": claimed.stamp_us}),  # a message queued before the stamp moved: alike
+        ("j63", {}),  # no stamp at all: always new
+    ]:
+        out = execute(rt, build_delivery(job_id, Reach.exact("agent:a"), **kwargs))
+        assert out.verdict is Verdict.DONE and out.result is not None
+        enters[job_id] = [x["enter"] for x in out.result["scopes"]]
+    assert enters == {"j60": ["covered"], "j62": ["covered"], "j63": ["acquired"]}
+    assert engine.calls == ["agent:a", "agent:a"]
+
+
 # issue 11 §2: a twin delivery never runs beside the first, and the job still completes once -------------------
 class HookedEngine(FlakyEngine):
     """Runs ``during`` once, inside the first build (while its delivery holds the scope's lock)."""

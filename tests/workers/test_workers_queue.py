@@ -21,7 +21,7 @@ from memory_core.namespace import Reach
 from memory_core.settings import Settings
 from workers.coordination import engine_key, pending_key
 from workers.kinds import JOB_KINDS
-from workers.queue import STAMP_MARK, JobQueue, OutboxEntry, stamp_slot
+from workers.queue import JobQueue, OutboxEntry
 
 ALICE = BuildBeliefs(request={"reach": Reach.exact("agent:alice").to_dict(), "kinds": ["conversation"]})
 DOC = IngestBrain(documents=(BrainDocument.new("notion", "Queues live in Redis.", title="Queues"),))
@@ -71,81 +71,32 @@ def test_identical_builds_while_one_is_queued_share_its_id(flow: Flow, lone: dic
     assert flow.client().llen(lone["queue_beliefs"]) == 2
     msg = message(flow, lone["queue_beliefs"])
     _, kwargs, _ = json.loads(base64.b64decode(msg["body"]))
-    assert set(kwargs) == {"triggered_us", "pending", "engine"} and isinstance(kwargs["triggered_us"], int)
+    assert set(kwargs) == {"pending", "engine"}  # the trigger's stamp is the job's mark in the store
     assert kwargs["engine"] == engine_key(queue.settings.engine)  # the host's engine: no other deployment runs it
     assert len({queue.submit(DOC) for _ in range(3)}) == 3  # ingest jobs are never coalesced
     queue.close()
 
 
-def stamped(flow: Flow, queue: JobQueue, job: BuildBeliefs, entry: dict[str, Any]) -> tuple[int, int, int]:
-    """A build entry's ``triggered_us``, its pending mark's stamp, and where the stamp sits in the body (mod 3)."""
-    raw = base64.b64decode(entry["body"])
-    args, kwargs, _ = json.loads(raw)
-    assert args == [job.to_dict()] and entry["headers"]["argsrepr"] == JOB_KINDS.describe(job)
-    mark = flow.client().get(f"{queue.settings.redis_prefix}:pending:{pending_key(queue.engine, job)}")
-    assert mark is not None and mark.split("|")[0] == entry["headers"]["id"]
-    return kwargs["triggered_us"], int(mark.split("|")[1]), raw.index(b'"triggered_us": ') % 3
-
-
 @pytest.mark.redis
-def test_a_build_message_carries_its_claims_stamp_wherever_it_falls_in_the_base64_body(
+def test_a_build_message_goes_as_serialised_and_its_claims_stamp_is_kept_as_the_jobs_mark(
     flow: Flow, lone: dict[str, Any]
 ) -> None:
     queue = JobQueue(flow.settings(**lone))
-    tag = uuid.uuid4().hex[:6]
-    jobs = [BuildBeliefs(request={"reach": Reach.exact(f"agent:{tag}{'x' * n}").to_dict()}) for n in range(3)]
+    job = BuildBeliefs(request={"reach": Reach.exact(f"agent:{uuid.uuid4().hex[:6]}").to_dict()})
+    client, prefix = flow.client(), queue.settings.redis_prefix
     try:
-        ids = [queue.submit(job) for job in jobs]
-        got = [stamped(flow, queue, job, message(flow, lone["queue_beliefs"])) for job in jobs]  # oldest first
+        job_id = queue.submit(job)
+        entry = message(flow, lone["queue_beliefs"])
+        mark = client.get(f"{prefix}:pending:{pending_key(queue.engine, job)}")
+        stamp = client.get(f"{prefix}:job:{job_id}:stamp")
+        started = queue.coordination.begin_job(job_id, pending_key(queue.engine, job))  # as the worker does
     finally:
         queue.close()
-    assert len(set(ids)) == 3
-    assert all(triggered == mark != STAMP_MARK for triggered, mark, _ in got)  # Redis's stamp, in its slot
-    assert {at for _, _, at in got} == {0, 1, 2}  # each of base64's three alignments
-
-
-@pytest.mark.redis
-def test_a_build_whose_job_holds_the_stamps_mark_is_claimed_on_its_own_and_stamped_alike(
-    flow: Flow, lone: dict[str, Any]
-) -> None:
-    queue = JobQueue(flow.settings(**lone))
-    job = BuildBeliefs(request={"reach": Reach.exact(f"agent:{STAMP_MARK}-{uuid.uuid4().hex[:6]}").to_dict()})
-    try:
-        first = queue.send(job)
-        again = queue.send(job)
-        triggered, mark, _ = stamped(flow, queue, job, message(flow, lone["queue_beliefs"]))
-    finally:
-        queue.close()
-    assert first.state == "published" and (again.id, again.state) == (first.id, "coalesced")
-    assert triggered == mark != STAMP_MARK
-    assert flow.client().llen(lone["queue_beliefs"]) == 0  # one message only
-
-
-BODY = json.dumps([[{"job": "build_beliefs"}], {"triggered_us": STAMP_MARK, "pending": "ab"}, {}]).encode()
-
-
-@pytest.mark.parametrize("pad", [0, 1, 2])
-def test_a_slot_rebuilt_with_a_stamp_is_the_entry_serialised_with_that_stamp(pad: int) -> None:
-    body = b" " * pad + BODY
-    entry = {"body": base64.b64encode(body).decode(), "headers": {"id": "j"}, "properties": {"body_encoding": "base64"}}
-    text = json.dumps(entry)
-    slot = stamp_slot(text, entry["body"], "base64", str(STAMP_MARK))
-    assert slot is not None and slot.base64 and len(slot.before) < 3 and len(slot.after) < 3
-    stamp = "1764650000123456"
-    rebuilt = slot.head + base64.b64encode(slot.before + stamp.encode() + slot.after).decode() + slot.tail
-    want = dict(entry, body=base64.b64encode(body.replace(str(STAMP_MARK).encode(), stamp.encode())).decode())
-    assert rebuilt == json.dumps(want)
-
-
-def test_a_plain_body_slot_is_the_mark_itself_and_an_ambiguous_or_unknown_body_has_none() -> None:
-    plain = {"body": BODY.decode(), "properties": {"body_encoding": "utf-8"}}
-    text, mark = json.dumps(plain), str(STAMP_MARK)
-    slot = stamp_slot(text, plain["body"], None, mark)
-    assert slot is not None and not slot.base64 and slot.head + mark + slot.tail == text
-    twice = base64.b64encode(BODY + mark.encode()).decode()
-    assert stamp_slot(json.dumps({"body": twice}), twice, "base64", mark) is None
-    assert stamp_slot(json.dumps({"body": "x"}), "x", "gzip", mark) is None
-    assert stamp_slot(text, None, "base64", mark) is None
+    args, kwargs, _ = json.loads(base64.b64decode(entry["body"]))
+    assert entry["headers"]["id"] == job_id and args == [job.to_dict()]
+    assert kwargs == {"engine": queue.engine, "pending": pending_key(queue.engine, job)}  # no stamp in the message
+    assert mark is not None and mark.split("|")[0] == job_id
+    assert stamp is not None and int(stamp) == int(mark.split("|")[1]) == started.stamp_us  # Redis's clock
 
 
 def test_a_malformed_job_raises_and_nothing_is_kept(tmp_path: Path) -> None:
