@@ -53,6 +53,7 @@ from memory_core.recall import (
 )
 from memory_core.recall import pool as pool_module
 from memory_core.recall.render import PACK_LABEL
+from memory_core.settings import get_settings
 
 T = TypeVar("T")
 DOCS = MetaFilter.of_kinds([ItemKind.DOCUMENT])
@@ -623,11 +624,19 @@ class Rendezvous(ReferenceEngine):
         return []
 
 
+@pytest.fixture
+def read_pool(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Packs given no executor read on the shared pool (``MEMORY_CORE_READ_POOL``; the default is the caller)."""
+    monkeypatch.setenv("MEMORY_CORE_READ_POOL", "1")
+    get_settings.cache_clear()
+
+
 def concurrent_sections(query: str, n: int = 3) -> HolisticRecall:
     flt = [DOCS, CONVS, LEARNS, MetaFilter()]
     return HolisticRecall(query=query, sections=tuple(ScopeSection.fetch(f"S{i}", flt[i], 5) for i in range(n)))
 
 
+@pytest.mark.usefixtures("read_pool")
 def test_sections_are_read_at_the_same_time():
     engine = Rendezvous(parties=3)
     engine.store(Document.of("refund doc"))
@@ -636,11 +645,39 @@ def test_sections_are_read_at_the_same_time():
     assert texts(pack, "S0") == ["refund doc"]
 
 
+@pytest.mark.usefixtures("read_pool")
 def test_a_latest_learnings_listing_and_its_beliefs_run_at_the_same_time():
     engine = Rendezvous(parties=2, on_list=True)
     engine.store(Learning(text="stored learning"))
     pack = pack_of(engine, ScopeSection.latest("Learnings", LEARNS, 5))
     assert texts(pack, "Learnings") == ["stored learning"]
+
+
+class Threads(ReferenceEngine):
+    """Records the thread each read ran on."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.threads: list[str] = []
+
+    def _fetch(self, request: FetchRequest) -> FetchPage:
+        self.threads.append(threading.current_thread().name)
+        return super()._fetch(request)
+
+
+def test_by_default_sections_are_read_on_the_calling_thread_and_the_pool_on_request(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    engine = Threads()
+    engine.store(Document.of("refund doc"))
+    inline = build_pack(engine, concurrent_sections("refund"))
+    assert engine.threads == [threading.current_thread().name] * 3
+    engine.threads.clear()
+    monkeypatch.setenv("MEMORY_CORE_READ_POOL", "1")
+    get_settings.cache_clear()
+    pooled = build_pack(engine, concurrent_sections("refund"))
+    assert len(engine.threads) == 3  # concurrently: test_sections_are_read_at_the_same_time
+    assert pooled.markdown == inline.markdown
 
 
 class CountingExecutor(ThreadPoolExecutor):
@@ -681,6 +718,7 @@ def test_a_pack_built_on_a_thread_of_its_own_one_worker_executor_does_not_wait_o
     assert texts(pack, "S0") == ["refund doc"]  # listed once, in the first section; the others read it too
 
 
+@pytest.mark.usefixtures("read_pool")
 def test_packs_built_inside_the_shared_pool_do_not_starve_it():
     engine = Rendezvous(parties=3)
     engine.store(Document.of("refund doc"))
@@ -702,6 +740,7 @@ def test_an_error_without_text_is_reported_by_its_class_name():
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+@pytest.mark.usefixtures("read_pool")
 def test_a_forked_child_reads_on_a_fresh_pool():
     engine = ReferenceEngine()
     engine.store(Document.of("refund doc"))

@@ -57,7 +57,7 @@ from memory_core.meta import ItemKind
 from memory_core.namespace import ROOT, Reach
 from memory_core.query import FetchMode, FetchPage, FetchRequest, Hit, ListRequest, RecallRequest
 from memory_core.recall.outcomes import Answered, Failed, Gathered, Read, error_text, excluded
-from memory_core.recall.pool import run_all
+from memory_core.recall.pool import reads_on_pool, run_all
 from memory_core.recall.relevance import floor
 from memory_core.recall.types import AnswerQuery, FetchQuery, HolisticRecall, ScopeSection
 
@@ -367,9 +367,10 @@ def gather(
     plans = _plans(request, mode)
     fetched = [(s, p) for s, p in zip(request.sections, plans, strict=True) if p.step is _Step.FETCH]
     fetch_together: FetchTogether | None = getattr(engine, "fetch_together", None)
-    # one read for the fetch sections on a host's executor; concurrent sections on the shared pool, which
-    # mostly finished packs sooner in paired runs, at 4-13% more CPU ("the read pool" in docs/live-turn.md)
-    together = executor is not None and mode is not None and len(fetched) > 1 and fetch_together is not None
+    # one read for the fetch sections on the caller's thread (the default) or a host's executor; concurrent
+    # sections on the shared pool when ``MEMORY_CORE_READ_POOL`` is set ("the read pool" in docs/live-turn.md)
+    inline = executor is None and not reads_on_pool()
+    together = (executor is not None or inline) and mode is not None and len(fetched) > 1 and fetch_together is not None
     calls: list[Callable[[], Gathered | _Listed | list[Gathered]]] = []
     if together:
         assert mode is not None and fetch_together is not None
@@ -379,7 +380,7 @@ def gather(
             calls.append(partial(_read, engine, request, section, plan, mode))
         if plan.lists_beliefs:
             calls.append(partial(_list_beliefs, engine, section, plan.want))
-    results = run_all(calls, executor)
+    results = [call() for call in calls] if inline else run_all(calls, executor)
     batch: list[Gathered] = []
     if together:
         first = results[0]

@@ -17,7 +17,9 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future, ThreadPoolExecutor, wait
 from typing import Final, Generic, TypeVar
 
-__all__ = ["RECALL_WORKERS", "Started", "run_all", "shared_pool"]
+from memory_core.settings import get_settings
+
+__all__ = ["RECALL_WORKERS", "Started", "reads_on_pool", "run_all", "shared_pool"]
 
 RECALL_WORKERS: Final = 8
 """Threads of the shared read pool (*memory-core*: bounds the reads all packs of a process run at once)."""
@@ -54,6 +56,15 @@ def _forget_pool_after_fork() -> None:
 
 
 os.register_at_fork(after_in_child=_forget_pool_after_fork)
+
+
+def reads_on_pool() -> bool:
+    """Whether packs given no executor read on the shared pool (``MEMORY_CORE_READ_POOL``; default: the caller).
+
+    Measured in ``docs/live-turn.md`` ("the read pool"): on the calling thread, with the query encoded on the
+    encoder thread meanwhile, a pack costs less CPU and finished no later on a quiet machine.
+    """
+    return get_settings().read_pool
 
 
 def run_all(calls: Sequence[Callable[[], _T]], executor: Executor | None = None) -> list[_T]:
