@@ -624,19 +624,11 @@ class Rendezvous(ReferenceEngine):
         return []
 
 
-@pytest.fixture
-def read_pool(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Packs given no executor read on the shared pool (``MEMORY_CORE_READ_POOL``; the default is the caller)."""
-    monkeypatch.setenv("MEMORY_CORE_READ_POOL", "1")
-    get_settings.cache_clear()
-
-
 def concurrent_sections(query: str, n: int = 3) -> HolisticRecall:
     flt = [DOCS, CONVS, LEARNS, MetaFilter()]
     return HolisticRecall(query=query, sections=tuple(ScopeSection.fetch(f"S{i}", flt[i], 5) for i in range(n)))
 
 
-@pytest.mark.usefixtures("read_pool")
 def test_sections_are_read_at_the_same_time():
     engine = Rendezvous(parties=3)
     engine.store(Document.of("refund doc"))
@@ -645,7 +637,6 @@ def test_sections_are_read_at_the_same_time():
     assert texts(pack, "S0") == ["refund doc"]
 
 
-@pytest.mark.usefixtures("read_pool")
 def test_a_latest_learnings_listing_and_its_beliefs_run_at_the_same_time():
     engine = Rendezvous(parties=2, on_list=True)
     engine.store(Learning(text="stored learning"))
@@ -653,31 +644,58 @@ def test_a_latest_learnings_listing_and_its_beliefs_run_at_the_same_time():
     assert texts(pack, "Learnings") == ["stored learning"]
 
 
-class Threads(ReferenceEngine):
-    """Records the thread each read ran on."""
+class Together(ReferenceEngine):
+    """An engine that ranks several fetches in one read (as SQLite's ``fetch_together``), recording its threads.
 
-    def __init__(self) -> None:
+    With ``parties`` it and every listing wait at one barrier: they must all run at once.
+    """
+
+    def __init__(self, parties: int = 0) -> None:
         super().__init__()
-        self.threads: list[str] = []
+        self.together: list[tuple[str, int]] = []
+        self.alone: list[str] = []
+        self._barrier = threading.Barrier(parties, timeout=30) if parties else None
+
+    def fetch_together(self, requests: Sequence[FetchRequest]) -> list[FetchPage | Exception]:
+        self.together.append((threading.current_thread().name, len(requests)))
+        if self._barrier is not None:
+            self._barrier.wait()
+        return [super(Together, self)._fetch(r) for r in requests]
 
     def _fetch(self, request: FetchRequest) -> FetchPage:
-        self.threads.append(threading.current_thread().name)
+        self.alone.append(threading.current_thread().name)
         return super()._fetch(request)
 
+    def _list(self, request: ListRequest) -> ListPage:
+        if self._barrier is not None:
+            self._barrier.wait()
+        return super()._list(request)
 
-def test_by_default_sections_are_read_on_the_calling_thread_and_the_pool_on_request(
+
+def test_by_default_an_engines_one_read_of_the_fetch_sections_runs_on_the_caller(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    engine = Threads()
+    engine = Together()
     engine.store(Document.of("refund doc"))
     inline = build_pack(engine, concurrent_sections("refund"))
-    assert engine.threads == [threading.current_thread().name] * 3
-    engine.threads.clear()
-    monkeypatch.setenv("MEMORY_CORE_READ_POOL", "1")
+    assert engine.together == [(threading.current_thread().name, 3)] and engine.alone == []
+    engine.together.clear()
+    monkeypatch.setenv("MEMORY_CORE_READ_POOL", "1")  # every section on its own, on the shared pool
     get_settings.cache_clear()
     pooled = build_pack(engine, concurrent_sections("refund"))
-    assert len(engine.threads) == 3  # concurrently: test_sections_are_read_at_the_same_time
-    assert pooled.markdown == inline.markdown
+    assert engine.together == [] and len(engine.alone) == 3
+    assert pooled.markdown == inline.markdown and texts(inline, "S0") == ["refund doc"]
+
+
+def test_the_other_reads_of_a_pack_run_beside_the_one_read_on_the_caller() -> None:
+    engine = Together(parties=2)  # the one read and the Latest listing must meet: they run at once
+    engine.store(Document.of("refund doc"))
+    engine.store(Learning(text="stored learning"))
+    sections = (ScopeSection.fetch("S0", DOCS, 5), ScopeSection.fetch("S1", CONVS, 5))
+    request = HolisticRecall(query="refund", sections=(*sections, ScopeSection.latest("L", LEARNS, 5)))
+    pack = build_pack(engine, request)
+    assert engine.together == [(threading.current_thread().name, 2)]
+    assert texts(pack, "S0") == ["refund doc"] and texts(pack, "L") == ["stored learning"]
 
 
 class CountingExecutor(ThreadPoolExecutor):
@@ -718,7 +736,6 @@ def test_a_pack_built_on_a_thread_of_its_own_one_worker_executor_does_not_wait_o
     assert texts(pack, "S0") == ["refund doc"]  # listed once, in the first section; the others read it too
 
 
-@pytest.mark.usefixtures("read_pool")
 def test_packs_built_inside_the_shared_pool_do_not_starve_it():
     engine = Rendezvous(parties=3)
     engine.store(Document.of("refund doc"))
@@ -740,7 +757,6 @@ def test_an_error_without_text_is_reported_by_its_class_name():
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
-@pytest.mark.usefixtures("read_pool")
 def test_a_forked_child_reads_on_a_fresh_pool():
     engine = ReferenceEngine()
     engine.store(Document.of("refund doc"))
