@@ -46,6 +46,10 @@ LINES = (
 BEGIN = "BEGIN"
 BELIEF_VERSION = "SELECT key, value FROM meta WHERE key IN ('instance', 'beliefs_version')"
 INDEX_SNAPSHOT = "SELECT coalesce((SELECT min(seq) - 1 FROM pending), (SELECT max(seq) FROM items), 0)"
+TOKEN_STATE = (  # the token cache's view of the snapshot (``token_cache.TokenCache.load``)
+    "SELECT (SELECT value FROM meta WHERE key = 'instance'), (SELECT coalesce(max(n), 0) FROM deleted), "
+    "(SELECT coalesce(max(n), 0) FROM item_vectors)"
+)
 
 
 @pytest.fixture
@@ -94,6 +98,7 @@ def test_a_pre_turn_reads_its_sections_in_one_transaction_with_one_belief_rankin
         assert seen[BELIEF_VERSION] == 1  # beliefs ranked once per pack (only Learnings admits them)
         assert seen["SELECT coalesce(max(seq), 0) FROM items"] == 1  # the snapshot's bound, shared
         assert seen[INDEX_SNAPSHOT] == 1  # the item index's view of the snapshot, once for the four sections
+        assert seen[TOKEN_STATE] == 1  # the token cache's, once for every rerank of the pack
         assert sum(seen.values()) <= 95, sum(seen.values())  # a constant: 122-128 when each section read alone
 
 

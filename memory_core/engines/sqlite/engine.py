@@ -197,6 +197,7 @@ class _Lexical:
     want: int
     now: int
     encoding: Future[QueryVectors] | None
+    memo: ReadMemo
 
 
 @dataclass(frozen=True, slots=True)
@@ -613,15 +614,15 @@ class SQLiteEngine(MemoryEngine):
             return rank_items(conn, rows, request.query, request.mode, n, size, now, hinted, doc_counts=counts)
 
         if request.mode is not FetchMode.HYBRID:
-            return _Lexical(request, rows, lexical(want), want, now, None)
+            return _Lexical(request, rows, lexical(want), want, now, None, memo)
         if hinted is not None:  # a time hint orders its own groups
             encoding = None
         elif encoding is None:
             encoding = self._queries.start(request.query)  # runs during the lexical stage
         ranked = lexical(max(want, RERANK_POOL))
         if encoding is None or len(ranked) < 2:  # a time hint orders its own groups; one hit needs no order
-            return _Lexical(request, rows, ranked[:want], want, now, None)
-        return _Lexical(request, rows, ranked, want, now, encoding)
+            return _Lexical(request, rows, ranked[:want], want, now, None, memo)
+        return _Lexical(request, rows, ranked, want, now, encoding, memo)
 
     def _reranked(self, conn: sqlite3.Connection, stage: _Lexical) -> list[tuple[int, float]]:
         """The lexical stage's candidates reordered by the query's encoding (waited for here), best ``want``."""
@@ -637,7 +638,8 @@ class SQLiteEngine(MemoryEngine):
         dense += dated_candidates(conn, self._pooled, rows, taken, request.query, pooled, model)
         taken |= set(dense)
         dense += window_candidates(conn, self._pooled, rows, taken, request.query, pooled, model)
-        return rerank(conn, ranked, request.query, tokens, model, now, dense, self._tokens.load)[: stage.want]
+        loader = partial(self._tokens.load, memo=stage.memo)  # the cache's snapshot state read once per read
+        return rerank(conn, ranked, request.query, tokens, model, now, dense, loader)[: stage.want]
 
     def _within_scopes(
         self, conn: sqlite3.Connection, rows: CandidateRows, request: FetchRequest, max_scopes: int
