@@ -252,7 +252,11 @@ def _hold_rows(setup: str, quiet: Timed, busy: Timed, worker: dict[str, dict[str
                 f"lock hold p99, {who} {kind}", setup, h["p99_ms"], "ms", base["p99_ms"] if base else None,
                 "(a) no worker" if base else "",
                 f"(b); p50 {h['p50_ms']:.2f} ms, max {h['max_ms']:.2f} ms, {int(h['count'])} tx, "
-                f"most items per tx {int(h['most_items'])}, log restarts {int(h.get('restarts', 0))}; "
+                f"most items per tx {int(h['most_items'])}, log restarts {int(h.get('restarts', 0))}, "
+                f"COMMIT p50/p99 {h.get('commit_p50_ms', 0.0):.2f}/{h.get('commit_p99_ms', 0.0):.2f} ms, "
+                f"CPU p50/p99 {h.get('cpu_p50_ms', 0.0):.2f}/{h.get('cpu_p99_ms', 0.0):.2f} ms, "
+                f"preempted p50/p99 {h.get('runnable_p50_ms', 0.0):.2f}/{h.get('runnable_p99_ms', 0.0):.2f} ms, "
+                f"blocked p99 {h.get('blocked_p99_ms', 0.0):.2f} ms; "
                 f"load average {os.getloadavg()[0]:.1f}",
             ))  # fmt: skip
     return rows
