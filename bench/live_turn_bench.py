@@ -26,7 +26,8 @@ At each size, in the same run:
 * the cold start, in a new process: its RSS before opening the file, then the first ``pre_turn``'s time and the
   RSS after it, with the rows the item index and the pooled vectors then hold and their bytes
   (``docs/live-turn.md``, memory at scale);
-* the read-pool question: ``pre_turn`` wall and CPU time with its reads on one thread against the shared pool.
+* the read-pool question: ``pre_turn`` wall and CPU time with its reads on the caller (the default) against the
+  shared pool (``MEMORY_CORE_READ_POOL``), alternating call by call.
 
 Last, a **small agent beside a big one**: the replayed agent's ``pre_turn`` p99 at the largest size, while the big
 agent holds the filler and the worker builds it ((b) there), against the same agent's p99 on the demo's data
@@ -47,7 +48,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -252,33 +252,58 @@ def _hold_rows(setup: str, quiet: Timed, busy: Timed, worker: dict[str, dict[str
                 f"lock hold p99, {who} {kind}", setup, h["p99_ms"], "ms", base["p99_ms"] if base else None,
                 "(a) no worker" if base else "",
                 f"(b); p50 {h['p50_ms']:.2f} ms, max {h['max_ms']:.2f} ms, {int(h['count'])} tx, "
-                f"most items per tx {int(h['most_items'])}, log restarts {int(h.get('restarts', 0))}; "
+                f"most items per tx {int(h['most_items'])}, log restarts {int(h.get('restarts', 0))}, "
+                f"COMMIT p50/p99 {h.get('commit_p50_ms', 0.0):.2f}/{h.get('commit_p99_ms', 0.0):.2f} ms, "
+                f"CPU p50/p99 {h.get('cpu_p50_ms', 0.0):.2f}/{h.get('cpu_p99_ms', 0.0):.2f} ms, "
+                f"preempted p50/p99 {h.get('runnable_p50_ms', 0.0):.2f}/{h.get('runnable_p99_ms', 0.0):.2f} ms, "
+                f"blocked p99 {h.get('blocked_p99_ms', 0.0):.2f} ms; "
                 f"load average {os.getloadavg()[0]:.1f}",
             ))  # fmt: skip
     return rows
 
 
+@contextmanager
+def _read_pool(on: bool) -> Iterator[None]:
+    """``MEMORY_CORE_READ_POOL`` set to ``on`` while the block runs (settings read again on both sides)."""
+    before = os.environ.get("MEMORY_CORE_READ_POOL")
+    os.environ["MEMORY_CORE_READ_POOL"] = "1" if on else "0"
+    get_settings.cache_clear()
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("MEMORY_CORE_READ_POOL", None)
+        else:
+            os.environ["MEMORY_CORE_READ_POOL"] = before
+        get_settings.cache_clear()
+
+
 def _pool_rows(engine: SQLiteEngine, agent: str, questions: list[str], calls: int, setup: str) -> list[Row]:
-    """The read-pool question: ``pre_turn`` with its reads on one thread against the shared pool (wall and CPU)."""
-    out: dict[str, tuple[list[float], list[float]]] = {}
-    with ThreadPoolExecutor(max_workers=1) as one:
-        for name, executor in (("pool", None), ("one thread", one)):
-            memory = AgentMemory(engine, LAYOUT, agent, executor=executor)
-            wall: list[float] = []
-            cpu: list[float] = []
-            for i in range(calls):
-                text = questions[i % len(questions)]
+    """The read-pool question: ``pre_turn`` with its reads on the caller (the default) against the shared pool.
+
+    Wall and process CPU time per call; the two alternate call by call (same question for both, each its own
+    thread), so both see the same load.
+    """
+    out: dict[str, tuple[list[float], list[float]]] = {"caller": ([], []), "pool": ([], [])}
+    memory = AgentMemory(engine, LAYOUT, agent)
+    for i in range(calls):
+        text = questions[i % len(questions)]
+        for name in ("caller", "pool") if i % 2 == 0 else ("pool", "caller"):
+            with _read_pool(name == "pool"):
                 start, used = time.perf_counter(), time.process_time()
                 memory.pre_turn({"thread_id": f"pool-{name}", "turn_index": i, "user_text": text})
-                wall.append((time.perf_counter() - start) * 1000)
-                cpu.append((time.process_time() - used) * 1000)
-            out[name] = (wall, cpu)
-    (pool_wall, pool_cpu), (one_wall, one_cpu) = out["pool"], out["one thread"]
+                out[name][0].append((time.perf_counter() - start) * 1000)
+                out[name][1].append((time.process_time() - used) * 1000)
+    (pool_wall, pool_cpu), (one_wall, one_cpu) = out["pool"], out["caller"]
+    baseline = "the shared read pool (MEMORY_CORE_READ_POOL=1)"
+    note = f"alternating call by call; load average {os.getloadavg()[0]:.1f}"
     return [
-        Row("pre_turn p50, reads on one thread", setup, percentile(one_wall, 50), "ms", percentile(pool_wall, 50),
-            "the shared read pool"),
-        Row("pre_turn CPU p50, reads on one thread", setup, percentile(one_cpu, 50), "ms", percentile(pool_cpu, 50),
-            "the shared read pool", "process CPU time per call, encoder thread included"),
+        Row("pre_turn p50, reads on the caller", setup, percentile(one_wall, 50), "ms", percentile(pool_wall, 50),
+            baseline, note),
+        Row("pre_turn p99, reads on the caller", setup, percentile(one_wall, 99), "ms", percentile(pool_wall, 99),
+            baseline, note),
+        Row("pre_turn CPU p50, reads on the caller", setup, percentile(one_cpu, 50), "ms", percentile(pool_cpu, 50),
+            baseline, "process CPU time per call, encoder thread included"),
     ]  # fmt: skip
 
 

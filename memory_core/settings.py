@@ -227,6 +227,9 @@ class Settings(BaseSettings):
         embed_batch: Items one embedding job encodes and stores per transaction.
         blas_threads: Threads of the process's BLAS pool, set when the first SQLite engine opens (its ranking's
             products are small; ``engines.sqlite.blas``); 0 leaves the pool alone.
+        read_pool: Whether a pack given no executor reads every section on its own on the shared read pool
+            (``recall.pool``), rather than the fetch sections in one read on the calling thread when the engine
+            can (``recall.gather``; ``docs/live-turn.md``, "the read pool").
         cortexdb_key / tinyhumans_token: The bearer credentials of the ``cortexdb+…`` and ``tinyhumans+…``
             engines (never shown in a repr, log or error).
         cortexdb_headers: Fixed non-credential headers (a JSON object, e.g. ``{"x-sdk-name": "my-host"}``) both
@@ -285,6 +288,7 @@ class Settings(BaseSettings):
     embedder_model: str | None = None
     embed_batch: int = Field(default=256, gt=0, le=10_000)
     blas_threads: int = Field(default=1, ge=0, le=1024)
+    read_pool: bool = False
     cortexdb_key: SecretStr | None = None
     tinyhumans_token: SecretStr | None = None
     cortexdb_headers: dict[str, str] = Field(default_factory=dict)

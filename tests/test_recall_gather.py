@@ -53,6 +53,7 @@ from memory_core.recall import (
 )
 from memory_core.recall import pool as pool_module
 from memory_core.recall.render import PACK_LABEL
+from memory_core.settings import get_settings
 
 T = TypeVar("T")
 DOCS = MetaFilter.of_kinds([ItemKind.DOCUMENT])
@@ -641,6 +642,60 @@ def test_a_latest_learnings_listing_and_its_beliefs_run_at_the_same_time():
     engine.store(Learning(text="stored learning"))
     pack = pack_of(engine, ScopeSection.latest("Learnings", LEARNS, 5))
     assert texts(pack, "Learnings") == ["stored learning"]
+
+
+class Together(ReferenceEngine):
+    """An engine that ranks several fetches in one read (as SQLite's ``fetch_together``), recording its threads.
+
+    With ``parties`` it and every listing wait at one barrier: they must all run at once.
+    """
+
+    def __init__(self, parties: int = 0) -> None:
+        super().__init__()
+        self.together: list[tuple[str, int]] = []
+        self.alone: list[str] = []
+        self._barrier = threading.Barrier(parties, timeout=30) if parties else None
+
+    def fetch_together(self, requests: Sequence[FetchRequest]) -> list[FetchPage | Exception]:
+        self.together.append((threading.current_thread().name, len(requests)))
+        if self._barrier is not None:
+            self._barrier.wait()
+        return [super(Together, self)._fetch(r) for r in requests]
+
+    def _fetch(self, request: FetchRequest) -> FetchPage:
+        self.alone.append(threading.current_thread().name)
+        return super()._fetch(request)
+
+    def _list(self, request: ListRequest) -> ListPage:
+        if self._barrier is not None:
+            self._barrier.wait()
+        return super()._list(request)
+
+
+def test_by_default_an_engines_one_read_of_the_fetch_sections_runs_on_the_caller(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    engine = Together()
+    engine.store(Document.of("refund doc"))
+    inline = build_pack(engine, concurrent_sections("refund"))
+    assert engine.together == [(threading.current_thread().name, 3)] and engine.alone == []
+    engine.together.clear()
+    monkeypatch.setenv("MEMORY_CORE_READ_POOL", "1")  # every section on its own, on the shared pool
+    get_settings.cache_clear()
+    pooled = build_pack(engine, concurrent_sections("refund"))
+    assert engine.together == [] and len(engine.alone) == 3
+    assert pooled.markdown == inline.markdown and texts(inline, "S0") == ["refund doc"]
+
+
+def test_the_other_reads_of_a_pack_run_beside_the_one_read_on_the_caller() -> None:
+    engine = Together(parties=2)  # the one read and the Latest listing must meet: they run at once
+    engine.store(Document.of("refund doc"))
+    engine.store(Learning(text="stored learning"))
+    sections = (ScopeSection.fetch("S0", DOCS, 5), ScopeSection.fetch("S1", CONVS, 5))
+    request = HolisticRecall(query="refund", sections=(*sections, ScopeSection.latest("L", LEARNS, 5)))
+    pack = build_pack(engine, request)
+    assert engine.together == [(threading.current_thread().name, 2)]
+    assert texts(pack, "S0") == ["refund doc"] and texts(pack, "L") == ["stored learning"]
 
 
 class CountingExecutor(ThreadPoolExecutor):

@@ -34,7 +34,7 @@ from memory_core import (
     Turn,
     WriteOptions,
 )
-from memory_core.engines.sqlite import SQLiteEngine, beliefs_store, connection
+from memory_core.engines.sqlite import SQLiteEngine, beliefs_store, connection, wal_header
 from memory_core.engines.sqlite import engine as sqlite_engine
 from memory_core.engines.sqlite.rows import ns_key
 
@@ -187,8 +187,9 @@ def test_live_writes_never_checkpoint_or_sync_and_background_work_does(tmp_path:
 
 
 def test_a_checkpointed_log_is_checkpointed_again_only_once_it_grows_past_the_threshold(tmp_path: Path) -> None:
-    """The log's file keeps its size after a checkpoint unless ``journal_size_limit`` cuts it back: without it,
-    every background commit after the log first passed ``CHECKPOINT_BYTES`` checkpointed again."""
+    """The log's file keeps its size after a checkpoint (nothing cuts it back under the write lock any more):
+    measured by the file, every background commit after the log first passed ``CHECKPOINT_BYTES`` checkpointed
+    again; measured by the current log's frames (``wal_header.end``), once per threshold of growth."""
     with SQLiteEngine(tmp_path / "memory.db") as engine:
         stats = engine._db.stats
         n = 0
@@ -197,10 +198,46 @@ def test_a_checkpointed_log_is_checkpointed_again_only_once_it_grows_past_the_th
             n += 1
             assert n < 200
         wal = engine._db._wal
+        size = wal.stat().st_size
+        assert size > connection.CHECKPOINT_BYTES
         for i in range(30):
             engine.store_many([turn(i, BUILT, tag=" small")])
         assert stats.checkpoints == 1 and stats.background > 30
-        assert wal.stat().st_size <= connection.CHECKPOINT_BYTES  # cut back when SQLite wrote it from the top
+        assert stats.holds["restart"].restarts == 1  # the log restarted once, from the top of the file
+        assert wal.stat().st_size == size  # never cut back: no truncation under the write lock
+        assert wal_header.end(wal) < connection.CHECKPOINT_BYTES  # what the current log holds
+
+
+def test_the_log_s_end_is_its_current_frames_not_the_file(tmp_path: Path) -> None:
+    """``wal_header.end`` counts the frames SQLite itself counts in the log (``PRAGMA wal_checkpoint``'s second
+    column), before and after a restart leaves the earlier log's frames behind them in the file."""
+    path = tmp_path / "plain.db"
+    wal = Path(f"{path}-wal")
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA wal_autocheckpoint = 0")
+        assert wal_header.end(wal) == 0  # no frames yet
+        conn.execute("CREATE TABLE t (x BLOB)")
+        page = conn.execute("PRAGMA page_size").fetchone()[0]
+
+        def frames() -> int:
+            end = wal_header.end(wal)
+            assert (end - wal_header.HEADER) % (wal_header.FRAME_HEADER + page) == 0
+            return (end - wal_header.HEADER) // (wal_header.FRAME_HEADER + page)
+
+        for _ in range(40):
+            conn.execute("INSERT INTO t VALUES (randomblob(3000))")
+        busy, logged, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        assert busy == 0 and logged == copied == frames() > 40
+        size = wal.stat().st_size
+        for _ in range(3):  # the log restarts, and grows again over the earlier log's frames
+            conn.execute("INSERT INTO t VALUES (randomblob(3000))")
+            assert wal.stat().st_size == size
+            assert conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()[1] == frames() < logged
+        assert wal_header.end(tmp_path / "none-wal") == 0
+    finally:
+        conn.close()
 
 
 def test_a_log_a_reader_keeps_from_restarting_is_checkpointed_once_per_threshold_of_growth(tmp_path: Path) -> None:
@@ -223,10 +260,35 @@ def test_a_log_a_reader_keeps_from_restarting_is_checkpointed_once_per_threshold
         commits = stats.background
         reader.execute("COMMIT")
         reader.close()
+        assert stats.checkpoints == 3  # at 4, 8 and 12 MB of growth
+        assert commits > 3 * stats.checkpoints  # many background commits past the threshold checkpointed nothing
         holds = stats.holds
-    assert stats.checkpoints == 3  # at 4, 8 and 12 MB of growth
-    assert commits > 3 * stats.checkpoints  # many background commits past the threshold checkpointed nothing
-    assert "restart" not in holds and sum(h.restarts for h in holds.values()) == 0  # nothing was fully copied
+        assert "restart" not in holds and sum(h.restarts for h in holds.values()) == 0  # nothing was fully copied
+        size = wal.stat().st_size
+        while stats.checkpoints == 3:  # the reader is gone: the next checkpoint copies all of it
+            engine.store_many([Document.of(f"page {n} " + f"line {n} of many words " * 4000, MemoryMeta())])
+            n += 1
+            assert n < 800
+        assert holds["restart"].restarts == 1 and sum(h.restarts for h in holds.values()) == 1
+        assert wal.stat().st_size >= size  # restarted from the top, never cut back under the write lock
+        assert wal_header.end(wal) < connection.CHECKPOINT_BYTES // 8  # the new log holds one small commit
+
+
+def test_every_hold_is_recorded_with_its_parts(tmp_path: Path) -> None:
+    """``Holds`` keeps, for every transaction, its hold and the parts of it: its ``COMMIT``, its CPU time and its
+    time preempted; the ``COMMIT`` is part of the hold."""
+    with SQLiteEngine(tmp_path / "memory.db") as engine:
+        engine.store_many([turn(n, BUILT) for n in range(20)])
+        for n in range(5):
+            engine.store_with(turn(n, HOST, tag=" live"), WriteOptions.accepted())
+        holds = engine._db.stats.holds
+    assert {"visible", "live"} <= set(holds)
+    for kind in ("visible", "live"):
+        h = holds[kind]
+        assert h.count == len(h.recent) == len(h.commits) == len(h.cpu) == len(h.runnable) > 0
+        assert all(0.0 < commit <= held for commit, held in zip(h.commits, h.recent, strict=True))
+        assert all(cpu >= 0.0 and queued >= 0.0 for cpu, queued in zip(h.cpu, h.runnable, strict=True))
+        assert {"commit_p99_ms", "cpu_p99_ms", "runnable_p99_ms", "blocked_p99_ms"} <= set(h.summary())
 
 
 def test_a_fully_checkpointed_log_is_restarted_by_background_work_never_by_a_live_write(tmp_path: Path) -> None:
@@ -239,9 +301,9 @@ def test_a_fully_checkpointed_log_is_restarted_by_background_work_never_by_a_liv
         order: list[tuple[str, bool]] = []
         real = db._held
 
-        def held(kind: str, seconds: float, items: int = 0, restarted: bool = False) -> None:
+        def held(kind: str, seconds: float, items: int = 0, restarted: bool = False, *rest: float) -> None:
             order.append((kind, restarted))
-            real(kind, seconds, items, restarted)
+            real(kind, seconds, items, restarted, *rest)
 
         db._held = held  # type: ignore[method-assign]
         n = 0

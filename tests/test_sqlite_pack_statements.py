@@ -5,7 +5,6 @@ callback on the one connection an inline pre_turn uses (FTS5's own internal stat
 
 from __future__ import annotations
 
-import os
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -25,6 +24,7 @@ from memory_core.namespace import Reach
 from memory_core.query import FetchMode, FetchPage, FetchRequest
 from memory_core.recall.pack import build_pack
 from memory_core.recall.types import ContextPack, FetchQuery
+from memory_core.settings import get_settings
 from tests._executors import ManualExecutor
 
 LAYOUT = MemoryLayout()
@@ -46,6 +46,10 @@ LINES = (
 BEGIN = "BEGIN"
 BELIEF_VERSION = "SELECT key, value FROM meta WHERE key IN ('instance', 'beliefs_version')"
 INDEX_SNAPSHOT = "SELECT coalesce((SELECT min(seq) - 1 FROM pending), (SELECT max(seq) FROM items), 0)"
+TOKEN_STATE = (  # the token cache's view of the snapshot (``token_cache.TokenCache.load``)
+    "SELECT (SELECT value FROM meta WHERE key = 'instance'), (SELECT coalesce(max(n), 0) FROM deleted), "
+    "(SELECT coalesce(max(n), 0) FROM item_vectors)"
+)
 
 
 @pytest.fixture
@@ -94,6 +98,7 @@ def test_a_pre_turn_reads_its_sections_in_one_transaction_with_one_belief_rankin
         assert seen[BELIEF_VERSION] == 1  # beliefs ranked once per pack (only Learnings admits them)
         assert seen["SELECT coalesce(max(seq), 0) FROM items"] == 1  # the snapshot's bound, shared
         assert seen[INDEX_SNAPSHOT] == 1  # the item index's view of the snapshot, once for the four sections
+        assert seen[TOKEN_STATE] == 1  # the token cache's, once for every rerank of the pack
         assert sum(seen.values()) <= 95, sum(seen.values())  # a constant: 122-128 when each section read alone
 
 
@@ -182,13 +187,12 @@ def test_packs_are_the_same_as_when_each_section_is_read_alone(
     assert all(p.sections for p in alone) and max(len(p.sections) for p in alone) >= 2
 
 
-@pytest.mark.parametrize("pinned", [True, False])
-def test_the_shared_pool_reads_each_fetch_section_alone_and_an_executor_reads_them_in_one_call(
-    engine: SQLiteEngine, monkeypatch: pytest.MonkeyPatch, pinned: bool
+def test_by_default_a_pack_reads_its_fetch_sections_in_one_call_on_the_caller_and_the_pool_one_each(
+    engine: SQLiteEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The read pool's default (``docs/live-turn.md``, "the read pool"): with no executor each fetch section is
-    one ``fetch`` submitted to the shared pool, whether the process may run on one CPU or two; with a host's
-    executor they are one ``fetch_together`` call on the caller's thread. The packs are the same."""
+    """The read pool's default (``docs/live-turn.md``, "the read pool"): with no executor the fetch sections are
+    one ``fetch_together`` call on the caller's thread, as with a host's executor; with ``MEMORY_CORE_READ_POOL``
+    each fetch section is one ``fetch`` submitted to the shared pool. The packs are the same."""
     memory = AgentMemory(engine, LAYOUT, "melanie")
     calls: list[tuple[str, int]] = []
     together, alone = SQLiteEngine.fetch_together, SQLiteEngine.fetch
@@ -205,14 +209,19 @@ def test_the_shared_pool_reads_each_fetch_section_alone_and_an_executor_reads_th
     reference = [_pack_shape(build_pack(engine, r, executor=ManualExecutor())) for r in requests]
     monkeypatch.setattr(SQLiteEngine, "fetch_together", counted_together)
     monkeypatch.setattr(SQLiteEngine, "fetch", counted_fetch)
-    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0} if pinned else {0, 1}, raising=False)
     fetched = sum(1 for s in memory._standard() if isinstance(s.query, FetchQuery))
     assert fetched >= 2
     packs = [build_pack(engine, r) for r in requests]
-    assert len(calls) == fetched * len(QUESTIONS)  # one fetch per section, submitted to the pool
-    assert all(n == 1 for _, n in calls), calls  # (one the pool had not started runs on the caller)
+    assert calls == [(threading.current_thread().name, fetched)] * len(QUESTIONS)
     assert [_pack_shape(p) for p in packs] == reference
     calls.clear()
     on_executor = [build_pack(engine, r, executor=ManualExecutor()) for r in requests]
     assert calls == [(threading.current_thread().name, fetched)] * len(QUESTIONS)
     assert [_pack_shape(p) for p in on_executor] == reference
+    calls.clear()
+    monkeypatch.setenv("MEMORY_CORE_READ_POOL", "1")
+    get_settings.cache_clear()
+    on_pool = [build_pack(engine, r) for r in requests]
+    assert len(calls) == fetched * len(QUESTIONS)  # one fetch per section, submitted to the pool
+    assert all(n == 1 for _, n in calls), calls  # (one the pool had not started runs on the caller)
+    assert [_pack_shape(p) for p in on_pool] == reference

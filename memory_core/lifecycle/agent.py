@@ -207,11 +207,12 @@ class AgentMemory:
             segment id, what older versions stored at its contract-sanitised node moves there on opening
             (``lifecycle.agent_ids``; issue 11 rule 7).
         agent_id: The agent (non-blank).
-        executor: A host-owned thread-based executor for the turn log and the pack's reads; None uses the
-            shared pool of ``recall.pool``. Work (the log, a read) it has not started by the time the caller
-            needs the result is taken back and run in the caller (``recall.pool.Started``), so a call made
-            from inside a one-worker executor never waits on itself, and a shut-down executor's work runs in
-            the caller.
+        executor: A host-owned thread-based executor for the turn log and the pack's reads; None logs on the
+            shared pool of ``recall.pool`` and reads as ``recall.gather`` says (an engine's one read of the
+            fetch sections on the calling thread, other reads on the shared pool). Work (the log, a read) it has
+            not started by the time the caller needs the result is taken back and run in the caller
+            (``recall.pool.Started``), so a call made from inside a one-worker executor never waits on itself,
+            and a shut-down executor's work runs in the caller.
 
     Raises:
         InvalidRequest: an engine that is not a ``MemoryEngine`` (``field="engine"``), a layout that is not a

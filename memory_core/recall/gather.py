@@ -1,6 +1,6 @@
 """Reading a pack's sections from the engine, concurrently (reference §4.1 "Gather", seed 000).
 
-Every section is read on its own, on a bounded thread pool, and none can fail the pack: an engine error
+Every section is read on its own (see "Where the reads run" below), and none can fail the pack: an engine error
 becomes ``Failed`` with the error's text. How each section is filled:
 
 * **Fetch**: the section's query, else the pack's; with neither non-blank, or an engine declaring no fetch mode,
@@ -28,14 +28,16 @@ Relevance floor (*memory-core* extension, ``HolisticRecall.min_relevance``; unse
 §4.1 holds): after the reads and before the beliefs are folded, ``relevance.floor`` drops the ranked reads' hits
 and beliefs that fall below the pack's score or query-coverage bar (see ``relevance``).
 
-Concurrency (``recall.pool``): the reads are submitted from the calling thread, never from inside a pool task,
-and the call waits for every future it started, so no read outlives it. An engine that ranks several fetches in
-one read (``FetchTogether``: the SQLite engine's ``fetch_together``) gets a pack's fetch sections as one
-read when the pack reads on a host's executor (``executor`` given), so what they share (the snapshot, the query
-words' counts, the pending fold) is read once (issue 12 "bounded sections"); each section's hits are those
-``fetch`` returns, and an error still skips only its own section. On the shared pool the sections read
-concurrently: one read costs 4-13% less CPU per pack, but in paired runs on a busy 2-core machine, pinned to one
-core or not, the concurrent sections mostly finished the pack sooner (``docs/live-turn.md``, "the read pool").
+Where the reads run (``recall.pool``). An engine that ranks several fetches in one read (``FetchTogether``: the
+SQLite engine's ``fetch_together``) gets a pack's fetch sections as one read, so what they share (the snapshot,
+the query words' counts, the pending fold) is read once (issue 12 "bounded sections"); by default that read runs
+on the calling thread (the query's encoding runs on the engine's encoder thread meanwhile), a host's executor
+(``executor`` given) runs it on its threads, and the pack's other reads (answers, listings) run concurrently
+beside it. Any other engine's sections (a remote engine's, say) read concurrently, each on its own, on the
+shared pool or the executor; so do every engine's with ``MEMORY_CORE_READ_POOL`` set: more CPU per pack, and no
+sooner on a quiet machine (``docs/live-turn.md``, "the read pool"). The reads are submitted from the calling
+thread, never from inside a pool task, and the call waits for every future it started, so no read outlives it;
+each section's hits are those ``fetch`` returns, and an error still skips only its own section.
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ from memory_core.meta import ItemKind
 from memory_core.namespace import ROOT, Reach
 from memory_core.query import FetchMode, FetchPage, FetchRequest, Hit, ListRequest, RecallRequest
 from memory_core.recall.outcomes import Answered, Failed, Gathered, Read, error_text, excluded
-from memory_core.recall.pool import run_all
+from memory_core.recall.pool import reads_on_pool, run_all, run_here_first
 from memory_core.recall.relevance import floor
 from memory_core.recall.types import AnswerQuery, FetchQuery, HolisticRecall, ScopeSection
 
@@ -353,13 +355,14 @@ def fold_beliefs(request: HolisticRecall, gathered: Sequence[Gathered]) -> list[
 def gather(
     engine: MemoryEngine, request: HolisticRecall, mode: FetchMode | None, executor: Executor | None = None
 ) -> list[Gathered]:
-    """Read every section of ``request`` concurrently and fold the beliefs in.
+    """Read every section of ``request`` and fold the beliefs in (on the caller, an executor or the shared pool).
 
     Args:
         engine: The engine to read.
         request: A validated request.
         mode: The fetch mode ranked sections use (``EngineDescriptor.preferred_mode()``); None reads Latest.
-        executor: A thread-based executor, or None for the shared pool.
+        executor: A thread-based executor, or None for the shared pool (an engine's one read of the fetch
+            sections then runs on the calling thread, unless ``MEMORY_CORE_READ_POOL`` is set).
 
     Returns:
         One outcome per section, in section order. Never raises for an engine error.
@@ -367,9 +370,11 @@ def gather(
     plans = _plans(request, mode)
     fetched = [(s, p) for s, p in zip(request.sections, plans, strict=True) if p.step is _Step.FETCH]
     fetch_together: FetchTogether | None = getattr(engine, "fetch_together", None)
-    # one read for the fetch sections on a host's executor; concurrent sections on the shared pool, which
-    # mostly finished packs sooner in paired runs, at 4-13% more CPU ("the read pool" in docs/live-turn.md)
-    together = executor is not None and mode is not None and len(fetched) > 1 and fetch_together is not None
+    # one read for the fetch sections, on the caller's thread (the default) or a host's executor, the other reads
+    # beside it; every section on the shared pool with ``MEMORY_CORE_READ_POOL`` ("the read pool", live-turn.md)
+    combined = mode is not None and len(fetched) > 1 and fetch_together is not None
+    here = combined and executor is None and not reads_on_pool()
+    together = combined and (executor is not None or here)
     calls: list[Callable[[], Gathered | _Listed | list[Gathered]]] = []
     if together:
         assert mode is not None and fetch_together is not None
@@ -379,7 +384,7 @@ def gather(
             calls.append(partial(_read, engine, request, section, plan, mode))
         if plan.lists_beliefs:
             calls.append(partial(_list_beliefs, engine, section, plan.want))
-    results = run_all(calls, executor)
+    results = run_here_first(calls) if here else run_all(calls, executor)
     batch: list[Gathered] = []
     if together:
         first = results[0]

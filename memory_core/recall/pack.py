@@ -51,13 +51,15 @@ def build_pack(
     *,
     executor: Executor | None = None,
 ) -> ContextPack:
-    """Read every section of ``request`` concurrently and render one token-budgeted pack.
+    """Read every section of ``request`` and render one token-budgeted pack.
 
     Args:
         engine: The engine to read (it must be safe to call from several threads).
         request: A ``HolisticRecall``, or its JSON object.
         executor: A thread-based executor to read on; None uses the shared pool of ``RECALL_WORKERS`` (8)
-            threads. The call waits for every read it started, so none outlives it.
+            threads, but an engine that ranks the fetch sections in one read makes it on the calling thread
+            unless ``MEMORY_CORE_READ_POOL`` is set (``recall.gather``). The call waits for every read it
+            started, so none outlives it.
 
     Returns:
         The pack: ``markdown`` within ``budget_tokens`` (4 characters per token), ``refs`` in order of first

@@ -17,7 +17,9 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future, ThreadPoolExecutor, wait
 from typing import Final, Generic, TypeVar
 
-__all__ = ["RECALL_WORKERS", "Started", "run_all", "shared_pool"]
+from memory_core.settings import get_settings
+
+__all__ = ["RECALL_WORKERS", "Started", "reads_on_pool", "run_all", "run_here_first", "shared_pool"]
 
 RECALL_WORKERS: Final = 8
 """Threads of the shared read pool (*memory-core*: bounds the reads all packs of a process run at once)."""
@@ -54,6 +56,41 @@ def _forget_pool_after_fork() -> None:
 
 
 os.register_at_fork(after_in_child=_forget_pool_after_fork)
+
+
+def reads_on_pool() -> bool:
+    """Whether packs given no executor read every section on the shared pool (``MEMORY_CORE_READ_POOL``).
+
+    Unset (the default), a pack whose engine ranks its fetch sections in one read makes that read on the calling
+    thread (``recall.gather``), with the query encoded on the engine's encoder thread meanwhile: less CPU per
+    pack and no later on a quiet machine (``docs/live-turn.md``, "the read pool").
+    """
+    return get_settings().read_pool
+
+
+def run_here_first(calls: Sequence[Callable[[], _T]], executor: Executor | None = None) -> list[_T]:
+    """Run ``calls[0]`` on the calling thread while the others run concurrently; results in order.
+
+    The others are submitted first (``Started``: to ``executor``, else the shared pool), so they run while the
+    caller runs the first; one not started by the time the caller asks for it runs on the caller. Returns only
+    once none is still running.
+
+    Args:
+        calls: Functions that do not raise (each catches its own errors).
+        executor: A thread-based executor for the others, or None for the shared pool.
+
+    Returns:
+        Each call's result, in call order.
+    """
+    if not calls:
+        return []
+    started = [Started(call, executor if executor is not None else shared_pool()) for call in calls[1:]]
+    try:
+        first = calls[0]()
+        return [first, *(s.result() for s in started)]
+    finally:
+        for s in started:
+            s.settle()
 
 
 def run_all(calls: Sequence[Callable[[], _T]], executor: Executor | None = None) -> list[_T]:

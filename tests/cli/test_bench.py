@@ -92,7 +92,7 @@ def test_the_live_turn_rows_have_the_tables_shape_and_count_what_the_worker_did(
     """A real worker process ingests and builds beside the timed calls; the counts are in the notes."""
     rows = live_turn_bench.run(sizes=live_turn_bench.Sizes((20, 40), 3), sample="tiny-1")
     timed = [f"{name} p{q} (b) worker" for name in ("pre_turn", "post_turn") for q in (50, 99)]
-    pool = ["pre_turn p50, reads on one thread", "pre_turn CPU p50, reads on one thread"]
+    pool = [f"pre_turn {q}, reads on the caller" for q in ("p50", "p99", "CPU p50")]
     each = [*timed, "fill", "host RSS after the first pre_turn", "cold start: first pre_turn", *pool]
     holds = [r for r in rows if r.bench.startswith("lock hold p99, ")]
     assert [r.bench for r in rows if r not in holds] == ["fill", *each, *each, "small agent pre_turn p99"]

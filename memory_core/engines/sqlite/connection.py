@@ -30,17 +30,21 @@ database (as SQLite removes the WAL) while another opens it costs at most a mome
 every commit while readers keep it from finishing: a live write would pay for a build's pages (and a sync of the
 file). Connections run with ``wal_autocheckpoint = 0``; a background write checkpoints (``PASSIVE``, never waiting)
 after its commit once the log has grown by ``CHECKPOINT_BYTES`` since the last checkpoint any process ran (or past
-it, after a restart cut the file back), a live write only by ``LIVE_CHECKPOINT_BYTES`` (a host writing with nothing
-in the background still bounds its log). Growth, not size: a log the host's readers keep from restarting only grows,
-and measured by its size every background commit checkpointed again. The log's file keeps its size when SQLite
-starts writing it from the top again after a checkpoint, so connections run with ``journal_size_limit =
-CHECKPOINT_BYTES`` (sqlite.org/pragma.html#pragma_journal_size_limit): the file is cut back to it then, and only a
-log that grew past it again is checkpointed (without it, once the log had passed 4 MB, every background commit
-checkpointed: 568 checkpoints in one bench phase against 516 build windows).
+it, after a restart), a live write only by ``LIVE_CHECKPOINT_BYTES`` (a host writing with nothing in the
+background still bounds its log). Growth, not size: a log the host's readers keep from restarting only grows, and
+measured by its size every background commit checkpointed again. The log is measured by its frames, not by its
+file (``wal_header.end``: the frames whose salts match the header's): the file keeps its size when SQLite starts
+writing it from the top again after a restart, and connections run with ``journal_size_limit = -1``, so nothing
+cuts it back. Cutting it back is what SQLite does in the restarting commit, under the write lock, and an
+``ftruncate`` of a 40-90 MB log (the size it reaches while the host's readers keep it from restarting) took
+10-50 ms there (sqlite.org/pragma.html#pragma_journal_size_limit). The price is disk space: the ``-wal`` file
+keeps the largest size the log reached until the last connection closes (SQLite then checkpoints and removes
+it).
 
 **Restarts.** Once a checkpoint has copied the whole log, the next write transaction *restarts* it: inside its
-commit, under the write lock, it writes the log's header again, fsyncs it and cuts the file back to
-``journal_size_limit`` (``wal_header``; 2-30 ms on a busy disk). When that was a host's live write, the host
+commit, under the write lock, it writes the log's header again and fsyncs it (``wal_header``; 0.2 ms on a quiet
+disk, a few ms on a busy one; with a ``journal_size_limit`` it also cut the file back, 2-50 ms). When that was a
+host's live write, the host
 paid it: the host's short live transaction had a long tail only while a worker checkpointed. So a background
 write whose checkpoint copied everything restarts the log at once in its own small transaction
 (``_restart_log``, kind ``restart``), and ``Holds.restarts`` counts, per kind, the transactions that restarted
@@ -103,7 +107,8 @@ STEP_CAP_S = 0.002
 """Longest pause between two attempts, seconds (memory-core choice: well under a build's ``LOCK_GAP_S``, so a
 waiting writer sees the lock free the moment a build transaction commits; an attempt costs a few µs)."""
 CHECKPOINT_BYTES = 4_000_000
-"""A background write checkpoints once the write-ahead log is this big (SQLite's own default is 1,000 pages)."""
+"""A background write checkpoints once the write-ahead log has grown by this much (SQLite's own default is 1,000
+pages)."""
 LIVE_CHECKPOINT_BYTES = 64_000_000
 """A live write checkpoints only past this (a safety net for a host no background work runs beside)."""
 TX_BUDGET_S = 0.001
@@ -242,9 +247,15 @@ class Holds:
         count: Transactions of this kind.
         most_s: The longest hold, seconds.
         most_items: The most items one transaction counted.
-        restarts: Transactions whose commit restarted the write-ahead log (wrote its header again, synced it and
-            cut the file back: ``wal_header``), paying an fsync and a truncation under the write lock.
+        restarts: Transactions whose commit restarted the write-ahead log (wrote its header again and synced
+            it: ``wal_header``), paying an fsync under the write lock.
         recent: The last ``HOLD_SAMPLES`` holds, seconds.
+        commits: Of each of those holds, the part its ``COMMIT`` took (writing the log's frames, and a restart's
+            header sync), seconds; the rest is the body's.
+        cpu: Of each of those holds, the CPU time the holding thread ran, seconds.
+        runnable: Of each of those holds, the time the holding thread was runnable but another thread had its CPU
+            (preempted; Linux's ``/proc/thread-self/schedstat``, 0 elsewhere), seconds. The rest of a hold, neither
+            on a CPU nor runnable, it was blocked: on I/O (a write, a sync, a page fault).
     """
 
     count: int = 0
@@ -252,24 +263,49 @@ class Holds:
     most_items: int = 0
     restarts: int = 0
     recent: deque[float] = field(default_factory=lambda: deque(maxlen=HOLD_SAMPLES))
+    commits: deque[float] = field(default_factory=lambda: deque(maxlen=HOLD_SAMPLES))
+    cpu: deque[float] = field(default_factory=lambda: deque(maxlen=HOLD_SAMPLES))
+    runnable: deque[float] = field(default_factory=lambda: deque(maxlen=HOLD_SAMPLES))
 
-    def add(self, held: float, items: int, restarted: bool = False) -> None:
-        """Count one transaction that held the lock ``held`` seconds, counted ``items``, and maybe restarted the log."""
+    def add(
+        self,
+        held: float,
+        items: int,
+        restarted: bool = False,
+        commit: float = 0.0,
+        cpu: float = 0.0,
+        runnable: float = 0.0,
+    ) -> None:
+        """Count one transaction's hold: ``held`` s in all, its parts (s), its ``items``, whether it restarted the log.
+
+        ``commit`` of the hold went to its ``COMMIT``, ``cpu`` ran on a CPU, ``runnable`` waited for one.
+        """
         self.count += 1
         self.most_s = max(self.most_s, held)
         self.most_items = max(self.most_items, items)
         self.restarts += restarted
         self.recent.append(held)
+        self.commits.append(commit)
+        self.cpu.append(cpu)
+        self.runnable.append(runnable)
 
-    def quantile(self, q: float) -> float:
-        """The ``q`` quantile (0-1, nearest rank) of the recent holds, seconds (0.0 with none)."""
-        if not self.recent:
+    def quantile(self, q: float, of: str = "recent") -> float:
+        """The ``q`` quantile (0-1, nearest rank) of the recent holds, seconds (0.0 with none).
+
+        ``of`` names the samples: ``recent`` (whole holds), ``commits``, ``cpu`` or ``runnable`` (their parts).
+        """
+        samples: deque[float] = getattr(self, of)
+        if not samples:
             return 0.0
-        ordered = sorted(self.recent)
+        ordered = sorted(samples)
         return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))]
 
     def summary(self) -> dict[str, float]:
-        """``{count, p50_ms, p99_ms, max_ms, most_items, restarts}`` (JSON-ready)."""
+        """The holds' count, quantiles and parts, ms (JSON-ready).
+
+        Keys: ``count, p50_ms, p99_ms, max_ms, most_items, restarts``, and the parts' quantiles: ``commit_p50_ms,
+        commit_p99_ms, cpu_p50_ms, cpu_p99_ms, runnable_p50_ms, runnable_p99_ms, blocked_p99_ms``.
+        """
         return {
             "count": self.count,
             "p50_ms": self.quantile(0.5) * 1000,
@@ -277,7 +313,21 @@ class Holds:
             "max_ms": self.most_s * 1000,
             "most_items": self.most_items,
             "restarts": self.restarts,
+            "commit_p50_ms": self.quantile(0.5, "commits") * 1000,
+            "commit_p99_ms": self.quantile(0.99, "commits") * 1000,
+            "cpu_p50_ms": self.quantile(0.5, "cpu") * 1000,
+            "cpu_p99_ms": self.quantile(0.99, "cpu") * 1000,
+            "runnable_p50_ms": self.quantile(0.5, "runnable") * 1000,
+            "runnable_p99_ms": self.quantile(0.99, "runnable") * 1000,
+            "blocked_p99_ms": self._blocked(0.99) * 1000,
         }
+
+    def _blocked(self, q: float) -> float:
+        """The ``q`` quantile of each hold's time neither on a CPU nor runnable (blocked), seconds."""
+        blocked = sorted(max(0.0, h - c - r) for h, c, r in zip(self.recent, self.cpu, self.runnable, strict=True))
+        if not blocked:
+            return 0.0
+        return blocked[min(len(blocked) - 1, max(0, round(q * len(blocked)) - 1))]
 
 
 class _Tx(threading.local):
@@ -293,6 +343,18 @@ _tx = _Tx()
 def tally(items: int = 1) -> None:
     """Count ``items`` written by this thread's open write transaction (``Holds.most_items``)."""
     _tx.items += items
+
+
+def _run_delay() -> float:
+    """Seconds this thread has spent runnable but not running; 0.0 where the kernel does not say.
+
+    ``/proc/thread-self/schedstat``'s second field, ns (the Linux kernel's ``Documentation/scheduler/sched-stats.rst``).
+    """
+    try:
+        with open("/proc/thread-self/schedstat", "rb") as fh:
+            return int(fh.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
 
 
 def held_s() -> float:
@@ -485,7 +547,7 @@ class Database:
             conn.execute("PRAGMA temp_store = MEMORY")
             conn.execute("PRAGMA cache_size = -32000")
             conn.execute("PRAGMA wal_autocheckpoint = 0")  # checkpoints are background work (``_checkpoint``)
-            conn.execute(f"PRAGMA journal_size_limit = {CHECKPOINT_BYTES}")  # the log's size says what is due
+            conn.execute("PRAGMA journal_size_limit = -1")  # never cut the log's file under the write lock
         except sqlite3.Error as exc:
             raise self._failed(exc) from None
         return conn
@@ -542,12 +604,21 @@ class Database:
         with self._stats_lock:
             setattr(self.stats, field, getattr(self.stats, field) + 1)
 
-    def _held(self, kind: str, seconds: float, items: int = 0, restarted: bool = False) -> None:
+    def _held(
+        self,
+        kind: str,
+        seconds: float,
+        items: int = 0,
+        restarted: bool = False,
+        commit: float = 0.0,
+        cpu: float = 0.0,
+        runnable: float = 0.0,
+    ) -> None:
         with self._stats_lock:
             holds = self.stats.holds.get(kind)
             if holds is None:
                 holds = self.stats.holds[kind] = Holds()
-            holds.add(seconds, items, restarted)
+            holds.add(seconds, items, restarted, commit, cpu, runnable)
 
     def _behind(self, conn: sqlite3.Connection) -> int | None:
         """The background transactions committed so far (``meta.background_tx``; None before the schema exists)."""
@@ -613,21 +684,24 @@ class Database:
             time.sleep(step)
             step = min(step * 2, STEP_CAP_S)
         _tx.began, _tx.items = time.monotonic(), 0
+        cpu, queued = time.thread_time(), _run_delay()
         log_txn.begin(conn)  # one write transaction, one log transaction (``log``)
         try:
             out = fn(conn)
             if background:
                 conn.execute(_COUNT_BACKGROUND, (BACKGROUND_KEY,))
             before = wal_header.salt(self._wal)  # the write lock is held: only this commit can change it
+            committing = time.monotonic()
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
         done = time.monotonic()
+        cpu, queued = time.thread_time() - cpu, _run_delay() - queued
         after = wal_header.salt(self._wal)
         restarted = before is not None and after is not None and after != before
-        self._held(kind, done - _tx.began, _tx.items, restarted)
+        self._held(kind, done - _tx.began, _tx.items, restarted, done - committing, cpu, queued)
         if not background:
             self._held("live.wait", _tx.began - asked)
         self._count("background" if background else "live")
@@ -655,7 +729,7 @@ class Database:
 
         Grown since the last checkpoint this process knows of: its own, or any process's (a checkpoint is what
         writes the database file in WAL mode, so its modification time tells), or past ``past`` from nothing once
-        a restart cut the file back (``journal_size_limit``). So a host's live write, whose threshold is
+        the log restarted (its frames, ``wal_header.end``, fell back). So a host's live write, whose threshold is
         ``LIVE_CHECKPOINT_BYTES``, checkpoints only when no background work has checkpointed meanwhile. A log
         that readers keep from restarting (the host's reads hold its frames when
         the next write comes) only grows: measured against its whole size, every background commit after it
@@ -666,12 +740,12 @@ class Database:
             True when a checkpoint ran and copied every frame of the log (the next write restarts it).
         """
         try:
-            size = self._wal.stat().st_size
+            size = wal_header.end(self._wal)  # the current log's frames, not the file (it keeps its size)
             written = self.path.stat().st_mtime_ns  # only checkpoints write the file itself (WAL mode)
         except OSError:
             return False
         with self._stats_lock:
-            if size < self._checkpointed_size:  # cut back since: a restart
+            if size < self._checkpointed_size:  # fewer frames than then: the log restarted since
                 self._checkpointed_size = 0
             elif self._file_written not in (None, written):  # a checkpoint ran since (another process's too)
                 self._checkpointed_size = size
@@ -688,14 +762,13 @@ class Database:
     def _restart_log(self, conn: sqlite3.Connection) -> None:
         """Restart the write-ahead log now, in a background transaction, after a checkpoint copied all of it.
 
-        The first write transaction after such a checkpoint restarts the log: it writes the log's header again,
-        fsyncs it and cuts the file back to ``journal_size_limit``, inside its commit, under the write lock
-        (``wal_header``). When that first write was a host's live write, the host paid it. So the background
-        writer that checkpointed writes that first transaction itself, at once (its body is the
-        ``meta.background_tx`` count every background transaction writes). It makes one attempt, never waiting:
-        when another writer holds the lock, or a live write waits (the gate), that writer's commit restarts the
-        log (``Holds.restarts`` counts which kinds of transaction did). A reader still reading the copied
-        frames makes SQLite append to the log instead, and no restart is due then.
+        The first write transaction after such a checkpoint restarts the log: it writes the log's header again and
+        fsyncs it, inside its commit, under the write lock (``wal_header``). When that first write was a host's
+        live write, the host paid it. So the background writer that checkpointed writes that first transaction
+        itself, at once (its body is the ``meta.background_tx`` count every background transaction writes). It
+        makes one attempt, never waiting: when another writer holds the lock, or a live write waits (the gate),
+        that writer's commit restarts the log (``Holds.restarts`` counts which kinds of transaction did). A
+        reader still reading the copied frames makes SQLite append to the log instead, and no restart is due then.
         """
         try:
             self._write(conn, _restart_body, background=True, wait=False, kind="restart")

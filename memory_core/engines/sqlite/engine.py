@@ -156,6 +156,20 @@ reads of one pack run on several threads, and without waiting only the one that 
 ``accepted``; the pack waits for that thread anyway, so waiting adds no latency to it)."""
 
 
+def _alone(step: Callable[..., _T], *args: Any) -> _T | Exception:
+    """``step(*args)``, or the error it raised when that error is one request's own (``fetch_together``).
+
+    Raises:
+        sqlite3.Error: the transaction's own failure (retried or mapped by ``Database.run``).
+    """
+    try:
+        return step(*args)
+    except sqlite3.Error:
+        raise
+    except Exception as exc:  # this request's failure only, as ``fetch`` would have raised it
+        return exc
+
+
 @dataclass(frozen=True, slots=True)
 class _Ranked:
     """A fetch's page before its hits are built: ``(seq, score)`` best first, the next cursor, the beliefs."""
@@ -167,6 +181,33 @@ class _Ranked:
     def finish(self, hits: list[Hit]) -> FetchPage:
         """The page with ``hits`` (the page's items, in its order)."""
         return FetchPage(hits=tuple(hits), next_cursor=self.next_cursor, beliefs=self.beliefs)
+
+
+@dataclass(frozen=True, slots=True)
+class _Lexical:
+    """A fetch between its lexical stage and its rerank (``SQLiteEngine._lexical``).
+
+    ``ranked`` is the lexical stage's ``(seq, score)`` best first; ``encoding`` is None when no rerank follows
+    (not hybrid, a time hint, fewer than two hits), and then ``ranked`` is already the final order.
+    """
+
+    request: FetchRequest
+    rows: CandidateRows
+    ranked: list[tuple[int, float]]
+    want: int
+    now: int
+    encoding: Future[QueryVectors] | None
+    memo: ReadMemo
+
+
+@dataclass(frozen=True, slots=True)
+class _Staged:
+    """A first-stage page of ``fetch_together``: its lexical stage, cursor state and beliefs, before the rerank."""
+
+    lexical: _Lexical
+    offset: int
+    snapshot: int
+    beliefs: tuple[Hit, ...]
 
 
 @dataclass
@@ -529,6 +570,18 @@ class SQLiteEngine(MemoryEngine):
         memo: ReadMemo,
         encoding: Future[QueryVectors] | None = None,
     ) -> list[tuple[int, float]]:
+        return self._reranked(conn, self._lexical(conn, request, want, snapshot, memo, encoding))
+
+    def _lexical(
+        self,
+        conn: sqlite3.Connection,
+        request: FetchRequest,
+        want: int,
+        snapshot: int,
+        memo: ReadMemo,
+        encoding: Future[QueryVectors] | None = None,
+    ) -> _Lexical:
+        """A fetch's candidates and lexical stage: everything before it needs the query's encoding."""
         rows = self._index.candidates(
             conn,
             request.filter,
@@ -561,14 +614,22 @@ class SQLiteEngine(MemoryEngine):
             return rank_items(conn, rows, request.query, request.mode, n, size, now, hinted, doc_counts=counts)
 
         if request.mode is not FetchMode.HYBRID:
-            return lexical(want)
+            return _Lexical(request, rows, lexical(want), want, now, None, memo)
         if hinted is not None:  # a time hint orders its own groups
             encoding = None
         elif encoding is None:
             encoding = self._queries.start(request.query)  # runs during the lexical stage
         ranked = lexical(max(want, RERANK_POOL))
         if encoding is None or len(ranked) < 2:  # a time hint orders its own groups; one hit needs no order
-            return ranked[:want]
+            return _Lexical(request, rows, ranked[:want], want, now, None, memo)
+        return _Lexical(request, rows, ranked, want, now, encoding, memo)
+
+    def _reranked(self, conn: sqlite3.Connection, stage: _Lexical) -> list[tuple[int, float]]:
+        """The lexical stage's candidates reordered by the query's encoding (waited for here), best ``want``."""
+        ranked, encoding = stage.ranked, stage.encoding
+        if encoding is None:
+            return ranked
+        request, rows, now = stage.request, stage.rows, stage.now
         self.reads.reranked(min(len(ranked), RERANK_POOL))
         tokens, pooled = encoding.result()
         model = self.embedder.name
@@ -577,7 +638,8 @@ class SQLiteEngine(MemoryEngine):
         dense += dated_candidates(conn, self._pooled, rows, taken, request.query, pooled, model)
         taken |= set(dense)
         dense += window_candidates(conn, self._pooled, rows, taken, request.query, pooled, model)
-        return rerank(conn, ranked, request.query, tokens, model, now, dense, self._tokens.load)[:want]
+        loader = partial(self._tokens.load, memo=stage.memo)  # the cache's snapshot state read once per read
+        return rerank(conn, ranked, request.query, tokens, model, now, dense, loader)[: stage.want]
 
     def _within_scopes(
         self, conn: sqlite3.Connection, rows: CandidateRows, request: FetchRequest, max_scopes: int
@@ -651,17 +713,12 @@ class SQLiteEngine(MemoryEngine):
 
         def read(conn: sqlite3.Connection) -> list[FetchPage | Exception]:
             memo = ReadMemo(shared=self._fts_counts)
-            ranked: list[_Ranked | Exception] = []
-            for entry, encoding in zip(checked, encodings, strict=True):
-                if isinstance(entry, Exception):
-                    ranked.append(entry)
-                    continue
-                try:
-                    ranked.append(self._rank_page(conn, entry[0], entry[1], memo, encoding))
-                except sqlite3.Error:
-                    raise  # the transaction's own failure: retried or mapped by ``Database.run``
-                except Exception as exc:  # this request's failure only, as ``fetch`` would have raised it
-                    ranked.append(exc)
+            staged: list[_Staged | Exception] = []
+            for entry, encoding in zip(checked, encodings, strict=True):  # every lexical stage while the model runs
+                staged.append(
+                    entry if isinstance(entry, Exception) else _alone(self._stage_page, conn, *entry, memo, encoding)
+                )
+            ranked = [s if isinstance(s, Exception) else _alone(self._finish_page, conn, s) for s in staged]
             pages = [r.page for r in ranked if not isinstance(r, Exception)]
             hits = iter(self._hits_of(conn, pages, memo))  # parsed and annotated together: one statement each
             return [r if isinstance(r, Exception) else r.finish(next(hits)) for r in ranked]
@@ -697,18 +754,35 @@ class SQLiteEngine(MemoryEngine):
         encoding: Future[QueryVectors] | None = None,
     ) -> _Ranked:
         """A fetch's ranked page (seqs and scores) and beliefs, inside a read transaction."""
+        return self._finish_page(conn, self._stage_page(conn, request, state, memo, encoding))
+
+    def _stage_page(
+        self,
+        conn: sqlite3.Connection,
+        request: FetchRequest,
+        state: dict[str, int] | None,
+        memo: ReadMemo,
+        encoding: Future[QueryVectors] | None = None,
+    ) -> _Staged:
+        """A fetch's page up to its rerank: the lexical stage and the beliefs (neither waits for the encoding)."""
         offset = state["o"] if state else 0
         snapshot = state["s"] if state else memo.newest_seq(conn)
-        ranked = self._ranked(conn, request, offset + request.limit + 1, snapshot, memo, encoding)
-        page = ranked[offset : offset + request.limit]
-        more = len(ranked) > offset + request.limit
+        lexical = self._lexical(conn, request, offset + request.limit + 1, snapshot, memo, encoding)
         beliefs: list[Hit] = []
         if request.beliefs and state is None and request.filter.admits_kind(ItemKind.LEARNING):
             beliefs = log_view.rank_beliefs(  # a filter admitting no learning is served none: not ranked
                 conn, request.filter, request.query, request.mode, request.beliefs, self._belief_index, self._past
             )
-        following = encode_cursor("f", {"o": offset + len(page), "s": snapshot}) if more else None
-        return _Ranked(page, following, tuple(beliefs))
+        return _Staged(lexical, offset, snapshot, tuple(beliefs))
+
+    def _finish_page(self, conn: sqlite3.Connection, staged: _Staged) -> _Ranked:
+        """A staged page reranked (``_reranked``) and cut to the request's limit, with its next cursor."""
+        ranked = self._reranked(conn, staged.lexical)
+        offset, limit = staged.offset, staged.lexical.request.limit
+        page = ranked[offset : offset + limit]
+        more = len(ranked) > offset + limit
+        following = encode_cursor("f", {"o": offset + len(page), "s": staged.snapshot}) if more else None
+        return _Ranked(page, following, staged.beliefs)
 
     def _recall(self, request: RecallRequest) -> RecallAnswer:
         fetch = FetchRequest(

@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from .read_memo import ReadMemo
 from .rows import chunks, placeholders
 from .vectors import Stored, load
 
@@ -133,10 +134,20 @@ class TokenCache:
                         self._bare[(seq, model)] = (at[1], row)  # no vectors as of this snapshot
         return embedded
 
-    def load(self, conn: sqlite3.Connection, seqs: Sequence[int], model: str, dims: int) -> dict[int, Stored]:
-        """``seq → Stored`` for the ``seqs`` that exist, as ``vectors.load`` (same arguments), cached."""
-        instance_value, deleted_value, vectors_value = conn.execute(_STATE).fetchone()
-        instance, deleted, vectors = str(instance_value), int(deleted_value), int(vectors_value)
+    def load(
+        self, conn: sqlite3.Connection, seqs: Sequence[int], model: str, dims: int, memo: ReadMemo | None = None
+    ) -> dict[int, Stored]:
+        """``seq → Stored`` for the ``seqs`` that exist, as ``vectors.load`` (same arguments), cached.
+
+        ``memo``: the read's memo; the snapshot's state (instance, last ``deleted`` and ``item_vectors`` entries)
+        is then read once per read transaction, not once per call (a pack's reranks call this six times).
+        """
+
+        def read_state() -> tuple[str, int, int]:
+            instance, deleted, vectors = conn.execute(_STATE).fetchone()
+            return str(instance), int(deleted), int(vectors)
+
+        instance, deleted, vectors = read_state() if memo is None else memo.once(_STATE, read_state)
         with self._lock:
             if instance != self._instance:
                 self._rows.clear()
