@@ -433,10 +433,16 @@ def _matches(
     a common word are left unread, where ``fts_matches`` read every one in the table (issue 12: a big agent's
     build adds thousands of beliefs holding "the", and every pack of every agent read them all). The top
     ``limit`` is the one ``fts_matches`` gives.
+
+    Rare words are BM25-scored over rowid ranges covering ``held`` (``fts.bm25_rows`` with ``near``), not over
+    the whole table: FTS5 takes BM25's statistics from the whole table whatever range a statement reads, so the
+    values are the same, and a small agent's read no longer scores every belief another agent's build wrote
+    holding one of its words (issue 12 §4, "no section's cost grows with the whole store").
     """
     n = len(held.keys)
+    total = _table_rows(conn, n)
     words = fts.classify(conn, "beliefs_fts", query_words(query), fts.common_cutoff(n), counts)
-    keys, values = fts.bm25_rows(conn, "beliefs_fts", words, None, n)
+    keys, values = fts.bm25_rows(conn, "beliefs_fts", words, held.keys, total)
     if not words.common:
         return keys, values
     lex, rare = align(held.keys, keys, values)
@@ -447,11 +453,21 @@ def _matches(
     if not unknown.any():
         return keys, values
     targets = held.keys[unknown]
-    only = targets[fts.matching(conn, "beliefs_fts", words.common, targets, n)]
+    only = targets[fts.matching(conn, "beliefs_fts", words.common, targets, total)]
     keys = np.concatenate([keys, only])
     values = np.concatenate([values, np.full(len(only), COMMON_ONLY)])
     order_ = np.argsort(keys, kind="stable")
     return keys[order_], values[order_]
+
+
+def _table_rows(conn: sqlite3.Connection, held: int) -> int:
+    """About how many rows ``beliefs_fts`` holds: the highest ``bid``, at least ``held``.
+
+    What a whole-table FTS5 statement would read, against which ``fts.plan_ranges`` weighs the ranges covering
+    the held rows.
+    """
+    top = conn.execute("SELECT coalesce(max(bid), 0) FROM beliefs").fetchone()[0]
+    return max(held, int(top))
 
 
 def _sql_rows(conn: sqlite3.Connection, where_sql: str, params: Sequence[Any]) -> BeliefRows:

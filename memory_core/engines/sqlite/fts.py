@@ -1,9 +1,9 @@
 """FTS5 access for ranking: the query's words, BM25 for the rows near chosen ones, matching for chosen rows.
 
-A query word held by more than ``search.COMMON_SHARE`` of the rows (and ``COMMON_MIN`` rows) is *common*: it
-still makes a row a match, but is left out of BM25, where its weight is near zero anyway; scoring it for most
-of the table is what would make a read's cost grow with the table. The others are *rare* and BM25-scored
-(``classify``; a common word's rows are counted only up to the cutoff).
+A query word the table holds in more than ``search.COMMON_SHARE`` of the rows a read ranks (and ``COMMON_MIN``
+rows; see ``ranking``) is *common*: it still makes a row a match, but is left out of BM25, where its weight is
+near zero anyway; scoring it for most of the table is what would make a read's cost grow with the table. The
+others are *rare* and BM25-scored (``classify``; a common word's rows are counted only up to the cutoff).
 
 FTS5's ``bm25()`` takes its statistics (row count, average length, rows per word) from the whole table,
 whatever rowid range a statement reads, so BM25 for the rows a read needs can come from statements over rowid

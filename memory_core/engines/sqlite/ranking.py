@@ -5,7 +5,8 @@ for ``next_cursor``) while doing the expensive parts only where they can change 
 
 1. Cosines for every candidate: one float32 matrix product over the process's ``ItemIndex`` (no SQL).
 2. Which query terms (``retrieval.terms``: stemmed, stop-words dropped) are *rare* (``fts.classify``: doclist
-   counts), and BM25 for the candidates holding one,
+   counts, up to a cutoff that is a share of the *candidates*, ``fts.common_cutoff(len(rows))``, not of the
+   whole table), and BM25 for the candidates holding one,
    read only over rowid ranges that cover the candidates (``fts.bm25_rows``).
 3. Bounds (``bounds``) on every candidate's score, cheap because they need neither recency nor the last
    unknown: whether a candidate holding no rare word holds a *common* one. That bit only adds the near-zero
@@ -22,6 +23,15 @@ recency, so at least ``want`` hits score at least the ``want``-th best ``lb`` (t
 ``ub`` (bit set, full recency) is below ``t`` can neither enter the top ``want`` nor change whether ``want``
 hits exist. With fewer than ``want`` sure rows nothing is dropped and every bit is read. A ``refers_to`` hint
 ranks its group first, so both bounds add ``HINT_RANK`` for hinted rows.
+
+Why the rare/common cutoff is a share of the candidates (issue 12 §4, "no section's cost grows with the whole
+store"): a word is classified by counting the table's rows holding it up to the cutoff, and each BM25 statement
+has FTS5 count every rare word's rows in the whole table again (``bm25()``'s statistics). With the cutoff at 5%
+of the *table*, a small agent beside one holding 100k turns counted up to 5,001 rows a word, per pack, for
+words the big agent uses; at 5% of the rows the read ranks (at least ``search.COMMON_MIN``), both counts are
+bounded by the read's own size. A store under ``COMMON_MIN / COMMON_SHARE`` (10k) items has the cutoff
+``COMMON_MIN`` either way, so its rankings are unchanged; so is a single agent's own history, whose candidates
+are the store.
 """
 
 from __future__ import annotations
@@ -133,7 +143,8 @@ def rank_items(
         query: The query text.
         mode: The fetch mode.
         want: How many of the best hits to return (fewer when fewer exist).
-        total: About how many rows ``items_fts`` holds (sets the rare/common cutoff).
+        total: About how many rows ``items_fts`` holds (what a whole-table statement reads, against which
+            ``fts.plan_ranges`` weighs rowid ranges covering the candidates).
         now_us: The read's clock, µs (recency).
         hinted_keys: Seqs observed on a hinted day, ascending (a ``refers_to`` hint), if any.
         doc_counts: The transaction's query-word document counts (``ReadMemo.doc_counts``), shared by the
@@ -146,7 +157,7 @@ def rank_items(
     cos = rows.cosines(query_vector(query)) if mode is not FetchMode.KEYWORD else None
     hinted = None if hinted_keys is None else members(keys, hinted_keys)
     words = query_terms(query) if mode is not FetchMode.VECTOR else []
-    held = fts.classify(conn, "items_fts", words, fts.common_cutoff(total), doc_counts) if words else None
+    held = fts.classify(conn, "items_fts", words, fts.common_cutoff(n), doc_counts) if words else None
     lex, rare = np.zeros(n), np.zeros(n, dtype=bool)
     if held is not None and held.rare:
         found, rare = align(keys, *fts.bm25_rows(conn, "items_fts", held, keys, total))

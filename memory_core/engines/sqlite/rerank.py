@@ -79,6 +79,17 @@ def dense_candidates(
     return hybrid_hits(conn, rows, near, query)
 
 
+def _table_rows(conn: sqlite3.Connection, candidates: int) -> int:
+    """About how many rows ``items_fts`` holds (the highest ``seq``, at least ``candidates``).
+
+    ``fts.matching`` weighs rowid ranges around the nominated seqs against one whole-table statement, which reads
+    the words' doclists over every agent's rows: weighed against the candidates' count, a small agent's read
+    beside a 100k-turn one took the whole-table statement (issue 12 §4).
+    """
+    top = conn.execute("SELECT coalesce(max(seq), 0) FROM items").fetchone()[0]
+    return max(candidates, int(top))
+
+
 def hybrid_hits(conn: sqlite3.Connection, rows: CandidateRows, seqs: Sequence[int], query: str) -> list[int]:
     """The seqs of ``seqs`` (all among ``rows``) that are hybrid hits of ``query``, in their order.
 
@@ -96,7 +107,8 @@ def hybrid_hits(conn: sqlite3.Connection, rows: CandidateRows, seqs: Sequence[in
     rest = keys[~close]
     if len(rest):
         terms = query_terms(query)
-        matched = fts.matching(conn, "items_fts", terms, rest, len(rows)) if terms else np.zeros(len(rest), bool)
+        total = _table_rows(conn, len(rows))
+        matched = fts.matching(conn, "items_fts", terms, rest, total) if terms else np.zeros(len(rest), bool)
         hit.update(zip(rest.tolist(), matched.tolist(), strict=True))
     return [s for s in seqs if hit[s]]
 
