@@ -20,6 +20,11 @@ NOOP = "baseline.noop"
 def create_baseline(settings: Settings, *, producer: bool = False) -> Celery:
     """A Celery app configured as the flow's worker (or, ``producer``, as ``JobQueue``'s host) with ``baseline.noop``.
 
+    The task is registered on this app alone (``shared=False``, as ``workers.celery_app.create_app`` does): Celery's
+    default shares a decorated task with every app finalized later in the process, so each call would add
+    ``baseline.noop`` to the flow's own app and a second call would register the name twice
+    (``DuplicateTaskNameWarning``). Source: Celery's ``Celery.task`` (its ``shared`` option, default ``True``).
+
     Raises:
         ConfigError: time settings that break ``workers.config.check_timeouts``.
     """
@@ -30,7 +35,7 @@ def create_baseline(settings: Settings, *, producer: bool = False) -> Celery:
         """Do nothing (whatever the message carries: the bench sends the flow's own job JSON)."""
 
     registry: Any = celery  # Celery's task decorator is untyped
-    registry.task(name=NOOP)(noop)
+    registry.task(name=NOOP, shared=False)(noop)
     return celery
 
 
