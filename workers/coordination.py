@@ -211,7 +211,9 @@ class _Store:
     def claim_job(self, job_id: str, digest: str, pending: str | None, ttl_s: int) -> Pending | None:
         """A submit's one round trip: bind the id to its payload digest (issue 11 §3), claim the pending mark.
 
-        A fresh claim binds the id and keeps its stamp as the job's ``stamp`` mark (``begin_job`` reads it).
+        A fresh claim binds the id and keeps its stamp as the job's ``stamp`` mark (``begin_job`` reads it). A trigger
+        that coalesces into the queued job moves that job's ``stamp`` mark to now (never back), so the job is covered
+        only by a pass that started after its last trigger (docs/jobs.md, "The scope gate").
 
         Returns:
             None when the id names another payload; else who serves the trigger (a non-coalescing job: itself, stamp 0).
@@ -313,8 +315,8 @@ class SqliteCoordination(_Store):
                 return None
             queued = None if pending is None else self._get(db, self.key("pending", pending))
             if queued is not None:
-                other, stamp = queued.rsplit("|", 1)
-                return Pending(other, int(stamp), fresh=False)
+                other = queued.rsplit("|", 1)[0]
+                return Pending(other, self._advance_stamp(db, other), fresh=False)
             self._set(db, bound, digest, self.job_ttl_s)
             if pending is None:
                 return Pending(job_id, 0, fresh=True)
@@ -322,6 +324,14 @@ class SqliteCoordination(_Store):
             self._set(db, self.key("pending", pending), f"{job_id}|{now}", ttl_s)
             self._set(db, self.key("job", job_id, "stamp"), str(now), self.job_ttl_s)
             return Pending(job_id, now, fresh=True)
+
+    def _advance_stamp(self, db: sqlite3.Connection, job_id: str) -> int:
+        """Move queued ``job_id``'s ``stamp`` mark to now (never back): a trigger coalesced into it; the stamp."""
+        key = self.key("job", job_id, "stamp")
+        had = self._get(db, key)
+        stamp = max(self.now_us(), 0 if had is None else int(had))
+        self._set(db, key, str(stamp), self.job_ttl_s)
+        return stamp
 
     def _load(self, db: sqlite3.Connection, scope: str) -> dict[str, Mark]:
         state: dict[str, Mark] = {}
@@ -417,12 +427,16 @@ _CLAIM = """
 local bound = redis.call('GET', KEYS[2])
 if bound and bound ~= ARGV[3] then return {ARGV[1], 0, -1} end
 local cur = redis.call('GET', KEYS[1])
-if cur then
-  local id, stamp = string.match(cur, '^(.*)|(%d+)$')
-  return {id, stamp, 0}
-end
 local t = redis.call('TIME')
 local now = t[1] .. string.rep('0', 6 - #t[2]) .. t[2]
+if cur then
+  local id = string.match(cur, '^(.*)|%d+$')
+  local mark = string.sub(KEYS[3], 1, -(#ARGV[1] + 7)) .. id .. ':stamp'
+  local had = redis.call('GET', mark)
+  if had and tonumber(had) > tonumber(now) then now = had end
+  redis.call('SET', mark, now, 'EX', ARGV[4])
+  return {id, now, 0}
+end
 redis.call('SET', KEYS[1], ARGV[1] .. '|' .. now, 'PX', ARGV[2])
 redis.call('SET', KEYS[2], ARGV[3], 'EX', ARGV[4])
 redis.call('SET', KEYS[3], now, 'EX', ARGV[4])
@@ -551,7 +565,9 @@ class RedisCoordination(_Store, RedisCalls):
         The script refuses an id bound to another payload; else, when the mark is free, it takes Redis's ``TIME`` as
         the trigger's stamp, marks the key pending, binds the id, keeps the stamp as the job's ``stamp`` mark (the
         message carries none: ``begin_job`` reads it) and runs kombu's ``(name, key, value)`` push commands as given.
-        ``JobQueue`` sends it in place of the broker's push (issue 13 §4).
+        When the mark names a queued job, it moves that job's ``stamp`` mark (``P:job:<queued id>:stamp``, its name
+        derived from ``KEYS[3]``) to ``TIME``, never back. ``JobQueue`` sends it in place of the broker's push (issue
+        13 §4).
         """
         keys = [self.key("pending", pending), self.key("job", job_id, "payload"), self.key("job", job_id, "stamp")]
         args: list[Any] = [job_id, ttl_s * 1000, digest, self.job_ttl_s]

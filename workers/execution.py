@@ -163,8 +163,8 @@ class DeadLettered(Exception):
 class Delivery:
     """One message as the task saw it; ``progress``: the scopes earlier deliveries finished (None: not read).
 
-    ``stamp_us`` is the trigger's store-clock stamp, set by ``execute``: the message's ``triggered_us`` when it has
-    one (queued before the stamp moved to the store), else its claim's ``stamp`` mark; None: always new.
+    ``stamp_us`` is the trigger's store-clock stamp, set by ``execute``: the newer of the message's ``triggered_us``
+    (queued before the stamp moved to the store) and the job's ``stamp`` mark; None: always new.
     """
 
     task: str
@@ -271,6 +271,18 @@ def _retry(rt: Runtime, d: Delivery, exc: BaseException, attempts: int, rng: ran
     return Outcome(Verdict.RETRY, countdown=delay, error=exc)
 
 
+def _stamp(sent: Any, kept: int | None) -> int | None:
+    """A delivery's trigger stamp (µs), None when neither part is known (always new).
+
+    The newer of the message's ``triggered_us`` (a message queued before the stamp moved to the store carries it)
+    and the job's ``stamp`` mark, which a trigger coalescing into the queued job advances (docs/jobs.md, "The scope
+    gate").
+    """
+    if not isinstance(sent, int) or isinstance(sent, bool):  # ``_parse`` dead-letters a malformed one
+        return kept
+    return sent if kept is None else max(sent, kept)
+
+
 def execute(rt: Runtime, d: Delivery, rng: random.Random | None = None) -> Outcome:
     """Run one delivery through the flow and say how it ended; never raises (but ``BaseException``s: Celery's)."""
     max_attempts = rt.settings.max_retries + 1
@@ -282,8 +294,7 @@ def execute(rt: Runtime, d: Delivery, rng: random.Random | None = None) -> Outco
             log.info("job %s: a twin of a finished job, dropped", d.job_id)
             return Outcome(Verdict.DUPLICATE, result={"duplicate": True})
         attempts = started.attempts
-        sent = d.kwargs.get("triggered_us")  # a message queued before the stamp moved to the store carries it
-        d = replace(d, progress=started.progress, stamp_us=sent if sent is not None else started.stamp_us)
+        d = replace(d, progress=started.progress, stamp_us=_stamp(d.kwargs.get("triggered_us"), started.stamp_us))
     except TRANSIENT as exc:  # the store cannot count: fall back on Celery's own retry count
         return _retry(rt, d, exc, d.retries + 1, rng)
     except Exception as exc:  # the store answered something unreadable: keep the job as a letter

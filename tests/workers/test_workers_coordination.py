@@ -134,7 +134,7 @@ def test_pending_marks_collapse_identical_triggers_until_the_job_starts(store: C
     first = claim(store, "k", "job-1")
     assert first.fresh and first.job_id == "job-1"
     again = claim(store, "k", "job-2")
-    assert not again.fresh and again.job_id == "job-1" and again.stamp_us == first.stamp_us
+    assert not again.fresh and again.job_id == "job-1" and again.stamp_us >= first.stamp_us  # job-1's, advanced
     store.clear_pending("k", "job-2")  # not its mark: kept
     assert claim(store, "k", "job-3").job_id == "job-1"
     store.clear_pending("k", "job-1")
@@ -406,10 +406,65 @@ def test_a_submit_binds_its_id_and_claims_its_pending_mark_together(store: Coord
     first = store.claim_job("b1", "digest-build", "pk", 30)
     assert first is not None and first.fresh and first.stamp_us > 0
     again = store.claim_job("b2", "digest-build", "pk", 30)
-    assert again is not None and (again.job_id, again.fresh, again.stamp_us) == ("b1", False, first.stamp_us)
+    assert again is not None and (again.job_id, again.fresh) == ("b1", False)
+    assert again.stamp_us >= first.stamp_us  # the queued job's stamp moves to its newest trigger's
     assert store.claim_job("j", "digest-c", "pk2", 30) is None  # refused: and no pending mark is left behind
     fresh = store.claim_job("c", "digest-c", "pk2", 30)
     assert fresh is not None and (fresh.job_id, fresh.fresh) == ("c", True)
+
+
+def _after(store: Coordination, stamp_us: int) -> None:
+    """Wait until the store's clock has passed ``stamp_us`` (an order of events, not a duration)."""
+    while store.now_us() <= stamp_us:
+        pass
+
+
+def test_a_trigger_coalesced_into_a_queued_job_during_a_pass_is_not_covered_by_that_pass(store: Coordination) -> None:
+    # The lost build (docs/jobs.md, "The scope gate"): job A begins (clearing the pending mark), trigger 1 queues
+    # job B, A's pass starts, trigger 2 coalesces into B (its data may come after A's pass read), A completes. B's
+    # first stamp is older than A's pass; the last trigger's is not: B must build.
+    assert claim(store, "pk", "a").fresh
+    assert store.begin_job("a", "pk").stamp_us is not None
+    first = claim(store, "pk", "b")
+    assert first.fresh and first.job_id == "b"
+    _after(store, first.stamp_us)
+    assert store.gate_enter("s", "a", "ta", None, 30).enter is Enter.ACQUIRED
+    started = int(split_record(store.gate_state("s")["lock"].value)[2])
+    assert started > first.stamp_us  # trigger 1 alone is covered by A's pass
+    _after(store, started)
+    second = claim(store, "pk", "c")
+    assert (second.job_id, second.fresh) == ("b", False)
+    assert store.gate_leave("s", "ta", 30).leave is Leave.RELEASED
+    begun = store.begin_job("b", "pk")
+    assert store.gate_enter("s", "b", "tb", begun.stamp_us, 30).enter is Enter.ACQUIRED
+    assert begun.stamp_us == second.stamp_us > started  # B stands for the newest trigger it serves
+    assert store.gate_leave("s", "tb", 30).leave is Leave.RELEASED
+    assert store.begin_job("b", "pk").stamp_us == second.stamp_us  # a redelivery keeps the advanced stamp
+
+
+def test_a_trigger_coalesced_into_a_queued_job_while_its_pass_still_runs_makes_that_pass_go_again(
+    store: Coordination,
+) -> None:
+    first = claim(store, "pk", "b")
+    _after(store, first.stamp_us)
+    assert store.gate_enter("s", "a", "ta", None, 30).enter is Enter.ACQUIRED
+    started = int(split_record(store.gate_state("s")["lock"].value)[2])
+    _after(store, started)
+    assert claim(store, "pk", "c").job_id == "b"
+    begun = store.begin_job("b", "pk")  # B is delivered while A's pass still runs
+    assert store.gate_enter("s", "b", "tb", begun.stamp_us, 30).enter is Enter.COALESCED
+    assert store.gate_leave("s", "ta", 30).leave is Leave.AGAIN
+
+
+def test_triggers_coalesced_into_a_queued_job_before_any_pass_started_are_still_covered(store: Coordination) -> None:
+    first = claim(store, "pk", "b")
+    second = claim(store, "pk", "c")
+    assert second.job_id == "b" and second.stamp_us >= first.stamp_us
+    _after(store, second.stamp_us)
+    assert store.gate_enter("s", "a", "ta", None, 30).enter is Enter.ACQUIRED
+    assert store.gate_leave("s", "ta", 30).leave is Leave.RELEASED
+    begun = store.begin_job("b", "pk")
+    assert store.gate_enter("s", "b", "tb", begun.stamp_us, 30).enter is Enter.COVERED  # no extra pass
 
 
 class CountingStore(SqliteCoordination):

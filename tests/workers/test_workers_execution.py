@@ -470,6 +470,54 @@ def test_a_claimed_build_takes_its_triggers_stamp_from_the_store_and_an_older_me
     assert engine.calls == ["agent:a", "agent:a"]
 
 
+class AfterReadEngine(FlakyEngine):
+    """Runs ``after`` once, inside a build after it read the scope (what it writes is not in that pass)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.after: Any = None
+
+    def _consolidate(self, request: ConsolidateRequest) -> ConsolidateReceipt:
+        receipt = super()._consolidate(request)
+        hook, self.after = self.after, None
+        if hook is not None:
+            hook()
+        return receipt
+
+
+@pytest.mark.parametrize("old_message", [False, True])
+def test_a_trigger_coalesced_into_a_queued_build_during_an_earlier_pass_is_built_not_covered(
+    rt: Runtime, old_message: bool
+) -> None:
+    # The lost build: B is queued (trigger 1) before A's pass starts; trigger 2 coalesces into B after A's pass
+    # read the scope. B must build trigger 2's turn, also when its message still carries trigger 1's
+    # ``triggered_us`` (queued before the stamp moved to the store).
+    engine = AfterReadEngine()
+    rt.engine = engine
+    converse(engine, "a", "I live in Oslo.")
+    job = BuildBeliefs(request=ConsolidateRequest(reach=Reach.exact("agent:a"), kinds=(ItemKind.CONVERSATION,)))
+    first = rt.coordination.claim_job("jB", "digest-b", "kb", 30)
+    assert first is not None and first.fresh
+    while rt.coordination.now_us() <= first.stamp_us:  # A's pass starts after trigger 1's stamp
+        pass
+    coalesced: list[Any] = []
+
+    def trigger_two() -> None:
+        converse(engine, "a", "I moved to Bergen.")
+        coalesced.append(rt.coordination.claim_job("jC", "digest-b", "kb", 30))
+
+    engine.after = trigger_two
+    assert execute(rt, build_delivery("jA", Reach.exact("agent:a"))).verdict is Verdict.DONE
+    assert coalesced[0] is not None and (coalesced[0].job_id, coalesced[0].fresh) == ("jB", False)
+    kwargs: dict[str, Any] = {"pending": "kb"}
+    if old_message:
+        kwargs["triggered_us"] = first.stamp_us
+    out = execute(rt, Delivery("memory.build_beliefs", "jB", (job.to_dict(),), kwargs))
+    assert out.verdict is Verdict.DONE and out.result is not None
+    assert [x["enter"] for x in out.result["scopes"]] == ["acquired"]
+    assert engine.calls == ["agent:a", "agent:a"]
+
+
 # issue 11 §2: a twin delivery never runs beside the first, and the job still completes once -------------------
 class HookedEngine(FlakyEngine):
     """Runs ``during`` once, inside the first build (while its delivery holds the scope's lock)."""
