@@ -36,6 +36,7 @@ __all__ = [
     "flower_argv",
     "host_config",
     "is_redis_url",
+    "known_queues",
     "max_countdown_s",
     "prepare",
     "queue_for",
@@ -193,10 +194,23 @@ def queue_for(settings: Settings, task_name: str, kinds: JobKinds = JOB_KINDS) -
     return queue_name(settings, attr)
 
 
-def resolve_queues(settings: Settings, spec: str | None) -> tuple[list[str], list[str]]:
-    """The queues a worker consumes for ``--queues spec`` (None or blank: all), and the unknown entries (kept too)."""
+def known_queues(settings: Settings) -> dict[str, str]:
+    """Logical queue name → its configured name, for every queue a task is routed to (``beliefs`` → ``beliefs``).
+
+    The queues are the ``Settings`` fields ``JOB_KINDS.queues()`` names (the job kinds and the maintenance tasks),
+    in table order; the logical name is the field's without ``queue_``, the configured one its value.
+    """
     fields = dict.fromkeys(JOB_KINDS.queues().values())  # queue_beliefs, queue_ingest, queue_maintenance, …
-    configured = {attr.removeprefix("queue_"): queue_name(settings, attr) for attr in fields}
+    return {attr.removeprefix("queue_"): queue_name(settings, attr) for attr in fields}
+
+
+def resolve_queues(settings: Settings, spec: str | None) -> tuple[list[str], list[str]]:
+    """The queues a worker consumes for ``--queues spec`` (None or blank: all), and the unknown entries (kept too).
+
+    ``memory-core worker`` refuses a spec with unknown entries (no job is routed there); ``known_queues`` lists
+    what it takes.
+    """
+    configured = known_queues(settings)
     entries = [e.strip() for e in (spec or "").split(",") if e.strip()] or list(configured.values())
     known = set(configured.values())
     names = [configured.get(e, e) if e not in known else e for e in entries]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ __all__ = [
     "latencies",
     "layout_for",
     "check_agent_id",
+    "check_output_file",
     "engine_errors",
     "engine_failure",
     "engine_session",
@@ -207,6 +209,57 @@ def check_agent_id(value: str | None) -> str | None:
     if node != value:
         err_console.print(f"[dim]--agent {escape(repr(value))} is the node agent:{escape(node)}[/]", soft_wrap=True)
     return value
+
+
+def check_output_file(
+    path: Path, option: str, *, example: str, creates_folders: bool = False, probe: bool = False
+) -> None:
+    """Exit 2 naming ``option`` unless ``path`` can name a file the command writes; called before any work.
+
+    What every command writing a file it is given checks (``context -o``, ``eval locomo --json``), so a mistyped
+    path costs nothing and the error names the option (docs/cli.md: bad input exits 2, checked first):
+
+    * ``path`` is a folder: refused, suggesting ``path / example``;
+    * its folder is missing: refused, unless ``creates_folders``: then the nearest existing ancestor must be a
+      folder, and the missing folders are created now (an ``OSError`` doing so, e.g. under ``/proc``, is refused);
+    * its folder is a file (``out.jsonl/x.json``): refused;
+    * with ``probe``: a nameless file is created in the folder and dropped at once, and an existing ``path``
+      opened for appending (nothing changed), so a folder or file nothing can be written to (a read-only file
+      system, ``/proc``) is refused too. For commands whose work is long; ``context`` leaves that to the write
+      (its exit 1).
+
+    Args:
+        path: The file to write.
+        option: The option as typed (``--output``, ``--json``).
+        example: A file name suggested inside a folder given as ``path`` (``context.md``).
+        creates_folders: The command creates the missing folders of ``path`` (``eval``); else none is created.
+        probe: Check by writing that the folder and the file accept a write.
+    """
+    if path.is_dir():
+        raise fail(f"{option}: {path} is a folder; name a file in it, e.g. {path / example}")
+    parent = path.parent
+    if creates_folders and not parent.exists():
+        existing = next(p for p in parent.parents if p.exists() or p == p.parent)
+        if existing.exists() and not existing.is_dir():
+            raise fail(f"{option}: {existing} is not a folder")
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise fail(f"{option}: cannot create the folder {parent}: {exc.strerror or exc}") from None
+    if not parent.exists():
+        raise fail(f"{option}: the folder {parent} does not exist (create it first; no folder is created)")
+    if not parent.is_dir():
+        raise fail(f"{option}: {parent} is not a folder")
+    if not probe:
+        return
+    try:
+        with tempfile.TemporaryFile(dir=parent):
+            pass
+        if path.exists():
+            with path.open("ab"):
+                pass
+    except OSError as exc:
+        raise fail(f"{option}: cannot write {path}: {exc.strerror or exc}") from None
 
 
 EngineOption = Annotated[

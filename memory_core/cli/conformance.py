@@ -13,7 +13,8 @@ caller accepts that.
 
 Exit codes: 0 when every check passes (with ``--faults``: when every fault is caught by the check the contract
 names for it, reference §2; a fault caught only by another check is a failure too), 1 otherwise, 2 when the
-engine URL cannot be opened (the error lists the known schemes) or the engine is not empty.
+engine URL cannot be opened (the error lists the known schemes) or the engine is not empty, or when no engine is
+named (neither ``--engine`` nor a ``MEMORY_CORE_ENGINE`` setting: the default is the user's own store).
 """
 
 from __future__ import annotations
@@ -27,11 +28,19 @@ from rich.markup import escape
 from rich.table import Table
 
 from memory_core.cli import app
-from memory_core.cli._common import EngineOption, echo_json, engine_errors, fail, open_engine_or_exit
+from memory_core.cli._common import (
+    EngineOption,
+    echo_json,
+    engine_errors,
+    engine_failure,
+    fail,
+    open_engine_or_exit,
+)
 from memory_core.conformance import FaultResult, SuiteReport, run, run_faults
 from memory_core.conformance.fresh import held_data
 from memory_core.engine import MemoryEngine
 from memory_core.engines import mask_url, open_engine
+from memory_core.errors import MemoryCoreError
 from memory_core.settings import get_settings
 
 __all__ = ["conformance"]
@@ -94,6 +103,26 @@ def _refuse_unless_fresh(engine: MemoryEngine, url: str) -> None:
         )
 
 
+def _named_engine() -> str:
+    """The ``MEMORY_CORE_ENGINE`` setting when the user set it (environment or ``.env``); else exit 2 naming --engine.
+
+    The setting's built-in default (``sqlite:///./var/memory.db``) is where every other command keeps the user's
+    memories, and a fresh one there passes the emptiness check: the suite would leave its records in it. So the
+    engine must be named (docs/cli.md: ``conformance --engine URL``).
+    """
+    try:
+        settings = get_settings()
+    except MemoryCoreError as exc:  # a malformed MEMORY_CORE_ setting
+        raise engine_failure(exc, opening=True) from None
+    if "engine" not in settings.model_fields_set:
+        raise fail(
+            "--engine is required: name the engine to test (a fresh `sqlite:///…` file or `reference://`); "
+            f"the default engine {mask_url(settings.engine)} is your own store, where the suite would leave its "
+            "records (MEMORY_CORE_ENGINE, when set, names the engine instead)"
+        )
+    return settings.engine
+
+
 @app.command()
 def conformance(
     engine: EngineOption = None,
@@ -111,8 +140,11 @@ def conformance(
         ),
     ] = False,
 ) -> None:
-    """Run the 23-check conformance suite against a fresh engine (or, with --faults, test the suite itself)."""
-    url = engine or get_settings().engine
+    """Run the 23-check conformance suite against a fresh engine (or, with --faults, test the suite itself).
+
+    --engine is required unless MEMORY_CORE_ENGINE is set: the built-in default is the user's own store.
+    """
+    url = engine or _named_engine()
     console = Console()
     if faults:
         with open_engine_or_exit(url, scrub=False) as checked:  # a bad URL exits 2 before any fault runs

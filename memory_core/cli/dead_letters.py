@@ -14,8 +14,9 @@ at ``show``.
 A requeued job keeps the engine it was submitted for (the letter's), whatever ``MEMORY_CORE_ENGINE`` this
 shell has; ``--engine`` retargets it deliberately.
 
-Exit codes: 0 done, 1 nothing to do (unknown or ambiguous id, a payload that is not a job), 2 bad input (a blank
-``ID``) or the store or the broker is unreachable. A message repeats at most the first 80 characters of an ``ID``.
+Exit codes: 0 done, 1 nothing to do (unknown or ambiguous id, a payload that is not a job, a purge declined at
+its prompt), 2 bad input (a blank ``ID``, a ``purge`` without ``-y`` where stdin is no terminal to ask) or the
+store or the broker is unreachable. A message repeats at most the first 80 characters of an ``ID``.
 """
 
 from __future__ import annotations
@@ -200,7 +201,8 @@ def purge(
     use_options(broker=broker)
     if not yes:
         if not sys.stdin.isatty():
-            raise fail("purge drops every dead letter: confirm with --yes (-y); stdin is not a terminal to ask", 1)
+            # a usage error, like a missing argument: the command cannot ask, so the confirmation must be given
+            raise fail("purge drops every dead letter: pass -y (--yes) to confirm; stdin is not a terminal to ask")
         try:
             confirmed = typer.confirm("drop every dead letter? (--yes skips this question)")
         except click.exceptions.Abort:  # Ctrl-C or end of input at the prompt

@@ -12,7 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from memory_core.cli import app
-from memory_core.cli._common import console, fail
+from memory_core.cli._common import check_output_file, console, fail
 from memory_core.engines import mask_url
 from memory_core.errors import MemoryCoreError
 from memory_core.eval.brain import load_brain
@@ -96,6 +96,7 @@ def locomo(
     Each conversation is replayed; then, per question of categories 1-4, the share of its evidence turns held
     by the pack and by top-k fetches is measured, beside a BM25 baseline over the same turns. With --brain
     the folder's documents share the engine, as a host's brain does, and compete for the pack's budget.
+    The --json path is checked (its folders created) before the replay: one that cannot be written exits 2.
     """
     ks = tuple(k) if k else (5, 10, 20)
     try:  # read the inputs before any progress bar, so a bad file is one clear error and no stray bar
@@ -103,6 +104,9 @@ def locomo(
         files = load_brain(brain) if brain is not None else None
     except MemoryCoreError as exc:
         raise fail(str(exc)) from None
+    target = output or get_settings().var_dir / "eval" / "locomo.json"
+    # before the replay, which takes minutes: a path that cannot be written exits 2 naming --json, not a traceback
+    check_output_file(target, "--json", example="locomo.json", creates_folders=True, probe=True)
     with Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
     ) as progress:
@@ -137,7 +141,8 @@ def locomo(
             f"brain: {result.brain_items} documents from {result.brain} in every sample; "
             f"{mean:.2f} Brain bullets per pack on average."
         )
-    target = output or get_settings().var_dir / "eval" / "locomo.json"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(json.dumps(result.to_dict(), indent=2, default=str), encoding="utf-8")
+    try:  # checked before the run; what changed since (a full disk, a folder removed) is exit 1, no traceback
+        target.write_text(json.dumps(result.to_dict(), indent=2, default=str), encoding="utf-8")
+    except OSError as exc:
+        raise fail(f"eval: cannot write --json {target}: {exc.strerror or exc}", code=1) from None
     console.print(f"results written to {target}", soft_wrap=True)

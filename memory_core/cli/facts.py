@@ -30,9 +30,11 @@ from memory_core.cli._common import (
     plural,
     shown,
 )
+from memory_core.cli.log import not_an_id
 from memory_core.errors import InvalidRequest
 from memory_core.facts.model import check_importance, check_key, check_text, read_tags, user_tags
 from memory_core.facts.store import FactStore
+from memory_core.items import is_memory_id
 from memory_core.namespace import Namespace
 from memory_core.query import ForgetTarget, Hit
 
@@ -152,7 +154,11 @@ def forget_fact(
     root: RootOption = None,
     agent: AgentOption = None,
 ) -> None:
-    """Forget a key's values (or one fact by --id); with --agent, at that agent's node."""
+    """Forget a key's values (or one fact by --id); with --agent, at that agent's node.
+
+    --id takes the whole id ``facts list`` prints (a fact is an item: ``items.is_memory_id``); other text that is no
+    fact's id here exits 2 naming ``--id``. A whole id that is no fact here forgets nothing (exit 0).
+    """
     if (key is None) == (fact_id is None):
         raise fail("give exactly one of KEY or --id")
     try:
@@ -168,6 +174,8 @@ def forget_fact(
             forgotten = store.forget(checked)
         else:
             held = {h.id for h in store.all()}
+            if fact_id is not None and fact_id not in held and not is_memory_id(fact_id):
+                raise fail(f"--id: {not_an_id(fact_id, 'fact', 'facts list')}")
             ids = tuple(i for i in (fact_id or "",) if i in held)
             forgotten = memory_engine.forget(ForgetTarget(ids=ids)).forgotten if ids else 0
     console.print(f"forgot {plural(forgotten, 'fact')}")

@@ -7,7 +7,8 @@ negative LSN, an LSN past the last record for ``rollback`` or ``--as-of``, a fut
 reason) is ``InvalidRequest`` naming the field the user gave (``lsn`` for ``rollback``'s LSN, ``as_of`` for
 ``--as-of``, ``since``, ``limit``, ``reason``): exit 2, nothing written; a negative LSN reaches that check
 (``SignedArguments``) rather than being read as an option. ``log --since`` past the last record is an
-empty page, not an error. ``retract`` names the ids no memory has (exit 1 when it is all of them).
+empty page, not an error. ``retract`` names the ids no memory has (exit 1 when it is all of them); for
+``history`` and ``retract`` alike, text no memory's id could be (``check_memory_ids``) exits 2 naming ``id``.
 ``lsn_for`` turns ``recall --as-of``'s value (an LSN, or an ISO-8601 time) into an LSN.
 """
 
@@ -26,7 +27,7 @@ from memory_core.errors import InvalidRequest
 from memory_core.items import is_memory_id
 from memory_core.memory_log import LogChange, LogRecord
 
-__all__ = ["history", "log", "lsn_for", "render_records", "retract", "rollback"]
+__all__ = ["check_memory_ids", "history", "log", "lsn_for", "not_an_id", "render_records", "retract", "rollback"]
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 WhyOption = Annotated[str, typer.Option("--why", metavar="TEXT", help="Why (kept in every record written).")]
@@ -48,13 +49,34 @@ def render_records(records: Sequence[LogRecord]) -> str:
     return "\n".join(lines)
 
 
-def _not_an_id(item_id: str) -> str:
-    """Why ``item_id`` names no memory: the text (cut at 80 characters), and what an id looks like; pure."""
+def not_an_id(item_id: str, noun: str = "memory", lister: str = "log") -> str:
+    """Why ``item_id`` names no memory: the text (cut at 80 characters), and what an id looks like; pure.
+
+    Args:
+        item_id: The text given.
+        noun: What it should name (``memory``, ``fact``: a fact is an item, its id has the same shape).
+        lister: The command printing whole ids (``log``, ``facts list``).
+    """
     said = repr(item_id) if len(item_id) <= 80 else f"{item_id[:80]!r}… ({len(item_id)} characters)"
     return (
-        f"{shown(said)} is not a memory id: give the whole id, 40 lowercase hex characters as `memory-core log` "
+        f"{shown(said)} is not a {noun} id: give the whole id, 40 lowercase hex characters as `memory-core {lister}` "
         "prints it (a prefix is not resolved)"
     )
+
+
+def check_memory_ids(engine: MemoryEngine, ids: Sequence[str]) -> None:
+    """Refuse text no memory's id could be that names nothing in the log: ``history`` and ``retract`` alike.
+
+    An id is malformed when it is not ``items.is_memory_id`` (40 lowercase hex: a prefix, an upper-case copy, a
+    typo) and has no records; a whole id with none is well formed (``history`` answers "no records", ``retract``
+    names it as unknown). Checked before anything is written.
+
+    Raises:
+        InvalidRequest: ``field="id"``, naming the first malformed id and what an id looks like.
+    """
+    for item_id in dict.fromkeys(ids):
+        if not is_memory_id(item_id) and not engine.history(item_id):
+            raise InvalidRequest(not_an_id(item_id), field="id")
 
 
 def _change(change: LogChange, as_json: bool) -> None:
@@ -144,9 +166,8 @@ def history(
     none is a true answer: it may name a memory whose records were compacted).
     """
     with engine_session(engine, read_only=True) as memory_engine:
+        check_memory_ids(memory_engine, [item_id])
         records = memory_engine.history(item_id)
-        if not records and not is_memory_id(item_id):
-            raise InvalidRequest(_not_an_id(item_id), field="id")
     if as_json:
         echo_json("[" + ", ".join(r.to_json() for r in records) + "]")
         return
@@ -168,8 +189,11 @@ def retract(
     """Retract memories (content kept) and make all built on them stale, in one transaction.
 
     Ids no memory has (no record in the log) are named on standard error; exit 1 when that is every id given.
+    An id no memory could have (``history``'s rule: not 40 lowercase hex, and no records) exits 2 naming ``id``,
+    and nothing is retracted.
     """
     with engine_session(engine) as memory_engine:
+        check_memory_ids(memory_engine, ids)
         change = memory_engine.retract(ids, why)
         unknown = [i for i in dict.fromkeys(ids) if not memory_engine.history(i)]
     _change(change, as_json)

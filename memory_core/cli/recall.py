@@ -26,6 +26,7 @@ from memory_core.cli._common import (
     RootOption,
     SignedArguments,
     check_agent_id,
+    check_output_file,
     console,
     echo_json,
     engine_session,
@@ -80,21 +81,6 @@ def _refuse_unreadable(pack: ContextPack, what: str) -> None:
             "the rest found nothing)"
         )
     raise fail(f"{what} failed: {head}:\n{_reasons(failed)}", code=1)
-
-
-def _check_output_file(path: Path) -> None:
-    """Exit 2 unless ``path`` can name a file to write: not a folder, in a folder that exists (none is created).
-
-    Checked before anything is read, so a mistyped path costs nothing; what only writing can tell (a read-only
-    file system, ``/proc``) is ``context``'s exit 1.
-    """
-    if path.is_dir():
-        raise fail(f"--output: {path} is a folder; name a file in it, e.g. {path / 'context.md'}")
-    parent = path.parent
-    if not parent.exists():
-        raise fail(f"--output: the folder {parent} does not exist (create it first; context creates no folders)")
-    if not parent.is_dir():
-        raise fail(f"--output: {parent} is not a folder")
 
 
 @app.command(cls=SignedArguments)
@@ -162,7 +148,7 @@ def context(
     names a folder, or a file in a folder that does not exist (no folder is created).
     """
     if output is not None:
-        _check_output_file(output)
+        check_output_file(output, "--output", example="context.md")  # what only writing can tell: exit 1
     reach = layout_for(root).holistic_filter().reach
     with engine_session(engine, read_only=True) as memory_engine:
         spec = ContextSpec(budget_tokens=budget, reach=reach)

@@ -7,8 +7,9 @@ memory-core worker --queues ingest                   # the brain ingester (compo
 ```
 
 ``--queues`` takes the logical names ``beliefs``, ``ingest``, ``maintenance`` (mapped to the configured
-``MEMORY_CORE_QUEUE_*`` names) or the configured names themselves; any other name is consumed as given, with a
-warning (no job of this app is routed there), and a ``--queues`` naming no queue (``""``, ``","``) exits 2.
+``MEMORY_CORE_QUEUE_*`` names) or the configured names themselves; any other name exits 2 naming ``--queues`` and
+listing the names it takes (no job of this app is routed there: a worker would wait forever and leave its binding
+in the broker), as does a ``--queues`` naming no queue (``""``, ``","``).
 ``--pool`` is ``prefork``, ``threads`` or ``solo`` and ``--loglevel`` one of ``debug info warning error
 critical``; anything else exits 2 before Celery starts. Exit status: Celery's (1 after an unrecoverable error),
 2 for a configuration error or a bad option.
@@ -16,17 +17,18 @@ critical``; anything else exits 2 before Celery starts. Exit status: Celery's (1
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Literal
 
 import typer
 
 from memory_core.cli import app
 from memory_core.cli._celery import BrokerOption, LoglevelOption, run_celery, use_options
-from memory_core.cli._common import EngineOption, err_console, fail
+from memory_core.cli._common import EngineOption, fail
 from memory_core.errors import ConfigError
 from memory_core.settings import get_settings
 
-__all__ = ["Pool", "check_queues", "worker"]
+__all__ = ["Pool", "check_queues", "unknown_queues", "worker"]
 
 Pool = Literal["prefork", "threads", "solo"]
 """The pools ``--pool`` takes: Celery's others need packages this project does not install (gevent, eventlet)."""
@@ -43,6 +45,21 @@ def check_queues(value: str | None) -> str | None:
             "leave the option out for all three"
         )
     return value
+
+
+def unknown_queues(unknown: Sequence[str], known: Mapping[str, str]) -> str:
+    """The error for ``--queues`` entries no task is routed to, listing the names it takes; pure.
+
+    Args:
+        unknown: The entries that are neither a logical nor a configured queue name, as given.
+        known: Logical name → configured name (``workers.config.known_queues``).
+    """
+    names = ", ".join(logical if logical == name else f"{logical} ({name})" for logical, name in known.items())
+    given = ", ".join(repr(e) for e in unknown)
+    return (
+        f"--queues: {given} {'is no queue' if len(unknown) == 1 else 'are no queues'} of this app (no job is routed "
+        f"there, a worker would wait forever): give {names}, comma-separated, or leave the option out for all"
+    )
 
 
 @app.command()
@@ -72,18 +89,14 @@ def worker(
 ) -> None:
     """Run a worker consuming the job queues until stopped (SIGTERM: warm shutdown)."""
     use_options(engine, broker)
-    from workers.config import prepare, resolve_queues
+    from workers.config import known_queues, prepare, resolve_queues
     from workers.monitor import require_broker
     from workers.signals import BROKER_CHECK_TIMEOUT_S
 
     settings = get_settings()
     names, unknown = resolve_queues(settings, queues)
-    for name in unknown:
-        err_console.print(
-            f"[yellow]warning: queue {name!r} is none of beliefs ({settings.queue_beliefs}), ingest "
-            f"({settings.queue_ingest}), maintenance ({settings.queue_maintenance}); no job is routed there[/]",
-            soft_wrap=True,
-        )
+    if unknown:  # before prepare: a worker on such a queue would wait forever and leave its binding in Redis
+        raise fail(unknown_queues(unknown, known_queues(settings)))
     prepare(settings)
     try:
         require_broker(settings, BROKER_CHECK_TIMEOUT_S)  # a wrong password is no outage: exit 2 (issue 11 §4)

@@ -86,6 +86,20 @@ def test_forget_needs_exactly_one_of_a_key_or_an_id(facts_env: dict[str, str]) -
     assert invoke(facts_env, "facts", "forget", "k", "--id", "x").exit_code == 2
 
 
+@pytest.mark.parametrize("given", ["zzz", "ID8", "IDUPPER"])
+def test_forget_of_a_malformed_id_exits_2_naming_id_and_forgets_nothing(facts_env: dict[str, str], given: str) -> None:
+    # a fact is an item: its id is 40 lowercase hex (items.is_memory_id), as `facts list` prints it
+    assert invoke(facts_env, "facts", "set", "Likes tea").exit_code == 0
+    held = str(listed(facts_env)[0]["id"])
+    text = {"ID8": held[:8], "IDUPPER": held.upper()}.get(given, given)
+    result = invoke(facts_env, "facts", "forget", "--id", text)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith(f"--id: {text!r} is not a fact id") and "facts list" in result.stderr
+    assert [r["id"] for r in listed(facts_env)] == [held]
+    unknown = invoke(facts_env, "facts", "forget", "--id", "0" * 40)  # a whole id: forgetting nothing is no error
+    assert unknown.exit_code == 0 and unknown.stdout.strip() == "forgot 0 facts"
+
+
 def test_retention_dry_run_says_what_would_go_and_changes_nothing(facts_env: dict[str, str]) -> None:
     path = Path(facts_env["MEMORY_CORE_ENGINE"].removeprefix("sqlite:///"))
     layout = MemoryLayout("team:acme")

@@ -93,7 +93,8 @@ def test_the_scenario_through_the_cli(store: tuple[str, str, str]) -> None:
         (("rollback", "-1e3", "--why", "x"), "LSN"),  # no integer: Click's own refusal names the argument
         (("rollback", "999", "--why", "x"), "lsn"),
         (("rollback", str(2**70), "--why", "x"), "lsn"),
-        (("retract", "abc", "--why", " "), "reason"),
+        (("retract", "0" * 40, "--why", " "), "reason"),  # a well-formed id: "abc" is refused first, naming id
+        (("retract", "abc", "--why", "x"), "id"),
         (("recall", "Ana", "--as-of", "last tuesday"), "as_of"),
         (("recall", "Ana", "--as-of", "-1"), "as_of"),
         (("recall", "Ana", "--as-of", "999"), "as_of"),  # the option given, not as_of's parameter lsn
@@ -146,18 +147,38 @@ def test_recall_of_a_blank_query_is_the_latest_of_everything_as_the_library_read
 
 
 def test_retract_names_unknown_ids_and_exits_1_when_none_is_stored(store: tuple[str, str, str]) -> None:
+    # whole ids no memory has: malformed ones ("no-such-id") exit 2 since the ids check (test below)
     url, turn, belief = store
+    no_such, nor_this = "0" * 40, "1" * 40
     before = _lsn(url)
-    none = invoke(url, "retract", "no-such-id", "nor-this", "--why", "x")
+    none = invoke(url, "retract", no_such, nor_this, "--why", "x")
     assert none.exit_code == 1, none.output
-    assert "no-such-id, nor-this" in none.stderr and "nothing to retract" in none.stderr
+    assert f"{no_such}, {nor_this}" in none.stderr and "nothing to retract" in none.stderr
     assert _lsn(url) == before
-    some = invoke(url, "retract", turn, "no-such-id", "--why", "the user misspoke")
+    some = invoke(url, "retract", turn, no_such, "--why", "the user misspoke")
     assert some.exit_code == 0, some.output
-    assert f"retract   {turn}" in some.stdout and "no-such-id" not in some.stdout
-    assert "no memory has the id no-such-id (left out)" in some.stderr
+    assert f"retract   {turn}" in some.stdout and no_such not in some.stdout
+    assert f"no memory has the id {no_such} (left out)" in some.stderr
     again = invoke(url, "retract", turn, "--why", "twice")  # stored, already retracted: nothing changed, no hint
     assert again.exit_code == 0 and "nothing changed" in again.stdout and again.stderr == ""
+
+
+@pytest.mark.parametrize(
+    "ids", [("zz",), ("TURN", "zz"), ("zz", "TURN"), ("TURN8",)], ids=["alone", "after", "before", "prefix"]
+)
+def test_retract_of_a_malformed_id_exits_2_naming_id_and_retracts_nothing(
+    store: tuple[str, str, str], ids: tuple[str, ...]
+) -> None:
+    # history's rule: text no memory's id could be is bad input (exit 2), not "no memory has the id" (exit 1)
+    url, turn, _ = store
+    given = [turn if i == "TURN" else turn[:8] if i == "TURN8" else i for i in ids]
+    before = _lsn(url)
+    result = invoke(url, "retract", *given, "--why", "x")
+    assert result.exit_code == 2, result.output
+    assert result.stdout == "" and "Traceback" not in result.stderr
+    assert "invalid request: id: " in result.stderr and "is not a memory id" in result.stderr
+    assert _lsn(url) == before  # the well-formed id beside it is not retracted either
+    assert turn in _refs(url)
 
 
 def test_log_since_past_the_last_record_is_an_empty_page(store: tuple[str, str, str]) -> None:

@@ -106,8 +106,9 @@ def test_requeueing_a_job_the_parser_refuses_says_why(env: dict[str, str], lette
 
 def test_purge_without_a_terminal_asks_for_yes_and_drops_nothing(env: dict[str, str], letters: DeadLetterStore) -> None:
     result = invoke(env, "dead-letters", "purge")  # CliRunner's stdin is not a terminal
-    assert result.exit_code == 1, result.output
-    assert "confirm with --yes (-y)" in result.output and "Aborted" not in result.output
+    # a missing confirmation is a usage error (exit 2, as a missing argument), no longer "nothing to do" (1)
+    assert result.exit_code == 2, result.output
+    assert "pass -y (--yes) to confirm" in result.stderr and "Aborted" not in result.output
     assert letters.count() == 2
     assert "--yes" in invoke(env, "dead-letters", "purge", "--help").output
     result = invoke(env, "dead-letters", "purge", "-y")

@@ -11,7 +11,6 @@ import pytest
 from typer.testing import CliRunner
 
 from memory_core.cli import load_commands
-from memory_core.errors import ConfigError
 from memory_core.settings import Settings
 from workers.dead_letters import DeadLetter, SqliteDeadLetters
 from workers.monitor import JobMonitor, redact
@@ -53,12 +52,15 @@ def test_an_ambiguous_prefix_is_refused_naming_the_candidates(var: Path) -> None
     assert store.count() == 2  # nothing was requeued or dropped
 
 
-def test_the_worker_warns_about_a_queue_name_that_is_neither_logical_nor_configured(tmp_path: Path) -> None:
-    (tmp_path / "a-file").write_text("")  # var_dir under a file: the command stops before a worker starts
+def test_the_worker_refuses_a_queue_name_that_is_neither_logical_nor_configured(tmp_path: Path) -> None:
+    # was a warning, and the worker consumed the queue nobody publishes to: now exit 2 before anything is prepared
+    (tmp_path / "a-file").write_text("")  # var_dir under a file: preparing would fail, so it is never reached
     env = {"MEMORY_CORE_QUEUE_BELIEFS": "nc-beliefs", "MEMORY_CORE_VAR_DIR": str(tmp_path / "a-file" / "var")}
     result = CliRunner().invoke(load_commands(), ["worker", "--queues", "beliefs,belief"], env=env)
-    assert "queue 'belief' is none of beliefs (nc-beliefs)" in result.output
-    assert isinstance(result.exception, ConfigError) and "MEMORY_CORE_VAR_DIR" in str(result.exception)
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert "--queues: 'belief' is no queue of this app" in result.stderr
+    assert "beliefs (nc-beliefs), ingest, maintenance" in result.stderr
 
 
 def closed_port() -> int:
