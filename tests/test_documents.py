@@ -508,3 +508,42 @@ def test_messages_say_what_the_file_looked_like_and_what_is_accepted() -> None:
     legacy = str(invalid_file(b"caf\xe9 au lait", "menu.txt", name="menu.txt"))
     assert "legacy 8-bit encoding" in legacy and "re-encode it as UTF-8" in legacy and "mime" not in legacy
     assert "looks like binary data" in str(invalid_file(bytes(range(1, 256)) * 4, "blob.txt", name="blob.txt"))
+
+
+# --- byte-order marks: decoded by the mark, or refused as binary ---------------------------------------------
+
+_TEXT_NAMES = ("notes.md", "notes.txt", "notes.rst", "notes.html")
+
+
+@pytest.mark.parametrize("name", _TEXT_NAMES)
+def test_utf8_text_behind_a_utf16_mark_is_refused_as_binary_not_stored_as_mojibake(name: str) -> None:
+    """``\\xff\\xfe`` glued to UTF-8 text decoded as UTF-16 (CJK junk) for every text format."""
+    error = invalid_file(b"\xff\xfe# Hello world\nThis is text in utf8.\n", name, name=name)
+    assert str(error).endswith(
+        f"{name} is binary (it starts with a UTF-16 byte-order mark, but the bytes after it are UTF-8 text; "
+        "remove the first 2 bytes, or save it again as UTF-8), not a supported document"
+    )
+
+
+@pytest.mark.parametrize("name", _TEXT_NAMES)
+def test_bytes_that_do_not_decode_after_a_mark_get_the_binary_error(name: str) -> None:
+    odd = invalid_file(b"\xff\xfe# Hello\nThis is text in utf8\n", name, name=name)  # odd length after the mark
+    assert f"{name} is binary (it starts with a UTF-16 byte-order mark, but byte 0x0a at offset 30 " in str(odd)
+    surrogate = invalid_file(codecs.BOM_UTF16_LE + b"a\x00\x00\xd8b\x00", name, name=name)  # a lone surrogate
+    assert "does not decode as UTF-16), not a supported document" in str(surrogate)
+    nul = invalid_file("# T\n\x00x\n".encode("utf-16"), name, name=name)
+    assert f"{name} is binary (its UTF-16 text holds NUL (U+0000) at character 4)" in str(nul)
+    assert "is binary (it contains NUL bytes), not a supported document" in str(
+        invalid_file(b"a\x00b", name, name=name)
+    )
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be", "utf-32"])
+def test_real_utf16_and_utf32_files_decode_by_their_mark(tmp_path: Path, encoding: str) -> None:
+    bom = {"utf-16-be": codecs.BOM_UTF16_BE}.get(encoding, b"")
+    path = tmp_path / "notes.md"
+    path.write_bytes(bom + "# Réunion\n\nOrdre du jour : budget.\n".encode(encoding))
+    doc = brain_document(path)
+    assert (doc.title, doc.text) == ("Réunion", "Ordre du jour : budget.")
+    cjk = "你好世界。".encode("utf-16")  # no NUL byte, no line feed: a UTF-16 text all the same
+    assert brain_document(cjk, name="cjk.txt").text == "你好世界。"

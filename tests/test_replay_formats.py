@@ -307,3 +307,67 @@ def test_json_nested_past_the_decoders_limit_is_refused_naming_the_file(
         load_conversations(path)
     assert err.value.field == field
     assert name in err.value.message and "nested deeper than the JSON decoder's recursion limit" in err.value.message
+
+
+_LONG = "x" * 1_000_001  # MAX_TEXT_CHARS + 1
+
+
+@pytest.mark.parametrize(
+    ("parse", "field"),
+    [
+        (
+            lambda: parse_jsonl(
+                [
+                    '{"thread": "t", "role": "user", "content": "ok"}',
+                    json.dumps({"thread": "t", "role": "user", "content": _LONG}),
+                ]
+            ),
+            "line 2.content",
+        ),
+        (
+            lambda: parse_locomo(
+                {"sample_id": "s", "conversation": {"session_1": [{"speaker": "Ann", "text": _LONG}]}}
+            ),
+            "samples.0.session_1.0.text",
+        ),
+        (
+            lambda: parse_chatgpt_export(
+                [{"id": "c", "current_node": "a", "mapping": {"a": _node("a", None, "user", _LONG)}}]
+            ),
+            "conversations.0.mapping.a.message.content",
+        ),
+    ],
+    ids=["jsonl", "locomo", "chatgpt"],
+)
+def test_a_turn_over_the_text_limit_is_refused_while_parsing_naming_its_place(parse, field: str) -> None:  # type: ignore[no-untyped-def]
+    """The lifecycle's own bound (``MAX_TEXT_CHARS``) checked in the file's terms, before anything is stored."""
+    with pytest.raises(InvalidRequest) as err:
+        parse()
+    assert err.value.field == field
+    assert err.value.reason == "1,000,001 characters, over the 1,000,000-character limit of one turn"
+
+
+def test_the_file_name_is_in_front_of_a_turn_over_the_limit(tmp_path: Path) -> None:
+    path = tmp_path / "r1.jsonl"
+    path.write_text(json.dumps({"thread": "t", "role": "user", "content": _LONG}))
+    with pytest.raises(InvalidRequest) as err:
+        load_conversations(path)
+    assert str(err.value).startswith("invalid request: r1.jsonl: line 1.content: 1,000,001 characters")
+
+
+def test_chatgpt_messages_holding_only_non_text_parts_are_counted_as_skipped() -> None:
+    image = {"content_type": "image_asset_pointer", "asset_pointer": "file-service://x"}
+    only_image = _node("b", "a", "user", "")
+    only_image["message"]["content"]["parts"] = [image]
+    both = _node("c", "b", "user", "")
+    both["message"]["content"]["parts"] = [image, "and a caption"]
+    mapping = {
+        "a": _node("a", None, "system", "be helpful"),
+        "b": only_image,
+        "c": both,
+        "d": _node("d", "c", "assistant", ""),  # empty text: skipped, not counted (nothing was dropped)
+    }
+    parsed = parse_chatgpt_export([{"id": "conv", "current_node": "d", "mapping": mapping}])
+    assert [t.text for t in parsed.turns] == ["and a caption"]
+    assert parsed.skipped == 1
+    assert parse_jsonl(['{"thread": "t", "role": "user", "content": "ok"}']).skipped == 0

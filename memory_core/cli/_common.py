@@ -23,6 +23,7 @@ from memory_core.errors import ConfigError, InvalidRequest, MemoryCoreError
 from memory_core.lifecycle.layout import MemoryLayout, agent_segment_id
 from memory_core.settings import get_settings
 from memory_core.timing import percentile
+from memory_core.wording import plural
 
 __all__ = [
     "EngineOption",
@@ -403,11 +404,6 @@ def latencies(samples_ms: Sequence[float], call: str = "", *, sep: str = ", ") -
     if not samples_ms:
         return f"no {named}calls"
     return f"{named}p50 {percentile(samples_ms, 50):.1f} ms{sep}p99 {percentile(samples_ms, 99):.1f} ms"
-
-
-def plural(n: int, word: str, many: str | None = None) -> str:
-    """``"1 job"``, ``"2 jobs"`` (``many`` when the plural is not ``word + "s"``)."""
-    return f"{n} {word if n == 1 else (many or word + 's')}"
 
 
 @dataclass

@@ -17,12 +17,35 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from memory_core.cli import app
 from memory_core.cli._celery import BrokerOption, use_options
-from memory_core.cli._common import EngineOption, JobTally, RootOption, console, fail, layout_for, plural
+from memory_core.cli._common import (
+    EngineOption,
+    JobTally,
+    RootOption,
+    console,
+    fail,
+    layout_for,
+    not_blank,
+    plural,
+)
 from memory_core.cli._jobs import DOCS_PER_JOB, open_queue, plan_ingest
 from memory_core.documents import DocumentResult, walk_paths
 from memory_core.errors import MemoryCoreError
+from memory_core.lifecycle.layout import parse_source_id
 
-__all__ = ["ingest"]
+__all__ = ["check_source", "ingest"]
+
+
+def check_source(value: str | None) -> str | None:
+    """The ``--source`` callback: exit 2 naming the option when the value is not a source id (``parse_source_id``).
+
+    Checked before any file is converted, as ``--collection`` is (blank: exit 2), so a bad option costs nothing.
+    """
+    if value is not None:
+        try:
+            parse_source_id(value)
+        except ValueError as exc:
+            raise fail(f"--source {value[:40]!r}: {exc}") from None
+    return value
 
 
 @app.command()
@@ -33,11 +56,18 @@ def ingest(
     source: Annotated[
         str | None,
         typer.Option(
-            metavar="SOURCE", help="Brain source (files, pdf, markdown, notion, any slug); default by format."
+            metavar="SOURCE",
+            help="Brain source (files, pdf, markdown, notion, any slug); default by format.",
+            callback=check_source,
         ),
     ] = None,
     collection: Annotated[
-        str | None, typer.Option(metavar="NAME", help="Store under the source's project:<collection> node.")
+        str | None,
+        typer.Option(
+            metavar="NAME",
+            help="Store under the source's project:<collection> node.",
+            callback=not_blank("--collection"),
+        ),
     ] = None,
     root: RootOption = None,
     engine: EngineOption = None,

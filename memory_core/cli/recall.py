@@ -39,7 +39,7 @@ from memory_core.cli._common import (
 from memory_core.cli.log import lsn_for
 from memory_core.lifecycle.agent import AgentMemory
 from memory_core.lifecycle.policy import RecallPolicy
-from memory_core.recall import EMPTY_REASON, ContextPack, ContextSpec, Skipped, context_recall
+from memory_core.recall import EMPTY_REASON, ContextPack, ContextSpec, Skipped, context_recall, skip_wording
 from memory_core.recall.pack import assemble
 
 __all__ = ["context", "failed_sections", "recall", "unreadable"]
@@ -129,7 +129,7 @@ def recall(
         return
     _refuse_unreadable(pack, "recall")
     typer.echo(pack.markdown or f"(empty pack: nothing stored matches, or nothing fits in {pack_budget} tokens)")
-    skipped = ", ".join(f"{s.heading} ({s.reason})" for s in pack.skipped) or "none"
+    skipped = ", ".join(skip_wording(s) for s in pack.skipped) or "none"
     console.print(f"[dim]{pack.tokens} tokens · {len(pack.refs)} refs · skipped: {skipped}[/]")
 
 

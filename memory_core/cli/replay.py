@@ -101,7 +101,9 @@ def replay(
     """Replay a conversation file turn by turn (pre_turn and post_turn), submitting the jobs post_turn returns.
 
     Stopped with Ctrl-C, it says how far it got ("interrupted after N of M turns", on standard error) and exits
-    130; the N turns stay logged, and replaying the file again replays them (nothing is written twice).
+    130; the N turns stay logged. Replaying a file again stores each turn as the same memory: a turn still
+    live is not written twice, but one retracted or rolled back since is restored, as stating it again says it
+    holds again (docs/log-model.md, rule 2); its belief builds are submitted again.
     """
     use_options(engine, broker)
     try:
@@ -139,9 +141,16 @@ def replay(
     console.print(
         f"{plural(report.turns, 'turn')} replayed for {', '.join(report.agents)}; {jobs}; "
         f"{latencies(report.pre_turn_ms, 'pre_turn')}; {latencies(report.post_turn_ms, 'post_turn')}; "
-        f"log errors {len(report.log_errors)}",
+        f"log errors {len(report.log_errors)}{_skipped(conversations)}",
         soft_wrap=True,
     )
+
+
+def _skipped(conversations: ConversationFile) -> str:
+    """``"; 2 messages skipped (no text: only images or files)"``, or ``""`` when the parser skipped none."""
+    if not conversations.skipped:
+        return ""
+    return f"; {plural(conversations.skipped, 'message')} skipped (no text: only images or files)"
 
 
 @dataclass

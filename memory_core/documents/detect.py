@@ -12,10 +12,12 @@ Formats: Markdown, reStructuredText, HTML, plain text and PDF. The format comes 
    byte-order mark is sniffed as the text the mark says it is (UTF-16 ``<!doctype html`` is HTML).
 
 Text decoding (``decode_text``) never guesses a legacy encoding: a byte-order mark (UTF-8, UTF-16, UTF-32)
-wins, then a ``charset`` the caller names, then strict UTF-8, then (HTML only) the charset the document itself
-declares in its first 1024 bytes, as browsers do. Anything else is refused with a message saying how to
-re-encode. Guessing (cp1252 vs latin-1 vs shift-jis) is wrong often enough on short texts that the damage
-would be stored, embedded and recalled silently; a clear error is cheap to fix at the source.
+wins when what follows it is text in that encoding (else the content is refused as binary, as NUL bytes are,
+for every text format alike), then a ``charset`` the caller names, then strict UTF-8, then (HTML only) the
+charset the document itself declares in its first 1024 bytes, as browsers do. Anything else is refused with a
+message saying how to re-encode. Guessing (cp1252 vs latin-1 vs shift-jis) is wrong often enough on short
+texts that the damage would be stored, embedded and recalled silently; a clear error is cheap to fix at the
+source.
 
 Error messages speak to whoever holds the file, often a ``memory-core ingest`` user with no ``mime`` option:
 they say what the file looked like (``describe_content``) and which formats are accepted
@@ -328,6 +330,46 @@ def _decode(data: bytes, encoding: str, label: str) -> str:
         ) from None
 
 
+def _binary(label: str, why: str) -> InvalidRequest:
+    """The refusal of content that is not text: ``<label> is binary (<why>), not a supported document``."""
+    return InvalidRequest(f"{label} is binary ({why}), not a supported document", field="file")
+
+
+def _decode_marked(data: bytes, bom: bytes, encoding: str, label: str) -> str:
+    """``data``, which starts with ``bom``, decoded as the Unicode encoding the mark names (the mark dropped).
+
+    The mark is trusted only when what follows it is that encoding's text: bytes that do not decode, text
+    holding NUL (U+0000), or UTF-8 text behind a UTF-16 or UTF-32 mark are refused as binary, as NUL bytes in
+    unmarked content are, so no format stores mojibake. UTF-8 text behind the mark is recognised by its bytes:
+    no NUL byte (UTF-16 text with any character below U+0100, a space or a line break, has one, and UTF-32
+    text always has), valid UTF-8 holding a line feed; then the decoded text holds no line feed, as UTF-8 read
+    two bytes at a time never does (*memory-core*).
+
+    Raises:
+        InvalidRequest: ``field="file"``: the content after the mark is not text in its encoding.
+    """
+    name = encoding.removesuffix("-sig").upper()
+    try:
+        text = data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        why = f"it starts with a {name} byte-order mark, but byte 0x{data[exc.start]:02x} at offset {exc.start} "
+        raise _binary(label, why + f"does not decode as {name}") from None
+    if "\x00" in text:
+        raise _binary(label, f"its {name} text holds NUL (U+0000) at character {text.index(chr(0))}")
+    body = data[len(bom) :]
+    if encoding != "utf-8-sig" and b"\x00" not in body and b"\n" in body and "\n" not in text:
+        try:
+            body.decode("utf-8")
+        except UnicodeDecodeError:
+            return text
+        raise _binary(
+            label,
+            f"it starts with a {name} byte-order mark, but the bytes after it are UTF-8 text; "
+            f"remove the first {len(bom)} bytes, or save it again as UTF-8",
+        )
+    return text
+
+
 def _known_codec(charset: str) -> str | None:
     try:
         return codecs.lookup(charset).name
@@ -344,15 +386,16 @@ def decode_text(raw: RawInput, fmt: DocumentFormat, charset: str | None = None) 
         charset: A charset the caller named (the ``charset=`` of its mime), trusted over UTF-8.
 
     Raises:
-        InvalidRequest: ``field="file"`` for binary content (NUL bytes without a UTF-16/32 byte-order mark) or
+        InvalidRequest: ``field="file"`` for binary content (NUL bytes without a UTF-16/32 byte-order mark, or
+            a byte-order mark before bytes that are not text in its encoding: the same "is binary" refusal) or
             bytes that do not decode; ``field="mime"`` for a charset Python does not know.
     """
     data = raw.data
     for bom, encoding in _BOMS:
         if data.startswith(bom):
-            return _decode(data, encoding, raw.label)
+            return _decode_marked(data, bom, encoding, raw.label)
     if b"\x00" in data:
-        raise InvalidRequest(f"{raw.label} is binary (it contains NUL bytes), not a supported document", field="file")
+        raise _binary(raw.label, "it contains NUL bytes")
     if charset:
         codec = _known_codec(charset)
         if codec is None:

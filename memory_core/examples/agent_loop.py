@@ -26,6 +26,7 @@ from memory_core.lifecycle import (
     RecallPolicy,
 )
 from memory_core.limits import BELIEF_TAG, CONSOLIDATED_TAG
+from memory_core.recall.pack import skip_wording
 from memory_core.recall.types import ContextPack
 
 __all__ = ["main"]
@@ -63,7 +64,7 @@ _DISTILLED_TAGS = frozenset({BELIEF_TAG, CONSOLIDATED_TAG})
 def _show_pack(pack: ContextPack) -> int:
     """Print the pack, then each Learnings bullet marked by its tags; how many of them a build distilled."""
     print(pack.markdown.rstrip() or "(empty pack)")
-    skipped = ", ".join(f"{s.heading} ({s.reason})" for s in pack.skipped)
+    skipped = ", ".join(skip_wording(s) for s in pack.skipped)
     print(f"\n  [{pack.tokens} tokens, {len(pack.refs)} refs; skipped: {skipped or 'none'}]")
     distilled = 0
     for hit in next((s.hits for s in pack.sections if s.heading == LEARNINGS_HEADING), ()):

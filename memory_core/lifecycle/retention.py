@@ -32,6 +32,7 @@ from memory_core.meta import ItemKind, MetaFilter
 from memory_core.namespace import Namespace, Reach
 from memory_core.query import ForgetTarget, ListRequest
 from memory_core.settings import Settings, get_settings
+from memory_core.wording import plural
 
 __all__ = ["RetentionPlan", "RetentionPolicy", "apply", "plan", "select"]
 
@@ -154,10 +155,11 @@ class RetentionPlan:
         )
         lines = [
             f"retention under {self.root} at {format_timestamp(self.now)}"
-            f" (keep turns from the last {self.policy.max_age_days:g} days, at most {self.policy.max_turns} newest)",
-            f"  {self.scanned} turns scanned; {verb} {len(self.ids)}: {len(self.too_old)} observed before "
+            f" (keep turns from the last {plural(float(self.policy.max_age_days), 'day')},"
+            f" at most {self.policy.max_turns} newest)",
+            f"  {plural(self.scanned, 'turn')} scanned; {verb} {len(self.ids)}: {len(self.too_old)} observed before "
             f"{format_timestamp(cutoff)}, {len(self.over_count)} past the {self.policy.max_turns} newest",
-            f"  {self.kept} turns kept; facts, other learnings, documents and beliefs are never pruned",
+            f"  {plural(self.kept, 'turn')} kept; facts, other learnings, documents and beliefs are never pruned",
         ]
         if self.note:
             lines.append(f"  note: {self.note}")

@@ -17,7 +17,7 @@ from memory_core.recall.context import (
     context_recall,
 )
 from memory_core.recall.gather import newest_first
-from memory_core.recall.pack import EMPTY_REASON, build_pack
+from memory_core.recall.pack import EMPTY_REASON, build_pack, skip_wording
 from memory_core.recall.pool import RECALL_WORKERS
 from memory_core.recall.render import estimate_tokens
 from memory_core.recall.types import (
@@ -65,4 +65,5 @@ __all__ = [
     "context_recall",
     "estimate_tokens",
     "newest_first",
+    "skip_wording",
 ]

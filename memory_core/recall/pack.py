@@ -37,12 +37,26 @@ from memory_core.recall.render import PACK_LABEL, Frontmatter, Line, Lines, Pros
 from memory_core.recall.repeats import UtteranceKey, covered_beliefs, utterance_key
 from memory_core.recall.types import ContextPack, HolisticRecall, SectionHits, Skipped
 
-__all__ = ["EMPTY_REASON", "Settled", "assemble", "build_pack", "settle"]
+__all__ = ["EMPTY_REASON", "Settled", "assemble", "build_pack", "settle", "skip_wording"]
 
 _log = logging.getLogger(__name__)
 
 EMPTY_REASON = "empty"
 """The ``Skipped.reason`` of a section that found nothing to show (reference §4.1)."""
+
+EMPTY_WORDING = "nothing new matched"
+"""How a person reads ``EMPTY_REASON``: the section's read found no match, or only matches the pack already
+shows or leaves out (the current turn, turns still in the prompt). Whether the section's memory holds nothing
+at all is not known without another read, so the wording holds for both: "empty" read as "nothing stored"."""
+
+
+def skip_wording(skipped: Skipped) -> str:
+    """``"Brain (nothing new matched)"``, ``"Learnings (unavailable: …)"``: a skipped section for people; pure.
+
+    ``EMPTY_REASON`` stays the contract's value in JSON (reference §4.1); only what is printed says it in words.
+    """
+    reason = EMPTY_WORDING if skipped.reason == EMPTY_REASON else skipped.reason
+    return f"{skipped.heading} ({reason})"
 
 
 def build_pack(

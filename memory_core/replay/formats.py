@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from memory_core.errors import InvalidRequest
+from memory_core.limits import MAX_TEXT_CHARS
 
 __all__ = [
     "ConversationFile",
@@ -73,6 +74,8 @@ class ConversationFile:
         speakers: Speaker names, in order of first appearance.
         samples: LoCoMo sample ids, in file order ([] for chat formats).
         qa: LoCoMo question objects per sample id ({} for chat formats).
+        skipped: Messages left out because they hold no text, only parts of another kind (a ChatGPT user or
+            assistant message whose parts are all images or files); 0 for the other formats.
     """
 
     format: Format
@@ -80,6 +83,7 @@ class ConversationFile:
     speakers: list[str] = field(default_factory=list)
     samples: list[str] = field(default_factory=list)
     qa: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    skipped: int = 0
 
 
 def parse_locomo_datetime(text: str) -> datetime:
@@ -101,10 +105,14 @@ def _speakers(turns: Iterable[ReplayTurn]) -> list[str]:
     return list(dict.fromkeys(t.speaker for t in turns))
 
 
-def _nul_free(turn: ReplayTurn, where: str, names: dict[str, str]) -> ReplayTurn:
-    """``turn`` when none of its strings holds NUL (U+0000), which no engine stores (``meta.NUL_FREE``).
+def _checked(turn: ReplayTurn, where: str, names: dict[str, str]) -> ReplayTurn:
+    """``turn`` when the lifecycle would take it: no NUL, and text within ``MAX_TEXT_CHARS``.
 
-    Checked while the file is parsed, so a file with a NUL anywhere stores nothing (as a bad ``at`` does).
+    No string may hold NUL (U+0000), which no engine stores (``meta.NUL_FREE``), and the text is at most
+    ``MAX_TEXT_CHARS`` characters, the bound of ``PreTurn`` and ``PostTurn`` text (``limits.MAX_TEXT_CHARS``).
+
+    Checked while the file is parsed, so a file with one bad turn anywhere stores nothing (as a bad ``at``
+    does), and the error names the file's place and field rather than the lifecycle's (``user_text``).
 
     Args:
         turn: The parsed turn.
@@ -112,7 +120,7 @@ def _nul_free(turn: ReplayTurn, where: str, names: dict[str, str]) -> ReplayTurn
         names: The file's name for each ``ReplayTurn`` attribute (``{"text": "content"}``); others keep theirs.
 
     Raises:
-        InvalidRequest: ``<where>.<name>``: the string holds NUL.
+        InvalidRequest: ``<where>.<name>``: the string holds NUL, or the text is over ``MAX_TEXT_CHARS``.
     """
     for attr in ("thread_id", "speaker", "text", "ref", "conversation"):
         value = getattr(turn, attr)
@@ -121,6 +129,11 @@ def _nul_free(turn: ReplayTurn, where: str, names: dict[str, str]) -> ReplayTurn
                 f"holds a NUL character (U+0000) at offset {value.index(chr(0))}",
                 field=f"{where}.{names.get(attr, attr)}",
             )
+    if len(turn.text) > MAX_TEXT_CHARS:
+        raise InvalidRequest(
+            f"{len(turn.text):,} characters, over the {MAX_TEXT_CHARS:,}-character limit of one turn",
+            field=f"{where}.{names.get('text', 'text')}",
+        )
     return turn
 
 
@@ -144,7 +157,7 @@ def _locomo_turn(turn: Any, where: str, sample_id: str, number: int, at: datetim
         ref=None if ref is None else str(ref),
         conversation=sample_id,
     )
-    return _nul_free(parsed, where, {"thread_id": "sample_id", "ref": "dia_id", "conversation": "sample_id"})
+    return _checked(parsed, where, {"thread_id": "sample_id", "ref": "dia_id", "conversation": "sample_id"})
 
 
 def parse_locomo(data: Any, samples: Iterable[str] | None = None) -> ConversationFile:
@@ -238,7 +251,8 @@ def parse_jsonl(lines: Iterable[str]) -> ConversationFile:
 
     Raises:
         InvalidRequest: a line that is not a JSON object, lacks a thread, role or content, has a thread or content
-            that is not a string (naming its type), or holds a NUL character (named by line: ``line 7.content``).
+            that is not a string (naming its type), holds a NUL character, or has content over ``MAX_TEXT_CHARS``
+            characters (named by line: ``line 7.content``).
     """
     out = ConversationFile(format="jsonl")
     for number, line in enumerate(lines, start=1):
@@ -258,7 +272,7 @@ def parse_jsonl(lines: Iterable[str]) -> ConversationFile:
         turn = ReplayTurn(
             thread_id=thread, role=role, speaker=role, text=content, at=_parse_at(row.get("at"), f"{where}.at")
         )
-        out.turns.append(_nul_free(turn, where, {"thread_id": "thread", "text": "content"}))
+        out.turns.append(_checked(turn, where, {"thread_id": "thread", "text": "content"}))
     out.speakers = _speakers(out.turns)
     return out
 
@@ -272,6 +286,13 @@ def _chatgpt_text(message: dict[str, Any]) -> str:
     if not texts and isinstance(content.get("text"), str):
         texts = [content["text"]]
     return "\n".join(t for t in texts if t.strip()).strip()
+
+
+def _non_text_parts(message: dict[str, Any]) -> bool:
+    """True when ``message.content.parts`` holds a part that is not text (an image or file pointer object)."""
+    content = message.get("content")
+    parts = content.get("parts") if isinstance(content, dict) else None
+    return isinstance(parts, list) and any(not isinstance(p, str) for p in parts)
 
 
 def _chatgpt_branch(mapping: dict[str, Any], node_id: Any, where: str) -> list[tuple[str, dict[str, Any]]]:
@@ -288,12 +309,17 @@ def _chatgpt_branch(mapping: dict[str, Any], node_id: Any, where: str) -> list[t
     return chain[::-1]
 
 
-def _chatgpt_turn(message: dict[str, Any], thread: str, where: str) -> ReplayTurn | None:
+def _is_chat_role(message: dict[str, Any]) -> bool:
+    """True for a message whose ``author.role`` is ``user`` or ``assistant`` (the roles replayed)."""
     author = message.get("author")
-    raw_role = author.get("role") if isinstance(author, dict) else None
-    if raw_role not in ("user", "assistant"):
+    return isinstance(author, dict) and author.get("role") in ("user", "assistant")
+
+
+def _chatgpt_turn(message: dict[str, Any], thread: str, where: str) -> ReplayTurn | None:
+    if not _is_chat_role(message):
         return None
-    role = _role(raw_role, f"{where}.author.role")
+    author = message["author"]
+    role = _role(author.get("role"), f"{where}.author.role")
     text = _chatgpt_text(message)
     if not text:
         return None
@@ -309,7 +335,7 @@ def _chatgpt_turn(message: dict[str, Any], thread: str, where: str) -> ReplayTur
         ref=None if ref is None else str(ref),
     )
     names = {"thread_id": "conversation_id", "speaker": "author.name", "text": "content", "ref": "id"}
-    return _nul_free(parsed, where, names)
+    return _checked(parsed, where, names)
 
 
 def parse_chatgpt_export(data: Any) -> ConversationFile:
@@ -317,7 +343,8 @@ def parse_chatgpt_export(data: Any) -> ConversationFile:
 
     ``create_time`` (Unix seconds) becomes each turn's ``at``; a user message's ``author.name``, when the export
     has one, its ``speaker``. System, tool and empty messages are skipped; a conversation without
-    ``current_node`` is skipped.
+    ``current_node`` is skipped. A user or assistant message with no text but parts of another kind (an
+    uploaded image, a file) is skipped and counted in ``skipped``; a message with both keeps its text.
 
     Raises:
         InvalidRequest: the data is not a list of conversation objects, or a node or time is malformed (the
@@ -339,6 +366,8 @@ def parse_chatgpt_export(data: Any) -> ConversationFile:
                 turn = _chatgpt_turn(message, thread, f"conversations.{i}.mapping.{node_id}.message")
                 if turn is not None:
                     out.turns.append(turn)
+                elif _is_chat_role(message) and _non_text_parts(message):
+                    out.skipped += 1
     out.speakers = _speakers(out.turns)
     return out
 
