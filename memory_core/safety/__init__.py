@@ -7,6 +7,7 @@
 | ``credentials`` | private-key blocks, credential markers and shapes (reference §6.2 passes 1-3) |
 | ``pii`` | checksum-gated personal identifiers (pass 4) |
 | ``scrub`` | ``find`` and ``scrub``: the pass over one text |
+| ``ids`` | ids are never rewritten: one holding a credential is refused |
 
 See docs/safety.md for what is and is not detected.
 """

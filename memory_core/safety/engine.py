@@ -2,7 +2,9 @@
 
 Every write method (``store``, ``store_with``, ``store_many``, ``store_many_with``) stores the item as
 ``scrub_item`` leaves it, so no credential or personal identifier reaches the engine, and no belief an engine or
-worker builds from stored items can carry one. Reads, forgets and builds pass through untouched. Anything else
+worker builds from stored items can carry one; an item whose ids hold a credential is refused. The reason a
+``retract``, ``rollback`` or ``move`` writes into the log is scrubbed the same way. Reads, forgets and builds pass
+through untouched. Anything else
 the wrapped engine offers (an engine's own extras) is reached through the wrapper as well.
 """
 
@@ -17,6 +19,7 @@ from memory_core.consolidation import BeliefsRequest, ConsolidateReceipt, Consol
 from memory_core.descriptor import EngineDescriptor, EngineHealth
 from memory_core.engine import AnyItem, Hits, MemoryEngine, Receipts, Scopes, check_engine
 from memory_core.explore import ExplorePage, ExploreRequest
+from memory_core.memory_log import LogChange, Tier
 from memory_core.namespace import Reach
 from memory_core.query import (
     EraseReport,
@@ -35,6 +38,7 @@ from memory_core.query import (
 )
 from memory_core.safety.detector import Policy
 from memory_core.safety.items import scrub_item
+from memory_core.safety.scrub import scrub
 
 __all__ = ["ScrubbingEngine", "stored_ids", "unwrap"]
 
@@ -114,6 +118,16 @@ class ScrubbingEngine(MemoryEngine):
 
     def _store_many_with(self, items: Sequence[AnyItem], options: WriteOptions) -> Receipts:
         return self._write("store_many_with", items, lambda scrubbed: self.inner.store_many_with(scrubbed, options))
+
+    # log writes: the reason scrubbed (it is stored in the log and printed by ``memory-core log``) ------------
+    def _retract(self, ids: Sequence[str], reason: str) -> LogChange:
+        return self.inner.retract(ids, scrub(reason, self.policy))
+
+    def _rollback(self, to_lsn: int, reason: str) -> LogChange:
+        return self.inner.rollback(to_lsn, scrub(reason, self.policy))
+
+    def _move(self, ids: Sequence[str], tier: Tier, reason: str) -> LogChange:
+        return self.inner.move(ids, tier, scrub(reason, self.policy))
 
     # everything else: passed through -------------------------------------------------------------------
     def _recall(self, request: RecallRequest) -> RecallAnswer:

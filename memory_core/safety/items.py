@@ -7,9 +7,11 @@
 | learning | text and evidence |
 | any | ``meta.url``: its query string and fragment, and a password in its user info |
 | any | ``meta.file_path`` and ``meta.folder``, one path segment at a time; each of ``meta.tags`` |
+| any | ``meta.observed_actor.name`` (free text: who said it) |
 
 A path or tag holding no secret is kept exactly, so filters on it still match; one that holds a secret loses only
-the secret (``/srv/token=[REDACTED]/app.log``). Ids, thread ids and every other metadata field are left alone.
+the secret (``/srv/token=[REDACTED]/app.log``). Ids are never rewritten: an id holding a credential is refused
+(``memory_core.safety.ids``: ``InvalidRequest`` naming the field). Every other metadata field is left alone.
 An item with nothing to scrub comes back as the same object.
 """
 
@@ -21,6 +23,7 @@ from urllib.parse import urlsplit, urlunsplit
 from memory_core.items import Conversation, Document, DocumentBody, Learning
 from memory_core.meta import MemoryMeta
 from memory_core.safety.detector import Policy
+from memory_core.safety.ids import check_meta_ids
 from memory_core.safety.scrub import scrub
 
 __all__ = ["scrub_item", "scrub_meta", "scrub_path", "scrub_url"]
@@ -64,7 +67,14 @@ def scrub_path(path: str, policy: Policy | None = None) -> str:
 
 
 def scrub_meta(meta: MemoryMeta, policy: Policy | None = None) -> MemoryMeta:
-    """``meta`` with its URL, file path, folder and tags scrubbed; the same object when nothing changed; pure."""
+    """``meta`` with its URL, file path, folder, tags and actor name scrubbed; the same object when nothing changed.
+
+    Pure.
+
+    Raises:
+        InvalidRequest: one of its ids holds a credential (``check_meta_ids``), naming the field.
+    """
+    check_meta_ids(meta)
     changes: dict[str, object] = {}
     if meta.url is not None and (url := scrub_url(meta.url, policy)) != meta.url:
         changes["url"] = url
@@ -75,6 +85,9 @@ def scrub_meta(meta: MemoryMeta, policy: Policy | None = None) -> MemoryMeta:
     tags = tuple(scrub(tag, policy) for tag in meta.tags)
     if tags != meta.tags:
         changes["tags"] = tags
+    actor = meta.observed_actor
+    if actor is not None and actor.name is not None and (name := scrub(actor.name, policy)) != actor.name:
+        changes["observed_actor"] = actor.model_copy(update={"name": name})
     return meta.model_copy(update=changes) if changes else meta
 
 
@@ -92,6 +105,9 @@ def scrub_item(item: Item, policy: Policy | None = None) -> Item:
     Args:
         item: A document, conversation or learning.
         policy: The scrub policy; None: ``Policy.default()``.
+
+    Raises:
+        InvalidRequest: one of its ids holds a credential (``check_meta_ids``), naming the field.
     """
     meta = _meta(item.meta, policy)
     if isinstance(item, Document):

@@ -5,7 +5,8 @@ result backend or a dead letter (seed 001: "scrubbed outbox entries").
 
 An ``IngestBrain``'s documents are scrubbed as ``scrub_item`` scrubs a document (title, text, metadata); a
 ``ToolWrite``'s learning as ``scrub_item`` scrubs a learning (text, evidence, ``meta.url``); a ``BuildBeliefs``
-carries no text and comes back as is. A job with nothing to scrub is the same object.
+carries no text and comes back as is. A job with nothing to scrub is the same object. A job whose ids (its
+documents' or learning's metadata ids, a build's namespace) hold a credential is refused (``safety.ids``).
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ from __future__ import annotations
 from typing import TypeVar
 
 from memory_core.lifecycle.documents import BrainDocument
-from memory_core.lifecycle.jobs import IngestBrain
+from memory_core.lifecycle.jobs import BuildBeliefs, IngestBrain
 from memory_core.safety.detector import Policy
+from memory_core.safety.ids import check_namespace
 from memory_core.safety.items import scrub_item, scrub_meta
 from memory_core.safety.scrub import scrub
 from memory_core.tools.jobs import ToolWrite
@@ -40,7 +42,13 @@ def scrub_job(job: Job, policy: Policy | None = None) -> Job:
     Args:
         job: A background job (``IngestBrain``, ``BuildBeliefs``, …).
         policy: The scrub policy; None: ``Policy.default()``.
+
+    Raises:
+        InvalidRequest: an id the job carries holds a credential, naming the field.
     """
+    if isinstance(job, BuildBeliefs):
+        check_namespace(job.request.reach.at, "request.reach.at")
+        return job
     if isinstance(job, IngestBrain):
         documents = tuple(scrub_brain_document(doc, policy) for doc in job.documents)
         if all(a is b for a, b in zip(documents, job.documents, strict=True)):

@@ -16,6 +16,7 @@ from memory_core.engines import open_engine, open_host_engine
 from memory_core.engines.reference import ReferenceEngine
 from memory_core.errors import EngineUnavailable
 from memory_core.items import Role, Turn
+from memory_core.meta import ObservedActor
 from memory_core.safety.engine import ScrubbingEngine, unwrap
 from memory_core.safety.items import scrub_item, scrub_url
 from memory_core.settings import get_settings
@@ -25,7 +26,8 @@ CARD = "4111 1111 1111 1111"
 META = MemoryMeta(
     file_path="/srv/token=abc123456789/notes.md",
     tags=("password=hunter2",),
-    thread_id="t-AKIAIOSFODNN7EXAMPLE",
+    thread_id="t-0042",
+    observed_actor=ObservedActor(id="user:bob", name=f"Bob {AWS}"),
     url="https://app.example.com/cb/path?access_token=ya29abcdef123456&page=2#id_token=zzz999yyy888",
 )
 
@@ -55,6 +57,7 @@ def _assert_scrubbed(engine: ReferenceEngine) -> None:
     for hit in hits:  # a path or tag loses only its secret (segment by segment); ids are left alone
         assert hit.meta.file_path == "/srv/token=[REDACTED]/notes.md" and hit.meta.tags == ("password=[REDACTED]",)
         assert hit.meta.thread_id == META.thread_id
+        assert hit.meta.observed_actor == ObservedActor(id="user:bob", name="Bob [REDACTED]")
         assert hit.meta.url == "https://app.example.com/cb/path?access_token=[REDACTED]&page=2#id_token=[REDACTED]"
 
 
