@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -29,9 +29,10 @@ from memory_core import (
     Role,
     Turn,
 )
+from memory_core.beliefs import Statement
 from memory_core.engine import MemoryEngine
 from memory_core.engines import open_engine
-from memory_core.engines.postgres import PostgresEngine
+from memory_core.engines.postgres import PostgresEngine, beliefs
 from memory_core.engines.postgres.schema import SCHEMA
 from memory_core.engines.postgres.writes import COLUMNS, prepare
 from memory_core.engines.sqlite import SQLiteEngine
@@ -127,6 +128,45 @@ def test_a_row_committed_after_a_later_numbered_one_is_still_built(engine: Postg
     engine.consolidate(BUILD)
     covered = {e for _, _, ev in beliefs_of(engine).values() for e in ev}
     assert {early.id, late.id} <= covered
+
+
+def _due_build(engine: MemoryEngine) -> list[Namespace]:
+    """What beat's ``build_due`` tick does: build exactly the scopes ``scopes`` reports due; their nodes."""
+    due = [s for s in engine.scopes(BUILD) if s.due]
+    for scope in due:
+        engine.consolidate(scope.request())
+    return [s.namespace for s in due]
+
+
+def test_an_item_committed_during_a_build_leaves_its_scope_due(
+    engine: PostgresEngine, pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A second connection stores an item after the build read its rows and before it records the build: the
+    build did not cover it, so the scope stays due (``last_build`` unchanged) and the next due build builds it."""
+    first, late = said("I adopted a rescue dog named Max yesterday."), said("I moved to Denver for a new job.")
+    engine.store(first)
+    read = beliefs._statements
+    stored: list[bool] = []
+
+    def read_then_write(rows: Sequence[tuple[int, str, str]]) -> list[Statement]:
+        out = read(rows)
+        if not stored:  # the build's only chunk is read: commit an item it cannot see any more
+            with open_engine(pg_url) as other:
+                stored.append(not other.store(late).replayed)
+        return out
+
+    monkeypatch.setattr(beliefs, "_statements", read_then_write)
+    engine.consolidate(BUILD)
+    monkeypatch.undo()
+    assert stored == [True]
+    covered = {e for _, _, ev in beliefs_of(engine).values() for e in ev}
+    assert first.id in covered and late.id not in covered
+    assert [s.due for s in engine.scopes(BUILD)] == [True]
+    assert _due_build(engine) == [ANN]
+    covered = {e for _, _, ev in beliefs_of(engine).values() for e in ev}
+    assert {first.id, late.id} <= covered
+    assert [s.due for s in engine.scopes(BUILD)] == [False]  # that build covered everything: not due any more
+    assert _due_build(engine) == []
 
 
 def _waiting_on_advisory_lock(database: str) -> bool:

@@ -223,15 +223,22 @@ def build_scope(conn: Conn, ns: str, kind: str, *, chunk: int = BUILD_CHUNK) -> 
 
     The scope's row is not locked while the build runs (only its final watermark update is), so live writes to
     the scope never wait behind a build.
+
+    ``last_build`` (what ``scopes`` reports ``due`` from) moves only when the build covered every write: when
+    ``last_write`` is still the one its starting snapshot read. A write committed after that snapshot may have
+    been missed by the build's reads, and ``last_write`` is strictly increasing (``writes``), so it keeps the scope
+    due until a build covers it; the row-level watermark (``built_xmin``) already rereads it. SQLite's rule
+    (``engines.sqlite.beliefs_store``): ``last_build`` moves only when no item is past the build's watermark.
     """
     scope_lock(conn, ns, kind)
     mark = conn.execute(
-        f"SELECT built_xmin, pg_snapshot_xmin(pg_current_snapshot()) FROM {SCHEMA}.scopes WHERE ns = %s AND kind = %s",
+        f"SELECT built_xmin, pg_snapshot_xmin(pg_current_snapshot()), last_write FROM {SCHEMA}.scopes "
+        "WHERE ns = %s AND kind = %s",
         (ns, kind),
     ).fetchone()
     if mark is None:
         return set()
-    built, horizon = mark
+    built, horizon, seen_write = mark
     changed: set[str] = set()
     namespace = ns_of_key(ns)
     after = 0
@@ -253,10 +260,10 @@ def build_scope(conn: Conn, ns: str, kind: str, *, chunk: int = BUILD_CHUNK) -> 
             changed.update(belief_id(namespace, kind, b.key) for b in beliefs)
         if len(rows) < chunk:
             break
-    conn.execute(
-        f"UPDATE {SCHEMA}.scopes SET built_xmin = %s, last_build = greatest(%s, last_write) "
-        "WHERE ns = %s AND kind = %s",
-        (horizon, now_us(), ns, kind),
+    conn.execute(  # read committed: ``last_write`` here is the newest committed one (a write in flight is waited for)
+        f"UPDATE {SCHEMA}.scopes SET built_xmin = %s, last_build = CASE WHEN last_write = %s "
+        "THEN greatest(%s, last_write) ELSE last_build END WHERE ns = %s AND kind = %s",
+        (horizon, seen_write, now_us(), ns, kind),
     )
     # one log transaction at the build's end; after the scope row, the order a store locks them in (no deadlock)
     log_ops.commit_build(conn, ns, kind, sorted(changed))
