@@ -6,6 +6,7 @@
 | ``detector`` | ``Detector``, ``Policy``, ``Stage`` |
 | ``credentials`` | private-key blocks, credential markers and shapes (reference §6.2 passes 1-3) |
 | ``pii`` | checksum-gated personal identifiers (pass 4) |
+| ``glued`` | credential tokens glued after ``-`` or ``_`` (``my-sk-…``), for text and ids alike |
 | ``scrub`` | ``find`` and ``scrub``: the pass over one text |
 | ``ids`` | ids are never rewritten: one holding a credential is refused |
 

@@ -217,6 +217,9 @@ def _bearer_gate(match: re.Match[str], text: str, policy: Policy) -> bool:
     return looks_secret(match.group("v"))  # "ring bearer", "bearer ceremony", "bearer 2024-05-17" stay
 
 
+_TELEGRAM = r"\d{8,10}:AA[0-9A-Za-z_-]{33,}" + _E  # a bot token: bot id, colon, secret
+
+
 def _shape(name: str, pattern: str, *needles: str, prefilter: str | None = None) -> Detector:
     return Detector(
         name,
@@ -226,6 +229,7 @@ def _shape(name: str, pattern: str, *needles: str, prefilter: str | None = None)
         needles=needles,
         prefilter=None if prefilter is None else re.compile(prefilter),
         wrappable=prefilter is None,
+        glued=re.compile(pattern + _E),  # the same token glued after a "-" or "_" (safety.glued)
     )
 
 
@@ -276,8 +280,10 @@ CREDENTIAL_DETECTORS: Final[tuple[Detector, ...]] = (
         "telegram_bot_token",
         Stage.SHAPE,
         REDACTED,
-        regex_spans(re.compile(r"(?:(?<=/bot)|(?<![A-Za-z0-9_-]))\d{8,10}:AA[0-9A-Za-z_-]{33,}" + _E)),
+        regex_spans(re.compile(r"(?:(?<=/bot)|(?<![A-Za-z0-9_-]))" + _TELEGRAM)),
         needles=(":aa",),
+        prefilter=re.compile(r"\d{8,10}:AA"),  # where a bot token starts (one glued after a hyphen included)
+        glued=re.compile(_TELEGRAM),
     ),
     Detector(
         "webhook_url",

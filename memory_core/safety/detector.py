@@ -75,6 +75,9 @@ class Detector:
             a side), not over the whole text: for classes made of one run of digits and separators.
         wrappable: Also look for it with line breaks between token characters removed (a vendor token with a
             distinctive prefix, which a line wrap may have cut in two; never prose-like patterns).
+        glued: The token's own pattern without the guard that wants it to start a word, matched right after a
+            ``-`` or ``_`` (``my-sk-…``, ``x_AKIA…``: ``glued.glued_spans``); set for the credential shapes that
+            want a word start, never for personal identifiers. None: not looked for glued.
     """
 
     name: str
@@ -86,6 +89,7 @@ class Detector:
     prefilter: re.Pattern[str] | None = None
     windows: re.Pattern[str] | None = None
     wrappable: bool = False
+    glued: re.Pattern[str] | None = None
 
 
 def regex_spans(

@@ -12,60 +12,31 @@ job id ``job-20240517-0001`` reads as an Aadhaar number, ``th-240517-1234567`` a
 
 from __future__ import annotations
 
-import re
 from functools import lru_cache
 from typing import Final
 
 from memory_core.errors import InvalidRequest
 from memory_core.meta import MemoryMeta
 from memory_core.namespace import Namespace
-from memory_core.safety.detector import Stage
 from memory_core.safety.scrub import DETECTORS, find
 
 __all__ = ["check_id", "check_meta_ids", "check_namespace", "holds_credential"]
 
-_CREDENTIALS: Final = tuple(d for d in DETECTORS if d.pii_class is None)
+_CREDENTIAL_DETECTORS: Final = frozenset(d.name for d in DETECTORS if d.pii_class is None)
 """The detectors of passes 1-3 (every one that is not a personal-identifier class)."""
-_CREDENTIAL_DETECTORS: Final = frozenset(d.name for d in _CREDENTIALS)
-_GLUED: Final = tuple(d for d in _CREDENTIALS if d.stage is Stage.SHAPE and d.name != "credential_assignment")
-"""The token shapes, which want a token to start a word; ``key = value`` already matches after a hyphen."""
-_GLUED_NAMES: Final = frozenset(d.name for d in _GLUED)
-_JOINT: Final = re.compile(
-    r"[-_](?=" + "|".join(re.escape(n) for n in sorted({n for d in _GLUED for n in d.needles})) + ")", re.IGNORECASE
-)
-"""A hyphen or underscore with a token's prefix glued after it (``agent-sk-…``, ``th_ghp_…``)."""
-
-
-def _unglued(value: str) -> str:
-    """``value`` with each joint before a token's prefix (``_JOINT``, or a prefilter's start) made a space."""
-    joints = {m.start() for m in _JOINT.finditer(value)}
-    for prefilter in (d.prefilter for d in _GLUED if d.prefilter is not None):
-        joints.update(
-            m.start() - 1 for m in prefilter.finditer(value) if m.start() > 0 and value[m.start() - 1] in "-_"
-        )
-    if not joints:
-        return value
-    chars = list(value)
-    for at in joints:
-        chars[at] = " "
-    return "".join(chars)
 
 
 @lru_cache(maxsize=4096)
 def holds_credential(value: str) -> bool:
-    """Whether a credential detector fires in ``value``, or a token shape glued to it after ``-`` or ``_``; pure.
+    """Whether a credential detector fires in ``value``; pure.
 
-    In text a token glued to a word (``agent-sk-proj-…``) is not one (the shapes want a token to start a word);
-    in an id, parts are glued that way, so the shapes are also run with each hyphen or underscore that precedes a
-    token's prefix read as a space: two passes over the id, whatever its length.
+    ``find`` also finds a credential token glued after ``-`` or ``_`` (``agent-sk-proj-…``, ``th_ghp_…``: the rule
+    of ``safety.glued``, the same as in text), which is how the parts of an id are joined.
 
     Args:
         value: An id.
     """
-    if any(f.detector in _CREDENTIAL_DETECTORS for f in find(value)):
-        return True
-    unglued = _unglued(value)
-    return unglued != value and any(f.detector in _GLUED_NAMES for f in find(unglued))
+    return any(f.detector in _CREDENTIAL_DETECTORS for f in find(value))
 
 
 def check_id(value: str | None, field: str) -> None:

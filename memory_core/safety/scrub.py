@@ -2,17 +2,21 @@
 
 ``find`` normalises the text (``normalize``), runs every detector in the order of §6.2 (private-key blocks,
 credential markers, credential shapes, checksum-gated PII) and keeps, where two findings overlap, the one found
-first. ``scrub`` replaces what ``find`` found in the original text, leaving every other character as typed.
+first. A credential shape's token is also found glued after a ``-`` or ``_`` (``my-sk-…``: ``glued``), once the
+credential passes have run. ``scrub`` replaces what ``find`` found in the original text, leaving every other
+character as typed.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
 
 from memory_core.safety.credentials import CREDENTIAL_DETECTORS
 from memory_core.safety.detector import WINDOW_MARGIN, Detector, Policy
+from memory_core.safety.glued import glued_spans
 from memory_core.safety.normalize import Normalized, normalize, unwrapped
 from memory_core.safety.pii import EMAIL, PII_DETECTORS
 
@@ -127,38 +131,60 @@ def _detect(
     A finding overlapping earlier ones is dropped; with ``extend`` (the pass over unwrapped lines), one that
     covers each of them and more (the whole of a token whose first line alone was found) replaces them.
     """
-    text_n = norm.text
-    needles = _present(text_n.lower())
+    for detector, start, end in _spans(norm.text, detectors, policy):
+        if end <= start:
+            continue
+        o_start, o_end = norm.span(start, end)
+        redacted = detector.pii_class != EMAIL or policy.redact_emails
+        overlapping = [f for f in found if o_start < f.end and f.start < o_end]
+        if overlapping:
+            wider = (
+                extend
+                and redacted
+                and all(
+                    o_start <= f.start and f.end <= o_end and (f.start, f.end) != (o_start, o_end) for f in overlapping
+                )
+            )
+            if not wider:
+                continue
+            found[:] = [f for f in found if f not in overlapping]
+        found.append(Finding(detector.name, o_start, o_end, detector.replacement, redacted))
+
+
+def _spans(text: str, detectors: tuple[Detector, ...], policy: Policy) -> Iterator[tuple[Detector, int, int]]:
+    """Each detector's spans in ``text``, detector by detector (``_detect``).
+
+    The credential detectors come first, in order; then their tokens glued after a ``-`` or ``_``
+    (``glued.glued_spans``), so a ``key = value`` holding one (``password=hunter2-sk-…``) is redacted whole, not
+    cut at the joint; then the personal-identifier detectors.
+    """
+    lowered = text.lower()
+    needles = _present(lowered)
     windows: dict[re.Pattern[str], list[tuple[int, int]]] = {}
     present: dict[re.Pattern[str], bool] = {}
+    glued: list[Detector] = []
+    pending = True  # the glued tokens are still to be looked for
     for detector in detectors:
+        if pending and detector.pii_class is not None:
+            pending = False
+            for shape in glued:
+                yield from ((shape, lo, hi) for lo, hi in glued_spans(shape, text, lowered, needles))
         if not _may_run(detector, needles):
             continue
         if detector.prefilter is not None:
             if detector.prefilter not in present:
-                present[detector.prefilter] = detector.prefilter.search(text_n) is not None
+                present[detector.prefilter] = detector.prefilter.search(text) is not None
             if not present[detector.prefilter]:
                 continue
-        ranges = [(0, len(text_n))] if detector.windows is None else _windows(windows, detector.windows, text_n)
-        for start, end in (span for lo, hi in ranges for span in detector.spans(text_n, policy, lo, hi)):
-            if end <= start:
-                continue
-            o_start, o_end = norm.span(start, end)
-            redacted = detector.pii_class != EMAIL or policy.redact_emails
-            overlapping = [f for f in found if o_start < f.end and f.start < o_end]
-            if overlapping:
-                wider = (
-                    extend
-                    and redacted
-                    and all(
-                        o_start <= f.start and f.end <= o_end and (f.start, f.end) != (o_start, o_end)
-                        for f in overlapping
-                    )
-                )
-                if not wider:
-                    continue
-                found[:] = [f for f in found if f not in overlapping]
-            found.append(Finding(detector.name, o_start, o_end, detector.replacement, redacted))
+        if detector.glued is not None:
+            glued.append(detector)
+        ranges = [(0, len(text))] if detector.windows is None else _windows(windows, detector.windows, text)
+        for lo, hi in ranges:
+            for start, end in detector.spans(text, policy, lo, hi):
+                yield detector, start, end
+    if pending:
+        for shape in glued:
+            yield from ((shape, lo, hi) for lo, hi in glued_spans(shape, text, lowered, needles))
 
 
 def scrub(text: str, policy: Policy | None = None) -> str:

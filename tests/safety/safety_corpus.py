@@ -267,6 +267,18 @@ POSITIVES: tuple[Case, ...] = (
     pii("phone bare after a phone word", "call me at 4155552671 tonight", "4155552671", cls="PHONE"),
     pii("phone bare with a country code", "my cell is 14155552671, thanks", "14155552671", cls="PHONE"),
     pii("phone bare with a label after", "numbers: 2125550143 (mobile)", "2125550143", cls="PHONE"),
+    # tokens glued after a hyphen or underscore: the word before them is kept
+    Case("openai key glued after a word", f"use my-{OPENAI} for the demo", (OPENAI,)),
+    Case("openai key glued after an env name", f"API_KEY_{OPENAI} was in the log", (OPENAI,)),
+    Case("github token glued after a hyphen", f"token-{GHP} and more", (GHP,)),
+    Case("aws key glued after an underscore", "x_AKIAIOSFODNN7EXAMPLE,", ("AKIAIOSFODNN7EXAMPLE",)),
+    Case("telegram bot token glued after a hyphen", f"bot a-{TELEGRAM} set", (TELEGRAM,)),
+    Case(
+        "glued key wrapped across lines",
+        f"note my-{OPENAI[:24]}\n{OPENAI[24:]} end",
+        (f"{OPENAI[:24]}\n{OPENAI[24:]}",),
+    ),
+    Case("glued token in a password value", f"password=hunter2-{GHP}", (f"hunter2-{GHP}",)),
 )
 
 NEGATIVES: tuple[Case, ...] = (
@@ -325,4 +337,12 @@ NEGATIVES: tuple[Case, ...] = (
     Case("password after a dash, prose", "password - required; password - see below; step 2 - password - set it"),
     Case("a quoted value over lines is prose", 'password: "see\n the docs"'),
     Case("key then a wrapped line of prose", "token: <your-token>\n  continue with the setup"),
+    Case(
+        "hyphenated and underscored words and ids",
+        "task-skeleton, pre_sk_value, job-20240517-0001, th-240517-1234567, x-asia-pacific, my_hf_model, "
+        "use-npm_modules, risk-sk-12, build-key-value, team_eyJ_notes, ACME_SK_TOOLS",
+    ),
+    Case(
+        "a hyphenated name the sk- shape would take", "deploy eu-sk-prod-eu-west-1-nodes and x-sk-learn-pipeline-config"
+    ),
 )
