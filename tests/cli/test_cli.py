@@ -12,22 +12,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from memory_core import BeliefsRequest, Document, Learning, ListRequest, MemoryMeta, Reach
-from memory_core.cli import load_commands
 from memory_core.engines import open_engine
-from memory_core.settings import get_settings
-
-runner = CliRunner()
-app = load_commands()
-
-
-def invoke(env: dict[str, str], *args: str):  # type: ignore[no-untyped-def]
-    get_settings.cache_clear()
-    result = runner.invoke(app, list(args), env=env)
-    get_settings.cache_clear()
-    return result
+from tests._cli import invoke
 
 
 @pytest.fixture

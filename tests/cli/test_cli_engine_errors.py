@@ -7,10 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 import memory_core.engines as engines
-from memory_core.cli import load_commands
 from memory_core.cli._common import describe_error, exit_code_for
 from memory_core.errors import (
     ConfigError,
@@ -21,10 +19,7 @@ from memory_core.errors import (
     NotFound,
     Unauthorized,
 )
-from memory_core.settings import get_settings
-
-runner = CliRunner()
-app = load_commands()
+from tests._cli import invoke
 
 PLUGIN = """
 from memory_core.engines.reference import ReferenceEngine
@@ -72,14 +67,6 @@ def chat(tmp_path: Path) -> Path:
     ]
     path.write_text("\n".join(json.dumps(r) for r in rows))
     return path
-
-
-def invoke(env: dict[str, str], *args: str):  # type: ignore[no-untyped-def]
-    get_settings.cache_clear()
-    try:
-        return runner.invoke(app, list(args), env=env)
-    finally:
-        get_settings.cache_clear()
 
 
 def _args(command: list[str], chat: Path) -> list[str]:

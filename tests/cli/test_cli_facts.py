@@ -8,9 +8,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from memory_core.cli import load_commands
 from memory_core.engines.sqlite.engine import SQLiteEngine
 from memory_core.facts.model import MAX_FACT_CHARS, MAX_KEY_CHARS
 from memory_core.items import Role, Turn
@@ -19,22 +17,12 @@ from memory_core.lifecycle.layout import MemoryLayout
 from memory_core.meta import MetaFilter
 from memory_core.namespace import Reach
 from memory_core.query import ListRequest
-from memory_core.settings import get_settings
-
-runner = CliRunner()
-app = load_commands()
+from tests._cli import invoke
 
 
 @pytest.fixture
 def facts_env(env: dict[str, str]) -> dict[str, str]:
     return {**env, "MEMORY_CORE_EMBEDDER": "hash", "MEMORY_CORE_LAYOUT_ROOT": "team:acme"}
-
-
-def invoke(env: dict[str, str], *args: str):  # type: ignore[no-untyped-def]
-    get_settings.cache_clear()
-    result = runner.invoke(app, list(args), env=env)
-    get_settings.cache_clear()
-    return result
 
 
 def listed(env: dict[str, str]) -> list[dict[str, object]]:

@@ -8,17 +8,13 @@ import re
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from memory_core.cli import load_commands
 from memory_core.engines.sqlite.engine import SQLiteEngine
 from memory_core.facts.store import FactStore
 from memory_core.namespace import Namespace
 from memory_core.query import ListRequest
-from memory_core.settings import get_settings
+from tests._cli import invoke
 
-runner = CliRunner()
-app = load_commands()
 HOSTILE = "a\x1b]0;pwned\x07\nFORGED LINE\x1b[31m\u202e\x9b"
 _RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
@@ -26,13 +22,6 @@ _RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 @pytest.fixture
 def facts_env(env: dict[str, str]) -> dict[str, str]:
     return {**env, "MEMORY_CORE_EMBEDDER": "hash", "MEMORY_CORE_LAYOUT_ROOT": "team:acme"}
-
-
-def invoke(env: dict[str, str], *args: str):  # type: ignore[no-untyped-def]
-    get_settings.cache_clear()
-    result = runner.invoke(app, list(args), env=env)
-    get_settings.cache_clear()
-    return result
 
 
 def _db(env: dict[str, str]) -> Path:

@@ -7,10 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 import memory_core.engines as engines
-from memory_core.cli import load_commands
 from memory_core.engines import open_engine
 from memory_core.engines.reference import ReferenceEngine
 from memory_core.errors import ConfigError, InvalidRequest
@@ -18,9 +16,7 @@ from memory_core.lifecycle.agent import AgentMemory
 from memory_core.lifecycle.layout import MemoryLayout, agent_segment_id
 from memory_core.replay.driver import Replayer
 from memory_core.settings import get_settings
-
-runner = CliRunner()
-app = load_commands()
+from tests._cli import invoke, one_line_error
 
 PLUGIN = """
 from memory_core.engines.reference import ReferenceEngine
@@ -45,22 +41,6 @@ def plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     (folder / "mc_test_plugin.py").write_text(PLUGIN)
     monkeypatch.syspath_prepend(str(folder))
     return "mc_test_plugin"
-
-
-def invoke(env: dict[str, str], *args: str):  # type: ignore[no-untyped-def]
-    get_settings.cache_clear()
-    result = runner.invoke(app, list(args), env=env)
-    get_settings.cache_clear()
-    return result
-
-
-def one_line_error(result) -> str:  # type: ignore[no-untyped-def]
-    """The command's error: exactly one line on stderr, no traceback."""
-    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert "Traceback" not in result.output
-    return lines[0]
 
 
 @pytest.fixture

@@ -11,9 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from memory_core.cli import load_commands
 from memory_core.engines import open_engine
 from memory_core.engines.sqlite.engine import SQLiteEngine
 from memory_core.items import Role, Turn
@@ -22,17 +20,7 @@ from memory_core.lifecycle.documents import BrainDocument
 from memory_core.lifecycle.layout import MemoryLayout
 from memory_core.limits import MAX_TEXT_CHARS
 from memory_core.query import ListRequest
-from memory_core.settings import get_settings
-
-runner = CliRunner()
-app = load_commands()
-
-
-def invoke(env: dict[str, str], *args: str):  # type: ignore[no-untyped-def]
-    get_settings.cache_clear()
-    result = runner.invoke(app, list(args), env=env)
-    get_settings.cache_clear()
-    return result
+from tests._cli import invoke
 
 
 def _db(env: dict[str, str]) -> Path:

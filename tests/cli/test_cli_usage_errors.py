@@ -6,17 +6,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
 import memory_core.cli.eval as eval_command
 from memory_core.cli import load_commands
-from memory_core.settings import Settings, get_settings
+from memory_core.settings import Settings
+from tests._cli import invoke, one_line_error
 from workers.config import known_queues, resolve_queues
 
-runner = CliRunner()
 app = load_commands()
 
 SAMPLE = {
@@ -30,22 +28,6 @@ SAMPLE = {
     },
     "qa": [{"question": "What is Ann's cat called?", "answer": "Luna", "evidence": ["D1:1"], "category": 4}],
 }
-
-
-def invoke(env: dict[str, Any], *args: str):  # type: ignore[no-untyped-def]
-    get_settings.cache_clear()
-    result = runner.invoke(app, list(args), env=env)
-    get_settings.cache_clear()
-    return result
-
-
-def one_line_error(result) -> str:  # type: ignore[no-untyped-def]
-    """The command's error: exactly one line on stderr, no traceback."""
-    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert "Traceback" not in result.output
-    return lines[0]
 
 
 @pytest.fixture

@@ -10,16 +10,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 import workers.transport
-from memory_core.cli import load_commands
 from memory_core.settings import Settings, get_settings
+from tests._cli import invoke
 from workers.dead_letters import DeadLetter, DeadLetterStore
 from workers.execution import close_runtime
 from workers.queue import open_dead_letters
-
-app = load_commands()
 
 JOB_ID = "901cdb17-3c1a-4a7e-9d51-6f4e2b7d0c11"
 REASON = "invalid request: documents.0.text: document text is blank and cannot be stored as a brain passage"
@@ -55,13 +52,6 @@ def letters(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Iterator[De
 
 def _raw_id(store: DeadLetterStore) -> str:
     return next(x.id for x in store.list() if x.id.startswith("raw-"))
-
-
-def invoke(env: dict[str, str], *args: str):  # type: ignore[no-untyped-def]
-    get_settings.cache_clear()
-    result = CliRunner().invoke(app, list(args), env=env)
-    get_settings.cache_clear()
-    return result
 
 
 def test_the_list_at_80_columns_keeps_each_letter_on_a_compact_line_and_its_message_readable(

@@ -13,23 +13,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 import memory_core.cli.beat
 import memory_core.cli.flower
 import memory_core.cli.worker
-from memory_core.cli import load_commands
 from memory_core.cli.flower import check_port, quiet_sigterm, stop_on_sigterm
-from memory_core.settings import get_settings
-
-app = load_commands()
-
-
-def invoke(env: dict[str, str], *args: str):  # type: ignore[no-untyped-def]
-    get_settings.cache_clear()
-    result = CliRunner().invoke(app, list(args), env=env)
-    get_settings.cache_clear()
-    return result
+from tests._cli import invoke
 
 
 def run(env: dict[str, str], *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:

@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 from safety_leaks import leaks
-from typer.testing import CliRunner
 
 from memory_core import ConsolidateRequest, Learning, ListRequest, MemoryMeta, Reach
 from memory_core.cli import load_commands
@@ -25,12 +23,12 @@ from memory_core.safety.engine import ScrubbingEngine
 from memory_core.safety.ids import holds_credential
 from memory_core.safety.jobs import scrub_job
 from memory_core.settings import get_settings
+from tests._cli import invoke
 
 KEY = "sk-proj-" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4"  # an OpenAI project key's shape, split so no scanner flags it
 GHP = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
 AWS = "AKIA" + "IOSFODNN7EXAMPLE"
 
-runner = CliRunner()
 app = load_commands()
 
 
@@ -46,13 +44,6 @@ def env(tmp_path: Path) -> dict[str, str]:
         "MEMORY_CORE_ENGINE_PLUGINS": "",
         "MEMORY_CORE_SCRUB": "on",
     }
-
-
-def invoke(env: dict[str, str], *args: str) -> Any:
-    get_settings.cache_clear()
-    result = runner.invoke(app, list(args), env=env)
-    get_settings.cache_clear()
-    return result
 
 
 # reasons --------------------------------------------------------------------------------------------------------
