@@ -5,8 +5,8 @@ largest size of ``bench.live_turn_bench``, whose store, worker and pinning it re
 agent's filler, the host on CPU 0 and the worker building and ingesting on CPU 1). Each round times ``calls``
 ``pre_turn``s with no worker, then as many while the worker runs.
 
-Per call it records the wall time and what it was spent in, on the calling thread (the ``@bg`` rows are the
-host's other threads: the turn's log write):
+Per call it records the wall time and what it was spent in, on the calling thread (a step run on another
+thread of the host would show as ``<step>@bg``):
 
 * ``cpu`` / ``runnable``: the calling thread's CPU time and its time waiting for a CPU while runnable (Linux's
   ``/proc/thread-self/schedstat``: run time and run-queue delay, ns), so preemption shows apart from work;
