@@ -172,7 +172,7 @@ def test_a_build_loads_only_the_beliefs_it_changed_and_cached_hits_survive(engin
     assert index.stats.full == 1 and index.stats.refreshes == 0
     loaded = index._loaded
     assert loaded is not None
-    active = len(loaded.keys)
+    active = loaded.active
     cached = dict(loaded.hits)
     assert cached and active > 5
     engine.store(said("bob", "I adopted a rescue dog named Max yesterday."))
@@ -186,7 +186,7 @@ def test_a_build_loads_only_the_beliefs_it_changed_and_cached_hits_survive(engin
     assert index.stats.full == 1 and index.stats.refreshes == 1
     assert index.stats.rows - rows_before == changed  # only what the build wrote was read
     refreshed = index._loaded
-    assert refreshed is not None and len(refreshed.keys) == active + changed
+    assert refreshed is not None and refreshed.active == active + changed
     assert all(refreshed.hits[bid] is hit for bid, hit in cached.items())  # the parsed hits were kept
     assert {h.id for h in first} < {h.id for h in after}
     assert [(h.id, h.score) for h in by_index(engine, MetaFilter(), "tomato dog")] == [
@@ -194,9 +194,18 @@ def test_a_build_loads_only_the_beliefs_it_changed_and_cached_hits_survive(engin
     ]
 
 
-def test_refreshes_follow_supersedes_forgets_and_erases_exactly(engine: SQLiteEngine) -> None:
-    """A sequence of writes, each followed by a read through the refreshed index and one through SQL."""
+@pytest.mark.parametrize("compact_min", [0, 1024], ids=["compacting", "delta-only"])
+def test_refreshes_follow_supersedes_forgets_and_erases_exactly(
+    engine: SQLiteEngine, monkeypatch: pytest.MonkeyPatch, compact_min: int
+) -> None:
+    """A sequence of writes, each followed by a read through the refreshed index and one through SQL.
+
+    Both ways a refresh applies changes: rebuilding the arrays at once (``COMPACT_MIN`` 0 on a small store), and
+    keeping every change in the delta beside the first load's base (1024).
+    """
+    monkeypatch.setattr(belief_index_module, "COMPACT_MIN", compact_min)
     index = engine._belief_index
+    filters = [MetaFilter(), MetaFilter(reach=Reach.subtree(Namespace.agent("ann"))), MetaFilter(agent_id="ann")]
     steps = [
         lambda: engine.store(said("ann", "My favorite color is blue.")),
         lambda: engine.store(said("ann", "My favorite color is green.", month=6)),
@@ -206,9 +215,10 @@ def test_refreshes_follow_supersedes_forgets_and_erases_exactly(engine: SQLiteEn
         step()
         engine.consolidate(BUILD)
         for query in ("favorite color", "volunteer shelter marathon"):
-            assert [(h.id, h.score) for h in by_index(engine, MetaFilter(), query)] == [
-                (h.id, h.score) for h in by_sql(engine, MetaFilter(), query)
-            ]
+            for flt in filters:
+                assert [(h.id, h.score) for h in by_index(engine, flt, query)] == [
+                    (h.id, h.score) for h in by_sql(engine, flt, query)
+                ]
     green = said("ann", "My favorite color is green.", month=6)
     engine.forget({"ids": [green.id]})
     assert [(h.id, h.score) for h in by_index(engine, MetaFilter(), "favorite color")] == [
@@ -222,6 +232,48 @@ def test_refreshes_follow_supersedes_forgets_and_erases_exactly(engine: SQLiteEn
     ]
     assert not [h for h in after_erase if h.text.startswith("Bob")]
     assert index.stats.full == 1 and index.stats.refreshes == 4  # two builds, a forget, an erase
+    assert (index.stats.compactions > 0) == (compact_min == 0)
+
+
+def test_a_refresh_copies_what_changed_until_the_delta_outgrows_its_share(
+    engine: SQLiteEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 12: a build commit costs the live read the rows it wrote, not a copy of every active belief's arrays;
+    the whole arrays are rebuilt once the changes outgrow ``compact_at`` (then the delta starts again)."""
+    monkeypatch.setattr(belief_index_module, "COMPACT_MIN", 3)
+    index = engine._belief_index
+    engine.store_many([said("ann", f"I planted {n} tomato seedlings in garden bed {n}.", day=n) for n in range(1, 25)])
+    engine.consolidate(BUILD)
+    query = "tomato seedlings garden dog hiking"
+    by_index(engine, MetaFilter(), query)
+    loaded = index._loaded
+    assert loaded is not None and index.stats.full == 1
+    base = len(loaded.base.keys)
+    assert belief_index_module.compact_at(base) == 3 and base >= 24
+    news = [
+        "I adopted a rescue dog named Max yesterday.",
+        "I went hiking in the Alps last summer.",
+        "I am learning to play the cello.",
+        "I moved to Lisbon in March.",
+    ]
+    deltas: list[int] = []
+    for n, text in enumerate(news):
+        copied = index.stats.copied
+        engine.store(said("bob", text, day=n + 1))
+        engine.consolidate(BUILD)
+        for flt in (MetaFilter(), MetaFilter(reach=Reach.subtree(Namespace.agent("bob")))):
+            assert [(h.id, h.score) for h in by_index(engine, flt, query)] == [
+                (h.id, h.score) for h in by_sql(engine, flt, query)
+            ]
+        now = index._loaded
+        assert now is not None
+        deltas.append(len(now.delta.keys))
+        if index.stats.compactions == 0:
+            assert now.base is loaded.base  # the first load's arrays, not copied
+            assert index.stats.copied - copied == len(now.delta.keys) <= 3
+    assert deltas[0] >= 1 and index.stats.compactions == 1  # the changes outgrew 3 rows once
+    assert 0 in deltas[1:]  # the rebuild folded the delta into the base
+    assert index.stats.refreshes == len(news) and index.stats.full == 1
 
 
 def test_a_read_during_another_threads_refresh_keeps_the_previous_version(engine: SQLiteEngine) -> None:
@@ -252,5 +304,5 @@ def test_a_full_load_in_small_pages_ranks_as_sql(engine: SQLiteEngine, monkeypat
             (h.id, h.score) for h in by_sql(engine, MetaFilter(), query)
         ]
     loaded = engine._belief_index._loaded
-    assert loaded is not None and len(loaded.keys) > 2  # more than one page was read
+    assert loaded is not None and loaded.active > 2  # more than one page was read
     assert engine._belief_index.stats.full == 1
