@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -25,41 +23,17 @@ from memory_core.lifecycle.agent import AgentMemory
 from memory_core.lifecycle.jobs import BuildBeliefs
 from memory_core.lifecycle.layout import MemoryLayout
 from memory_core.namespace import Namespace, Reach
-from memory_core.retrieval.embedder import Encoded, HashEmbedder
+from memory_core.retrieval.embedder import HashEmbedder
 from memory_core.settings import Settings, get_settings
+from tests._embedding_doubles import REPLY, Counting, Submitted
 from workers.coordination import SqliteCoordination
 from workers.dead_letters import SqliteDeadLetters
 from workers.execution import Delivery, Runtime, Verdict, execute
 from workers.handlers import EmbedItems
-from workers.kinds import JOB_KINDS
 
 pytestmark = pytest.mark.postgres
 
 LAYOUT = MemoryLayout()
-REPLY = "Noted, stored."
-
-
-class Counting(HashEmbedder):
-    """The hash embedder, recording the stored replies it encoded (a pack's query is encoded too: not counted)."""
-
-    def __init__(self, name: str = "hash") -> None:
-        self.name = name
-        self.texts: list[str] = []
-
-    def encode(self, texts: Sequence[str]) -> Encoded:
-        self.texts.extend(t for t in texts if REPLY in t)
-        return super().encode(texts)
-
-
-@dataclass
-class Submitted:
-    """Stands in for ``JobQueue`` inside a worker: parses and records what a handler submits."""
-
-    jobs: list[Any] = field(default_factory=list)
-
-    def submit(self, job: Any, *, job_id: str | None = None) -> str:
-        self.jobs.append(JOB_KINDS.parse(job))
-        return f"follow-{len(self.jobs)}"
 
 
 @pytest.fixture

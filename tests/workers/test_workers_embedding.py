@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +15,8 @@ from memory_core.lifecycle.agent import AgentMemory
 from memory_core.lifecycle.jobs import BuildBeliefs
 from memory_core.lifecycle.layout import MemoryLayout
 from memory_core.namespace import Reach
-from memory_core.retrieval.embedder import Encoded, HashEmbedder
 from memory_core.settings import Settings
+from tests._embedding_doubles import REPLY, Counting, Submitted
 from workers.coordination import SqliteCoordination
 from workers.dead_letters import SqliteDeadLetters
 from workers.execution import Delivery, Runtime, Verdict, execute
@@ -26,29 +25,6 @@ from workers.kinds import JOB_KINDS
 from workers.queue import JobQueue, open_coordination
 
 LAYOUT = MemoryLayout()
-REPLY = "Noted, stored."
-
-
-class Counting(HashEmbedder):
-    """The hash embedder, recording the stored turns it encoded (a pack's query is encoded too: not counted)."""
-
-    def __init__(self) -> None:
-        self.texts: list[str] = []
-
-    def encode(self, texts: Sequence[str]) -> Encoded:
-        self.texts.extend(t for t in texts if REPLY in t)
-        return super().encode(texts)
-
-
-@dataclass
-class Submitted:
-    """Stands in for ``JobQueue`` inside a worker: parses and records what a handler submits."""
-
-    jobs: list[Any] = field(default_factory=list)
-
-    def submit(self, job: Any, *, job_id: str | None = None) -> str:
-        self.jobs.append(JOB_KINDS.parse(job))
-        return f"follow-{len(self.jobs)}"
 
 
 @pytest.fixture
