@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from datetime import UTC, datetime
 from pathlib import Path
@@ -371,3 +372,24 @@ def test_chatgpt_messages_holding_only_non_text_parts_are_counted_as_skipped() -
     assert [t.text for t in parsed.turns] == ["and a caption"]
     assert parsed.skipped == 1
     assert parse_jsonl(['{"thread": "t", "role": "user", "content": "ok"}']).skipped == 0
+
+
+@pytest.mark.parametrize("name", ["text", "speaker", "blip_caption"])
+@pytest.mark.parametrize("value", [5, ["a list"], {"an": "object"}])
+def test_a_locomo_turn_field_of_the_wrong_type_is_named_not_stringified(name: str, value: object) -> None:
+    """A LoCoMo turn's text, speaker or caption of another type was stringified (``"5"``): now named."""
+    sample = copy.deepcopy(LOCOMO)
+    sample["conversation"]["session_1"][0][name] = value
+    with pytest.raises(InvalidRequest) as info:
+        parse_locomo([sample])
+    assert info.value.field == f"samples.0.session_1.0.{name}"
+    assert f"got {type(value).__name__}" in str(info.value)
+
+
+def test_a_locomo_turn_without_a_speaker_is_unknown_and_a_null_caption_is_none() -> None:
+    sample = copy.deepcopy(LOCOMO)
+    sample["conversation"]["session_1"][0].pop("speaker")
+    sample["conversation"]["session_1"][1]["blip_caption"] = None
+    turns = parse_locomo([sample]).turns
+    assert turns[0].speaker == "unknown"
+    assert turns[1].text == "Nice!"

@@ -141,17 +141,17 @@ def _locomo_turn(turn: Any, where: str, sample_id: str, number: int, at: datetim
     """One LoCoMo turn object as a ``ReplayTurn`` (None for a blank one)."""
     if not isinstance(turn, dict):
         raise InvalidRequest(f"a turn is a JSON object, got {type(turn).__name__}", field=where)
-    text = str(turn.get("text") or "").strip()
+    text = _optional_text(turn, "text", where).strip()
     if not text:
         return None
-    caption = turn.get("blip_caption")
+    caption = _optional_text(turn, "blip_caption", where)
     if caption:
         text = f"{text} [shares a photo: {caption}]"
     ref = turn.get("dia_id")
     parsed = ReplayTurn(
         thread_id=f"{sample_id}-s{number}",
         role="user",
-        speaker=str(turn.get("speaker") or "unknown"),
+        speaker=_optional_text(turn, "speaker", where) or "unknown",
         text=text,
         at=at,
         ref=None if ref is None else str(ref),
@@ -232,16 +232,28 @@ def _role(value: Any, where: str) -> Literal["user", "assistant"]:
     raise InvalidRequest(f"role must be user or assistant, got {value!r}", field=where)
 
 
+def _optional_text(row: dict[str, Any], name: str, where: str) -> str:
+    """``row[name]`` as a string, "" when absent or null.
+
+    Raises:
+        InvalidRequest: ``<where>.<name>`` is not a string (its type named).
+    """
+    value = row.get(name)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise InvalidRequest(f"expected a string, got {type(value).__name__}", field=f"{where}.{name}")
+    return value
+
+
 def _text(row: dict[str, Any], name: str, where: str) -> str:
     """``row[name]``: a string holding more than whitespace.
 
     Raises:
         InvalidRequest: ``<where>.<name>``: absent, null or blank ("missing or blank"), or not a string (its type).
     """
-    value = row.get(name)
-    if value is not None and not isinstance(value, str):
-        raise InvalidRequest(f"expected a string, got {type(value).__name__}", field=f"{where}.{name}")
-    if value is None or not value.strip():
+    value = _optional_text(row, name, where)
+    if not value.strip():
         raise InvalidRequest(f"{name} is missing or blank", field=f"{where}.{name}")
     return value
 
