@@ -15,7 +15,7 @@ import pytest
 
 from memory_core import BeliefsRequest, Document, Learning, ListRequest, MemoryMeta, Reach
 from memory_core.engines import open_engine
-from tests._cli import invoke
+from tests._cli import LOCOMO_MINI, invoke
 
 
 @pytest.fixture
@@ -96,17 +96,7 @@ def test_an_unknown_engine_scheme_exits_2_listing_the_known_ones(env: dict[str, 
 
 
 def test_eval_locomo_prints_the_table_and_writes_json(env: dict[str, str], tmp_path: Path) -> None:
-    sample = {
-        "sample_id": "mini",
-        "conversation": {
-            "session_1_date_time": "1:56 pm on 8 May, 2023",
-            "session_1": [
-                {"speaker": "Ann", "dia_id": "D1:1", "text": "I adopted a cat named Luna."},
-                {"speaker": "Bo", "dia_id": "D1:2", "text": "Cute! I got a parrot."},
-            ],
-        },
-        "qa": [{"question": "What is Ann's cat called?", "answer": "Luna", "evidence": ["D1:1"], "category": 4}],
-    }
+    sample = LOCOMO_MINI
     data, out = tmp_path / "mini.json", tmp_path / "eval.json"
     data.write_text(json.dumps([sample]))
     result = invoke(env, "eval", "locomo", str(data), "--json", str(out), "--k", "1")

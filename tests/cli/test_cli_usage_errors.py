@@ -12,28 +12,16 @@ import pytest
 import memory_core.cli.eval as eval_command
 from memory_core.cli import load_commands
 from memory_core.settings import Settings
-from tests._cli import invoke, one_line_error
+from tests._cli import LOCOMO_MINI, invoke, one_line_error
 from workers.config import known_queues, resolve_queues
 
 app = load_commands()
-
-SAMPLE = {
-    "sample_id": "mini",
-    "conversation": {
-        "session_1_date_time": "1:56 pm on 8 May, 2023",
-        "session_1": [
-            {"speaker": "Ann", "dia_id": "D1:1", "text": "I adopted a cat named Luna."},
-            {"speaker": "Bo", "dia_id": "D1:2", "text": "Cute! I got a parrot."},
-        ],
-    },
-    "qa": [{"question": "What is Ann's cat called?", "answer": "Luna", "evidence": ["D1:1"], "category": 4}],
-}
 
 
 @pytest.fixture
 def locomo(tmp_path: Path) -> Path:
     path = tmp_path / "mini.json"
-    path.write_text(json.dumps([SAMPLE]))
+    path.write_text(json.dumps([LOCOMO_MINI]))
     return path
 
 

@@ -22,8 +22,7 @@ from memory_core.namespace import Namespace
 from memory_core.safety.engine import ScrubbingEngine
 from memory_core.safety.ids import holds_credential
 from memory_core.safety.jobs import scrub_job
-from memory_core.settings import get_settings
-from tests._cli import invoke
+from tests._cli import cli_env, invoke
 
 KEY = "sk-proj-" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4"  # an OpenAI project key's shape, split so no scanner flags it
 GHP = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
@@ -34,16 +33,8 @@ app = load_commands()
 
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
-    """The command line's settings for one test: its own var folder and SQLite file, no broker, no plugins."""
-    get_settings.cache_clear()
-    return {
-        "MEMORY_CORE_VAR_DIR": str(tmp_path / "var"),
-        "MEMORY_CORE_ENGINE": f"sqlite:///{tmp_path / 'memory.db'}",
-        "MEMORY_CORE_BROKER_URL": "",
-        "MEMORY_CORE_REDIS_PREFIX": "safety-test",
-        "MEMORY_CORE_ENGINE_PLUGINS": "",
-        "MEMORY_CORE_SCRUB": "on",
-    }
+    """The command line's settings for one test (``tests._cli.cli_env``), scrubbing on."""
+    return {**cli_env(tmp_path, "safety-test"), "MEMORY_CORE_SCRUB": "on"}
 
 
 # reasons --------------------------------------------------------------------------------------------------------
